@@ -1,0 +1,108 @@
+// The one backend interface. Every backend (ref/: plain scalar code, cpu/: threaded SIMD,
+// cuda/: later) implements these ops with the same signatures and the same layouts.
+// Invariance contract (design.md Rule 1/2): the floating-point reduction order of every output
+// element depends only on the weight shape and the token's absolute position — never on how
+// many tokens are in the step, which sequences they belong to, or the number of threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace detllm::kernels {
+
+// A weight matrix, row-major: (rows = out_features N, cols = in_features K).
+struct WeightMatrix {
+  const void* data = nullptr;  // (rows, cols) of dtype
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Rotary embedding frequencies (already scaled, e.g. llama3 rope scaling), shared by all tokens.
+// Angle of pair i at position p is float(p) * inv_freq[i], computed in fp32.
+struct RopeTable {
+  std::vector<float> inv_freq;  // (rot_dim / 2)
+  int32_t rot_dim = 0;          // rotated leading dims of each head (== head_dim for Llama)
+};
+
+// Paged KV cache of one layer. A slot is block * block_size + offset.
+//   k, v: [n_blocks, block_size, n_kv_heads, head_dim] fp32
+struct KvCacheLayer {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t n_blocks = 0;
+  int32_t block_size = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Metadata of one forward step: n_tokens tokens drawn from n_seqs sequences, in any order and
+// mix (prefill chunks and decode tokens together; there is no separate prefill/decode path).
+//
+//   token t ──seq_of_token[t]──▶ s ──block_tables[s * max_blocks + j]──▶ physical block
+//   token t attends to positions 0 … positions[t] of its sequence; position j of sequence s
+//   lives at slot block_tables[s * max_blocks + j / block_size] * block_size + j % block_size.
+// All KV of positions < positions[t] must already be in the cache; kv_append writes this
+// step's KV before attention reads it, so cached and fresh KV are the same bits.
+struct StepBatch {
+  int32_t n_tokens = 0;
+  const int32_t* positions = nullptr;     // (n_tokens) absolute position in its sequence
+  const int32_t* seq_of_token = nullptr;  // (n_tokens) row of block_tables
+  const int32_t* slots = nullptr;         // (n_tokens) KV slot this token's K/V is written to
+  int32_t n_seqs = 0;
+  int32_t max_blocks = 0;                   // row length of block_tables
+  const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks) physical block ids
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string_view name() const = 0;
+
+  // out (n, table.cols) = table[ids[i], :]; table (vocab, dim).
+  virtual void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) = 0;
+
+  // out (n, dim) = x / sqrt(mean(x²) + eps) * w; x (n, dim), w (dim). out may alias x.
+  virtual void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+                       float* out) = 0;
+
+  // y (m, w.rows) = x (m, w.cols) · wᵀ (+ bias (w.rows) when bias != nullptr).
+  // The K-reduction order of y[i, j] is fixed by (w.rows, w.cols) alone.
+  virtual void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
+                      float* y) = 0;
+
+  // In place on x (n, n_heads, head_dim): half-split (HF "rotate_half") rotation of the first
+  // rot_dim dims of each head, pairing d and d + rot_dim/2, by the angle of positions[t].
+  virtual void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
+                    const int32_t* positions, const RopeTable& table) = 0;
+
+  // Writes k, v (n_tokens, n_kv_heads, head_dim) into cache slots batch.slots.
+  virtual void kv_append(const float* k, const float* v, const StepBatch& batch,
+                         const KvCacheLayer& cache) = 0;
+
+  // Causal attention over the paged cache with GQA (n_heads % n_kv_heads == 0; query head h
+  // reads kv head h / (n_heads / n_kv_heads)). q, out: (n_tokens, n_heads, head_dim).
+  // Each (token, head) row reduces over positions 0 … positions[t] in ascending order.
+  virtual void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                         int32_t n_heads, float scale, float* out) = 0;
+
+  // out[i] = silu(gate[i]) * up[i] for i < n.
+  virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+
+  // x[i] += y[i] for i < n (residual).
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+};
+
+// The plain scalar reference (kernels/ref/): obvious loops, one thread. Tests compare every
+// backend against it.
+std::unique_ptr<Ops> make_ref_ops();
+
+// The CPU backend (kernels/cpu/): SIMD, n_threads threads splitting rows and output features,
+// never a dot product, so its bits do not depend on n_threads.
+std::unique_ptr<Ops> make_cpu_ops(int n_threads);
+
+}  // namespace detllm::kernels
