@@ -1,7 +1,31 @@
-// detllm command-line entry point (placeholder until the generate command lands).
+// detllm: command-line entry point. Dispatches to the subcommands in cli/*_cmd.cpp; turns
+// detllm::Error into a one-line message and exit code 1.
 #include <cstdio>
+#include <vector>
 
-int main() {
-  std::puts("detllm: commands coming soon");
-  return 0;
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"detllm — an LLM inference engine whose deterministic requests are bitwise "
+               "reproducible"};
+  app.set_version_flag("--version", std::string(detllm::engine_version()));
+  app.require_subcommand(1);
+  const std::vector<detllm::cli::Command> commands = {
+      detllm::cli::add_generate_command(app),
+  };
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (const auto& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
+    return 1;
+  } catch (const detllm::Error& e) {
+    std::fprintf(stderr, "detllm: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "detllm: internal error: %s\n", e.what());
+    return 2;
+  }
 }

@@ -1,9 +1,11 @@
-// GGUF v3 reader: header, metadata key/values, tensor infos, alignment, and dequantization to
-// fp32 at load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K). The file is memory-mapped and
-// every offset, size, count, type and shape is validated before it is used: a truncated,
-// corrupt or unsupported file throws detllm::Error naming the problem and the file.
+// GGUF v3 reader (v2 accepted: same layout): header, metadata key/values, tensor infos,
+// alignment, and dequantization to fp32 at load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K).
+// The file is memory-mapped and every offset, size, count, type and shape is validated before
+// it is used: a truncated, corrupt or unsupported file throws detllm::Error naming the problem
+// and the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "model/dequant.h"  // GgmlType, GgmlTypeInfo
 #include "model/tensor_source.h"
 
 namespace detllm {
@@ -22,15 +25,11 @@ struct GgufValue {
   std::variant<uint64_t, int64_t, double, bool, std::string, GgufArray> v;
 };
 
-// GGML tensor types understood by the loader (numbering from the GGUF spec).
-enum class GgmlType : uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14, kBF16 = 30,
-};
-
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // PyTorch order (GGUF ne[] reversed)
-  uint32_t type = 0;           // raw ggml type id (validated against GgmlType at load_f32)
+  uint32_t type = 0;           // raw ggml type id: a known ggml type (see ggml_type_info);
+                               // load_f32 throws if it is not one of GgmlType
   uint64_t offset = 0;         // absolute byte offset in the file (validated)
   uint64_t n_bytes = 0;        // size of the data (validated against the file size)
 };
@@ -40,6 +39,7 @@ class GgufFile final : public TensorSource {
   // Opens, maps and validates the header, metadata and tensor infos. Throws detllm::Error.
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Parses from memory (for tests and the fuzz target); `data` must outlive the object.
+  // `name` stands for the file in error messages.
   static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, std::string name);
   ~GgufFile() override;
 
@@ -55,7 +55,14 @@ class GgufFile final : public TensorSource {
   std::vector<std::string> get_string_array(const std::string& key) const;
   std::vector<int64_t> get_int_array(const std::string& key) const;
   std::vector<double> get_float_array(const std::string& key) const;
-  const std::vector<GgufTensorInfo>& tensor_infos() const;
+  const std::vector<GgufTensorInfo>& tensor_infos() const;  // in file order
+  // Throws detllm::Error naming the tensor and the file when missing.
+  const GgufTensorInfo& tensor_info(const std::string& name) const;
+  // The tensor's raw bytes inside the mapping (n_bytes long, no alignment guaranteed when
+  // parsed from memory); for kernels that consume quantized blocks directly.
+  const uint8_t* tensor_data(const std::string& name) const;
+  uint64_t alignment() const;    // general.alignment, default 32
+  uint64_t data_offset() const;  // absolute offset of the (aligned) tensor data section
 
   // TensorSource
   const std::string& path() const override;

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/*_fuzz.cpp) with clang, ASan and UBSan, and runs each
+# for a given number of seconds, seeded with the loader fixtures in tests/data/loaders/.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 60  |  scripts/fuzz.sh 300 gguf_fuzz
+#
+# SECONDS defaults to 60; TARGET defaults to every fuzz target (gguf_fuzz, safetensors_fuzz).
+# Build dir: build-fuzz/ (override with BUILD_DIR). The whole library is compiled with
+# -fsanitize=fuzzer-no-link so the parsers are coverage-instrumented, not only the target.
+# The corpus grows in build-fuzz/fuzz/corpus/TARGET; a crash leaves its input in
+# build-fuzz/fuzz/artifacts/ and makes this script exit non-zero. Reproduce one with
+#   build-fuzz/tests/TARGET path/to/crash-file
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(gguf_fuzz safetensors_fuzz)
+build="${BUILD_DIR:-$root/build-fuzz}"
+jobs="${JOBS:-2}"
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDETLLM_FUZZ=ON -DDETLLM_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+  > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" -j "$jobs" "${targets[@]}"
+
+data="$root/tests/data/loaders"
+work="$build/fuzz"
+mkdir -p "$work/artifacts"
+
+# Tokens of the safetensors header, to help the fuzzer write plausible JSON.
+cat > "$work/safetensors.dict" <<'DICT'
+"\"dtype\""
+"\"shape\""
+"\"data_offsets\""
+"\"__metadata__\""
+"\"F32\""
+"\"F16\""
+"\"BF16\""
+"\"I64\""
+DICT
+
+status=0
+for target in "${targets[@]}"; do
+  corpus="$work/corpus/$target"
+  mkdir -p "$corpus"
+  extra=()
+  case "$target" in
+    gguf_fuzz) seeds=("$data"/*.gguf) ;;
+    safetensors_fuzz)
+      seeds=("$data"/*.safetensors "$data"/st_single/*.safetensors "$data"/st_sharded/*.safetensors)
+      extra=(-dict="$work/safetensors.dict") ;;
+    *) seeds=() ;;
+  esac
+  [ ${#seeds[@]} -gt 0 ] && cp -f "${seeds[@]}" "$corpus/"
+  echo "== $target: ${seconds}s, corpus $corpus"
+  if ! "$build/tests/$target" "$corpus" -max_total_time="$seconds" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/$target-" \
+      "${extra[@]}"; then
+    echo "!! $target found a failure: see $work/artifacts/" >&2
+    status=1
+  fi
+done
+exit $status

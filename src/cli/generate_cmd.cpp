@@ -1,0 +1,132 @@
+// `detllm generate PROMPT`: loads a model (the embedded default without --model), runs the
+// prompt through the serving engine and streams the text to stdout as it is produced;
+// statistics (tokens/s) go to stderr.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/bundle.h"
+
+namespace detllm::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string prompt;
+  std::string model;
+  int max_tokens = 128;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool no_special = false;
+  bool ignore_eos = false;
+};
+
+int run_generate(const GenerateOptions& o) {
+  Progress progress("loading model");
+  ModelBundle b = open_model_bundle(o.model, o.threads,
+                                    [&](size_t d, size_t t) { progress.update(d, t); });
+  const ModelConfig& c = b.model->config;
+  progress.finish(fmt::format("{} ({}, {} layers, dim {}, vocab {})", b.model->name,
+                              model_arch_name(c.arch), c.n_layers, c.dim, c.vocab_size));
+
+  engine::Request req;
+  req.prompt = b.tokenizer->encode(o.prompt, /*add_special_tokens=*/!o.no_special);
+  check(!req.prompt.empty(), "the prompt encodes to no tokens: give some text");
+  req.max_tokens = o.max_tokens;
+  req.ignore_eos = o.ignore_eos;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_p = o.top_p;
+  req.sampling.top_k = o.top_k;
+  req.sampling.min_p = o.min_p;
+  req.sampling.seed = o.seed;
+
+  engine::EngineConfig cfg;
+  cfg.kv_cache_tokens = static_cast<int32_t>(req.prompt.size()) + o.max_tokens + 16;
+  cfg.scheduler.max_tokens_per_step = 512;
+  engine::Engine eng(*b.llama, cfg, b.tokenizer.get());
+
+  StreamDecoder decoder(*b.tokenizer, /*skip_special_tokens=*/true);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  Clock::time_point t_first;
+  int n_generated = 0;
+  std::string finish = "?";
+  engine::RequestCallbacks cb;
+  cb.on_token = [&](const engine::TokenEvent& e) {
+    if (n_generated++ == 0) t_first = Clock::now();
+    const std::string piece = decoder.push(e.token);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  cb.on_finish = [&](int32_t, engine::FinishReason r, const engine::Usage&) {
+    finish = std::string(engine::finish_reason_name(r));
+  };
+  eng.add_request(req, cb);
+  eng.run_until_idle();
+  const auto t1 = Clock::now();
+  const std::string rest = decoder.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
+  const double decode_s = std::chrono::duration<double>(t1 - t_first).count();
+  std::fprintf(stderr,
+               "[detllm] prompt %zu tokens, prefill %.1f tok/s (%.0f ms to first token); "
+               "generated %d tokens, decode %.1f tok/s; finish: %s; threads %d\n",
+               req.prompt.size(), n_generated ? req.prompt.size() / prefill_s : 0.0,
+               prefill_s * 1e3, n_generated,
+               n_generated > 1 ? (n_generated - 1) / decode_s : 0.0, finish.c_str(), o.threads);
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text from PROMPT and stream it to stdout (statistics go to stderr).\n"
+      "Deterministic: the same model, prompt and options (seed included) give the same tokens.");
+  cmd->add_option("prompt", o->prompt, "The text to continue")->required();
+  cmd->add_option("-m,--model", o->model,
+                  "A GGUF file or a Hugging Face directory (config.json + *.safetensors).\n"
+                  "Default: the embedded SmolLM2-135M-Instruct installed by scripts/setup.sh");
+  cmd->add_option("-n,--max-tokens", o->max_tokens, "Most tokens to generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("-t,--temperature", o->temperature,
+                  "Sampling temperature; 0 = greedy (argmax, lowest token id on ties)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: keep the smallest set of tokens whose "
+                  "probability reaches P (1 = off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Keep only the K most likely tokens (0 = off)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--min-p", o->min_p,
+                  "Keep tokens with probability >= MIN_P x the top probability (0 = off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", o->seed, "Seed of the per-token Philox streams; same seed, same "
+                  "output")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_flag("--no-special", o->no_special,
+                "Do not add the tokenizer's special tokens (e.g. BOS) to the prompt");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  return {cmd, [o] { return run_generate(*o); }};
+}
+
+}  // namespace detllm::cli

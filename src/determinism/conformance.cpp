@@ -1,0 +1,201 @@
+// Conformance harness: run a workload under an Execution, record, compare bit for bit.
+#include "determinism/conformance.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/llama_model.h"
+
+namespace detllm::conformance {
+
+RunResult run(const Target& target, const Execution& exec,
+              const std::vector<engine::Request>& requests) {
+  const size_t n = requests.size();
+  check(exec.arrival.empty() || exec.arrival.size() == n, "{}: arrival has {} entries for {} "
+        "requests", exec.label, exec.arrival.size(), n);
+  check(exec.add_order.empty() || exec.add_order.size() == n, "{}: bad add_order", exec.label);
+  auto ops = target.make_ops(exec.n_threads);
+  LlamaModel model(*target.config, *target.weights, *ops);
+  engine::EngineConfig cfg = exec.engine;
+  cfg.policy = target.policy;
+  engine::Engine eng(model, cfg);
+
+  for (const engine::Request& w : exec.warmup) eng.add_request(w, {});
+  eng.run_until_idle();
+  const int64_t warmup_cached = eng.stats().n_cached_tokens;
+
+  RunResult res;
+  res.traces.resize(n);
+  std::vector<size_t> order = exec.add_order;
+  if (order.empty()) {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), 0);
+  }
+  std::vector<bool> added(n, false);
+  size_t n_added = 0;
+  auto add = [&](size_t i) {
+    engine::Request r = requests[i];
+    r.capture_logits = true;
+    RequestTrace& t = res.traces[i];
+    t.tokens.assign(r.n, {});
+    t.logprobs.assign(r.n, {});
+    t.finish.assign(r.n, engine::FinishReason::kNone);
+    t.cached_tokens.assign(r.n, 0);
+    engine::RequestCallbacks cb;
+    cb.on_token = [&t](const engine::TokenEvent& e) {
+      t.tokens[e.sample_index].push_back(e.token);
+      t.logprobs[e.sample_index].push_back(e.logprob);
+    };
+    cb.on_logits = [&t, i, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
+      auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
+      // A scoring row computed again after preemption must repeat its bits (V6).
+      check(inserted || std::memcmp(it->second.data(), logits.data(),
+                                    logits.size_bytes()) == 0,
+            "{}: request {} position {}: logits changed when recomputed", exec.label, i, pos);
+    };
+    cb.on_prompt_logprobs = [&t](std::span<const engine::PromptLogprob> lp) {
+      t.prompt_logprobs.assign(lp.begin(), lp.end());
+    };
+    cb.on_finish = [&t](int32_t sample, engine::FinishReason reason, const engine::Usage& u) {
+      t.finish[sample] = reason;
+      t.cached_tokens[sample] = u.cached_tokens;
+    };
+    eng.add_request(std::move(r), std::move(cb));
+    added[i] = true;
+    ++n_added;
+  };
+
+  for (int64_t step = 0;; ++step) {
+    check(step < 1'000'000, "{}: the workload did not finish (livelock?)", exec.label);
+    for (size_t i : order) {
+      const int32_t when = exec.arrival.empty() ? 0 : exec.arrival[i];
+      if (!added[i] && when <= step) add(i);
+    }
+    const bool ran = eng.step();
+    if (exec.check_kv_every_step) eng.scheduler().check_consistency();
+    if (n_added == n && !eng.has_work()) break;
+    check(ran || n_added < n, "{}: the engine stalled with work left", exec.label);
+  }
+  eng.scheduler().check_consistency();
+  const engine::KvCacheStats kv = eng.scheduler().kv_cache().stats();
+  check(kv.n_referenced == 0 && kv.n_free + kv.n_cached_idle == kv.n_blocks,
+        "{}: KV blocks leaked: {} still referenced, {} free, {} cached of {}", exec.label,
+        kv.n_referenced, kv.n_free, kv.n_cached_idle, kv.n_blocks);
+  res.n_steps = eng.stats().n_steps;
+  res.n_preemptions = eng.scheduler().stats().n_preemptions;
+  res.n_cached_tokens = eng.stats().n_cached_tokens - warmup_cached;
+  return res;
+}
+
+std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
+  if (a.tokens.size() != b.tokens.size()) {
+    return Mismatch{fmt::format("sample counts differ: {} vs {}", a.tokens.size(),
+                                b.tokens.size())};
+  }
+  for (size_t s = 0; s < a.tokens.size(); ++s) {
+    const auto& ta = a.tokens[s];
+    const auto& tb = b.tokens[s];
+    for (size_t i = 0; i < std::min(ta.size(), tb.size()); ++i) {
+      if (ta[i] != tb[i]) {
+        return Mismatch{fmt::format("sample {}: token {} differs: {} vs {}", s, i, ta[i], tb[i])};
+      }
+    }
+    if (ta.size() != tb.size()) {
+      return Mismatch{fmt::format("sample {}: {} vs {} tokens", s, ta.size(), tb.size())};
+    }
+    if (std::memcmp(a.logprobs[s].data(), b.logprobs[s].data(),
+                    a.logprobs[s].size() * sizeof(float)) != 0) {
+      return Mismatch{fmt::format("sample {}: token logprobs differ", s)};
+    }
+  }
+  for (const auto& [key, la] : a.logits) {
+    auto it = b.logits.find(key);
+    if (it == b.logits.end()) {
+      return Mismatch{fmt::format("sample {} position {}: logits only in the first run",
+                                  key.first, key.second)};
+    }
+    const auto& lb = it->second;
+    if (la.size() != lb.size()) return Mismatch{"logit vector sizes differ"};
+    for (size_t i = 0; i < la.size(); ++i) {
+      uint32_t ba, bb;
+      std::memcpy(&ba, &la[i], 4);
+      std::memcpy(&bb, &lb[i], 4);
+      if (ba != bb) {
+        return Mismatch{fmt::format(
+            "sample {} position {}: logit[{}] differs: {:.9g} (0x{:08x}) vs {:.9g} (0x{:08x})",
+            key.first, key.second, i, la[i], ba, lb[i], bb)};
+      }
+    }
+  }
+  if (a.logits.size() != b.logits.size()) {
+    return Mismatch{fmt::format("{} vs {} logit positions", a.logits.size(), b.logits.size())};
+  }
+  if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) {
+    return Mismatch{"prompt logprob counts differ"};
+  }
+  for (size_t i = 0; i < a.prompt_logprobs.size(); ++i) {
+    const auto& pa = a.prompt_logprobs[i];
+    const auto& pb = b.prompt_logprobs[i];
+    if (pa.token != pb.token || std::memcmp(&pa.logprob, &pb.logprob, 4) != 0 ||
+        pa.top_logprobs != pb.top_logprobs) {
+      return Mismatch{fmt::format("prompt logprob at position {} differs", pa.position)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<engine::Request> random_workload(uint64_t seed, const WorkloadSpec& spec) {
+  check(spec.vocab_size > 0 && spec.min_prompt >= 1 && spec.max_prompt >= spec.min_prompt,
+        "bad workload spec");
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int64_t lo, int64_t hi) {  // inclusive
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  // Two shared base prefixes, so that some prompts hit the prefix cache fully or partially.
+  std::vector<std::vector<int32_t>> bases(2);
+  for (auto& b : bases) {
+    b.resize(static_cast<size_t>(spec.max_prompt));
+    for (auto& t : b) t = static_cast<int32_t>(uniform(0, spec.vocab_size - 1));
+  }
+  std::vector<engine::Request> out(static_cast<size_t>(spec.n_requests));
+  for (auto& r : out) {
+    const int32_t len = static_cast<int32_t>(uniform(spec.min_prompt, spec.max_prompt));
+    if (chance(0.5)) {
+      const auto& b = bases[static_cast<size_t>(uniform(0, 1))];
+      const int32_t shared = static_cast<int32_t>(uniform(0, len));
+      r.prompt.assign(b.begin(), b.begin() + shared);
+    }
+    while (static_cast<int32_t>(r.prompt.size()) < len) {
+      r.prompt.push_back(static_cast<int32_t>(uniform(0, spec.vocab_size - 1)));
+    }
+    r.deterministic = !chance(spec.nondet_share);
+    r.sampling.n_logprobs = static_cast<int32_t>(uniform(0, 3));
+    if (chance(spec.scoring_share) && r.prompt.size() > 1) {
+      r.max_tokens = 0;
+      r.prompt_logprobs = static_cast<int32_t>(uniform(0, 2));
+      continue;
+    }
+    r.max_tokens = static_cast<int32_t>(uniform(1, spec.max_new_tokens));
+    if (chance(0.5)) {
+      r.sampling.temperature = 0.0f;
+    } else {
+      const float temps[] = {0.7f, 1.0f, 1.3f};
+      r.sampling.temperature = temps[uniform(0, 2)];
+      if (chance(0.3)) r.sampling.top_k = static_cast<int32_t>(uniform(1, 50));
+      if (chance(0.3)) r.sampling.top_p = 0.9f;
+      if (chance(0.2)) r.sampling.min_p = 0.05f;
+      r.sampling.seed = rng();
+    }
+    if (spec.allow_n_samples && chance(0.2)) r.n = 2;
+    if (chance(0.1)) r.prompt_logprobs = 1;
+  }
+  return out;
+}
+
+}  // namespace detllm::conformance

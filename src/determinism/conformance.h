@@ -1,0 +1,95 @@
+// The determinism conformance harness (design.md V1–V11): runs a workload of requests through
+// an Engine under one Execution (batching, arrival, chunking, cache, KV budget, page layout,
+// threads…), records every output position's fp32 logits and every token, and compares two
+// runs bit for bit. Parameterised by backend (an Ops factory) and determinism policy, so the
+// CPU suite in tests/conformance and later the GPU backend and modes run the same checks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/request.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/llama_weights.h"
+
+namespace detllm::conformance {
+
+// What is under test: a model, a backend and a policy.
+struct Target {
+  std::string name;
+  const ModelConfig* config = nullptr;
+  const ModelWeights* weights = nullptr;
+  std::function<std::unique_ptr<kernels::Ops>(int n_threads)> make_ops;
+  DeterminismPolicy policy;
+};
+
+// One way of executing a workload. Everything here is an execution variation: for a
+// deterministic request none of it may change a single bit.
+struct Execution {
+  std::string label;
+  engine::EngineConfig engine;     // chunk size, budget, KV pool, prefix cache, block shuffling
+  int n_threads = 2;               // V11
+  std::vector<int32_t> arrival;    // per request: the step before which it is added (V2); {} = 0
+  std::vector<size_t> add_order;   // order of add_request within a step (V2); {} = as given
+  bool check_kv_every_step = true;  // KV accounting checked after every step
+  // Run to completion in the same engine before the workload (untraced): a warm prefix cache
+  // (V5) or a KV pool whose blocks have been used and released in some order (V7).
+  std::vector<engine::Request> warmup;
+};
+
+// Everything observed of one request.
+struct RequestTrace {
+  std::vector<std::vector<int32_t>> tokens;  // (n samples) generated tokens
+  std::vector<std::vector<float>> logprobs;  // (n samples) logprob of each generated token
+  // (sample, position) → the logits (vocab) that predicted that position's token.
+  std::map<std::pair<int32_t, int32_t>, std::vector<float>> logits;
+  std::vector<engine::PromptLogprob> prompt_logprobs;
+  std::vector<engine::FinishReason> finish;  // (n samples)
+  std::vector<int32_t> cached_tokens;        // (n samples) prefix-cache hits seen in usage
+};
+
+struct RunResult {
+  std::vector<RequestTrace> traces;  // (requests), in the workload's order
+  int64_t n_steps = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_cached_tokens = 0;
+  int64_t max_tokens_in_step = 0;
+};
+
+// Runs `requests` (capture_logits is forced on) to completion under `exec`. Throws
+// detllm::Error on KV accounting breaches or leaks (every block must be free or cached-idle
+// at the end).
+RunResult run(const Target& target, const Execution& exec,
+              const std::vector<engine::Request>& requests);
+
+struct Mismatch {
+  std::string what;  // human-readable: request, sample, position, first differing index, values
+};
+
+// First difference between two traces of the same request: token ids, then logits bit for bit
+// at every position both saw (and the set of positions), then logprobs and prompt logprobs.
+std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b);
+
+// Workload generation for property-based runs: `n` requests with prompts of random lengths
+// (some sharing prefixes, to exercise the prefix cache), greedy or seeded sampling, 1–2
+// samples, some scoring requests. All marked deterministic unless `nondet_share` > 0.
+struct WorkloadSpec {
+  int32_t n_requests = 6;
+  int32_t vocab_size = 0;
+  int32_t min_prompt = 1;
+  int32_t max_prompt = 40;
+  int32_t max_new_tokens = 12;
+  double nondet_share = 0.0;
+  double scoring_share = 0.15;
+  bool allow_n_samples = true;
+};
+std::vector<engine::Request> random_workload(uint64_t seed, const WorkloadSpec& spec);
+
+}  // namespace detllm::conformance

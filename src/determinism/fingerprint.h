@@ -1,0 +1,23 @@
+// The numerics fingerprint (design.md section 1): everything that fixes a deterministic
+// request's bits besides its prompt and sampling parameters — the weights, the engine build,
+// the backend and its SIMD/GPU/library versions, and every numerics-relevant setting. Two
+// runs with the same fingerprint give the same bits; returned as OpenAI's system_fingerprint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace detllm {
+
+struct FingerprintInputs {
+  uint64_t weights_hash = 0;
+  std::string backend;        // "cpu", "cuda:<gpu>:<driver>:<cublas>"
+  std::string backend_build;  // e.g. the CPU SIMD arch
+  int32_t kv_block_size = 0;  // does not change numerics today, but is part of the KV identity
+  std::string numerics_mode;  // the mode that served the request
+};
+
+// "fp_" + 16 hex digits of XXH3 over every input; stable across runs and machines.
+std::string numerics_fingerprint(const FingerprintInputs& in);
+
+}  // namespace detllm

@@ -1,0 +1,193 @@
+// Engine: scheduling, one forward per step, sampling, stop rules (see engine.h).
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace detllm::engine {
+
+Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer)
+    : model_(model),
+      config_(config.resolved(model.config())),
+      tokenizer_(tokenizer),
+      scheduler_(config_.scheduler),
+      runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size) {
+  if (tokenizer_ && tokenizer_->eos_id()) eos_ids_.push_back(*tokenizer_->eos_id());
+}
+
+Engine::~Engine() = default;
+
+RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
+  request.validate(model_.config().vocab_size, config_.max_model_len);
+  check(request.stop.empty() || tokenizer_ != nullptr,
+        "stop strings need a tokenizer; this engine has none");
+  SequenceOptions opts;
+  opts.max_new_tokens = request.max_tokens;
+  opts.all_logits = request.prompt_logprobs >= 0;
+  // KV computed under different numerics is never shared through the prefix cache.
+  opts.numerics_class =
+      static_cast<uint64_t>(config_.policy.mode_for(is_deterministic(request))) + 1;
+  const SeqId seq = scheduler_.add(request.prompt, opts);
+
+  const RequestId id = next_id_++;
+  RequestState& r = requests_[id];
+  r.req = std::move(request);
+  r.cb = std::move(callbacks);
+  r.samples.resize(r.req.n);
+  r.samples[0].seq = seq;
+  r.n_live = r.req.n;
+  if (r.req.prompt_logprobs >= 0) {
+    r.prompt_logprobs.resize(r.req.prompt.size() - 1);
+    r.prompt_logprob_filled.assign(r.req.prompt.size() - 1, false);
+  }
+  seq_owner_[seq] = {id, 0};
+  ++stats_.n_requests;
+  stats_.n_prompt_tokens += static_cast<int64_t>(r.req.prompt.size());
+  return id;
+}
+
+void Engine::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  for (int32_t k = 0; k < r.req.n; ++k) {
+    SampleState& s = r.samples[k];
+    if (s.done) continue;
+    if (s.seq >= 0) {
+      scheduler_.abort(s.seq);
+      seq_owner_.erase(s.seq);
+    }
+    s.done = true;
+    if (r.cb.on_finish) {
+      r.cb.on_finish(k, FinishReason::kAbort,
+                     {static_cast<int32_t>(r.req.prompt.size()),
+                      static_cast<int32_t>(s.generated.size()), r.cached_tokens, 0});
+    }
+  }
+  requests_.erase(it);
+}
+
+bool Engine::step() {
+  if (!scheduler_.has_unfinished()) return false;
+  const StepPlan plan = scheduler_.schedule();
+  if (plan.empty()) return false;
+  const std::span<const float> logits = runner_.run(plan);
+  scheduler_.complete_step(plan);
+  ++stats_.n_steps;
+  stats_.n_computed_tokens += plan.n_tokens();
+  const int32_t vocab = model_.config().vocab_size;
+
+  for (const ScheduledSeq& s : plan.seqs) {
+    auto owner = seq_owner_.find(s.id);
+    if (owner == seq_owner_.end()) continue;  // aborted meanwhile
+    const auto [rid, sample_index] = owner->second;
+    RequestState& r = requests_.at(rid);
+    if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s, logits, vocab);
+    if (!s.sample) continue;
+    const int32_t row = s.all_logits ? s.logits_begin + s.n_tokens - 1 : s.logits_begin;
+    const std::span<const float> row_logits = logits.subspan(static_cast<size_t>(row) * vocab,
+                                                             vocab);
+    handle_sample(rid, r, sample_index, row_logits, s.first_pos + s.n_tokens);
+  }
+  return true;
+}
+
+void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s,
+                                std::span<const float> logits, int32_t vocab) {
+  const int32_t n_prompt = static_cast<int32_t>(r.req.prompt.size());
+  for (int32_t j = 0; j < s.n_tokens; ++j) {
+    const int32_t target = s.first_pos + j + 1;  // the token these logits predict
+    if (target >= n_prompt) break;
+    const auto row = logits.subspan(static_cast<size_t>(s.logits_begin + j) * vocab, vocab);
+    PromptLogprob& lp = r.prompt_logprobs[target - 1];
+    lp.position = target;
+    lp.token = r.req.prompt[target];
+    lp.logprob = logprob_of(row, lp.token);
+    lp.top_logprobs = top_logprobs(row, r.req.prompt_logprobs);
+    r.prompt_logprob_filled[target - 1] = true;
+    if (r.req.capture_logits && r.cb.on_logits) r.cb.on_logits(0, target, row);
+  }
+  if (!r.prompt_logprobs_sent &&
+      std::all_of(r.prompt_logprob_filled.begin(), r.prompt_logprob_filled.end(),
+                  [](bool b) { return b; })) {
+    r.prompt_logprobs_sent = true;
+    if (r.cb.on_prompt_logprobs) r.cb.on_prompt_logprobs(r.prompt_logprobs);
+  }
+}
+
+void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
+                           std::span<const float> row, int32_t position) {
+  if (r.cached_tokens == 0 && r.samples[sample_index].seq >= 0) {
+    r.cached_tokens = scheduler_.sequence(r.samples[sample_index].seq).n_cached_tokens;
+  }
+  if (r.req.max_tokens == 0) {  // scoring only: the prompt is done
+    finish_sample(rid, r, sample_index, FinishReason::kLength);
+    return;
+  }
+  // The first sampled position: the other samples fork from this one and share its prompt KV
+  // and these logits; each draws from its own Philox stream (sample_index).
+  std::vector<int32_t> group{sample_index};
+  if (!r.forked) {
+    r.forked = true;
+    for (int32_t k = 1; k < r.req.n; ++k) {
+      const SeqId child = scheduler_.fork(r.samples[0].seq);
+      r.samples[k].seq = child;
+      seq_owner_[child] = {rid, k};
+      group.push_back(k);
+    }
+  }
+  for (int32_t k : group) {
+    SampleState& st = r.samples[k];
+    if (r.req.capture_logits && r.cb.on_logits) r.cb.on_logits(k, position, row);
+    const SampleResult res = sample(row, r.req.sampling, position, static_cast<uint32_t>(k));
+    scheduler_.append_token(st.seq, res.token);
+    st.generated.push_back(res.token);
+    ++stats_.n_generated_tokens;
+    if (r.cb.on_token) r.cb.on_token({k, position, res.token, res.logprob, res.top_logprobs});
+    const FinishReason reason = stop_reason(r, st, res.token);
+    if (reason != FinishReason::kNone) finish_sample(rid, r, k, reason);
+  }
+}
+
+FinishReason Engine::stop_reason(const RequestState& r, const SampleState& s,
+                                 int32_t token) const {
+  if (!r.req.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+    return FinishReason::kStop;
+  }
+  const auto& stops = r.req.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kStop;
+  if (!r.req.stop.empty()) {
+    // Decode a window of recent tokens: enough for the longest stop string (a token is at
+    // least one byte), plus slack for multi-byte characters split across tokens.
+    size_t longest = 0;
+    for (const auto& st : r.req.stop) longest = std::max(longest, st.size());
+    const size_t window = std::min(s.generated.size(), longest + 4);
+    const std::string tail =
+        tokenizer_->decode(std::span(s.generated).last(window), /*skip_special_tokens=*/false);
+    for (const auto& st : r.req.stop) {
+      if (tail.find(st) != std::string::npos) return FinishReason::kStop;
+    }
+  }
+  if (static_cast<int32_t>(s.generated.size()) >= r.req.max_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void Engine::finish_sample(RequestId rid, RequestState& r, int32_t sample_index,
+                           FinishReason reason) {
+  SampleState& s = r.samples[sample_index];
+  const Sequence& seq = scheduler_.sequence(s.seq);
+  const Usage usage{static_cast<int32_t>(r.req.prompt.size()),
+                    static_cast<int32_t>(s.generated.size()), r.cached_tokens,
+                    seq.n_preemptions};
+  stats_.n_cached_tokens += sample_index == 0 ? r.cached_tokens : 0;
+  scheduler_.finish(s.seq);
+  seq_owner_.erase(s.seq);
+  s.done = true;
+  --r.n_live;
+  if (r.cb.on_finish) r.cb.on_finish(sample_index, reason, usage);
+  if (r.n_live == 0) requests_.erase(rid);  // r dangles from here on
+}
+
+}  // namespace detllm::engine

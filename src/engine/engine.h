@@ -1,0 +1,97 @@
+// The serving engine: requests in, token events out. One thread calls add_request/abort/step;
+// each step() asks the scheduler for {sequence → n_tokens}, runs the model once over all of
+// them (prefill chunks and decode tokens together), samples with per-token Philox streams and
+// applies stop rules. Deterministic requests get the same bits whatever else runs (V1–V11).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+
+namespace detllm {
+class Tokenizer;
+}
+
+namespace detllm::engine {
+
+struct EngineStats {
+  int64_t n_steps = 0;
+  int64_t n_requests = 0;
+  int64_t n_prompt_tokens = 0;
+  int64_t n_generated_tokens = 0;
+  int64_t n_computed_tokens = 0;  // tokens run through the model (incl. recompute)
+  int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
+};
+
+class Engine {
+ public:
+  // The model (and its ops) and the tokenizer must outlive the engine. Without a tokenizer,
+  // stop strings are refused and there is no EOS token.
+  Engine(const LlamaModel& model, const EngineConfig& config,
+         const Tokenizer* tokenizer = nullptr);
+  ~Engine();
+
+  // Validates and queues a request; callbacks fire from step(). Throws detllm::Error.
+  RequestId add_request(Request request, RequestCallbacks callbacks);
+  // Cancels a request: its sequences free their KV, on_finish(kAbort) fires for live samples.
+  void abort(RequestId id);
+  // Runs one step; false when there was nothing to run.
+  bool step();
+  void run_until_idle() {
+    while (step()) {
+    }
+  }
+  bool has_work() const { return !requests_.empty(); }
+  int32_t n_requests() const { return static_cast<int32_t>(requests_.size()); }
+
+  const EngineConfig& config() const { return config_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const EngineStats& stats() const { return stats_; }
+  bool is_deterministic(const Request& r) const {
+    return r.deterministic.value_or(config_.policy.deterministic_by_default);
+  }
+
+ private:
+  struct SampleState {
+    SeqId seq = -1;
+    bool done = false;
+    std::vector<int32_t> generated;
+  };
+  struct RequestState {
+    Request req;
+    RequestCallbacks cb;
+    std::vector<SampleState> samples;  // (n)
+    bool forked = false;
+    bool prompt_logprobs_sent = false;
+    std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
+    std::vector<bool> prompt_logprob_filled;
+    int32_t cached_tokens = 0;
+    int32_t n_live = 0;
+  };
+
+  void handle_prompt_rows(RequestState& r, const ScheduledSeq& s, std::span<const float> logits,
+                          int32_t vocab);
+  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
+                     std::span<const float> row, int32_t position);
+  FinishReason stop_reason(const RequestState& r, const SampleState& s, int32_t token) const;
+  void finish_sample(RequestId rid, RequestState& r, int32_t sample_index, FinishReason reason);
+
+  const LlamaModel& model_;
+  EngineConfig config_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_ids_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::unordered_map<RequestId, RequestState> requests_;
+  std::unordered_map<SeqId, std::pair<RequestId, int32_t>> seq_owner_;  // → (request, sample)
+  RequestId next_id_ = 0;
+  EngineStats stats_;
+};
+
+}  // namespace detllm::engine

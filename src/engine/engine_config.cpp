@@ -1,0 +1,30 @@
+// EngineConfig resolution and validation.
+#include "engine/engine_config.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace detllm::engine {
+
+EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
+  EngineConfig c = *this;
+  check(c.kv_cache_tokens > 0 || c.scheduler.kv.n_blocks > 0,
+        "kv_cache_tokens must be positive (got {})", c.kv_cache_tokens);
+  check(c.scheduler.kv.block_size > 0, "block_size must be positive (got {})",
+        c.scheduler.kv.block_size);
+  if (c.scheduler.kv.n_blocks == 0) {
+    c.scheduler.kv.n_blocks =
+        (c.kv_cache_tokens + c.scheduler.kv.block_size - 1) / c.scheduler.kv.block_size;
+  }
+  if (c.max_model_len == 0) c.max_model_len = model.max_position;
+  check(c.max_model_len > 0 && c.max_model_len <= model.max_position,
+        "max_model_len {} must be in 1…{} (the model's context)", c.max_model_len,
+        model.max_position);
+  c.scheduler.validate();
+  c.policy.validate();
+  return c;
+}
+
+}  // namespace detllm::engine

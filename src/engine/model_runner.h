@@ -1,0 +1,29 @@
+// ModelRunner: executes a scheduler StepPlan on the model — applies the plan's KV block
+// copies, runs one forward over the plan's tokens, and returns the logits of its logit rows.
+// It owns the KV memory; which block holds what is the scheduler's business.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+
+namespace detllm::engine {
+
+class ModelRunner {
+ public:
+  ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t block_size);
+
+  // Returns (plan.logit_rows.size(), vocab) logits, valid until the next run().
+  std::span<const float> run(const StepPlan& plan);
+  const LlamaModel& model() const { return model_; }
+
+ private:
+  const LlamaModel& model_;
+  KvStorage kv_;
+  std::vector<float> logits_;
+};
+
+}  // namespace detllm::engine

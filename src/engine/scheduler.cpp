@@ -1,0 +1,317 @@
+// Continuous-batching scheduler: token budget, chunked prefill, FCFS admission with prefix-cache
+// reuse, preemption by recompute, fork for n samples. The policy and the contract with the
+// runner are written in scheduler.h.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+
+namespace detllm::engine {
+
+void SchedulerConfig::validate() const {
+  kv.validate();
+  check(max_tokens_per_step >= 1, "scheduler: max_tokens_per_step must be >= 1 (got {})",
+        max_tokens_per_step);
+  check(max_seqs >= 1, "scheduler: max_seqs must be >= 1 (got {})", max_seqs);
+  check(chunk_size >= 0, "scheduler: chunk_size must be >= 0 (0 = no limit; got {})", chunk_size);
+}
+
+kernels::StepBatch StepPlan::batch() const {
+  kernels::StepBatch b;
+  b.n_tokens = n_tokens();
+  b.positions = positions.data();
+  b.seq_of_token = seq_of_token.data();
+  b.slots = slots.data();
+  b.n_seqs = n_seqs();
+  b.max_blocks = max_blocks;
+  b.block_tables = block_tables.data();
+  return b;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(config.kv) {
+  config_.validate();
+}
+
+Sequence& Scheduler::seq(SeqId id) {
+  auto it = seqs_.find(id);
+  check(it != seqs_.end(), "scheduler: unknown sequence {}", id);
+  return it->second;
+}
+
+const Sequence& Scheduler::sequence(SeqId id) const {
+  auto it = seqs_.find(id);
+  check(it != seqs_.end(), "scheduler: unknown sequence {}", id);
+  return it->second;
+}
+
+SeqId Scheduler::add(std::vector<int32_t> prompt, const SequenceOptions& options) {
+  check(!prompt.empty(), "scheduler: a request needs at least one prompt token");
+  check(options.max_new_tokens >= 0, "scheduler: max_new_tokens must be >= 0 (got {})",
+        options.max_new_tokens);
+  const int64_t need = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
+  check(need <= config_.kv.capacity_tokens(),
+        "request rejected: it needs KV for up to {} tokens (prompt {} + max_new_tokens {}) but "
+        "the KV pool holds {} ({} blocks of {}); shorten the prompt, lower max_tokens, or give "
+        "the KV cache more memory",
+        need, prompt.size(), options.max_new_tokens, config_.kv.capacity_tokens(),
+        config_.kv.n_blocks, config_.kv.block_size);
+  Sequence s;
+  s.id = next_id_++;
+  s.n_prompt = static_cast<int32_t>(prompt.size());
+  s.tokens = std::move(prompt);
+  s.options = options;
+  s.status = SeqStatus::kWaiting;
+  const SeqId id = s.id;
+  seqs_.emplace(id, std::move(s));
+  waiting_.push_back(id);
+  ++stats_.n_added;
+  return id;
+}
+
+SeqId Scheduler::fork(SeqId parent_id) {
+  const Sequence& parent = sequence(parent_id);
+  check(parent.n_in_flight == 0,
+        "scheduler: cannot fork sequence {} while it is in flight; call complete_step() first",
+        parent_id);
+  Sequence c;
+  c.id = next_id_++;
+  c.tokens = parent.tokens;
+  c.n_prompt = parent.n_prompt;
+  c.options = parent.options;
+  c.status = parent.status;
+  if (parent.status == SeqStatus::kRunning) {
+    c.n_computed = parent.n_computed;
+    c.n_cached_tokens = parent.n_cached_tokens;
+    kv_.fork(parent_id, c.id, c.n_computed);
+    running_.push_back(c.id);
+  } else {
+    waiting_.insert(std::find(waiting_.begin(), waiting_.end(), parent_id) + 1, c.id);
+  }
+  const SeqId id = c.id;
+  seqs_.emplace(id, std::move(c));
+  ++stats_.n_forked;
+  return id;
+}
+
+void Scheduler::preempt_last_running(StepPlan& plan) {
+  const SeqId id = running_.back();
+  Sequence& s = seq(id);
+  running_.pop_back();
+  kv_.free_sequence(id);
+  s.n_computed = 0;
+  s.status = SeqStatus::kWaiting;
+  ++s.n_preemptions;
+  waiting_.push_front(id);
+  plan.preempted.push_back(id);
+  ++stats_.n_preemptions;
+}
+
+StepPlan Scheduler::schedule() {
+  check(n_in_flight_ == 0,
+        "scheduler: schedule() called while {} sequences of the previous plan are in flight; "
+        "call complete_step() first",
+        n_in_flight_);
+  StepPlan plan;
+  plan.step = stats_.n_steps++;
+  const int32_t bs = config_.kv.block_size;
+  const auto max_seqs = static_cast<size_t>(config_.max_seqs);
+  int32_t budget = config_.max_tokens_per_step;
+  std::vector<std::pair<SeqId, int32_t>> picks;  // (sequence, tokens) in plan order
+
+  auto clamp_chunk = [&](int32_t want) {
+    want = std::min(want, budget);
+    if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
+    return want;
+  };
+
+  // 1. Running sequences, oldest admission first. Victims come from the back, i.e. from
+  // sequences not yet visited (or the current one), so nothing already picked is preempted.
+  for (size_t i = 0; i < running_.size() && budget > 0 && picks.size() < max_seqs; ++i) {
+    const SeqId id = running_[i];
+    Sequence& s = seq(id);
+    const int32_t want = clamp_chunk(s.n_uncomputed());
+    if (want == 0) continue;  // waiting for append_token() or finish()
+    int32_t n = kv_.max_tokens_fitting(id, s.n_computed, want);
+    bool self_preempted = false;
+    while (n == 0) {
+      self_preempted = running_.back() == id;
+      preempt_last_running(plan);
+      if (self_preempted) break;
+      n = kv_.max_tokens_fitting(id, s.n_computed, want);
+    }
+    if (self_preempted) break;  // everything after it is preempted too
+    check(kv_.ensure_writable(id, s.n_computed, n, plan.copies),
+          "scheduler: internal error: blocks for sequence {} vanished", id);
+    picks.emplace_back(id, n);
+    budget -= n;
+  }
+
+  // 2. Admission, FCFS. Not in a step that had to preempt: the pool is short.
+  while (plan.preempted.empty() && !waiting_.empty() && budget > 0 && picks.size() < max_seqs &&
+         running_.size() < max_seqs) {
+    const SeqId id = waiting_.front();
+    Sequence& s = seq(id);
+    PrefixMatch match;
+    if (!s.options.all_logits) match = kv_.match_prefix(s.tokens, s.options.numerics_class);
+    const int32_t hit = match.n_tokens;
+    const int32_t want = clamp_chunk(s.n_tokens() - hit);
+    const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
+    if (need > kv_.n_available_blocks() - match.n_idle) break;  // the head waits for blocks
+    waiting_.pop_front();
+    kv_.add_sequence(id, s.options.numerics_class, match);
+    s.status = SeqStatus::kRunning;
+    s.n_computed = hit;
+    s.n_cached_tokens = hit;
+    running_.push_back(id);
+    check(kv_.ensure_writable(id, hit, want, plan.copies),
+          "scheduler: internal error: blocks for admitted sequence {} vanished", id);
+    picks.emplace_back(id, want);
+    budget -= want;
+  }
+
+  build_rows(picks, plan);
+  return plan;
+}
+
+void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, StepPlan& plan) {
+  const int32_t bs = config_.kv.block_size;
+  int32_t n_tokens = 0;
+  for (const auto& [id, n] : picks) {
+    const Sequence& s = seqs_.at(id);
+    plan.max_blocks = std::max(plan.max_blocks, (s.n_computed + n + bs - 1) / bs);
+    n_tokens += n;
+  }
+  plan.seqs.reserve(picks.size());
+  plan.token_ids.reserve(n_tokens);
+  plan.positions.reserve(n_tokens);
+  plan.seq_of_token.reserve(n_tokens);
+  plan.slots.reserve(n_tokens);
+  plan.block_tables.assign(picks.size() * static_cast<size_t>(plan.max_blocks), -1);
+
+  for (size_t row = 0; row < picks.size(); ++row) {
+    const auto [id, n] = picks[row];
+    Sequence& s = seq(id);
+    ScheduledSeq ss;
+    ss.id = id;
+    ss.first_pos = s.n_computed;
+    ss.n_tokens = n;
+    ss.token_begin = plan.n_tokens();
+    ss.sample = s.n_computed + n == s.n_tokens();
+    ss.all_logits = s.options.all_logits;
+
+    std::span<const int32_t> table = kv_.block_table(id);
+    const int32_t n_blocks = (s.n_computed + n + bs - 1) / bs;
+    std::copy_n(table.begin(), n_blocks,
+                plan.block_tables.begin() + static_cast<ptrdiff_t>(row) * plan.max_blocks);
+    for (int32_t p = s.n_computed; p < s.n_computed + n; ++p) {
+      plan.token_ids.push_back(s.tokens[p]);
+      plan.positions.push_back(p);
+      plan.seq_of_token.push_back(static_cast<int32_t>(row));
+      plan.slots.push_back(table[p / bs] * bs + p % bs);
+    }
+    if (ss.all_logits) {
+      ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
+      for (int32_t t = 0; t < n; ++t) plan.logit_rows.push_back(ss.token_begin + t);
+    } else if (ss.sample) {
+      ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
+      plan.logit_rows.push_back(ss.token_begin + n - 1);
+    }
+    s.n_in_flight = n;
+    ++n_in_flight_;
+    plan.seqs.push_back(ss);
+  }
+  stats_.n_scheduled_tokens += n_tokens;
+}
+
+void Scheduler::complete_step(const StepPlan& plan) {
+  for (const ScheduledSeq& ss : plan.seqs) {
+    auto it = seqs_.find(ss.id);
+    if (it == seqs_.end() || it->second.n_in_flight == 0) continue;  // finished or aborted
+    check(it->second.n_computed == ss.first_pos,
+          "scheduler: complete_step() with a stale plan for sequence {}", ss.id);
+    mark_computed(ss.id, ss.first_pos + ss.n_tokens);
+  }
+}
+
+void Scheduler::mark_computed(SeqId id, int32_t n_computed) {
+  Sequence& s = seq(id);
+  check(s.status == SeqStatus::kRunning && s.n_in_flight > 0,
+        "scheduler: mark_computed() for sequence {} that has nothing in flight", id);
+  check(n_computed >= s.n_computed && n_computed <= s.n_computed + s.n_in_flight,
+        "scheduler: sequence {}: {} computed tokens is outside the scheduled range [{}, {}]", id,
+        n_computed, s.n_computed, s.n_computed + s.n_in_flight);
+  s.n_computed = n_computed;
+  s.n_in_flight = 0;
+  --n_in_flight_;
+  kv_.mark_computed(id, s.tokens, n_computed);
+}
+
+void Scheduler::append_token(SeqId id, int32_t token) {
+  Sequence& s = seq(id);
+  check(s.status == SeqStatus::kRunning && s.n_in_flight == 0 && s.n_uncomputed() == 0,
+        "scheduler: append_token() to sequence {} before its last token was computed", id);
+  check(s.n_generated() < s.options.max_new_tokens,
+        "scheduler: sequence {} already has max_new_tokens = {} generated tokens", id,
+        s.options.max_new_tokens);
+  s.tokens.push_back(token);
+}
+
+void Scheduler::remove(SeqId id) {
+  Sequence& s = seq(id);
+  if (s.status == SeqStatus::kRunning) {
+    kv_.free_sequence(id);
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
+  }
+  if (s.n_in_flight > 0) --n_in_flight_;
+  seqs_.erase(id);
+}
+
+void Scheduler::finish(SeqId id) {
+  remove(id);
+  ++stats_.n_finished;
+}
+
+void Scheduler::abort(SeqId id) {
+  remove(id);
+  ++stats_.n_aborted;
+}
+
+void Scheduler::check_consistency() const {
+  kv_.check_consistency();
+  const int32_t bs = config_.kv.block_size;
+  check(running_.size() + waiting_.size() == seqs_.size(),
+        "scheduler check: {} running + {} waiting != {} sequences", running_.size(),
+        waiting_.size(), seqs_.size());
+  int32_t in_flight = 0;
+  for (const auto& [id, s] : seqs_) {
+    check(s.id == id && s.n_prompt >= 1 && s.n_prompt <= s.n_tokens() &&
+              s.n_tokens() <= s.max_tokens(),
+          "scheduler check: sequence {} has bad token counts", id);
+    check(s.n_computed >= 0 && s.n_in_flight >= 0 && s.n_computed + s.n_in_flight <= s.n_tokens(),
+          "scheduler check: sequence {}: {} computed + {} in flight > {} tokens", id, s.n_computed,
+          s.n_in_flight, s.n_tokens());
+    in_flight += s.n_in_flight > 0;
+    if (s.status == SeqStatus::kRunning) {
+      check(std::count(running_.begin(), running_.end(), id) == 1,
+            "scheduler check: running sequence {} is not listed once", id);
+      check(kv_.has_sequence(id), "scheduler check: running sequence {} has no blocks", id);
+      const auto n_blocks = static_cast<int32_t>(kv_.block_table(id).size());
+      check(n_blocks * bs >= s.n_computed + s.n_in_flight,
+            "scheduler check: sequence {} has {} blocks for {} tokens", id, n_blocks,
+            s.n_computed + s.n_in_flight);
+    } else {
+      check(std::count(waiting_.begin(), waiting_.end(), id) == 1,
+            "scheduler check: waiting sequence {} is not queued once", id);
+      check(!kv_.has_sequence(id) && s.n_computed == 0 && s.n_in_flight == 0,
+            "scheduler check: waiting sequence {} holds KV state", id);
+    }
+  }
+  check(in_flight == n_in_flight_, "scheduler check: {} sequences in flight, counter says {}",
+        in_flight, n_in_flight_);
+}
+
+}  // namespace detllm::engine

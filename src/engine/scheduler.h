@@ -1,0 +1,168 @@
+// Continuous-batching scheduler (vLLM v1 contract): each schedule() picks, for each sequence,
+// how many of its tokens to compute this step, under a token budget and a sequence limit, with
+// no separate prefill and decode phases; it owns the KV block manager and hands the runner a
+// StepPlan from which kernels::StepBatch is a view. Never touches a device.
+//
+// Contract
+//   schedule() -> StepPlan: a list of {seq, first_pos, n_tokens}: compute positions
+//   [first_pos, first_pos + n_tokens) of seq, where first_pos = its n_computed. A decoding
+//   sequence asks for 1 token, a prefilling (or recomputing) one for up to chunk_size.
+//   Σ n_tokens <= max_tokens_per_step, number of seqs <= max_seqs.
+//   The runner applies plan.copies (in order), runs the forward over plan.batch(), then calls
+//   complete_step(plan); the engine samples the rows of plan.logit_rows, calls append_token()
+//   for sequences whose `sample` flag is set, and finish()/abort() for those that stop.
+//   Only one plan may be in flight: schedule() again before complete_step() is an error.
+//
+// Policy (one step)
+//   1. Running sequences, in admission order: each gets min(uncomputed tokens, chunk_size,
+//      budget left) tokens. If its blocks do not fit, a prefill chunk shrinks to what fits;
+//      when not even one token fits, the most recently admitted running sequence is preempted
+//      (it may be this one), repeatedly. Preempted: blocks released (full computed blocks stay
+//      in the prefix cache), n_computed = 0, back to the FRONT of the waiting queue; its
+//      generated tokens are kept and recomputed with the prompt.
+//   2. If nothing was preempted this step: admit waiting sequences FCFS (the queue head blocks
+//      those behind it) while budget, max_seqs and blocks allow. On admission the longest
+//      cached prefix is reused (n_computed = hit tokens, always leaving >= 1 token to compute);
+//      not for all_logits sequences, which need every position's logits and recompute all.
+//      A waiting sequence is admitted only if its whole first chunk fits.
+//   Liveness: the oldest running sequence is never preempted by another and gets >= 1 token
+//   each step; every request fits the pool alone (checked by add()), so it finishes, then the
+//   next oldest, and so on: no livelock, no starvation.
+//
+// n samples per prompt: fork(parent) after the prompt is computed. The child shares the
+// parent's blocks (ref counts); the shared partial last block is copied on the first write
+// (a BlockCopy in the plan).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/sequence.h"
+#include "kernels/ops.h"
+
+namespace detllm::engine {
+
+struct SchedulerConfig {
+  KvCacheConfig kv;                    // block_size, n_blocks, prefix cache, shuffled allocation
+  int32_t max_tokens_per_step = 2048;  // token budget of one step (>= 1)
+  int32_t max_seqs = 256;              // sequences per step and running at once (>= 1)
+  int32_t chunk_size = 0;              // prefill chunk limit; 0 = whole prompt within the budget
+
+  void validate() const;  // throws detllm::Error
+};
+
+// One sequence's share of a step.
+struct ScheduledSeq {
+  SeqId id = -1;
+  int32_t first_pos = 0;    // == the sequence's n_computed before the step
+  int32_t n_tokens = 0;     // positions [first_pos, first_pos + n_tokens) are computed
+  int32_t token_begin = 0;  // its first row in the plan's per-token arrays
+  // Index of its first row in plan.logit_rows, -1 when it needs no logits this step.
+  int32_t logits_begin = -1;
+  // The chunk reaches the end of the sequence's tokens: the last row's logits give token
+  // number first_pos + n_tokens (sample it, unless the request is done).
+  bool sample = false;
+  // Scoring: logits of every scheduled position are wanted (logits_begin … + n_tokens). After a
+  // preemption a position may be scheduled again; its logits repeat (bitwise, in invariant mode).
+  bool all_logits = false;
+};
+
+// Everything the runner needs for one forward step. Row s of block_tables belongs to seqs[s].
+//
+//   token rows  0 1 2 3 4 5 6 | 7 | 8        seq_of_token  0 0 0 0 0 0 0 | 1 | 2
+//   seqs[0] prefill chunk     seqs[1], seqs[2] decode one token each
+//   slots[t] = block_tables[seq_of_token[t] * max_blocks + positions[t] / B] * B
+//              + positions[t] % B                                  (B = block_size)
+struct StepPlan {
+  int64_t step = 0;                   // 0, 1, 2, ... per schedule() call
+  std::vector<ScheduledSeq> seqs;     // (n_seqs)
+  std::vector<int32_t> token_ids;     // (n_tokens) input token of each row
+  std::vector<int32_t> positions;     // (n_tokens) absolute position in its sequence
+  std::vector<int32_t> seq_of_token;  // (n_tokens) row of block_tables
+  std::vector<int32_t> slots;         // (n_tokens) KV slot the row's K/V is written to
+  int32_t max_blocks = 0;             // row length of block_tables
+  // (n_seqs, max_blocks) physical block ids covering positions [0, first_pos + n_tokens) of each
+  // sequence; padded with -1 (never read).
+  std::vector<int32_t> block_tables;
+  std::vector<int32_t> logit_rows;  // token rows whose logits are needed, ascending
+  std::vector<BlockCopy> copies;    // copy-on-write: apply in this order, before the forward
+  std::vector<SeqId> preempted;     // moved back to waiting by this step (for metrics/logs)
+
+  int32_t n_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t n_seqs() const { return static_cast<int32_t>(seqs.size()); }
+  bool empty() const { return seqs.empty(); }
+  // View for the kernels; valid while this plan lives and is not modified.
+  kernels::StepBatch batch() const;
+};
+
+struct SchedulerStats {
+  int64_t n_steps = 0;
+  int64_t n_added = 0;
+  int64_t n_forked = 0;
+  int64_t n_finished = 0;
+  int64_t n_aborted = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_scheduled_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);  // validates config
+
+  const SchedulerConfig& config() const { return config_; }
+
+  // Queues a sequence (status waiting) and returns its id. Throws detllm::Error when the
+  // prompt is empty or when prompt + max_new_tokens can never fit in the KV pool.
+  SeqId add(std::vector<int32_t> prompt, const SequenceOptions& options);
+  // A copy of `parent` (tokens, options, progress) sharing its computed KV blocks: running if
+  // the parent runs (then it may exceed max_seqs running until others finish; steps still
+  // hold at most max_seqs), else queued right behind it. Not while the parent is in flight.
+  SeqId fork(SeqId parent);
+
+  StepPlan schedule();
+  // The runner computed every token of the plan (sequences finished or aborted since are
+  // skipped). Same as mark_computed(s.id, s.first_pos + s.n_tokens) for each s.
+  void complete_step(const StepPlan& plan);
+  // Sequence `id` has KV for its first n_computed tokens; n_computed must lie within what was
+  // scheduled for it. Ends its in-flight state; the rest (if any) is scheduled again.
+  void mark_computed(SeqId id, int32_t n_computed);
+  // Appends a sampled token. Requires every token of the sequence computed and fewer than
+  // max_new_tokens generated.
+  void append_token(SeqId id, int32_t token);
+  void finish(SeqId id);  // done (stop condition met): releases its blocks, forgets it
+  void abort(SeqId id);   // cancelled: same, counted apart
+
+  bool contains(SeqId id) const { return seqs_.count(id) != 0; }
+  const Sequence& sequence(SeqId id) const;                      // throws for an unknown id
+  std::span<const SeqId> running() const { return running_; }    // admission order
+  const std::deque<SeqId>& waiting() const { return waiting_; }  // front is admitted next
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool has_unfinished() const { return !seqs_.empty(); }
+  const KvCacheManager& kv_cache() const { return kv_; }
+  const SchedulerStats& stats() const { return stats_; }
+
+  // Verifies the KV accounting and every sequence's state; throws detllm::Error on a breach.
+  void check_consistency() const;
+
+ private:
+  Sequence& seq(SeqId id);
+  void preempt_last_running(StepPlan& plan);
+  void remove(SeqId id);
+  void build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, StepPlan& plan);
+
+  SchedulerConfig config_;
+  KvCacheManager kv_;
+  std::unordered_map<SeqId, Sequence> seqs_;
+  std::vector<SeqId> running_;  // admission order; preemption takes from the back
+  std::deque<SeqId> waiting_;   // FCFS; preempted sequences go to the front
+  int32_t n_in_flight_ = 0;     // sequences with n_in_flight > 0
+  SeqId next_id_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace detllm::engine

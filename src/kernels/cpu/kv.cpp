@@ -1,0 +1,28 @@
+// CPU kv_append: slot s holds (n_kv_heads, head_dim) floats at s * n_kv_heads * head_dim of
+// cache.k and cache.v ([n_blocks, block_size, n_kv_heads, head_dim]). Exact copies.
+// Test: build/tests/test_kernels --gtest_filter='*Kv*'.
+#include "kernels/cpu/kv.h"
+
+#include <cstring>
+
+#include "kernels/cpu/attention.h"
+
+namespace detllm::kernels::cpu {
+
+void kv_append(ThreadPool& pool, const float* k, const float* v, const StepBatch& batch,
+               const KvCacheLayer& cache) {
+  validate_step_batch(batch, cache, /*check_history=*/false);
+  const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+  pool.parallel_for(
+      batch.n_tokens,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t slot = batch.slots[t];
+          std::memcpy(cache.k + slot * row, k + t * row, sizeof(float) * row);
+          std::memcpy(cache.v + slot * row, v + t * row, sizeof(float) * row);
+        }
+      },
+      /*min_items_per_part=*/64);
+}
+
+}  // namespace detllm::kernels::cpu

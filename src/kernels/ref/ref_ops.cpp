@@ -1,0 +1,162 @@
+// The reference backend: the semantics of every op in ops.h as obvious scalar loops on one
+// thread (sequential fp32 sums, two-pass softmax, libm exp/cos/sin). Slow on purpose; other
+// backends are tested against it. Test: build/tests/test_kernels --gtest_filter='*VsRef*'.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace detllm::kernels {
+namespace {
+
+// Element (r, c) of a weight matrix, widened to fp32 (exact).
+float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
+  const int64_t i = r * w.cols + c;
+  switch (w.dtype) {
+    case DType::kF32: return static_cast<const float*>(w.data)[i];
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+  }
+  throw_error("ref: unsupported weight dtype {}", static_cast<int>(w.dtype));
+}
+
+// Slot of position p of sequence s (ops.h StepBatch diagram), range-checked.
+int64_t slot_of(const StepBatch& batch, const KvCacheLayer& cache, int32_t s, int32_t p) {
+  const int32_t j = p / cache.block_size;
+  check(j < batch.max_blocks, "ref: position {} needs block {} >= max_blocks {}", p, j,
+        batch.max_blocks);
+  const int32_t block = batch.block_tables[static_cast<int64_t>(s) * batch.max_blocks + j];
+  check(block >= 0 && block < cache.n_blocks, "ref: block {} outside the cache's {} blocks", block,
+        cache.n_blocks);
+  return static_cast<int64_t>(block) * cache.block_size + p % cache.block_size;
+}
+
+class RefOps final : public Ops {
+ public:
+  std::string_view name() const override { return "ref"; }
+
+  void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
+    for (int32_t i = 0; i < n; ++i) {
+      check(ids[i] >= 0 && ids[i] < table.rows, "ref embedding: token id {} outside 0..{}", ids[i],
+            table.rows - 1);
+      for (int64_t d = 0; d < table.cols; ++d) out[i * table.cols + d] = weight_at(table, ids[i], d);
+    }
+  }
+
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override {
+    for (int32_t i = 0; i < n; ++i) {
+      const float* xr = x + static_cast<int64_t>(i) * dim;
+      float ss = 0.0f;
+      for (int32_t d = 0; d < dim; ++d) ss += xr[d] * xr[d];
+      const float r = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+      float* o = out + static_cast<int64_t>(i) * dim;
+      for (int32_t d = 0; d < dim; ++d) o[d] = xr[d] * r * w[d];
+    }
+  }
+
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
+              float* y) override {
+    for (int32_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < w.rows; ++j) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < w.cols; ++k) acc += x[i * w.cols + k] * weight_at(w, j, k);
+        if (bias != nullptr) acc += bias[j];
+        y[i * w.rows + j] = acc;
+      }
+    }
+  }
+
+  void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
+            const RopeTable& table) override {
+    const int32_t half = table.rot_dim / 2;
+    check(table.rot_dim <= head_dim && static_cast<int64_t>(table.inv_freq.size()) == half,
+          "ref rope: bad table (rot_dim {}, head_dim {})", table.rot_dim, head_dim);
+    for (int32_t t = 0; t < n; ++t) {
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* xh = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+          const float angle = static_cast<float>(positions[t]) * table.inv_freq[i];
+          const float c = std::cos(angle);
+          const float s = std::sin(angle);
+          const float a = xh[i];
+          const float b = xh[i + half];
+          xh[i] = a * c - b * s;
+          xh[i + half] = b * c + a * s;
+        }
+      }
+    }
+  }
+
+  void kv_append(const float* k, const float* v, const StepBatch& batch,
+                 const KvCacheLayer& cache) override {
+    const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+    const int64_t n_slots = static_cast<int64_t>(cache.n_blocks) * cache.block_size;
+    for (int32_t t = 0; t < batch.n_tokens; ++t) {
+      const int64_t slot = batch.slots[t];
+      check(slot >= 0 && slot < n_slots, "ref kv_append: slot {} outside 0..{}", slot,
+            n_slots - 1);
+      for (int64_t e = 0; e < row; ++e) {
+        cache.k[slot * row + e] = k[t * row + e];
+        cache.v[slot * row + e] = v[t * row + e];
+      }
+    }
+  }
+
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                 int32_t n_heads, float scale, float* out) override {
+    check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0,
+          "ref attention: n_heads {} not a multiple of n_kv_heads {}", n_heads, cache.n_kv_heads);
+    const int32_t hd = cache.head_dim;
+    const int32_t n_rep = n_heads / cache.n_kv_heads;
+    const int64_t slot_stride = static_cast<int64_t>(cache.n_kv_heads) * hd;
+    std::vector<float> scores;
+    for (int32_t t = 0; t < batch.n_tokens; ++t) {
+      const int32_t s = batch.seq_of_token[t];
+      const int32_t pos = batch.positions[t];
+      check(s >= 0 && s < batch.n_seqs && pos >= 0, "ref attention: bad token {} metadata", t);
+      for (int32_t h = 0; h < n_heads; ++h) {
+        const int32_t kvh = h / n_rep;
+        const float* qh = q + (static_cast<int64_t>(t) * n_heads + h) * hd;
+        scores.assign(pos + 1, 0.0f);
+        float max_score = -INFINITY;
+        for (int32_t p = 0; p <= pos; ++p) {
+          const float* kr = cache.k + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
+          float dot = 0.0f;
+          for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kr[d];
+          scores[p] = dot * scale;
+          max_score = std::max(max_score, scores[p]);
+        }
+        float sum = 0.0f;
+        for (int32_t p = 0; p <= pos; ++p) {
+          scores[p] = std::exp(scores[p] - max_score);
+          sum += scores[p];
+        }
+        float* oh = out + (static_cast<int64_t>(t) * n_heads + h) * hd;
+        for (int32_t d = 0; d < hd; ++d) oh[d] = 0.0f;
+        for (int32_t p = 0; p <= pos; ++p) {
+          const float* vr = cache.v + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
+          for (int32_t d = 0; d < hd; ++d) oh[d] += scores[p] * vr[d];
+        }
+        for (int32_t d = 0; d < hd; ++d) oh[d] /= sum;
+      }
+    }
+  }
+
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+
+  void add(float* x, const float* y, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_ref_ops() { return std::make_unique<RefOps>(); }
+
+}  // namespace detllm::kernels

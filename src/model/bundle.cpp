@@ -1,0 +1,34 @@
+// Opens model + tokenizer + CPU backend in one call.
+#include "model/bundle.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/gguf.h"
+
+namespace detllm {
+
+ModelBundle open_model_bundle(const std::string& path_in, int n_threads,
+                              const std::function<void(size_t, size_t)>& progress) {
+  std::string path = path_in;
+  if (path.empty()) {
+    path = find_default_model();
+    check(!path.empty(),
+          "the default model ({}) is not installed: run scripts/setup.sh, or pass --model PATH",
+          kDefaultModelFile);
+  }
+  ModelBundle b;
+  b.model = load_model(path, progress);
+  if (b.model->format == ModelFormat::kGguf) {
+    b.tokenizer = Tokenizer::from_gguf(*GgufFile::open(path));
+  } else {
+    const auto tok = std::filesystem::path(path) / "tokenizer.json";
+    check(std::filesystem::exists(tok), "{}: no tokenizer.json beside the weights", path);
+    b.tokenizer = Tokenizer::from_json_file(tok.string());
+  }
+  b.ops = kernels::make_cpu_ops(n_threads);
+  b.llama = std::make_unique<LlamaModel>(b.model->config, b.model->weights, *b.ops);
+  return b;
+}
+
+}  // namespace detllm

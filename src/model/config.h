@@ -1,0 +1,61 @@
+// ModelConfig: the one description of a Llama-family model (Llama 2/3/3.1, SmolLM2, Mistral,
+// Qwen2/2.5, Qwen3), read from GGUF metadata or a Hugging Face config.json and validated once
+// at load. Unsupported architectures are refused by name.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace detllm {
+
+class GgufFile;
+
+enum class ModelArch : uint8_t { kLlama, kMistral, kQwen2, kQwen3 };
+
+std::string_view model_arch_name(ModelArch arch);
+
+// RoPE frequency scaling. kLlama3 is Llama 3.1's smooth low/high frequency rescaling;
+// kFactors divides each frequency by a per-pair factor (GGUF's rope_freqs tensor).
+struct RopeScaling {
+  enum class Type : uint8_t { kNone, kLinear, kLlama3 } type = Type::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int32_t original_max_position = 8192;
+};
+
+struct ModelConfig {
+  ModelArch arch = ModelArch::kLlama;
+  int32_t vocab_size = 0;
+  int32_t dim = 0;         // hidden size
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;     // query heads
+  int32_t n_kv_heads = 0;  // key/value heads (GQA: n_heads % n_kv_heads == 0)
+  int32_t head_dim = 0;
+  int32_t ffn_dim = 0;     // intermediate size of the SwiGLU MLP
+  int32_t max_position = 0;
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tied_embeddings = false;  // lm_head shares the token embedding
+  bool qkv_bias = false;         // Qwen2/2.5
+  bool qk_norm = false;          // Qwen3: RMSNorm on each q/k head before RoPE
+
+  int32_t q_dim() const { return n_heads * head_dim; }
+  int32_t kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Throws detllm::Error naming the offending field and `source` when inconsistent.
+  void validate(const std::string& source) const;
+
+  // RoPE inverse frequencies in fp32, with the scaling applied (HF's computation order).
+  kernels::RopeTable rope_table() const;
+
+  static ModelConfig from_gguf(const GgufFile& gguf);
+  static ModelConfig from_hf_config(const nlohmann::json& config, const std::string& path);
+};
+
+}  // namespace detllm

@@ -1,0 +1,59 @@
+// The weights of a Llama-family model in host fp32, mapped from a file's own tensor names
+// (GGUF or Hugging Face) and checked against ModelConfig shapes. GGUF "llama" files store
+// q/k rows permuted for llama.cpp's interleaved RoPE; they are un-permuted here so that one
+// RoPE (HF's half-split) serves every format.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/tensor_source.h"
+
+namespace detllm {
+
+// A linear layer's weight in host memory and the backend's view of it.
+struct Linear {
+  HostTensor w;            // (out_features, in_features)
+  std::vector<float> bias;  // (out_features) or empty
+  kernels::WeightMatrix view() const {
+    return {w.data.data(), DType::kF32, w.shape.at(0), w.shape.at(1)};
+  }
+  const float* bias_ptr() const { return bias.empty() ? nullptr : bias.data(); }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (dim)
+  Linear wq;                     // (n_heads * head_dim, dim)
+  Linear wk;                     // (n_kv_heads * head_dim, dim)
+  Linear wv;                     // (n_kv_heads * head_dim, dim)
+  Linear wo;                     // (dim, n_heads * head_dim)
+  std::vector<float> q_norm;     // (head_dim), Qwen3 only
+  std::vector<float> k_norm;     // (head_dim), Qwen3 only
+  std::vector<float> ffn_norm;   // (dim)
+  Linear w_gate;                 // (ffn_dim, dim)
+  Linear w_up;                   // (ffn_dim, dim)
+  Linear w_down;                 // (dim, ffn_dim)
+};
+
+struct ModelWeights {
+  HostTensor tok_embd;                   // (vocab, dim)
+  std::vector<LayerWeights> layers;      // (n_layers)
+  std::vector<float> out_norm;           // (dim)
+  Linear lm_head;                        // (vocab, dim); empty when tied to tok_embd
+  std::vector<float> rope_freq_factors;  // (head_dim / 2) divisors from GGUF rope_freqs, or empty
+
+  const HostTensor& lm_head_tensor() const {
+    return lm_head.w.data.empty() ? tok_embd : lm_head.w;
+  }
+};
+
+enum class WeightNaming : uint8_t { kGguf, kHuggingFace };
+
+// progress(done, total) is called after each tensor (for the load indicator).
+ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
+                          const ModelConfig& config,
+                          const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace detllm

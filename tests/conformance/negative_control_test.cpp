@@ -1,0 +1,110 @@
+// Negative controls: the conformance harness must FAIL on a backend that is not invariant.
+// A decorator backend perturbs results in a way real non-invariant kernels do (the result of
+// a row depends on how many rows share the call, or on the thread count); the same checks
+// that pass on the CPU backend must catch each one. A suite that cannot fail proves nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "determinism/conformance.h"
+#include "model/synthetic.h"
+
+namespace detllm::conformance {
+namespace {
+
+// Forwards to the CPU backend; matmul nudges every output by one ulp when the call has more
+// than `m_threshold` rows — like a GEMM that switches to split-K at larger M.
+class BatchDependentOps final : public kernels::Ops {
+ public:
+  BatchDependentOps(int n_threads, int m_threshold)
+      : inner_(kernels::make_cpu_ops(n_threads)), m_threshold_(m_threshold) {}
+  std::string_view name() const override { return "batch-dependent"; }
+  void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
+                 float* out) override {
+    inner_->embedding(t, ids, n, out);
+  }
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override {
+    inner_->rmsnorm(x, w, n, dim, eps, out);
+  }
+  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+              float* y) override {
+    inner_->matmul(x, m, w, bias, y);
+    if (m > m_threshold_) {
+      for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) y[i] = std::nextafter(y[i], INFINITY);
+    }
+  }
+  void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
+            const kernels::RopeTable& t) override {
+    inner_->rope(x, n, h, d, pos, t);
+  }
+  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
+                 const kernels::KvCacheLayer& c) override {
+    inner_->kv_append(k, v, b, c);
+  }
+  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
+                 int32_t h, float s, float* out) override {
+    inner_->attention(q, c, b, h, s, out);
+  }
+  void silu_mul(const float* g, const float* u, int64_t n, float* out) override {
+    inner_->silu_mul(g, u, n, out);
+  }
+  void add(float* x, const float* y, int64_t n) override { inner_->add(x, y, n); }
+
+ private:
+  std::unique_ptr<kernels::Ops> inner_;
+  int m_threshold_;
+};
+
+class NegativeControl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = synthetic_config("tiny-llama");
+    weights_ = make_synthetic_weights(config_, 42);
+    target_.name = "batch-dependent";
+    target_.config = &config_;
+    target_.weights = &weights_;
+    target_.make_ops = [](int n) { return std::make_unique<BatchDependentOps>(n, 1); };
+  }
+  Execution exec(const std::string& label) {
+    Execution e;
+    e.label = label;
+    e.engine.scheduler.kv.block_size = 4;
+    e.engine.kv_cache_tokens = 2048;
+    return e;
+  }
+  ModelConfig config_;
+  ModelWeights weights_;
+  Target target_;
+};
+
+TEST_F(NegativeControl, BatchCompositionIsCaught) {
+  WorkloadSpec s;
+  s.n_requests = 4;
+  s.vocab_size = config_.vocab_size;
+  s.scoring_share = 0;
+  s.min_prompt = 2;
+  auto reqs = random_workload(1, s);
+  for (auto& r : reqs) r.max_tokens = 4;
+  // Alone, decode steps have one row (unperturbed); batched, every step has several.
+  const RunResult alone = run(target_, exec("alone"), {reqs[0]});
+  const RunResult batched = run(target_, exec("batched"), reqs);
+  const auto m = compare(alone.traces[0], batched.traces[0]);
+  ASSERT_TRUE(m.has_value()) << "the harness missed a batch-dependent kernel";
+  std::printf("caught: %s\n", m->what.c_str());
+}
+
+TEST_F(NegativeControl, ChunkingIsCaught) {
+  engine::Request r;
+  for (int i = 0; i < 20; ++i) r.prompt.push_back(i * 7 % config_.vocab_size);
+  r.max_tokens = 3;
+  r.sampling.temperature = 0;
+  Execution whole = exec("whole");
+  Execution chunked = exec("chunk 1");
+  chunked.engine.scheduler.chunk_size = 1;  // prompt one token per step: m == 1 throughout
+  const auto m = compare(run(target_, whole, {r}).traces[0], run(target_, chunked, {r}).traces[0]);
+  EXPECT_TRUE(m.has_value()) << "the harness missed a chunk-dependent kernel";
+}
+
+}  // namespace
+}  // namespace detllm::conformance

@@ -1,0 +1,159 @@
+// Shared helpers of the kernel tests: fixed-seed random data, bitwise comparison of fp32
+// buffers, and a paged KV "world" that runs attention schedules (which sequences, which chunks,
+// which physical blocks, which token order) so tests can compare rows bit for bit.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace detllm::kernels::testing {
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Index of the first element whose bits differ, or -1 when all n are identical.
+inline int64_t first_bit_difference(const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::memcmp(a + i, b + i, sizeof(float)) != 0) return i;
+  return -1;
+}
+
+#define EXPECT_BITS_EQ(a, b, n)                                                      \
+  do {                                                                               \
+    const int64_t diff_at_ = ::detllm::kernels::testing::first_bit_difference(a, b, n); \
+    EXPECT_EQ(diff_at_, -1) << "first differing element " << diff_at_ << ": "       \
+                            << (diff_at_ >= 0 ? (a)[diff_at_] : 0.0f) << " vs "    \
+                            << (diff_at_ >= 0 ? (b)[diff_at_] : 0.0f);             \
+  } while (0)
+
+// One step's slice of one sequence: tokens at positions [start, start + count).
+struct Chunk {
+  int seq = 0;
+  int start = 0;
+  int count = 0;
+};
+
+// Attention geometry of a test.
+struct AttnShape {
+  int32_t n_heads = 6;
+  int32_t n_kv_heads = 2;
+  int32_t head_dim = 64;
+  int32_t block_size = 16;
+};
+
+inline void PrintTo(const AttnShape& s, std::ostream* os) {
+  *os << "heads " << s.n_heads << "/" << s.n_kv_heads << " head_dim " << s.head_dim
+      << " block " << s.block_size;
+}
+
+// A paged KV cache plus the per-(sequence, position) q/k/v contents, which depend only on
+// (content id of the sequence, position): the same sequence gives the same inputs in any run.
+class PagedWorld {
+ public:
+  // content_ids[s]: what sequence s holds; lengths[s]: its final length. block_seed permutes
+  // the physical blocks each sequence gets (0 = identity layout).
+  PagedWorld(const AttnShape& shape, std::vector<int> content_ids, std::vector<int> lengths,
+             uint32_t block_seed)
+      : shape_(shape), content_ids_(std::move(content_ids)), lengths_(std::move(lengths)) {
+    const int n_seqs = static_cast<int>(lengths_.size());
+    for (int len : lengths_)
+      max_blocks_ = std::max(max_blocks_, (len + shape.block_size - 1) / shape.block_size);
+    const int n_blocks = n_seqs * max_blocks_ + 3;  // a few spare blocks never used
+    std::vector<int32_t> ids(n_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    if (block_seed != 0) std::shuffle(ids.begin(), ids.end(), std::mt19937(block_seed));
+    tables_.assign(static_cast<size_t>(n_seqs) * max_blocks_, -1);
+    int next = 0;
+    for (int s = 0; s < n_seqs; ++s)
+      for (int b = 0; b < (lengths_[s] + shape.block_size - 1) / shape.block_size; ++b)
+        tables_[static_cast<size_t>(s) * max_blocks_ + b] = ids[next++];
+    const size_t floats =
+        static_cast<size_t>(n_blocks) * shape.block_size * shape.n_kv_heads * shape.head_dim;
+    // Unwritten slots hold NaN: a kernel that reads past a row's position fails loudly.
+    k_.assign(floats, std::numeric_limits<float>::quiet_NaN());
+    v_.assign(floats, std::numeric_limits<float>::quiet_NaN());
+    cache_ = KvCacheLayer{k_.data(), v_.data(), n_blocks, shape.block_size, shape.n_kv_heads,
+                          shape.head_dim};
+  }
+
+  // q, k or v (which = 0, 1, 2) of sequence s at position p: (heads, head_dim).
+  std::vector<float> content(int s, int p, int which) const {
+    const int heads = which == 0 ? shape_.n_heads : shape_.n_kv_heads;
+    const uint32_t seed = static_cast<uint32_t>(content_ids_[s]) * 1000003u +
+                          static_cast<uint32_t>(p) * 7919u + static_cast<uint32_t>(which);
+    const float amp = which == 0 ? 4.0f : 1.0f;  // sharper softmax than uniform q would give
+    return random_floats(static_cast<size_t>(heads) * shape_.head_dim, seed, -amp, amp);
+  }
+
+  // Runs one step: the chunks' tokens in the given order (a permutation of all tokens of the
+  // step; empty = chunk order). Writes KV, runs attention and records each token's output.
+  void step(Ops& ops, const std::vector<Chunk>& chunks, const std::vector<int>& order = {}) {
+    std::vector<std::pair<int, int>> tokens;  // (seq, pos)
+    for (const Chunk& c : chunks)
+      for (int i = 0; i < c.count; ++i) tokens.emplace_back(c.seq, c.start + i);
+    if (!order.empty()) {
+      std::vector<std::pair<int, int>> shuffled;
+      for (int i : order) shuffled.push_back(tokens[i]);
+      tokens = shuffled;
+    }
+    const int n = static_cast<int>(tokens.size());
+    const int64_t q_row = static_cast<int64_t>(shape_.n_heads) * shape_.head_dim;
+    const int64_t kv_row = static_cast<int64_t>(shape_.n_kv_heads) * shape_.head_dim;
+    std::vector<float> q(n * q_row), k(n * kv_row), v(n * kv_row), out(n * q_row);
+    std::vector<int32_t> positions(n), seqs(n), slots(n);
+    for (int t = 0; t < n; ++t) {
+      const auto [s, p] = tokens[t];
+      const auto qc = content(s, p, 0), kc = content(s, p, 1), vc = content(s, p, 2);
+      std::copy(qc.begin(), qc.end(), q.begin() + t * q_row);
+      std::copy(kc.begin(), kc.end(), k.begin() + t * kv_row);
+      std::copy(vc.begin(), vc.end(), v.begin() + t * kv_row);
+      positions[t] = p;
+      seqs[t] = s;
+      slots[t] = tables_[static_cast<size_t>(s) * max_blocks_ + p / shape_.block_size] *
+                     shape_.block_size +
+                 p % shape_.block_size;
+    }
+    StepBatch batch{n,           positions.data(), seqs.data(), slots.data(),
+                    static_cast<int32_t>(lengths_.size()), max_blocks_, tables_.data()};
+    ops.kv_append(k.data(), v.data(), batch, cache_);
+    ops.attention(q.data(), cache_, batch, shape_.n_heads, scale(), out.data());
+    for (int t = 0; t < n; ++t)
+      outputs_[tokens[t]] = std::vector<float>(out.begin() + t * q_row,
+                                               out.begin() + (t + 1) * q_row);
+  }
+
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim)); }
+  const std::vector<float>& output(int s, int p) const { return outputs_.at({s, p}); }
+  int64_t row_floats() const { return static_cast<int64_t>(shape_.n_heads) * shape_.head_dim; }
+
+ private:
+  AttnShape shape_;
+  std::vector<int> content_ids_;
+  std::vector<int> lengths_;
+  int max_blocks_ = 1;
+  std::vector<int32_t> tables_;  // (n_seqs, max_blocks)
+  std::vector<float> k_, v_;     // [n_blocks, block_size, n_kv_heads, head_dim]
+  KvCacheLayer cache_;
+  std::map<std::pair<int, int>, std::vector<float>> outputs_;  // (seq, pos) -> (heads*hd)
+};
+
+}  // namespace detllm::kernels::testing
