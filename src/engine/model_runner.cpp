@@ -4,7 +4,7 @@
 namespace detllm::engine {
 
 ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t block_size)
-    : model_(model), kv_(model.config(), n_blocks, block_size) {}
+    : model_(model), kv_(model.ops(), model.config(), n_blocks, block_size) {}
 
 std::span<const float> ModelRunner::run(const StepPlan& plan) {
   for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);

@@ -58,10 +58,29 @@ struct StepBatch {
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks) physical block ids
 };
 
+// Every pointer an op takes lives in the backend's memory (host memory for the CPU backends,
+// GPU memory for CUDA), allocated through the memory functions below. The defaults are host
+// memory; a device backend overrides them. The model code uses only these, so it runs
+// unchanged on every backend.
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string_view name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------
+  // True when backend memory is host memory, so host tensors can be used in place.
+  virtual bool host_memory() const { return true; }
+  // The dtype the backend wants weights in (upload_weight converts to it).
+  virtual DType weight_dtype() const { return DType::kF32; }
+  virtual void* alloc_bytes(size_t n_bytes);  // 64-byte aligned, zeroed; nullptr for 0 bytes
+  virtual void free_bytes(void* p);
+  virtual void upload(void* dst, const void* src_host, size_t n_bytes);    // host → backend
+  virtual void download(void* dst_host, const void* src, size_t n_bytes);  // backend → host
+  virtual void copy(void* dst, const void* src, size_t n_bytes);           // backend → backend
+  // Waits for queued work (no-op on the CPU).
+  virtual void synchronize() {}
+
+  // ---- ops ----------------------------------------------------------------------------
 
   // out (n, table.cols) = table[ids[i], :]; table (vocab, dim).
   virtual void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) = 0;
@@ -95,6 +114,48 @@ class Ops {
 
   // x[i] += y[i] for i < n (residual).
   virtual void add(float* x, const float* y, int64_t n) = 0;
+
+  // out (n_rows, dim) = x[rows[r], :] — gathers the rows whose logits are wanted.
+  virtual void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                           float* out);
+};
+
+// RAII owner of backend memory (host or device) from Ops::alloc_bytes.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Ops& ops, size_t n_bytes) : ops_(&ops), p_(ops.alloc_bytes(n_bytes)), n_(n_bytes) {}
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept : ops_(o.ops_), p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ops_ = o.ops_;
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void reset() {
+    if (p_) ops_->free_bytes(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  template <typename T = void>
+  T* data() const { return static_cast<T*>(p_); }
+  float* f32() const { return static_cast<float*>(p_); }
+  int32_t* i32() const { return static_cast<int32_t*>(p_); }
+  size_t size_bytes() const { return n_; }
+
+ private:
+  Ops* ops_ = nullptr;
+  void* p_ = nullptr;
+  size_t n_ = 0;
 };
 
 // The plain scalar reference (kernels/ref/): obvious loops, one thread. Tests compare every

@@ -9,7 +9,7 @@ namespace detllm {
 
 SoloRunner::SoloRunner(const LlamaModel& model, int32_t max_tokens, int32_t block_size)
     : model_(model), max_tokens_(max_tokens),
-      kv_(model.config(), (max_tokens + block_size - 1) / block_size, block_size) {
+      kv_(model.ops(), model.config(), (max_tokens + block_size - 1) / block_size, block_size) {
   block_table_.resize(kv_.n_blocks());
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }
