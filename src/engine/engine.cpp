@@ -69,6 +69,25 @@ void Engine::abort(RequestId id) {
   requests_.erase(it);
 }
 
+RequestStatus Engine::status(RequestId id) const {
+  RequestStatus st;
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return st;
+  const RequestState& r = it->second;
+  st.state = RequestStatus::State::kWaiting;
+  st.prompt_tokens = static_cast<int32_t>(r.req.prompt.size());
+  for (const SampleState& s : r.samples) {
+    st.generated_tokens += static_cast<int32_t>(s.generated.size());
+    if (s.done || s.seq < 0) continue;
+    ++st.live_samples;
+    const Sequence& seq = scheduler_.sequence(s.seq);
+    if (seq.status == SeqStatus::kRunning) st.state = RequestStatus::State::kRunning;
+    st.cached_tokens = std::max(st.cached_tokens, seq.n_cached_tokens);
+    st.preemptions += seq.n_preemptions;
+  }
+  return st;
+}
+
 bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
   const StepPlan plan = scheduler_.schedule();

@@ -48,6 +48,8 @@ class Engine {
     }
   }
   bool has_work() const { return !requests_.empty(); }
+  // kUnknown once the request has finished or was never added.
+  RequestStatus status(RequestId id) const;
   int32_t n_requests() const { return static_cast<int32_t>(requests_.size()); }
 
   const EngineConfig& config() const { return config_; }

@@ -61,6 +61,16 @@ struct Usage {
   int32_t preemptions = 0;
 };
 
+// A live request as seen from outside (Engine::status).
+struct RequestStatus {
+  enum class State : uint8_t { kWaiting, kRunning, kUnknown } state = State::kUnknown;
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;  // over all samples
+  int32_t cached_tokens = 0;     // prefix-cache hit of the first sample's admission
+  int32_t live_samples = 0;
+  int32_t preemptions = 0;
+};
+
 struct RequestCallbacks {
   std::function<void(const TokenEvent&)> on_token;
   // Once, when the whole prompt has been scored (prompt_logprobs >= 0): (n_prompt - 1) entries.

@@ -98,7 +98,9 @@ ModelConfig synthetic_config(std::string_view name) {
 ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
   Gen g(seed);
   ModelWeights w;
-  w.tok_embd = {{c.vocab_size, c.dim}, g.values(int64_t{c.vocab_size} * c.dim, 0.0f, 1.0f)};
+  // Small embeddings: with tied embeddings a large one would make every token predict itself
+  // (one dominant logit), and sampling tests would degenerate to greedy.
+  w.tok_embd = {{c.vocab_size, c.dim}, g.values(int64_t{c.vocab_size} * c.dim, 0.0f, 0.3f)};
   w.layers.resize(c.n_layers);
   for (auto& l : w.layers) {
     l.attn_norm = g.norm(c.dim);
