@@ -53,6 +53,7 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, int32_t>> vocab,
     max_id = std::max(max_id, id);
     vocab_.insert_or_assign(std::move(token), id);
   }
+  check(!vocab_.empty(), "the vocabulary is empty");
   // Ids index a dense table; real vocabularies number their tokens 0..n-1 (or nearly).
   check(static_cast<size_t>(max_id) < 2 * vocab_.size() + (1u << 20),
         "token ids are too sparse: the largest is {} for {} tokens", max_id, vocab_.size());

@@ -173,7 +173,7 @@ TEST(TokenizerParity, LongInputsAreFast) {
   EXPECT_EQ(llama3->decode(llama3->encode(newlines)), newlines);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(seconds, 10.0);
+  EXPECT_LT(seconds, 60.0);  // generous for sanitizer builds; quadratic would take minutes
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 #include "model/gguf.h"
@@ -21,6 +22,14 @@ using json = nlohmann::json;
 
 std::string shared_tokenizer(const std::string& name) {
   return std::string(DETLLM_SOURCE_DIR) + "/../shared/data/tokenizers/" + name + "/tokenizer.json";
+}
+
+// Loading a large tokenizer.json takes about a second: load each once per test binary.
+const Tokenizer& shared(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& slot = cache[name];
+  if (!slot) slot = Tokenizer::from_json_file(shared_tokenizer(name));
+  return *slot;
 }
 
 std::vector<std::string> read_corpus() {
@@ -145,6 +154,12 @@ TEST(TokenizerJson, MalformedInputsGiveClearErrors) {
       load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a"]}})").find("merges[0]"),
       std::string::npos);
   EXPECT_NE(load(minimal_json(R"(, "dropout": 0.1)")).find("dropout"), std::string::npos);
+  EXPECT_NE(
+      load(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})").find("vocabulary is empty"),
+      std::string::npos);
+  EXPECT_NE(load(R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})")
+                .find("too sparse"),
+            std::string::npos);
   EXPECT_NE(load(minimal_json("", R"(, "normalizer": {"type": "BertNormalizer"})"))
                 .find("'BertNormalizer'"),
             std::string::npos);
@@ -188,7 +203,7 @@ TEST(TokenizerJson, ConfigGivesTemplateAndSpecialTokens) {
 }
 
 TEST(TokenizerApi, InvalidInputAndIds) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("llama3"));
+  const Tokenizer* tok = &shared("llama3");
   EXPECT_NE(error_of([&] { tok->encode("ok\xC3("); }).find("not valid UTF-8"), std::string::npos);
   EXPECT_THROW(tok->id_to_token(-1), Error);
   EXPECT_THROW(tok->id_to_token(tok->vocab_size()), Error);
@@ -203,8 +218,8 @@ TEST(TokenizerApi, InvalidInputAndIds) {
 // --- Round trips and streaming -----------------------------------------------------------------
 
 TEST(TokenizerRoundTrip, ByteLevelIsLossless) {
-  const auto llama3 = Tokenizer::from_json_file(shared_tokenizer("llama3"));
-  const auto qwen3 = Tokenizer::from_json_file(shared_tokenizer("qwen3"));
+  const Tokenizer* llama3 = &shared("llama3");
+  const Tokenizer* qwen3 = &shared("qwen3");
   for (const std::string& text : read_corpus()) {
     EXPECT_EQ(llama3->decode(llama3->encode(text, false)), text);
     // Qwen normalizes to NFC first.
@@ -224,7 +239,7 @@ std::vector<std::string> stream_all(const Tokenizer& tok, const std::vector<int3
 }
 
 TEST(TokenizerStream, ByteLevelEmojiSplitAcrossTokens) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("llama3"));
+  const Tokenizer* tok = &shared("llama3");
   const std::string text = "melt \xF0\x9F\xAB\xA0 ok";  // U+1FAE0, spelled by several tokens
   const auto ids = tok->encode(text, false);
   const auto pieces = stream_all(*tok, ids);
@@ -240,7 +255,7 @@ TEST(TokenizerStream, ByteLevelEmojiSplitAcrossTokens) {
 }
 
 TEST(TokenizerStream, SentencePieceByteFallback) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("llama2"));
+  const Tokenizer* tok = &shared("llama2");
   const std::string text = "a \xF0\x9F\xAB\xA0 b\nc";  // emoji and newline are <0xNN> tokens
   const auto ids = tok->encode(text, true);
   ASSERT_GT(ids.size(), 6u);
@@ -349,7 +364,7 @@ TEST(TokenizerGguf, SentencePieceScoresMatchTokenizerJson) {
   const std::vector<uint8_t> bytes = w.finish();
   const auto gguf = GgufFile::parse(bytes.data(), bytes.size(), "llama2-test.gguf");
   const auto from_gguf = Tokenizer::from_gguf(*gguf);
-  const auto from_json = Tokenizer::from_json_file(shared_tokenizer("llama2"));
+  const Tokenizer* from_json = &shared("llama2");
   EXPECT_EQ(from_gguf->bos_id(), 1);
   EXPECT_EQ(from_gguf->vocab_size(), from_json->vocab_size());
   int mismatches = 0;
