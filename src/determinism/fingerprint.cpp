@@ -2,6 +2,7 @@
 #include "determinism/fingerprint.h"
 
 #include <fmt/format.h>
+#include <gnu/libc-version.h>
 #include <xxhash.h>
 
 #include "core/version.h"
@@ -10,9 +11,10 @@ namespace detllm {
 
 std::string numerics_fingerprint(const FingerprintInputs& in) {
   const std::string canon =
-      fmt::format("detllm={};weights={:016x};backend={};build={};block={};mode={}",
+      // The C library is included: the CPU RoPE takes cos/sin from libm.
+      fmt::format("detllm={};weights={:016x};backend={};build={};libc={};block={};mode={}",
                   engine_version(), in.weights_hash, in.backend, in.backend_build,
-                  in.kv_block_size, in.numerics_mode);
+                  gnu_get_libc_version(), in.kv_block_size, in.numerics_mode);
   return fmt::format("fp_{:016x}", XXH3_64bits(canon.data(), canon.size()));
 }
 
