@@ -32,7 +32,8 @@ class ThreadPool {
   template <typename Fn>
   void parallel_for(int64_t n_items, Fn&& fn, int64_t min_items_per_part = 1) {
     using F = std::remove_reference_t<Fn>;
-    run(n_items, min_items_per_part,
+    run(
+        n_items, min_items_per_part,
         [](void* ctx, int64_t begin, int64_t end) { (*static_cast<F*>(ctx))(begin, end); },
         const_cast<void*>(static_cast<const void*>(&fn)));
   }

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernel_test_util.h"
+#include "kernels/ops.h"
 
 namespace detllm::kernels {
 namespace {
@@ -96,8 +96,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
                                            AttnShape{2, 1, 8, 64}),  // block > tile
                          [](const auto& info) {
                            const AttnShape& s = info.param;
-                           return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads,
-                                              s.head_dim, s.block_size);
+                           return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads, s.head_dim,
+                                              s.block_size);
                          });
 
 // Re-scoring: a finished sequence prefilled again into fresh blocks of a cache that already

@@ -37,12 +37,12 @@ inline int64_t first_bit_difference(const float* a, const float* b, int64_t n) {
   return -1;
 }
 
-#define EXPECT_BITS_EQ(a, b, n)                                                      \
-  do {                                                                               \
+#define EXPECT_BITS_EQ(a, b, n)                                                         \
+  do {                                                                                  \
     const int64_t diff_at_ = ::detllm::kernels::testing::first_bit_difference(a, b, n); \
-    EXPECT_EQ(diff_at_, -1) << "first differing element " << diff_at_ << ": "       \
-                            << (diff_at_ >= 0 ? (a)[diff_at_] : 0.0f) << " vs "    \
-                            << (diff_at_ >= 0 ? (b)[diff_at_] : 0.0f);             \
+    EXPECT_EQ(diff_at_, -1) << "first differing element " << diff_at_ << ": "           \
+                            << (diff_at_ >= 0 ? (a)[diff_at_] : 0.0f) << " vs "         \
+                            << (diff_at_ >= 0 ? (b)[diff_at_] : 0.0f);                  \
   } while (0)
 
 // One step's slice of one sequence: tokens at positions [start, start + count).
@@ -61,8 +61,8 @@ struct AttnShape {
 };
 
 inline void PrintTo(const AttnShape& s, std::ostream* os) {
-  *os << "heads " << s.n_heads << "/" << s.n_kv_heads << " head_dim " << s.head_dim
-      << " block " << s.block_size;
+  *os << "heads " << s.n_heads << "/" << s.n_kv_heads << " head_dim " << s.head_dim << " block "
+      << s.block_size;
 }
 
 // A paged KV cache plus the per-(sequence, position) q/k/v contents, which depend only on
@@ -91,8 +91,8 @@ class PagedWorld {
     // Unwritten slots hold NaN: a kernel that reads past a row's position fails loudly.
     k_.assign(floats, std::numeric_limits<float>::quiet_NaN());
     v_.assign(floats, std::numeric_limits<float>::quiet_NaN());
-    cache_ = KvCacheLayer{k_.data(), v_.data(), n_blocks, shape.block_size, shape.n_kv_heads,
-                          shape.head_dim};
+    cache_ = KvCacheLayer{k_.data(),        v_.data(),        n_blocks,
+                          shape.block_size, shape.n_kv_heads, shape.head_dim};
   }
 
   // q, k or v (which = 0, 1, 2) of sequence s at position p: (heads, head_dim).
@@ -132,13 +132,18 @@ class PagedWorld {
                      shape_.block_size +
                  p % shape_.block_size;
     }
-    StepBatch batch{n,           positions.data(), seqs.data(), slots.data(),
-                    static_cast<int32_t>(lengths_.size()), max_blocks_, tables_.data()};
+    StepBatch batch{n,
+                    positions.data(),
+                    seqs.data(),
+                    slots.data(),
+                    static_cast<int32_t>(lengths_.size()),
+                    max_blocks_,
+                    tables_.data()};
     ops.kv_append(k.data(), v.data(), batch, cache_);
     ops.attention(q.data(), cache_, batch, shape_.n_heads, scale(), out.data());
     for (int t = 0; t < n; ++t)
-      outputs_[tokens[t]] = std::vector<float>(out.begin() + t * q_row,
-                                               out.begin() + (t + 1) * q_row);
+      outputs_[tokens[t]] =
+          std::vector<float>(out.begin() + t * q_row, out.begin() + (t + 1) * q_row);
   }
 
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim)); }

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernel_test_util.h"
+#include "kernels/ops.h"
 
 namespace detllm::kernels {
 namespace {
@@ -45,8 +45,8 @@ void check_row_invariance(const WeightMatrix& w, const float* bias, uint32_t see
 }
 
 TEST(MatmulInvariance, F32RowsAloneEqualRowsInBatches) {
-  for (const Shape s : {Shape{37, 29}, Shape{192, 576}, Shape{50, 64}, Shape{13, 1537},
-                        Shape{1, 8}, Shape{25, 3}}) {
+  for (const Shape s : {Shape{37, 29}, Shape{192, 576}, Shape{50, 64}, Shape{13, 1537}, Shape{1, 8},
+                        Shape{25, 3}}) {
     const auto wd = random_floats(static_cast<size_t>(s.n) * s.k, 17);
     const auto bias = random_floats(s.n, 18);
     const WeightMatrix w{wd.data(), DType::kF32, s.n, s.k};

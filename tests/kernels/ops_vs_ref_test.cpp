@@ -9,8 +9,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/ops.h"
 #include "kernel_test_util.h"
+#include "kernels/ops.h"
 
 namespace detllm::kernels {
 namespace {
@@ -25,14 +25,17 @@ struct MatmulShape {
 
 // |cpu - ref| <= 2 (K + 8) u Σ_k |x_k w_k| (+ |bias|): both sums are fp32 with different
 // orders (sequential vs 8 lanes + tree); each is within (K + 3) u Σ|x w| of the exact value.
-void expect_matmul_close(const float* x, const WeightMatrix& w, const float* bias,
-                         const float* got, const float* want, int m) {
+void expect_matmul_close(const float* x, const WeightMatrix& w, const float* bias, const float* got,
+                         const float* want, int m) {
   const std::vector<float> wf = [&] {
     std::vector<float> f(w.rows * w.cols);
     for (int64_t i = 0; i < w.rows * w.cols; ++i) {
-      if (w.dtype == DType::kF32) f[i] = static_cast<const float*>(w.data)[i];
-      else if (w.dtype == DType::kBF16) f[i] = bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-      else f[i] = f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+      if (w.dtype == DType::kF32)
+        f[i] = static_cast<const float*>(w.data)[i];
+      else if (w.dtype == DType::kBF16)
+        f[i] = bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+      else
+        f[i] = f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
     }
     return f;
   }();
@@ -55,8 +58,12 @@ void expect_matmul_close(const float* x, const WeightMatrix& w, const float* bia
 TEST(VsRef, MatmulF32WithAndWithoutBias) {
   auto ref = make_ref_ops();
   auto cpu = make_cpu_ops(2);
-  for (const MatmulShape s : {MatmulShape{1, 576, 576}, {5, 192, 576}, {9, 37, 29}, {17, 13, 7},
-                              {64, 50, 1536}, {3, 1, 1}}) {
+  for (const MatmulShape s : {MatmulShape{1, 576, 576},
+                              {5, 192, 576},
+                              {9, 37, 29},
+                              {17, 13, 7},
+                              {64, 50, 1536},
+                              {3, 1, 1}}) {
     SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k);
     const auto x = random_floats(static_cast<size_t>(s.m) * s.k, 1);
     const auto wd = random_floats(static_cast<size_t>(s.n) * s.k, 2);
@@ -81,8 +88,9 @@ TEST(VsRef, MatmulHalfWeights) {
     SCOPED_TRACE(dtype_name(t));
     std::vector<uint16_t> wh(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) {
-      wh[i] = t == DType::kBF16 ? f32_to_bf16(wf[i])
-                                : static_cast<uint16_t>(_cvtss_sh(wf[i], _MM_FROUND_TO_NEAREST_INT));
+      wh[i] = t == DType::kBF16
+                  ? f32_to_bf16(wf[i])
+                  : static_cast<uint16_t>(_cvtss_sh(wf[i], _MM_FROUND_TO_NEAREST_INT));
     }
     const WeightMatrix w{wh.data(), t, n, k};
     std::vector<float> y_ref(m * n), y_cpu(m * n);
@@ -167,9 +175,9 @@ TEST(VsRef, EmbeddingIsExact) {
   }
   const int32_t bad = vocab;
   std::vector<float> out(dim);
-  EXPECT_THROW(cpu->embedding(WeightMatrix{table_f.data(), DType::kF32, vocab, dim}, &bad, 1,
-                              out.data()),
-               Error);
+  EXPECT_THROW(
+      cpu->embedding(WeightMatrix{table_f.data(), DType::kF32, vocab, dim}, &bad, 1, out.data()),
+      Error);
 }
 
 // Attention: outputs are convex combinations of v in [-1, 1]; scores, exp and sums are

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernel_test_util.h"
+#include "kernels/ops.h"
 
 namespace detllm::kernels {
 namespace {
@@ -28,8 +28,8 @@ TEST(RmsnormInvariance, RowAloneEqualsRowInBatch) {
           std::copy(probe.begin(), probe.end(), x.begin() + static_cast<int64_t>(at) * dim);
           std::vector<float> out(x.size());
           ops->rmsnorm(x.data(), w.data(), n, dim, 1e-5f, out.data());
-          SCOPED_TRACE(::testing::Message() << "dim " << dim << " threads " << n_threads
-                                            << " n " << n << " at " << at);
+          SCOPED_TRACE(::testing::Message()
+                       << "dim " << dim << " threads " << n_threads << " n " << n << " at " << at);
           EXPECT_BITS_EQ(out.data() + static_cast<int64_t>(at) * dim, solo.data(), dim);
         }
       }

@@ -27,14 +27,15 @@ TEST(Simd, Hsum8x8MatchesHsum8) {
     alignas(32) float v[8][8];
     __m256 a[8];
     for (int i = 0; i < 8; ++i) {
-      for (int j = 0; j < 8; ++j) v[i][j] = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+      for (int j = 0; j < 8; ++j)
+        v[i][j] = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
       a[i] = _mm256_load_ps(v[i]);
     }
     alignas(32) float sums[8];
     _mm256_store_ps(sums, hsum8x8(a));
     for (int i = 0; i < 8; ++i) {
-      const float want = ((v[i][0] + v[i][1]) + (v[i][2] + v[i][3])) +
-                         ((v[i][4] + v[i][5]) + (v[i][6] + v[i][7]));
+      const float want =
+          ((v[i][0] + v[i][1]) + (v[i][2] + v[i][3])) + ((v[i][4] + v[i][5]) + (v[i][6] + v[i][7]));
       ASSERT_EQ(std::memcmp(&sums[i], &want, 4), 0);
       const float one = hsum8(a[i]);
       ASSERT_EQ(std::memcmp(&one, &want, 4), 0);

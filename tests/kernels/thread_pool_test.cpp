@@ -22,7 +22,8 @@ TEST(ThreadPool, CoversEveryItemOnceWithStaticParts) {
         const int P = static_cast<int>(std::min<int64_t>(n_threads, n));
         bool is_part = false;  // [b, e) must be one part of the documented partition
         for (int p = 0; p < P; ++p)
-          is_part |= ThreadPool::part_begin(n, P, p) == b && ThreadPool::part_begin(n, P, p + 1) == e;
+          is_part |=
+              ThreadPool::part_begin(n, P, p) == b && ThreadPool::part_begin(n, P, p + 1) == e;
         EXPECT_TRUE(is_part) << b << ".." << e;
         parts.fetch_add(1);
         for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
@@ -36,15 +37,18 @@ TEST(ThreadPool, CoversEveryItemOnceWithStaticParts) {
 TEST(ThreadPool, MinItemsPerPartLimitsParts) {
   ThreadPool pool(4);
   std::atomic<int> parts{0};
-  pool.parallel_for(100, [&](int64_t, int64_t) { parts.fetch_add(1); }, 60);
+  pool.parallel_for(
+      100, [&](int64_t, int64_t) { parts.fetch_add(1); }, 60);
   EXPECT_EQ(parts.load(), 2);
 }
 
 TEST(ThreadPool, RethrowsAndStaysUsable) {
   ThreadPool pool(3);
-  EXPECT_THROW(pool.parallel_for(9, [](int64_t b, int64_t) {
-    if (b > 0) throw std::runtime_error("boom");
-  }), std::runtime_error);
+  EXPECT_THROW(pool.parallel_for(9,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 0) throw std::runtime_error("boom");
+                                 }),
+               std::runtime_error);
   std::atomic<int64_t> sum{0};
   pool.parallel_for(10, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) sum += i;
@@ -69,7 +73,9 @@ TEST(ThreadPool, ManyTinyJobs) {
   EXPECT_EQ(total.load(), 20000);
 }
 
-TEST(ThreadPool, RejectsBadThreadCount) { EXPECT_ANY_THROW(ThreadPool(0)); }
+TEST(ThreadPool, RejectsBadThreadCount) {
+  EXPECT_ANY_THROW(ThreadPool(0));
+}
 
 }  // namespace
 }  // namespace detllm

@@ -20,8 +20,7 @@
 namespace detllm::kernels::cpu {
 
 void validate_step_batch(const StepBatch& batch, const KvCacheLayer& cache, bool check_history) {
-  check(cache.block_size > 0 && cache.n_blocks >= 0 && cache.n_kv_heads > 0 &&
-            cache.head_dim > 0,
+  check(cache.block_size > 0 && cache.n_blocks >= 0 && cache.n_kv_heads > 0 && cache.head_dim > 0,
         "kv cache: bad geometry (blocks {}, block_size {}, kv heads {}, head_dim {})",
         cache.n_blocks, cache.block_size, cache.n_kv_heads, cache.head_dim);
   check(batch.n_tokens >= 0, "step batch: negative n_tokens {}", batch.n_tokens);
@@ -44,8 +43,8 @@ void validate_step_batch(const StepBatch& batch, const KvCacheLayer& cache, bool
     check(s >= 0 && s < batch.n_seqs, "step batch: token {} has sequence {} outside 0..{}", t, s,
           batch.n_seqs - 1);
     check(pos >= 0 && pos / cache.block_size < batch.max_blocks,
-          "step batch: token {} position {} does not fit {} blocks of {}", t, pos,
-          batch.max_blocks, cache.block_size);
+          "step batch: token {} position {} does not fit {} blocks of {}", t, pos, batch.max_blocks,
+          cache.block_size);
     const int32_t* table = batch.block_tables + static_cast<int64_t>(s) * batch.max_blocks;
     for (int32_t b = 0; b <= pos / cache.block_size; ++b)
       check(table[b] >= 0 && table[b] < cache.n_blocks,
@@ -62,11 +61,11 @@ static_assert(kAttentionTile % kLanes == 0);
 // Per-part scratch: q heads of one kv group, zero-padded to whole 8-lane chunks.
 struct RowState {
   int32_t head_dim = 0;
-  int32_t dim_pad = 0;        // head_dim rounded up to 8
-  std::vector<float> q;       // (n_rep, dim_pad) zero-padded
-  std::vector<float> o;       // (n_rep, dim_pad) running output
-  std::vector<float> m, l;    // (n_rep) running max, running sum
-  std::vector<float> zeros;   // (dim_pad) stands in for K rows past pos inside a group of 8
+  int32_t dim_pad = 0;       // head_dim rounded up to 8
+  std::vector<float> q;      // (n_rep, dim_pad) zero-padded
+  std::vector<float> o;      // (n_rep, dim_pad) running output
+  std::vector<float> m, l;   // (n_rep) running max, running sum
+  std::vector<float> zeros;  // (dim_pad) stands in for K rows past pos inside a group of 8
 };
 
 // 8 scores of one group: lane jj = dot(q, k_rows[jj]) * scale, fixed order.
@@ -91,8 +90,8 @@ inline __m256 score_group(const float* q, const float* const* k_rows, int32_t he
 // o[d0 : d0 + 8*NC] = (first ? 0 : o * c) + Σ_j p[j] v_j[...] over j ascending; the last
 // chunk reads only `tail` lanes of v when kTail. o is padded to whole chunks.
 template <int NC, bool kTail>
-inline void accumulate_v(const float* p, const float* const* v_rows, int32_t n_valid,
-                         int32_t d0, int tail, bool first, float corr, float* o) {
+inline void accumulate_v(const float* p, const float* const* v_rows, int32_t n_valid, int32_t d0,
+                         int tail, bool first, float corr, float* o) {
   const __m256 cv = _mm256_set1_ps(corr);
   __m256 ov[NC];
   for (int c = 0; c < NC; ++c)
@@ -101,8 +100,8 @@ inline void accumulate_v(const float* p, const float* const* v_rows, int32_t n_v
     const __m256 pj = _mm256_set1_ps(p[j]);
     const float* vr = v_rows[j] + d0;
     for (int c = 0; c < NC; ++c) {
-      const __m256 vv = kTail && c == NC - 1 ? load_tail(vr + c * kLanes, tail)
-                                             : load8(vr + c * kLanes);
+      const __m256 vv =
+          kTail && c == NC - 1 ? load_tail(vr + c * kLanes, tail) : load8(vr + c * kLanes);
       ov[c] = _mm256_fmadd_ps(pj, vv, ov[c]);
     }
   }
@@ -111,8 +110,8 @@ inline void accumulate_v(const float* p, const float* const* v_rows, int32_t n_v
 
 // accumulate_v for NC = 1…8 chunks, with and without a partial last chunk:
 // kAccumulateV[(NC - 1) * 2 + kTail].
-using AccumulateFn = void (*)(const float*, const float* const*, int32_t, int32_t, int, bool,
-                              float, float*);
+using AccumulateFn = void (*)(const float*, const float* const*, int32_t, int32_t, int, bool, float,
+                              float*);
 template <size_t... I>
 constexpr std::array<AccumulateFn, sizeof...(I)> make_accumulate_table(std::index_sequence<I...>) {
   return {accumulate_v<static_cast<int>(I / 2) + 1, I % 2 == 1>...};
@@ -143,8 +142,8 @@ void tile_update(const float* q, const float* const* k_rows, const float* const*
     _mm256_store_ps(p + g * kLanes, pv[g]);
   }
   static_assert(kGroups == 4, "the tile-sum tree below is written for 4 groups");
-  const float tile_sum = hsum8(_mm256_add_ps(_mm256_add_ps(pv[0], pv[1]),
-                                             _mm256_add_ps(pv[2], pv[3])));
+  const float tile_sum =
+      hsum8(_mm256_add_ps(_mm256_add_ps(pv[0], pv[1]), _mm256_add_ps(pv[2], pv[3])));
   const float corr = first ? 0.0f : exp1(m - m_new);
   l = first ? tile_sum : l * corr + tile_sum;
   m = m_new;
@@ -156,7 +155,7 @@ void tile_update(const float* q, const float* const* k_rows, const float* const*
     const int nc = std::min<int32_t>(kLanes, n_chunks - c0);
     const bool has_tail = tail != 0 && c0 + nc == n_chunks;
     kAccumulateV[(nc - 1) * 2 + (has_tail ? 1 : 0)](p, v_rows, n_valid, c0 * kLanes, tail, first,
-                                                   corr, o);
+                                                    corr, o);
   }
 }
 
@@ -206,8 +205,8 @@ void attend_row(const float* q, const KvCacheLayer& cache, const StepBatch& batc
 
 }  // namespace
 
-void attention(ThreadPool& pool, const float* q, const KvCacheLayer& cache,
-               const StepBatch& batch, int32_t n_heads, float scale, float* out) {
+void attention(ThreadPool& pool, const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+               int32_t n_heads, float scale, float* out) {
   validate_step_batch(batch, cache, /*check_history=*/true);
   check(n_heads > 0 && n_heads % cache.n_kv_heads == 0,
         "attention: n_heads {} is not a multiple of n_kv_heads {}", n_heads, cache.n_kv_heads);
@@ -224,8 +223,8 @@ void attention(ThreadPool& pool, const float* q, const KvCacheLayer& cache,
   std::vector<int64_t> bounds(n_parts + 1, n_rows);
   for (int p = 0; p < n_parts; ++p) {
     const int64_t target = cost_prefix[n_rows] * p / n_parts;
-    bounds[p] = std::lower_bound(cost_prefix.begin(), cost_prefix.end(), target) -
-                cost_prefix.begin();
+    bounds[p] =
+        std::lower_bound(cost_prefix.begin(), cost_prefix.end(), target) - cost_prefix.begin();
   }
 
   const int32_t n_rep = n_heads / cache.n_kv_heads;

@@ -14,8 +14,8 @@ namespace detllm::kernels::cpu {
 constexpr int32_t kAttentionTile = 32;
 
 // q, out: (batch.n_tokens, n_heads, cache.head_dim); cache holds every position <= positions[t].
-void attention(ThreadPool& pool, const float* q, const KvCacheLayer& cache,
-               const StepBatch& batch, int32_t n_heads, float scale, float* out);
+void attention(ThreadPool& pool, const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+               int32_t n_heads, float scale, float* out);
 
 // Throws detllm::Error unless every token's metadata (sequence, position, block-table entries
 // up to its position, slot) is in range for cache. Used by attention and kv_append.

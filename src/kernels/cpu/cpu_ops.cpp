@@ -42,8 +42,8 @@ class CpuOps final : public Ops {
                  const KvCacheLayer& cache) override {
     cpu::kv_append(pool_, k, v, batch, cache);
   }
-  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
-                 int32_t n_heads, float scale, float* out) override {
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch, int32_t n_heads,
+                 float scale, float* out) override {
     cpu::attention(pool_, q, cache, batch, n_heads, scale, out);
   }
   void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
@@ -60,7 +60,8 @@ class CpuOps final : public Ops {
 // n_threads: >= 1, or 0 for every hardware thread.
 std::unique_ptr<Ops> make_cpu_ops(int n_threads) {
   check(n_threads >= 0, "cpu backend: n_threads must be >= 0 (0 = all cores), got {}", n_threads);
-  if (n_threads == 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads == 0)
+    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::make_unique<CpuOps>(n_threads);
 }
 

@@ -1,5 +1,6 @@
 // CPU elementwise ops (silu_mul, add, embedding): element i depends on input element i only,
-// so any split across threads gives the same bits. Test: test_kernels --gtest_filter='*Elementwise*'.
+// so any split across threads gives the same bits. Test: test_kernels
+// --gtest_filter='*Elementwise*'.
 #pragma once
 
 #include <cstdint>

@@ -42,8 +42,7 @@ struct WeightLoad<DType::kF16> {
 //   pf (C, k): weights to prefetch into L1 meanwhile (the next column group's), or w itself.
 template <DType T, int R, int C>
 inline void tile(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k,
-                 const float* bias, float* y, int64_t ldy,
-                 const typename WeightLoad<T>::Elem* pf) {
+                 const float* bias, float* y, int64_t ldy, const typename WeightLoad<T>::Elem* pf) {
   using L = WeightLoad<T>;
   constexpr int64_t kLineElems = 64 / sizeof(*w);  // weights per 64-byte cache line
   __m256 acc[R][C];
@@ -94,9 +93,8 @@ inline void tile(const float* x, const typename WeightLoad<T>::Elem* w, int64_t 
 // Columns [j0, j1) of R rows: C-wide tiles, then single columns for the remainder. Each tile
 // prefetches the same columns pf_shift further on (the next group), when < pf_limit.
 template <DType T, int R, int C>
-void row_strip(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k,
-               const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1,
-               int64_t pf_shift, int64_t pf_limit) {
+void row_strip(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k, const float* bias,
+               float* y, int64_t ldy, int64_t j0, int64_t j1, int64_t pf_shift, int64_t pf_limit) {
   int64_t j = j0;
   for (; j + C <= j1; j += C)
     tile<T, R, C>(x, w + j * k, k, bias != nullptr ? bias + j : nullptr, y + j, ldy,
@@ -115,9 +113,8 @@ constexpr int kGroupCols = 12;
 // groups of 12 outer and row strips of up to 4 inner, so a group's weights (12 × K) stay in
 // L1/L2 while every row of the chunk passes over them: W streams from DRAM once per chunk.
 template <DType T>
-void matmul_block(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k,
-                  int64_t n, const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0,
-                  int64_t j1) {
+void matmul_block(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k, int64_t n,
+                  const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   constexpr int64_t kXBudget = 256 * 1024;  // bytes of x per row chunk
   const int64_t row_bytes = std::max<int64_t>(1, k * static_cast<int64_t>(sizeof(float)));
   const int64_t chunk_rows = std::max<int64_t>(kRowsPerTile, kXBudget / row_bytes / 4 * 4);
@@ -138,14 +135,30 @@ void matmul_block(const float* x, const typename WeightLoad<T>::Elem* w, int64_t
         // group; later strips find the group in L1 and prefetch nothing new.
         const int64_t shift = i == ic ? kGroupCols : 0;
         switch (std::min<int64_t>(strip_rows, ie - i)) {
-          case 8: row_strip<T, 8, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 7: row_strip<T, 7, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 6: row_strip<T, 6, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 5: row_strip<T, 5, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 4: row_strip<T, 4, 3>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 3: row_strip<T, 3, 4>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          case 2: row_strip<T, 2, 6>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
-          default: row_strip<T, 1, 12>(xr, w, k, bias, yr, n, jg, je, shift, j1); break;
+          case 8:
+            row_strip<T, 8, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 7:
+            row_strip<T, 7, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 6:
+            row_strip<T, 6, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 5:
+            row_strip<T, 5, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 4:
+            row_strip<T, 4, 3>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 3:
+            row_strip<T, 3, 4>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          case 2:
+            row_strip<T, 2, 6>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
+          default:
+            row_strip<T, 1, 12>(xr, w, k, bias, yr, n, jg, je, shift, j1);
+            break;
         }
       }
     }
@@ -184,14 +197,17 @@ void matmul_typed(ThreadPool& pool, const float* x, int64_t m, const WeightMatri
 
 void matmul(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix& w, const float* bias,
             float* y) {
-  check(m >= 0 && w.rows >= 0 && w.cols >= 0, "matmul: negative shape (m {}, w {}x{})", m,
-        w.rows, w.cols);
+  check(m >= 0 && w.rows >= 0 && w.cols >= 0, "matmul: negative shape (m {}, w {}x{})", m, w.rows,
+        w.cols);
   if (m == 0 || w.rows == 0) return;
   check(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null pointer");
   switch (w.dtype) {
-    case DType::kF32: return matmul_typed<DType::kF32>(pool, x, m, w, bias, y);
-    case DType::kBF16: return matmul_typed<DType::kBF16>(pool, x, m, w, bias, y);
-    case DType::kF16: return matmul_typed<DType::kF16>(pool, x, m, w, bias, y);
+    case DType::kF32:
+      return matmul_typed<DType::kF32>(pool, x, m, w, bias, y);
+    case DType::kBF16:
+      return matmul_typed<DType::kBF16>(pool, x, m, w, bias, y);
+    case DType::kF16:
+      return matmul_typed<DType::kF16>(pool, x, m, w, bias, y);
   }
   throw_error("matmul: unsupported weight dtype {}", static_cast<int>(w.dtype));
 }

@@ -1,6 +1,7 @@
 // CPU RMSNorm. Per row, fixed sequence: acc (8 lanes) = Σ fma(x_c, x_c, acc) over 8-wide chunks
 // in order, zero-padded tail chunk, ss = hsum8(acc); r = 1 / sqrtf(ss / dim + eps);
-// out = (x * r) * w. Depends on dim only. Test: build/tests/test_kernels --gtest_filter='*Rmsnorm*'.
+// out = (x * r) * w. Depends on dim only. Test: build/tests/test_kernels
+// --gtest_filter='*Rmsnorm*'.
 #include "kernels/cpu/norm.h"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // CPU rotary embedding (half-split, HF rotate_half): tokens split across threads. The rotation
-// uses no fma, so its bits equal the scalar reference's. Test: test_kernels --gtest_filter='*Rope*'.
+// uses no fma, so its bits equal the scalar reference's. Test: test_kernels
+// --gtest_filter='*Rope*'.
 #pragma once
 
 #include <cstdint>

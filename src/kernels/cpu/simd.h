@@ -35,9 +35,9 @@ inline __m256 hsum8x8(const __m256 a[8]) {
   const __m256 cd = _mm256_hadd_ps(a[2], a[3]);
   const __m256 ef = _mm256_hadd_ps(a[4], a[5]);
   const __m256 gh = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // A03 B03 C03 D03 | A47 B47 C47 D47
-  const __m256 efgh = _mm256_hadd_ps(ef, gh);  // E03 F03 G03 H03 | E47 F47 G47 H47
-  const __m256 low = _mm256_permute2f128_ps(abcd, efgh, 0x20);   // A03..D03 | E03..H03
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);                   // A03 B03 C03 D03 | A47 B47 C47 D47
+  const __m256 efgh = _mm256_hadd_ps(ef, gh);                   // E03 F03 G03 H03 | E47 F47 G47 H47
+  const __m256 low = _mm256_permute2f128_ps(abcd, efgh, 0x20);  // A03..D03 | E03..H03
   const __m256 high = _mm256_permute2f128_ps(abcd, efgh, 0x31);  // A47..D47 | E47..H47
   return _mm256_add_ps(low, high);
 }
@@ -51,7 +51,9 @@ inline float hmax8(__m256 v) {
 }
 
 // Loads of 8 consecutive elements widened to fp32 (exact for every dtype).
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
 inline __m256 load8(const uint16_t* p, DType t) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   if (t == DType::kF16) return _mm256_cvtph_ps(h);
@@ -68,7 +70,9 @@ inline __m256 load_tail(const uint16_t* p, int n, DType t) {
   return load8(buf, t);
 }
 
-inline void store_tail(float* p, __m256 v, int n) { _mm256_maskstore_ps(p, lane_mask(n), v); }
+inline void store_tail(float* p, __m256 v, int n) {
+  _mm256_maskstore_ps(p, lane_mask(n), v);
+}
 
 // exp(x) for 8 lanes: x = n·ln2 + r (Cody–Waite, |r| <= ln2/2), e^r by the degree-7 Taylor
 // polynomial (truncation < 1e-8 relative), times 2^n. Within ~2 ulp of expf for
@@ -81,7 +85,7 @@ inline __m256 exp8(__m256 x) {
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);  // ln2 high part (exact)
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);      // ln2 - high part
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);       // ln2 - high part
   __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
@@ -90,8 +94,8 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
-                                                       _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
   y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
@@ -99,6 +103,8 @@ inline __m256 exp8(__m256 x) {
 }
 
 // Scalar exp with exactly exp8's bits (lane 0 of exp8).
-inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
+inline float exp1(float x) {
+  return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x)));
+}
 
 }  // namespace detllm::kernels::cpu

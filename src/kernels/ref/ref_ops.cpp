@@ -16,9 +16,12 @@ namespace {
 float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
   const int64_t i = r * w.cols + c;
   switch (w.dtype) {
-    case DType::kF32: return static_cast<const float*>(w.data)[i];
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(w.data)[i];
+    case DType::kBF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kF16:
+      return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
   }
   throw_error("ref: unsupported weight dtype {}", static_cast<int>(w.dtype));
 }
@@ -42,7 +45,8 @@ class RefOps final : public Ops {
     for (int32_t i = 0; i < n; ++i) {
       check(ids[i] >= 0 && ids[i] < table.rows, "ref embedding: token id {} outside 0..{}", ids[i],
             table.rows - 1);
-      for (int64_t d = 0; d < table.cols; ++d) out[i * table.cols + d] = weight_at(table, ids[i], d);
+      for (int64_t d = 0; d < table.cols; ++d)
+        out[i * table.cols + d] = weight_at(table, ids[i], d);
     }
   }
 
@@ -97,8 +101,7 @@ class RefOps final : public Ops {
     const int64_t n_slots = static_cast<int64_t>(cache.n_blocks) * cache.block_size;
     for (int32_t t = 0; t < batch.n_tokens; ++t) {
       const int64_t slot = batch.slots[t];
-      check(slot >= 0 && slot < n_slots, "ref kv_append: slot {} outside 0..{}", slot,
-            n_slots - 1);
+      check(slot >= 0 && slot < n_slots, "ref kv_append: slot {} outside 0..{}", slot, n_slots - 1);
       for (int64_t e = 0; e < row; ++e) {
         cache.k[slot * row + e] = k[t * row + e];
         cache.v[slot * row + e] = v[t * row + e];
@@ -106,8 +109,8 @@ class RefOps final : public Ops {
     }
   }
 
-  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
-                 int32_t n_heads, float scale, float* out) override {
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch, int32_t n_heads,
+                 float scale, float* out) override {
     check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0,
           "ref attention: n_heads {} not a multiple of n_kv_heads {}", n_heads, cache.n_kv_heads);
     const int32_t hd = cache.head_dim;
@@ -157,6 +160,8 @@ class RefOps final : public Ops {
 
 }  // namespace
 
-std::unique_ptr<Ops> make_ref_ops() { return std::make_unique<RefOps>(); }
+std::unique_ptr<Ops> make_ref_ops() {
+  return std::make_unique<RefOps>();
+}
 
 }  // namespace detllm::kernels
