@@ -5,8 +5,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 60  |  scripts/fuzz.sh 300 gguf_fuzz
 #
 # SECONDS defaults to 60; TARGET defaults to every fuzz target (gguf_fuzz, safetensors_fuzz).
-# Build dir: build-fuzz/ (override with BUILD_DIR). The whole library is compiled with
-# -fsanitize=fuzzer-no-link so the parsers are coverage-instrumented, not only the target.
+# Build dir: build-fuzz/ (override with BUILD_DIR). With DETLLM_FUZZ=ON the top-level CMake
+# compiles the whole library with -fsanitize=fuzzer-no-link (coverage of the parsers, not only
+# of the target); here UBSan is also made fatal so that the fuzzer stops on undefined behaviour.
 # The corpus grows in build-fuzz/fuzz/corpus/TARGET; a crash leaves its input in
 # build-fuzz/fuzz/artifacts/ and makes this script exit non-zero. Reproduce one with
 #   build-fuzz/tests/TARGET path/to/crash-file
@@ -20,10 +21,11 @@ targets=("$@")
 build="${BUILD_DIR:-$root/build-fuzz}"
 jobs="${JOBS:-2}"
 
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDETLLM_FUZZ=ON -DDETLLM_BENCH=OFF \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
-  > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+  -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" \
+  > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 ninja -C "$build" -j "$jobs" "${targets[@]}"
 
 data="$root/tests/data/loaders"

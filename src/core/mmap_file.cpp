@@ -59,7 +59,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
 void MappedFile::reset() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);

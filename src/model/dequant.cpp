@@ -12,12 +12,13 @@
 
 namespace detllm {
 
-static_assert(std::endian::native == std::endian::little, "the loaders assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "the loaders assume a little-endian host");
 
 namespace {
 
-constexpr int64_t kQK = 32;    // elements per block of the legacy quants (Q4_0, Q4_1, Q8_0)
-constexpr int64_t kQK_K = 256; // elements per super-block of the k-quants
+constexpr int64_t kQK = 32;     // elements per block of the legacy quants (Q4_0, Q4_1, Q8_0)
+constexpr int64_t kQK_K = 256;  // elements per super-block of the k-quants
 
 // Every type ggml knows (gguf constants GGML_QUANT_SIZES); ids 4, 5, 31-33, 36-38 are retired.
 constexpr std::array<GgmlTypeInfo, 34> kTypes = {{
@@ -62,7 +63,9 @@ inline uint16_t read_u16(const uint8_t* p) {
   std::memcpy(&v, p, 2);
   return v;
 }
-inline float read_f16(const uint8_t* p) { return f16_to_f32(read_u16(p)); }
+inline float read_f16(const uint8_t* p) {
+  return f16_to_f32(read_u16(p));
+}
 
 // Q4_0 block (18 B): d:f16 | qs[16]. Element j < 16 is the low nibble of qs[j], element
 // j + 16 the high nibble; x = (q - 8) * d.
@@ -180,17 +183,33 @@ void dequantize_ggml(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   check(t != nullptr && t->can_dequantize,
         "cannot dequantize GGML type {} (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
         ggml_type_name(type));
-  check(n >= 0 && n % t->block_size == 0, "{} element count {} is not a multiple of {}", t->name,
-        n, t->block_size);
+  check(n >= 0 && n % t->block_size == 0, "{} element count {} is not a multiple of {}", t->name, n,
+        t->block_size);
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32: widen_to_f32(DType::kF32, src, dst, n); return;
-    case GgmlType::kF16: widen_to_f32(DType::kF16, src, dst, n); return;
-    case GgmlType::kBF16: widen_to_f32(DType::kBF16, src, dst, n); return;
-    case GgmlType::kQ4_0: dequant_blocks<dequant_q4_0>(src, dst, n, t->block_size, t->type_size); return;
-    case GgmlType::kQ4_1: dequant_blocks<dequant_q4_1>(src, dst, n, t->block_size, t->type_size); return;
-    case GgmlType::kQ8_0: dequant_blocks<dequant_q8_0>(src, dst, n, t->block_size, t->type_size); return;
-    case GgmlType::kQ4_K: dequant_blocks<dequant_q4_k>(src, dst, n, t->block_size, t->type_size); return;
-    case GgmlType::kQ6_K: dequant_blocks<dequant_q6_k>(src, dst, n, t->block_size, t->type_size); return;
+    case GgmlType::kF32:
+      widen_to_f32(DType::kF32, src, dst, n);
+      return;
+    case GgmlType::kF16:
+      widen_to_f32(DType::kF16, src, dst, n);
+      return;
+    case GgmlType::kBF16:
+      widen_to_f32(DType::kBF16, src, dst, n);
+      return;
+    case GgmlType::kQ4_0:
+      dequant_blocks<dequant_q4_0>(src, dst, n, t->block_size, t->type_size);
+      return;
+    case GgmlType::kQ4_1:
+      dequant_blocks<dequant_q4_1>(src, dst, n, t->block_size, t->type_size);
+      return;
+    case GgmlType::kQ8_0:
+      dequant_blocks<dequant_q8_0>(src, dst, n, t->block_size, t->type_size);
+      return;
+    case GgmlType::kQ4_K:
+      dequant_blocks<dequant_q4_k>(src, dst, n, t->block_size, t->type_size);
+      return;
+    case GgmlType::kQ6_K:
+      dequant_blocks<dequant_q6_k>(src, dst, n, t->block_size, t->type_size);
+      return;
   }
   throw_error("cannot dequantize GGML type {}", ggml_type_name(type));  // unreachable
 }

@@ -13,7 +13,14 @@ namespace detllm {
 
 // GGML tensor types the loader dequantizes (numbering from the GGUF spec).
 enum class GgmlType : uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14, kBF16 = 30,
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ6_K = 14,
+  kBF16 = 30,
 };
 
 // Layout of one GGML type: `block_size` elements are stored in `type_size` bytes. Every type

@@ -22,31 +22,56 @@ namespace {
 // Sanity limits: far above any real model, low enough that a corrupt count fails fast.
 constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
 constexpr uint64_t kMaxKeys = uint64_t{1} << 20;
-constexpr uint64_t kMaxKeyLength = 65535;           // the spec's limit for keys
+constexpr uint64_t kMaxKeyLength = 65535;  // the spec's limit for keys
 constexpr uint64_t kMaxTensorNameLength = 65535;
 constexpr uint64_t kMaxMetadataElements = uint64_t{1} << 24;  // all array elements together
-constexpr int kMaxArrayDepth = 8;                   // arrays of arrays of ...
+constexpr int kMaxArrayDepth = 8;                             // arrays of arrays of ...
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;
 
 // Metadata value types (GGUF spec, gguf_metadata_value_type).
 enum ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // Bytes an element of this type occupies at least (strings: the u64 length; arrays: the
 // element type and count). 0 for an unknown type.
 uint64_t min_value_size(uint32_t type) {
   switch (type) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: return 8;
-    case kString: return 8;
-    case kArray: return 4 + 8;
-    default: return 0;
+    case kU8:
+    case kI8:
+    case kBool:
+      return 1;
+    case kU16:
+    case kI16:
+      return 2;
+    case kU32:
+    case kI32:
+    case kF32:
+      return 4;
+    case kU64:
+    case kI64:
+    case kF64:
+      return 8;
+    case kString:
+      return 8;
+    case kArray:
+      return 4 + 8;
+    default:
+      return 0;
   }
 }
 
@@ -103,25 +128,50 @@ struct MetadataParser {
     const std::string what = fmt::format("value of metadata key '{}'", key);
     GgufValue out;
     switch (type) {
-      case kU8: out.v = uint64_t{r.read<uint8_t>(what)}; break;
-      case kI8: out.v = int64_t{r.read<int8_t>(what)}; break;
-      case kU16: out.v = uint64_t{r.read<uint16_t>(what)}; break;
-      case kI16: out.v = int64_t{r.read<int16_t>(what)}; break;
-      case kU32: out.v = uint64_t{r.read<uint32_t>(what)}; break;
-      case kI32: out.v = int64_t{r.read<int32_t>(what)}; break;
-      case kU64: out.v = r.read<uint64_t>(what); break;
-      case kI64: out.v = r.read<int64_t>(what); break;
-      case kF32: out.v = double{r.read<float>(what)}; break;
-      case kF64: out.v = r.read<double>(what); break;
+      case kU8:
+        out.v = uint64_t{r.read<uint8_t>(what)};
+        break;
+      case kI8:
+        out.v = int64_t{r.read<int8_t>(what)};
+        break;
+      case kU16:
+        out.v = uint64_t{r.read<uint16_t>(what)};
+        break;
+      case kI16:
+        out.v = int64_t{r.read<int16_t>(what)};
+        break;
+      case kU32:
+        out.v = uint64_t{r.read<uint32_t>(what)};
+        break;
+      case kI32:
+        out.v = int64_t{r.read<int32_t>(what)};
+        break;
+      case kU64:
+        out.v = r.read<uint64_t>(what);
+        break;
+      case kI64:
+        out.v = r.read<int64_t>(what);
+        break;
+      case kF32:
+        out.v = double{r.read<float>(what)};
+        break;
+      case kF64:
+        out.v = r.read<double>(what);
+        break;
       case kBool: {
         const uint8_t b = r.read<uint8_t>(what);
-        check(b <= 1, "{}: corrupt GGUF file: bool metadata '{}' has byte value {} (must be 0 or 1)",
-              name, key, b);
+        check(b <= 1,
+              "{}: corrupt GGUF file: bool metadata '{}' has byte value {} (must be 0 or 1)", name,
+              key, b);
         out.v = b == 1;
         break;
       }
-      case kString: out.v = r.read_string(what, r.remaining()); break;
-      case kArray: out.v = read_array(key, depth); break;
+      case kString:
+        out.v = r.read_string(what, r.remaining());
+        break;
+      case kArray:
+        out.v = read_array(key, depth);
+        break;
       default:
         throw_error("{}: corrupt GGUF file: metadata key '{}' has unknown value type {}", name, key,
                     type);
@@ -130,8 +180,9 @@ struct MetadataParser {
   }
 
   GgufArray read_array(const std::string& key, int depth) {
-    check(depth < kMaxArrayDepth, "{}: corrupt GGUF file: metadata '{}' nests arrays deeper than {}",
-          name, key, kMaxArrayDepth);
+    check(depth < kMaxArrayDepth,
+          "{}: corrupt GGUF file: metadata '{}' nests arrays deeper than {}", name, key,
+          kMaxArrayDepth);
     const std::string what = fmt::format("array of metadata key '{}'", key);
     const uint32_t elem_type = r.read<uint32_t>(what + " element type");
     const uint64_t count = r.read<uint64_t>(what + " count");
@@ -139,12 +190,16 @@ struct MetadataParser {
     check(elem_size != 0, "{}: corrupt GGUF file: metadata array '{}' has unknown element type {}",
           name, key, elem_type);
     if (count > r.remaining() / elem_size) {
-      throw_error("{}: corrupt GGUF file: metadata array '{}' claims {} elements of at least {} "
-                  "bytes, but only {} bytes remain", name, key, count, elem_size, r.remaining());
+      throw_error(
+          "{}: corrupt GGUF file: metadata array '{}' claims {} elements of at least {} "
+          "bytes, but only {} bytes remain",
+          name, key, count, elem_size, r.remaining());
     }
     if (count > elements_left) {
-      throw_error("{}: corrupt GGUF file: metadata arrays hold more than {} elements in total "
-                  "(at '{}')", name, kMaxMetadataElements, key);
+      throw_error(
+          "{}: corrupt GGUF file: metadata arrays hold more than {} elements in total "
+          "(at '{}')",
+          name, kMaxMetadataElements, key);
     }
     elements_left -= count;
     GgufArray arr;
@@ -155,17 +210,27 @@ struct MetadataParser {
 };
 
 // x * y into *out; false on uint64 overflow.
-bool mul_u64(uint64_t x, uint64_t y, uint64_t* out) { return !__builtin_mul_overflow(x, y, out); }
-bool add_u64(uint64_t x, uint64_t y, uint64_t* out) { return !__builtin_add_overflow(x, y, out); }
+bool mul_u64(uint64_t x, uint64_t y, uint64_t* out) {
+  return !__builtin_mul_overflow(x, y, out);
+}
+bool add_u64(uint64_t x, uint64_t y, uint64_t* out) {
+  return !__builtin_add_overflow(x, y, out);
+}
 
 const char* value_kind(const GgufValue& v) {
   switch (v.v.index()) {
-    case 0: return "an unsigned integer";
-    case 1: return "a signed integer";
-    case 2: return "a float";
-    case 3: return "a bool";
-    case 4: return "a string";
-    case 5: return "an array";
+    case 0:
+      return "an unsigned integer";
+    case 1:
+      return "a signed integer";
+    case 2:
+      return "a float";
+    case 3:
+      return "a bool";
+    case 4:
+      return "a string";
+    case 5:
+      return "an array";
   }
   return "?";
 }
@@ -204,8 +269,10 @@ void GgufFile::Impl::parse() {
   version = r.read<uint32_t>("version");
   if (version != 2 && version != 3) {
     if ((version & 0xffffu) == 0 && version != 0) {
-      throw_error("{}: GGUF version field {:#x} looks big-endian; only little-endian GGUF files "
-                  "are supported", name, version);
+      throw_error(
+          "{}: GGUF version field {:#x} looks big-endian; only little-endian GGUF files "
+          "are supported",
+          name, version);
     }
     throw_error("{}: unsupported GGUF version {} (detllm reads versions 2 and 3)", name, version);
   }
@@ -241,16 +308,16 @@ void GgufFile::Impl::parse() {
       throw_error("{}: corrupt GGUF file: general.alignment must be a positive integer", name);
     }
     check(value != 0 && (value & (value - 1)) == 0 && value <= kMaxAlignment,
-          "{}: corrupt GGUF file: general.alignment {} is not a power of two up to {}", name,
-          value, kMaxAlignment);
+          "{}: corrupt GGUF file: general.alignment {} is not a power of two up to {}", name, value,
+          kMaxAlignment);
     alignment = value;
   }
 
   // Tensor infos. Each takes at least 8 (name length) + 4 (n_dims) + 8 (one dim) + 4 (type)
   // + 8 (offset) bytes.
   check(n_tensors <= r.remaining() / 32,
-        "{}: corrupt GGUF file: tensor count {} does not fit in the {} bytes left", name,
-        n_tensors, r.remaining());
+        "{}: corrupt GGUF file: tensor count {} does not fit in the {} bytes left", name, n_tensors,
+        r.remaining());
   std::vector<uint64_t> rel_offsets;
   tensors.reserve(static_cast<size_t>(n_tensors));
   rel_offsets.reserve(static_cast<size_t>(n_tensors));
@@ -279,7 +346,8 @@ void GgufFile::Impl::parse() {
           t.name, t.type);
     check(ne[0] % static_cast<uint64_t>(ti->block_size) == 0,
           "{}: corrupt GGUF file: tensor '{}' of type {} has row length {}, not a multiple of its "
-          "block size {}", name, t.name, ti->name, ne[0], ti->block_size);
+          "block size {}",
+          name, t.name, ti->name, ne[0], ti->block_size);
     check(mul_u64(numel / static_cast<uint64_t>(ti->block_size),
                   static_cast<uint64_t>(ti->type_size), &t.n_bytes),
           "{}: corrupt GGUF file: tensor '{}' byte size overflows", name, t.name);
@@ -307,10 +375,10 @@ void GgufFile::Impl::parse() {
           "{}: corrupt GGUF file: tensor '{}' offset {} is not a multiple of the alignment {}",
           name, t.name, rel, alignment);
     uint64_t end = 0;
-    check(add_u64(data_offset, rel, &t.offset) && add_u64(t.offset, t.n_bytes, &end) &&
-              end <= size,
+    check(add_u64(data_offset, rel, &t.offset) && add_u64(t.offset, t.n_bytes, &end) && end <= size,
           "{}: truncated or corrupt GGUF file: tensor '{}' ({} bytes at data offset {}) lies "
-          "outside the file ({} bytes)", name, t.name, t.n_bytes, rel, size);
+          "outside the file ({} bytes)",
+          name, t.name, t.n_bytes, rel, size);
   }
   // No two tensors may share bytes.
   std::vector<size_t> order(tensors.size());
@@ -368,11 +436,21 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std:
   return std::unique_ptr<GgufFile>(new GgufFile(std::move(impl)));
 }
 
-uint32_t GgufFile::version() const { return impl_->version; }
-const std::map<std::string, GgufValue>& GgufFile::metadata() const { return impl_->metadata; }
-bool GgufFile::has_key(const std::string& key) const { return impl_->metadata.contains(key); }
-uint64_t GgufFile::alignment() const { return impl_->alignment; }
-uint64_t GgufFile::data_offset() const { return impl_->data_offset; }
+uint32_t GgufFile::version() const {
+  return impl_->version;
+}
+const std::map<std::string, GgufValue>& GgufFile::metadata() const {
+  return impl_->metadata;
+}
+bool GgufFile::has_key(const std::string& key) const {
+  return impl_->metadata.contains(key);
+}
+uint64_t GgufFile::alignment() const {
+  return impl_->alignment;
+}
+uint64_t GgufFile::data_offset() const {
+  return impl_->data_offset;
+}
 
 std::string GgufFile::get_string(const std::string& key) const {
   const GgufValue& v = impl_->value(key);
@@ -434,7 +512,9 @@ std::vector<double> GgufFile::get_float_array(const std::string& key) const {
   return out;
 }
 
-const std::vector<GgufTensorInfo>& GgufFile::tensor_infos() const { return impl_->tensors; }
+const std::vector<GgufTensorInfo>& GgufFile::tensor_infos() const {
+  return impl_->tensors;
+}
 
 const GgufTensorInfo& GgufFile::tensor_info(const std::string& name) const {
   auto it = impl_->index.find(name);
@@ -446,7 +526,9 @@ const uint8_t* GgufFile::tensor_data(const std::string& name) const {
   return impl_->data + tensor_info(name).offset;
 }
 
-const std::string& GgufFile::path() const { return impl_->path; }
+const std::string& GgufFile::path() const {
+  return impl_->path;
+}
 
 std::vector<std::string> GgufFile::tensor_names() const {
   std::vector<std::string> names;
@@ -455,7 +537,9 @@ std::vector<std::string> GgufFile::tensor_names() const {
   return names;
 }
 
-bool GgufFile::has_tensor(const std::string& name) const { return impl_->index.contains(name); }
+bool GgufFile::has_tensor(const std::string& name) const {
+  return impl_->index.contains(name);
+}
 
 std::vector<int64_t> GgufFile::tensor_shape(const std::string& name) const {
   return tensor_info(name).shape;
@@ -465,9 +549,10 @@ HostTensor GgufFile::load_f32(const std::string& name) const {
   const GgufTensorInfo& t = tensor_info(name);
   const GgmlTypeInfo* ti = ggml_type_info(t.type);
   if (ti == nullptr || !ti->can_dequantize) {
-    throw_error("{}: tensor '{}' has GGML type {}, which detllm cannot load (supported: F32, F16, "
-                "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); re-quantize the model to one of these",
-                impl_->path, name, ggml_type_name(t.type));
+    throw_error(
+        "{}: tensor '{}' has GGML type {}, which detllm cannot load (supported: F32, F16, "
+        "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); re-quantize the model to one of these",
+        impl_->path, name, ggml_type_name(t.type));
   }
   HostTensor out;
   out.shape = t.shape;

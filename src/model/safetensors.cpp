@@ -39,10 +39,14 @@ uint64_t dtype_size_bytes(const std::string& dtype) {
 
 // The dtypes detllm loads; false for the others.
 bool loadable_dtype(const std::string& dtype, DType* out) {
-  if (dtype == "F32") *out = DType::kF32;
-  else if (dtype == "F16") *out = DType::kF16;
-  else if (dtype == "BF16") *out = DType::kBF16;
-  else return false;
+  if (dtype == "F32")
+    *out = DType::kF32;
+  else if (dtype == "F16")
+    *out = DType::kF16;
+  else if (dtype == "BF16")
+    *out = DType::kBF16;
+  else
+    return false;
   return true;
 }
 
@@ -73,7 +77,7 @@ struct SafetensorsFile::Impl {
   const uint8_t* data = nullptr;
   size_t size = 0;
   std::map<std::string, std::string> metadata;
-  std::vector<SafetensorsTensorInfo> tensors;      // sorted by offset
+  std::vector<SafetensorsTensorInfo> tensors;     // sorted by offset
   std::unordered_map<std::string, size_t> index;  // name -> position in tensors
 
   void parse();
@@ -103,8 +107,10 @@ void SafetensorsFile::Impl::parse() {
     if (key == "__metadata__") {
       check(entry.is_object(), "{}: corrupt safetensors file: __metadata__ is not an object", name);
       for (const auto& [mk, mv] : entry.items()) {
-        check(mv.is_string(), "{}: corrupt safetensors file: __metadata__ value '{}' is not a "
-              "string", name, mk);
+        check(mv.is_string(),
+              "{}: corrupt safetensors file: __metadata__ value '{}' is not a "
+              "string",
+              name, mk);
         metadata.emplace(mk, mv.get<std::string>());
       }
       continue;
@@ -118,8 +124,10 @@ void SafetensorsFile::Impl::parse() {
     check(dtype_it != entry.end() && dtype_it->is_string(), "{} lacks a string 'dtype'", where);
     t.dtype = dtype_it->get<std::string>();
     const uint64_t elem_size = dtype_size_bytes(t.dtype);
-    check(elem_size != 0, "{}: tensor '{}' has dtype '{}', which detllm does not know (it loads "
-          "F32, F16 and BF16)", name, key, t.dtype);
+    check(elem_size != 0,
+          "{}: tensor '{}' has dtype '{}', which detllm does not know (it loads "
+          "F32, F16 and BF16)",
+          name, key, t.dtype);
 
     auto shape_it = entry.find("shape");
     check(shape_it != entry.end() && shape_it->is_array(), "{} lacks a 'shape' array", where);
@@ -158,13 +166,14 @@ void SafetensorsFile::Impl::parse() {
   for (const SafetensorsTensorInfo& t : tensors) {
     check(t.offset == expected,
           "{}: corrupt safetensors file: tensor '{}' starts at data offset {}, expected {} (data "
-          "offsets overlap or leave a gap)", name, t.name, t.offset - buffer_start,
-          expected - buffer_start);
+          "offsets overlap or leave a gap)",
+          name, t.name, t.offset - buffer_start, expected - buffer_start);
     expected = t.offset + t.n_bytes;
   }
   check(expected == size,
         "{}: corrupt safetensors file: {} bytes after the last tensor are not covered by any "
-        "tensor", name, size - expected);
+        "tensor",
+        name, size - expected);
   for (size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
 }
 
@@ -214,7 +223,9 @@ RawTensorView SafetensorsFile::raw_view(const std::string& name) const {
   return RawTensorView{dtype, t.shape, impl_->data + t.offset, t.n_bytes};
 }
 
-const std::string& SafetensorsFile::path() const { return impl_->path; }
+const std::string& SafetensorsFile::path() const {
+  return impl_->path;
+}
 
 std::vector<std::string> SafetensorsFile::tensor_names() const {
   std::vector<std::string> names;
@@ -255,8 +266,7 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
   const json j = parse_json(file.data(), file.size(), index_path);
   check(j.is_object(), "{}: the index is not a JSON object", index_path);
   auto wm = j.find("weight_map");
-  check(wm != j.end() && wm->is_object(), "{}: the index lacks a 'weight_map' object",
-        index_path);
+  check(wm != j.end() && wm->is_object(), "{}: the index lacks a 'weight_map' object", index_path);
   std::map<std::string, std::string> out;
   for (const auto& [tensor, shard] : wm->items()) {
     check(shard.is_string(), "{}: weight_map entry '{}' is not a string", index_path, tensor);
@@ -264,7 +274,8 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
     check(!s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
               s.find('\\') == std::string::npos,
           "{}: weight_map entry '{}' names shard '{}', which is not a file name in the same "
-          "directory", index_path, tensor, s);
+          "directory",
+          index_path, tensor, s);
     out.emplace(tensor, s);
   }
   return out;
@@ -339,7 +350,9 @@ std::string SafetensorsDir::dtype(const std::string& name) const {
   return shard_of(name).tensor_info(name).dtype;
 }
 
-std::vector<std::string> SafetensorsDir::tensor_names() const { return names_; }
+std::vector<std::string> SafetensorsDir::tensor_names() const {
+  return names_;
+}
 
 bool SafetensorsDir::has_tensor(const std::string& name) const {
   return shard_index_.contains(name);

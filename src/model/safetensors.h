@@ -28,8 +28,8 @@ struct SafetensorsTensorInfo {
 // A tensor's bytes as stored, for consumers that keep bf16/f16 weights without widening.
 struct RawTensorView {
   DType dtype;
-  std::vector<int64_t> shape;   // PyTorch order
-  const uint8_t* data;          // n_bytes, little-endian, no alignment guaranteed
+  std::vector<int64_t> shape;  // PyTorch order
+  const uint8_t* data;         // n_bytes, little-endian, no alignment guaranteed
   uint64_t n_bytes;
 };
 
@@ -42,11 +42,10 @@ class SafetensorsFile final : public TensorSource {
   // Maps and validates `path`. Throws detllm::Error naming the problem and the file.
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
   // Parses from memory (tests, fuzz target); `data` must outlive the object.
-  static std::unique_ptr<SafetensorsFile> parse(const uint8_t* data, size_t size,
-                                                std::string name);
+  static std::unique_ptr<SafetensorsFile> parse(const uint8_t* data, size_t size, std::string name);
   ~SafetensorsFile() override;
 
-  const std::map<std::string, std::string>& metadata() const;  // "__metadata__"
+  const std::map<std::string, std::string>& metadata() const;      // "__metadata__"
   const std::vector<SafetensorsTensorInfo>& tensor_infos() const;  // in data-offset order
   // Throws detllm::Error naming the tensor and the file when missing.
   const SafetensorsTensorInfo& tensor_info(const std::string& name) const;
@@ -94,7 +93,7 @@ class SafetensorsDir final : public TensorSource {
 
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
-  std::vector<std::string> names_;                     // shard order, then offset order
+  std::vector<std::string> names_;                       // shard order, then offset order
   std::unordered_map<std::string, size_t> shard_index_;  // tensor name -> index in shards_
 };
 

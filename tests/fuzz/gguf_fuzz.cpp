@@ -19,13 +19,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& [key, value] : file->metadata()) {
     // Each getter either returns or throws detllm::Error for the wrong type.
-    try { (void)file->get_int(key); } catch (const Error&) {}
-    try { (void)file->get_float(key); } catch (const Error&) {}
-    try { (void)file->get_string(key); } catch (const Error&) {}
-    try { (void)file->get_bool(key); } catch (const Error&) {}
-    try { (void)file->get_int_array(key); } catch (const Error&) {}
-    try { (void)file->get_float_array(key); } catch (const Error&) {}
-    try { (void)file->get_string_array(key); } catch (const Error&) {}
+    try {
+      (void)file->get_int(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_float(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_string(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_bool(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_int_array(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_float_array(key);
+    } catch (const Error&) {
+    }
+    try {
+      (void)file->get_string_array(key);
+    } catch (const Error&) {
+    }
   }
   for (const detllm::GgufTensorInfo& t : file->tensor_infos()) {
     try {

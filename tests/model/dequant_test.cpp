@@ -35,7 +35,10 @@ uint32_t bits_of(float f) {
 }
 
 TEST(Dequant, TypeTableMatchesGgml) {
-  struct Expect { GgmlType t; int64_t block, bytes; };
+  struct Expect {
+    GgmlType t;
+    int64_t block, bytes;
+  };
   for (const Expect& e : {Expect{GgmlType::kF32, 1, 4}, Expect{GgmlType::kF16, 1, 2},
                           Expect{GgmlType::kBF16, 1, 2}, Expect{GgmlType::kQ8_0, 32, 34},
                           Expect{GgmlType::kQ4_0, 32, 18}, Expect{GgmlType::kQ4_1, 32, 20},
@@ -46,7 +49,7 @@ TEST(Dequant, TypeTableMatchesGgml) {
     EXPECT_EQ(info->type_size, e.bytes) << info->name;
     EXPECT_TRUE(info->can_dequantize) << info->name;
   }
-  EXPECT_EQ(ggml_type_info(4), nullptr);   // retired Q4_2
+  EXPECT_EQ(ggml_type_info(4), nullptr);  // retired Q4_2
   EXPECT_EQ(ggml_type_info(31), nullptr);
   EXPECT_EQ(ggml_type_info(1000), nullptr);
   EXPECT_EQ(ggml_type_name(13), "Q5_K");
@@ -82,8 +85,10 @@ TEST(Dequant, Q4_KHandBuiltBlock) {
   // d = 1, dmin = 0.5; sub-block s gets scale s + 1 and min s (high sub-blocks use the packed
   // 6-bit form); every nibble is 3.
   uint8_t block[144] = {};
-  block[0] = 0x00; block[1] = 0x3c;  // d = 1.0
-  block[2] = 0x00; block[3] = 0x38;  // dmin = 0.5
+  block[0] = 0x00;
+  block[1] = 0x3c;  // d = 1.0
+  block[2] = 0x00;
+  block[3] = 0x38;  // dmin = 0.5
   uint8_t* sc = block + 4;
   for (int s = 0; s < 4; ++s) {
     sc[s] = static_cast<uint8_t>(s + 1);
@@ -109,7 +114,8 @@ TEST(Dequant, Q6_KHandBuiltBlock) {
   std::memset(block, 0x11, 128);
   std::memset(block + 128, 0xAA, 64);
   for (int i = 0; i < 16; ++i) block[192 + i] = static_cast<uint8_t>(static_cast<int8_t>(i - 8));
-  block[208] = 0x00; block[209] = 0x40;  // d = 2.0
+  block[208] = 0x00;
+  block[209] = 0x40;  // d = 2.0
   float y[256];
   dequantize_ggml(static_cast<uint32_t>(GgmlType::kQ6_K), block, y, 256);
   for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 2.0f * static_cast<float>(i / 16 - 8)) << i;
@@ -158,8 +164,8 @@ TEST(Dequant, BitExactAgainstGgufPackage) {
     EXPECT_EQ(mismatches, 0u);
     types_seen.insert(m["type"].get<std::string>());
   }
-  EXPECT_EQ(types_seen, (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1",
-                                                "Q4_K", "Q6_K"}));
+  EXPECT_EQ(types_seen,
+            (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"}));
 }
 
 }  // namespace

@@ -101,14 +101,26 @@ struct FileSpec {
 };
 
 std::function<void(Bytes&)> kv_string(const std::string& key, const std::string& value) {
-  return [=](Bytes& o) { o.str(key); o.put<uint32_t>(8); o.str(value); };
+  return [=](Bytes& o) {
+    o.str(key);
+    o.put<uint32_t>(8);
+    o.str(value);
+  };
 }
 std::function<void(Bytes&)> kv_u32(const std::string& key, uint32_t value) {
-  return [=](Bytes& o) { o.str(key); o.put<uint32_t>(4); o.put<uint32_t>(value); };
+  return [=](Bytes& o) {
+    o.str(key);
+    o.put<uint32_t>(4);
+    o.put<uint32_t>(value);
+  };
 }
 std::function<void(Bytes&)> kv_raw(const std::string& key, uint32_t type,
                                    std::function<void(Bytes&)> value) {
-  return [=](Bytes& o) { o.str(key); o.put<uint32_t>(type); value(o); };
+  return [=](Bytes& o) {
+    o.str(key);
+    o.put<uint32_t>(type);
+    value(o);
+  };
 }
 
 // A valid file: an F32 (2, 8) tensor at 0 and a Q8_0 (2, 32) tensor at 64.
@@ -183,7 +195,11 @@ TEST(Gguf, RejectsCorruptMetadata) {
   s.kv.push_back([](Bytes& o) { o.put<uint64_t>(uint64_t{1} << 63); });  // key length
   expect_error(s, "length");
   s = valid_spec();
-  s.kv.push_back([](Bytes& o) { o.str(std::string(70000, 'k')); o.put<uint32_t>(4); o.put<uint32_t>(0); });
+  s.kv.push_back([](Bytes& o) {
+    o.str(std::string(70000, 'k'));
+    o.put<uint32_t>(4);
+    o.put<uint32_t>(0);
+  });
   expect_error(s, "at most 65535");
   s = valid_spec();
   s.kv.push_back(kv_raw("k", 13, [](Bytes&) {}));
@@ -195,18 +211,31 @@ TEST(Gguf, RejectsCorruptMetadata) {
   s.kv.push_back(kv_raw("k", 8, [](Bytes& o) { o.put<uint64_t>(uint64_t{1} << 40); }));
   expect_error(s, "value of metadata key 'k'");
   s = valid_spec();
-  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) { o.put<uint32_t>(0); o.put<uint64_t>(uint64_t{1} << 62); }));
+  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) {
+    o.put<uint32_t>(0);
+    o.put<uint64_t>(uint64_t{1} << 62);
+  }));
   expect_error(s, "claims");
   s = valid_spec();
-  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) { o.put<uint32_t>(8); o.put<uint64_t>(uint64_t{1} << 40); }));
+  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) {
+    o.put<uint32_t>(8);
+    o.put<uint64_t>(uint64_t{1} << 40);
+  }));
   expect_error(s, "claims");
   s = valid_spec();
-  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) { o.put<uint32_t>(77); o.put<uint64_t>(1); }));
+  s.kv.push_back(kv_raw("k", 9, [](Bytes& o) {
+    o.put<uint32_t>(77);
+    o.put<uint64_t>(1);
+  }));
   expect_error(s, "unknown element type 77");
   s = valid_spec();
   s.kv.push_back(kv_raw("k", 9, [](Bytes& o) {  // arrays nested 20 deep
-    for (int i = 0; i < 20; ++i) { o.put<uint32_t>(9); o.put<uint64_t>(1); }
-    o.put<uint32_t>(0); o.put<uint64_t>(0);
+    for (int i = 0; i < 20; ++i) {
+      o.put<uint32_t>(9);
+      o.put<uint64_t>(1);
+    }
+    o.put<uint32_t>(0);
+    o.put<uint64_t>(0);
   }));
   expect_error(s, "deeper");
   s = valid_spec();
@@ -216,11 +245,18 @@ TEST(Gguf, RejectsCorruptMetadata) {
 
 TEST(Gguf, MetadataEdgeCasesParse) {
   FileSpec s = valid_spec();
-  s.kv.push_back(kv_raw("empty", 9, [](Bytes& o) { o.put<uint32_t>(4); o.put<uint64_t>(0); }));
+  s.kv.push_back(kv_raw("empty", 9, [](Bytes& o) {
+    o.put<uint32_t>(4);
+    o.put<uint64_t>(0);
+  }));
   s.kv.push_back(kv_raw("nested_empty", 9, [](Bytes& o) {
-    o.put<uint32_t>(9); o.put<uint64_t>(2);
-    o.put<uint32_t>(8); o.put<uint64_t>(0);
-    o.put<uint32_t>(5); o.put<uint64_t>(1); o.put<int32_t>(-4);
+    o.put<uint32_t>(9);
+    o.put<uint64_t>(2);
+    o.put<uint32_t>(8);
+    o.put<uint64_t>(0);
+    o.put<uint32_t>(5);
+    o.put<uint64_t>(1);
+    o.put<int32_t>(-4);
   }));
   const auto bytes = s.build();
   const auto f = GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
@@ -258,12 +294,15 @@ TEST(Gguf, RejectsCorruptTensorInfos) {
   expect_error(with([](FileSpec& s) { s.tensors[0].ne = {8, 2, 1, 1, 1}; }), "5 dimensions");
   expect_error(with([](FileSpec& s) { s.tensors[0].ne = {8, 0}; }), "of size 0");
   expect_error(with([](FileSpec& s) { s.tensors[0].ne = {8, uint64_t{1} << 63}; }), "of size");
-  expect_error(with([](FileSpec& s) { s.tensors[0].ne = {uint64_t{1} << 32, uint64_t{1} << 32}; }),
+  expect_error(with([](FileSpec& s) {
+                 s.tensors[0].ne = {uint64_t{1} << 32, uint64_t{1} << 32};
+               }),
                "overflows");
   expect_error(with([](FileSpec& s) { s.tensors[0].type = 4; }), "unknown GGML type 4");
   expect_error(with([](FileSpec& s) { s.tensors[0].type = 99; }), "unknown GGML type 99");
   expect_error(with([](FileSpec& s) { s.tensors[1].ne = {16, 4}; }), "not a multiple of its block");
-  expect_error(with([](FileSpec& s) { s.tensors[1].offset = 65; }), "not a multiple of the alignment");
+  expect_error(with([](FileSpec& s) { s.tensors[1].offset = 65; }),
+               "not a multiple of the alignment");
   expect_error(with([](FileSpec& s) { s.tensors[1].offset = 4096; }), "outside the file");
   expect_error(with([](FileSpec& s) { s.tensors[1].offset = ~uint64_t{31}; }), "outside the file");
   expect_error(with([](FileSpec& s) { s.tensors[1].ne = {32, 3}; }), "outside the file");
@@ -271,7 +310,9 @@ TEST(Gguf, RejectsCorruptTensorInfos) {
   expect_error(with([](FileSpec& s) { s.tensors[1].offset = 0; }), "overlap");
   // (Whole-struct assignment: assigning a literal to the name trips a GCC 12 -Wrestrict false
   // positive at -O3.)
-  expect_error(with([](FileSpec& s) { s.tensors[1] = TensorSpec{"w", {32, 2}, 8, 64}; }),
+  expect_error(with([](FileSpec& s) {
+                 s.tensors[1] = TensorSpec{"w", {32, 2}, 8, 64};
+               }),
                "duplicate tensor name 'w'");
   expect_error(with([](FileSpec& s) { s.tensors[1].name = std::string(70000, 'n'); }), "at most");
 }
@@ -378,7 +419,8 @@ TEST(Gguf, TruncatedAtEveryByteThrows) {
     const auto parsed = GgufFile::parse(full.data(), full.size(), name);
     // The last tensor's end: cutting anywhere before it must fail (after it only padding).
     uint64_t data_end = 0;
-    for (const auto& t : parsed->tensor_infos()) data_end = std::max(data_end, t.offset + t.n_bytes);
+    for (const auto& t : parsed->tensor_infos())
+      data_end = std::max(data_end, t.offset + t.n_bytes);
     for (size_t n = 0; n < full.size(); ++n) {
       const std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<ptrdiff_t>(n));
       const std::string msg = parse_and_load(cut);

@@ -55,7 +55,8 @@ std::string parse_and_load(const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> make_file(const std::string& header, size_t data_bytes) {
   std::vector<uint8_t> out;
   out.reserve(8 + header.size() + data_bytes);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i)));
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i)));
   for (char c : header) out.push_back(static_cast<uint8_t>(c));
   for (size_t i = 0; i < data_bytes; ++i) out.push_back(static_cast<uint8_t>(i * 13 + 1));
   return out;
@@ -95,7 +96,8 @@ TEST(Safetensors, SingleFileDirectory) {
   const auto expected = expected_values();
   EXPECT_EQ(dir->shards().size(), 1u);
   EXPECT_EQ(dir->tensor_names().size(), 5u);
-  for (const char* name : {"a.f32", "b.f16", "scalar", "empty"}) expect_values(*dir, expected, name);
+  for (const char* name : {"a.f32", "b.f16", "scalar", "empty"})
+    expect_values(*dir, expected, name);
   EXPECT_EQ(dir->tensor_shape("scalar"), std::vector<int64_t>{});
   EXPECT_EQ(dir->tensor_shape("empty"), (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(dir->shards()[0]->metadata().at("format"), "pt");
@@ -154,8 +156,8 @@ class SafetensorsDirErrors : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("detllm_st_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("detllm_st_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -212,7 +214,8 @@ TEST_F(SafetensorsDirErrors, TensorInTwoShards) {
                                  "x": "dup.safetensors"}})");
   const std::string msg = open_error();
   EXPECT_TRUE(msg.find("appears in both") != std::string::npos ||
-              msg.find("does not contain") != std::string::npos) << msg;
+              msg.find("does not contain") != std::string::npos)
+      << msg;
   write_index(R"({"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors",
                                  "model.norm.weight": "dup.safetensors"}})");
   EXPECT_NE(open_error(), "");
@@ -233,7 +236,8 @@ TEST_F(SafetensorsDirErrors, CorruptShardNamesTheShard) {
 TEST(Safetensors, BuiltFileIsValid) {
   const auto bytes = make_file(
       R"({"__metadata__":{"k":"v"},"b":{"dtype":"BF16","shape":[2],"data_offsets":[16,20]},)"
-      R"("a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", 20);
+      R"("a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
+      20);
   const auto f = SafetensorsFile::parse(bytes.data(), bytes.size(), "test.safetensors");
   EXPECT_EQ(f->tensor_names(), (std::vector<std::string>{"a", "b"}));  // offset order
   EXPECT_EQ(f->metadata().at("k"), "v");
@@ -283,9 +287,11 @@ TEST(Safetensors, RejectsCorruptHeaders) {
   expect_error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8, "not covered");
   expect_error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "gap");
   expect_error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "overlap");
+               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+               8, "overlap");
   expect_error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4, "overlap");
+               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+               4, "overlap");
 }
 
 // ---- Truncation and byte flips of real files ----------------------------------------------------
