@@ -4,7 +4,8 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 60  |  scripts/fuzz.sh 300 gguf_fuzz
 #
-# SECONDS defaults to 60; TARGET defaults to every fuzz target (gguf_fuzz, safetensors_fuzz).
+# SECONDS defaults to 60; TARGET defaults to every fuzz target (gguf_fuzz, safetensors_fuzz,
+# tokenizer_json_fuzz, chat_template_fuzz, http_body_fuzz).
 # Build dir: build-fuzz/ (override with BUILD_DIR). With DETLLM_FUZZ=ON the top-level CMake
 # compiles the whole library with -fsanitize=fuzzer-no-link (coverage of the parsers, not only
 # of the target); here UBSan is also made fatal so that the fuzzer stops on undefined behaviour.
@@ -17,7 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gguf_fuzz safetensors_fuzz)
+[ ${#targets[@]} -eq 0 ] && targets=(gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_fuzz http_body_fuzz)
 build="${BUILD_DIR:-$root/build-fuzz}"
 jobs="${JOBS:-2}"
 
@@ -54,6 +55,9 @@ for target in "${targets[@]}"; do
     safetensors_fuzz)
       seeds=("$data"/*.safetensors "$data"/st_single/*.safetensors "$data"/st_sharded/*.safetensors)
       extra=(-dict="$work/safetensors.dict") ;;
+    tokenizer_json_fuzz) seeds=("$root"/tests/data/tokenizer/synthetic_*.json) ;;
+    chat_template_fuzz) seeds=("$root"/tests/data/chat/*.jinja) ;;
+    http_body_fuzz) seeds=(); extra=(-dict="$root/tests/fuzz/http_body.dict") ;;
     *) seeds=() ;;
   esac
   [ ${#seeds[@]} -gt 0 ] && cp -f "${seeds[@]}" "$corpus/"

@@ -15,5 +15,6 @@ struct Command {
 };
 
 Command add_generate_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 }  // namespace detllm::cli

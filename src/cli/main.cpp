@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<detllm::cli::Command> commands = {
       detllm::cli::add_generate_command(app),
+      detllm::cli::add_serve_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the CUDA tests and benchmarks on this (GPU-less) machine, which has nvcc and the
+# project's Debian build deps, and packs them with the shared libraries a bare CUDA image lacks
+# into build-gpu-carry/ (git-ignored), for scripts/gpu/run_gpu.sh on a GPU machine without
+# those deps. Usage: [BUILD_DIR=dir] scripts/gpu/prebuild.sh [SOURCE_DIR]  (default: this checkout)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+src=${1:-$root}
+build=${BUILD_DIR:-$root/build-gpu}
+carry=$root/build-gpu-carry
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON -DDETLLM_BENCH=ON >/dev/null
+ninja -C "$build" -j"${JOBS:-2}" test_cuda cuda_gemm_bench cuda_attention_bench
+rm -rf "$carry"
+mkdir -p "$carry/lib"
+cp "$build/tests/test_cuda" "$build/bench/cuda_gemm_bench" "$build/bench/cuda_attention_bench" "$carry/"
+strip "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry/cuda_attention_bench"
+# Every shared library they load except the C runtime and CUDA's own (the GPU image has those).
+ldd "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry/cuda_attention_bench" | awk '/=> \// {print $3}' | sort -u |
+  grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux-x86-64|libdl|libpthread|librt|libcublas|libcublasLt|libcudart)\.so' |
+  xargs -r cp -L -t "$carry/lib"
+echo "max GLIBC symbol version needed: $(objdump -T "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry"/lib/* 2>/dev/null |
+  grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1)"
+du -sh "$carry" "$carry"/* "$carry"/lib/*

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""A bounded load test of `detllm serve` on loopback: C concurrent clients send N requests in
+total (mixed completions / chat, streaming or not, varied prompts and sampling) and the
+program reports throughput (requests/s, generated tokens/s) and latency percentiles (end to
+end, and time to first token for streamed requests). A program, not a test: it prints numbers.
+
+  scripts/load_test.py                            # starts build*/detllm serve itself
+  scripts/load_test.py --url http://127.0.0.1:8000 --api-key KEY -c 32 -n 256
+
+Uses only the standard library and `requests` (in the project venv).
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPICS = ["the sea", "a robot", "winter", "prime numbers", "maps", "coffee", "the moon",
+          "keys", "bicycles", "cities", "dragons", "music", "gardens", "trains"]
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def start_server(args):
+    binary = args.binary or next(iter(sorted(glob.glob(os.path.join(ROOT, "build*", "detllm")))),
+                                 None)
+    if not binary:
+        sys.exit("no detllm binary found: build it or pass --binary / --url")
+    cmd = [binary, "serve", "--port", "0", "--threads", str(args.threads)]
+    if args.api_key:
+        cmd += ["--api-key", args.api_key]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    port = None
+    for line in proc.stderr:
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if port is None:
+        sys.exit("detllm serve did not start")
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def make_request(i, rng, max_tokens):
+    topic = rng.choice(TOPICS)
+    sampling = {"max_tokens": rng.randint(max(1, max_tokens // 2), max_tokens),
+                "temperature": rng.choice([0.0, 0.7, 1.0]), "seed": rng.randrange(2**32),
+                "stream": rng.random() < 0.5, "model": "default"}
+    if i % 3 == 0:
+        return "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": f"Tell me about {topic}."}], **sampling}
+    words = " ".join(rng.choice(TOPICS) for _ in range(rng.randint(0, 20)))
+    return "/v1/completions", {"prompt": f"A note on {topic}: {words}", **sampling}
+
+
+def one(session, base, headers, path, body):
+    """One request; returns ok, end-to-end latency and (streamed) time to first text."""
+    t0 = time.perf_counter()
+    ttft = None
+    with session.post(base + path, json=body, headers=headers, stream=body["stream"],
+                      timeout=600) as r:
+        if r.status_code != 200:
+            return {"ok": False, "status": r.status_code, "latency": time.perf_counter() - t0}
+        if body["stream"]:
+            for line in r.iter_lines():
+                if ttft is None and line.startswith(b"data: {"):
+                    chunk = json.loads(line[6:])
+                    ch = chunk["choices"][0] if chunk["choices"] else {}
+                    if ch.get("text") or (ch.get("delta") or {}).get("content"):
+                        ttft = time.perf_counter() - t0
+        else:
+            r.content  # noqa: B018 - read the whole body
+    return {"ok": True, "latency": time.perf_counter() - t0, "ttft": ttft}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--url", help="a running server (default: start build*/detllm serve)")
+    ap.add_argument("--binary", help="the detllm binary to start")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("-c", "--concurrency", type=int, default=16)
+    ap.add_argument("-n", "--requests", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2,
+                    help="engine threads of a server started here")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    proc = None
+    base = args.url
+    if not base:
+        proc, base = start_server(args)
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    rng = random.Random(args.seed)
+    work = [make_request(i, rng, args.max_tokens) for i in range(args.requests)]
+    metrics_before = requests.get(base + "/metrics", headers=headers, timeout=30).text
+    local = threading.local()
+
+    def task(item):
+        if not hasattr(local, "s"):
+            local.s = requests.Session()
+        return one(local.s, base, headers, *item)
+
+    try:
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+            results = list(pool.map(task, work))
+        wall = time.perf_counter() - t0
+        metrics_after = requests.get(base + "/metrics", headers=headers, timeout=30).text
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait(60)
+
+    def counter(text, name):
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    generated = counter(metrics_after, "detllm_generation_tokens_total") - \
+        counter(metrics_before, "detllm_generation_tokens_total")
+    ok = [r for r in results if r["ok"]]
+    lat = [r["latency"] for r in ok]
+    ttft = [r["ttft"] for r in ok if r.get("ttft") is not None]
+    print(f"requests: {len(results)} ({len(ok)} ok, {len(results) - len(ok)} failed), "
+          f"concurrency {args.concurrency}, wall {wall:.2f} s")
+    print(f"throughput: {len(ok) / wall:.2f} req/s, {generated / wall:.1f} generated tok/s "
+          f"({int(generated)} tokens, from /metrics)")
+    if lat:
+        print(f"latency (s): p50 {percentile(lat, 50):.3f}  p90 {percentile(lat, 90):.3f}  "
+              f"p99 {percentile(lat, 99):.3f}  max {max(lat):.3f}  mean {statistics.mean(lat):.3f}")
+    if ttft:
+        print(f"time to first token, streamed (s): p50 {percentile(ttft, 50):.3f}  "
+              f"p99 {percentile(ttft, 99):.3f}")
+    return 0 if len(ok) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

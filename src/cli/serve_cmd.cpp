@@ -1,0 +1,244 @@
+// `detllm serve`: an OpenAI-compatible HTTP server over the engine. Loads the model (the
+// embedded default without --model), starts the engine thread and the HTTP server, and on
+// SIGTERM/SIGINT stops taking requests, drains those in flight (bounded) and exits cleanly.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "determinism/fingerprint.h"
+#include "model/bundle.h"
+#include "server/chat_prompt.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "server/request_builder.h"
+#include "server/server_context.h"
+
+namespace detllm::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string served_name;
+  server::ServerOptions server;
+  engine::EngineConfig engine;
+  bool prefix_cache = true;
+  bool deterministic_default = true;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+};
+
+// Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
+// drains: new requests get 503, in-flight ones may finish for up to drain_timeout_s, the rest
+// are aborted, and the HTTP server stops.
+void wait_and_drain(server::ServerContext& ctx, server::HttpServer& http,
+                    const std::atomic<bool>& serving) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  const timespec tick{0, 200'000'000};
+  int sig = -1;
+  while (serving.load()) {
+    sig = sigtimedwait(&set, nullptr, &tick);
+    if (sig > 0) break;
+  }
+  if (!serving.load()) return;
+  std::fprintf(stderr, "detllm serve: %s received: draining (up to %d s)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", ctx.options.drain_timeout_s);
+  ctx.draining = true;
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::seconds(ctx.options.drain_timeout_s);
+  auto idle = [&] { return ctx.loop->n_tickets() == 0 && ctx.metrics.http_in_flight() == 0; };
+  while (!idle() && Clock::now() < deadline) {
+    // A second signal cuts the drain short.
+    if (sigtimedwait(&set, nullptr, &tick) > 0) break;
+  }
+  if (!idle()) {
+    std::fprintf(stderr, "detllm serve: aborting %d unfinished request(s)\n",
+                 ctx.loop->n_tickets());
+    ctx.loop->cancel_all();
+    const auto grace = Clock::now() + std::chrono::seconds(2);
+    while (!idle() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  http.stop();
+}
+
+int run_serve(ServeOptions& o) {
+  // Before any thread starts: the signals go to the drain thread only, and a client that
+  // closes its socket must not kill the process with SIGPIPE.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  {
+    // Check the options before the (slow) model load; the model's names come after it.
+    server::ServerOptions check_first = o.server;
+    check_first.model_names = {"-"};
+    check_first.validate();
+  }
+  Progress progress("loading model");
+  ModelBundle b = open_model_bundle(o.model, o.threads,
+                                    [&](size_t d, size_t t) { progress.update(d, t); });
+  progress.finish(b.model->name);
+
+  o.engine.scheduler.kv.enable_prefix_cache = o.prefix_cache;
+  o.engine.policy.deterministic_by_default = o.deterministic_default;
+  server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get());
+  const engine::EngineConfig& cfg = loop.config();
+
+  server::ServerContext ctx;
+  ctx.options = o.server;
+  ctx.options.model_names = {o.served_name.empty() ? b.model->name : o.served_name};
+  if (o.model.empty()) ctx.options.model_names.push_back("default");
+  ctx.options.validate();
+  ctx.tokenizer = b.tokenizer.get();
+  ctx.loop = &loop;
+  ctx.vocab_size = b.model->config.vocab_size;
+  ctx.max_model_len = cfg.max_model_len;
+  ctx.deterministic_by_default = cfg.policy.deterministic_by_default;
+  FingerprintInputs fin;
+  fin.weights_hash = b.model->weights_hash;
+  fin.backend = "cpu";
+  fin.backend_build = std::string(cpu_simd_arch());
+  fin.kv_block_size = cfg.scheduler.kv.block_size;
+  fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(true)));
+  ctx.fingerprint_deterministic = numerics_fingerprint(fin);
+  fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(false)));
+  ctx.fingerprint_other = numerics_fingerprint(fin);
+  ctx.policy_description = cfg.policy.describe();
+  ctx.backend_description = fmt::format("cpu; build={}", cpu_simd_arch());
+  // The startup self-check (design.md Rule 3) is not implemented by the engine yet.
+  ctx.self_check_status = cfg.policy.self_check ? "not_run" : "disabled";
+  ctx.started_at = server::unix_now();
+
+  std::unique_ptr<server::ChatPrompt> chat;
+  try {
+    chat = server::ChatPrompt::from_tokenizer(*b.tokenizer);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "detllm serve: warning: the model's chat template does not load (%s); "
+                 "/v1/chat/completions is disabled\n",
+                 e.what());
+  }
+  ctx.chat = chat.get();
+
+  server::HttpServer http(ctx);
+  const int port = http.bind();
+  std::fprintf(stderr,
+               "detllm serve: model %s (%s), context %d, KV %d blocks x %d, fingerprint %s, "
+               "%d engine threads, %d HTTP threads%s\n",
+               ctx.model_name().c_str(), o.model.empty() ? "default" : o.model.c_str(),
+               ctx.max_model_len, cfg.scheduler.kv.n_blocks, cfg.scheduler.kv.block_size,
+               ctx.fingerprint_deterministic.c_str(), o.threads, ctx.options.http_threads,
+               ctx.options.api_key.empty() ? "" : ", API key required");
+  std::fprintf(stderr, "detllm serve: listening on http://%s:%d\n", ctx.options.host.c_str(),
+               port);
+  std::fflush(stderr);
+
+  std::atomic<bool> serving{true};
+  std::thread drainer([&] { wait_and_drain(ctx, http, serving); });
+  http.serve();
+  serving = false;
+  drainer.join();
+  loop.stop();
+  std::fprintf(stderr, "detllm serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve the model over an OpenAI-compatible HTTP API (/v1/completions, "
+      "/v1/chat/completions, /v1/models, /health, /metrics, /tokenize, /detokenize).\n"
+      "Deterministic requests replay bit for bit: responses carry system_fingerprint and the "
+      "seed used. See docs/server.md.");
+  server::ServerOptions& s = o->server;
+  engine::EngineConfig& e = o->engine;
+  cmd->add_option("-m,--model", o->model,
+                  "A GGUF file or a Hugging Face directory. Default: the embedded "
+                  "SmolLM2-135M-Instruct (also accepted as model name 'default')");
+  cmd->add_option("--served-model-name", o->served_name,
+                  "Model name reported and accepted (default: the file or directory name)");
+  cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "Port to listen on (0 = any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", s.api_key,
+                  "Require 'Authorization: Bearer KEY' on every endpoint but /health "
+                  "(or set DETLLM_API_KEY, which keeps the key out of the process list)")
+      ->envname("DETLLM_API_KEY");
+  // Limits.
+  cmd->add_option("--max-body-bytes", s.limits.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", s.limits.max_prompt_tokens,
+                  "Longest prompt in tokens (0 = the model's context)")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens-limit", s.limits.max_tokens,
+                  "Largest max_tokens a request may ask for")
+      ->capture_default_str();
+  cmd->add_option("--max-n", s.limits.max_n, "Largest n (samples per prompt)")
+      ->capture_default_str();
+  cmd->add_option("--max-prompts", s.limits.max_prompts,
+                  "Most prompts in one /v1/completions request")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", s.http_threads,
+                  "HTTP worker threads: the most connections served at once (each streaming "
+                  "response holds one)")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", s.keep_alive_timeout_s,
+                  "Seconds an idle keep-alive connection is kept (it holds a worker thread)")
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", s.drain_timeout_s,
+                  "On SIGTERM, seconds to let in-flight requests finish before aborting them")
+      ->capture_default_str();
+  cmd->add_flag("--log-requests", s.log_requests, "Log one line per request to stderr");
+  // Engine.
+  cmd->add_option("--kv-cache-tokens", e.kv_cache_tokens, "KV cache capacity in tokens")
+      ->check(CLI::Range(1, 1 << 26))
+      ->capture_default_str();
+  cmd->add_option("--block-size", e.scheduler.kv.block_size, "Tokens per KV cache block")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens-per-step", e.scheduler.max_tokens_per_step,
+                  "Token budget of one engine step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-seqs", e.scheduler.max_seqs, "Sequences per step and running at once")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--chunk-size", e.scheduler.chunk_size,
+                  "Prefill chunk limit in tokens (0 = whole prompt within the step budget)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", e.max_model_len,
+                  "Longest prompt + output in tokens (0 = the model's context)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache", o->prefix_cache, "Reuse the KV of shared prompt prefixes "
+                  "(true|false; results are the same either way)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads of the engine (results do not depend "
+                  "on it)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--deterministic-default", o->deterministic_default,
+                  "Whether a request that does not set 'deterministic' is deterministic "
+                  "(true|false)")
+      ->capture_default_str();
+  return {cmd, [o] { return run_serve(*o); }};
+}
+
+}  // namespace detllm::cli

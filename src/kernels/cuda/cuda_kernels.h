@@ -1,0 +1,92 @@
+// Internal launchers of the CUDA backend's kernels (defined in the .cu files beside this; used
+// by cuda_ops.cpp). Every pointer is device memory; every launcher returns the launch error.
+// Shapes in comments; the invariance argument of each kernel is in its .cu file.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace detllm::kernels::cuda {
+
+// ---- elementwise.cu ------------------------------------------------------------------
+// out (n, dim) fp32 = table[ids[i], :]; table (vocab, dim) bf16 (is_bf16) or fp32.
+// Ids outside 0..vocab-1 give NaN rows (the model validates ids before).
+cudaError_t launch_embedding(const void* table, bool is_bf16, int64_t vocab, int64_t dim,
+                             const int32_t* ids, int32_t n, float* out, cudaStream_t stream);
+// One block of a fixed 256 threads per row; fixed reduction tree for every n and row.
+cudaError_t launch_rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+                           float* out, cudaStream_t stream);
+// x (n, n_heads, head_dim) in place; inv_freq (rot_dim / 2) device copy of the RopeTable.
+cudaError_t launch_rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
+                        const int32_t* positions, const float* inv_freq, int32_t rot_dim,
+                        cudaStream_t stream);
+// cache_k/v [n_slots, row] ← k/v (n_tokens, row) at slots; row = n_kv_heads * head_dim.
+cudaError_t launch_kv_append(const float* k, const float* v, const int32_t* slots,
+                             int32_t n_tokens, int64_t row, int64_t n_slots, float* cache_k,
+                             float* cache_v, cudaStream_t stream);
+cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t n, float* out,
+                            cudaStream_t stream);
+cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
+cudaError_t launch_gather_rows(const float* x, int32_t dim, const int32_t* rows,
+                               int32_t n_rows, float* out, cudaStream_t stream);
+// out (n) bf16 bits = round-to-nearest-even(x (n)).
+cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
+// y (m, n) += bias (n), row-broadcast.
+cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n,
+                            cudaStream_t stream);
+
+// ---- gemm.cu -------------------------------------------------------------------------
+// The fixed K-split count of a weight shape (n = out features, k = in features): a function
+// of (n, k) alone — part of the numerics, never of M or the GPU's occupancy.
+int gemm_split_count(int64_t n, int64_t k);
+// The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
+// An override changes the numerics; it exists only to measure the design choice (benchmarks).
+int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
+// Whether the invariant GEMM handles this weight shape (k % 8 == 0).
+bool gemm_shape_supported(int64_t n, int64_t k);
+
+struct GemmScratch {
+  uint16_t* x_bf16 = nullptr;  // (m, k) bf16 activations, needs m * k elements
+  float* partials = nullptr;   // (splits, m, n) fp32 split partials
+  int32_t* counters = nullptr; // (tiles) zeroed arrival counters, reset by the kernel
+};
+// Bytes of scratch a call needs (x_bf16, partials, counters).
+struct GemmScratchNeed {
+  size_t x_bf16 = 0, partials = 0, counters = 0;
+};
+GemmScratchNeed gemm_scratch_need(int32_t m, int64_t n, int64_t k, int variant,
+                                  int splits_override);
+
+// y (m, n) = x (m, k) fp32 · w (n, k) bf16 ᵀ (+ bias (n)), x rounded to bf16, fp32 accumulate.
+// Every element's K-reduction: per split, mma.m16n8k16 steps over k in ascending order from
+// zero; splits merged left to right; then + bias. The same for every m and row.
+// variant: -1 = the tuned default; 0…3 = a tile variant of m's size class (benchmarks, tests).
+cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
+                                  int64_t k, const float* bias, float* y,
+                                  const GemmScratch& scratch, int variant, int splits_override,
+                                  cudaStream_t stream);
+
+// ---- attention.cu --------------------------------------------------------------------
+struct AttentionArgs {
+  const float* q = nullptr;  // (n_tokens, n_heads, head_dim)
+  const float* k_cache = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim]
+  const float* v_cache = nullptr;
+  const int32_t* positions = nullptr;     // (n_tokens)
+  const int32_t* seq_of_token = nullptr;  // (n_tokens)
+  const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks)
+  float* out = nullptr;                   // (n_tokens, n_heads, head_dim)
+  int32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int32_t block_size = 0, max_blocks = 0, n_blocks = 0;
+  float scale = 1.0f;
+};
+// Floats of split-KV scratch a call may use (0 when it runs unsplit).
+size_t attention_scratch_floats(const AttentionArgs& a, int force_split);
+// Paged causal GQA attention; scratch must hold attention_scratch_floats(a) floats.
+// force_split: -1 = choose by grid size, 0 = every split in one block, 1 = a block per split
+// (tests use it to show both placements give the same bits).
+cudaError_t launch_attention(const AttentionArgs& a, float* scratch, int force_split,
+                             cudaStream_t stream);
+bool attention_head_dim_supported(int32_t head_dim);
+
+}  // namespace detllm::kernels::cuda

@@ -1,0 +1,292 @@
+// CudaOps: kernels::Ops on one GPU (see cuda_ops.h). Owns a stream, a cuBLAS handle (fast
+// mode) and scratch (bf16 activations, GEMM split partials, attention split partials, the
+// RoPE table's device copy). All work is queued on the one stream; download() and
+// synchronize() wait for it. Test: build-cuda/tests/test_cuda.
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace detllm::kernels {
+namespace {
+
+void cuda_check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw_error("CUDA error in {}: {} ({})", what, cudaGetErrorString(err), static_cast<int>(err));
+}
+
+void cublas_check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw_error("cuBLAS error in {}: {} ({})", what, cublasGetStatusString(st), static_cast<int>(st));
+}
+
+// A growable device scratch buffer (contents not kept when it grows; grown zeroed).
+class Scratch {
+ public:
+  ~Scratch() { release(); }
+  void* get(size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return p_;
+    if (bytes > bytes_) {
+      cuda_check(cudaStreamSynchronize(stream), "scratch grow (sync)");
+      release();
+      const size_t want = std::max(bytes, bytes_ * 2);
+      cuda_check(cudaMalloc(&p_, want), "scratch cudaMalloc");
+      cuda_check(cudaMemsetAsync(p_, 0, want, stream), "scratch memset");
+      bytes_ = want;
+    }
+    return p_;
+  }
+  void release() {
+    if (p_) cudaFree(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaOptions& options)
+      : device_(options.device), mode_(options.mode),
+        force_attention_split_(options.attention_split_blocks),
+        gemm_variant_(options.gemm_variant),
+        gemm_splits_override_(options.gemm_splits_override) {
+    const int n = cuda_device_count();
+    check(n > 0, "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
+                 "cpu backend on this machine");
+    check(device_ >= 0 && device_ < n, "CUDA backend: device {} does not exist ({} visible)",
+          device_, n);
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    check(prop.major == 9 && prop.minor == 0,
+          "CUDA backend: device {} ({}) is sm_{}{}; detllm's kernels are built for sm_90a "
+          "(Hopper: H100/H200) only", device_, prop.name, prop.major, prop.minor);
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (mode_ == NumericsMode::kFast) {
+      cublas_check(cublasCreate(&cublas_), "cublasCreate");
+      cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    }
+  }
+
+  ~CudaOps() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    x_bf16_.release();
+    partials_.release();
+    counters_.release();
+    attn_.release();
+    rope_dev_.release();
+    if (cublas_) cublasDestroy(cublas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string_view name() const override {
+    return mode_ == NumericsMode::kFast ? "cuda-fast" : "cuda-invariant";
+  }
+
+  // ---- memory -----------------------------------------------------------------------
+  bool host_memory() const override { return false; }
+  DType weight_dtype() const override { return DType::kBF16; }
+
+  void* alloc_bytes(size_t n_bytes) override {
+    if (n_bytes == 0) return nullptr;
+    void* p = nullptr;
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    const cudaError_t err = cudaMalloc(&p, n_bytes);
+    if (err != cudaSuccess)
+      throw_error("CUDA backend: cannot allocate {} MiB on device {}: {}", n_bytes >> 20, device_,
+                  cudaGetErrorString(err));
+    cuda_check(cudaMemsetAsync(p, 0, n_bytes, stream_), "alloc memset");
+    return p;
+  }
+  void free_bytes(void* p) override {
+    if (p == nullptr) return;
+    cudaStreamSynchronize(stream_);  // no throw from destructors; errors show at the next call
+    cudaFree(p);
+  }
+  void upload(void* dst, const void* src_host, size_t n_bytes) override {
+    if (n_bytes == 0) return;
+    cuda_check(cudaMemcpyAsync(dst, src_host, n_bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  }
+  void download(void* dst_host, const void* src, size_t n_bytes) override {
+    if (n_bytes == 0) return;
+    cuda_check(cudaMemcpyAsync(dst_host, src, n_bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    cuda_check(cudaStreamSynchronize(stream_), "download (sync)");
+  }
+  void copy(void* dst, const void* src, size_t n_bytes) override {
+    if (n_bytes == 0) return;
+    cuda_check(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  }
+  void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+  // ---- ops --------------------------------------------------------------------------
+  void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
+    check(table.dtype == DType::kBF16 || table.dtype == DType::kF32,
+          "CUDA embedding: table dtype {} unsupported (bf16 or f32)", dtype_name(table.dtype));
+    cuda_check(cuda::launch_embedding(table.data, table.dtype == DType::kBF16, table.rows,
+                                      table.cols, ids, n, out, stream_),
+               "embedding");
+  }
+
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override {
+    cuda_check(cuda::launch_rmsnorm(x, w, n, dim, eps, out, stream_), "rmsnorm");
+  }
+
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
+              float* y) override {
+    check(w.dtype == DType::kBF16,
+          "CUDA matmul: weights must be bf16 on the device (got {}); upload them through "
+          "Ops::weight_dtype()", dtype_name(w.dtype));
+    check(cuda::gemm_shape_supported(w.rows, w.cols),
+          "CUDA matmul: in_features {} must be a multiple of 8", w.cols);
+    check(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
+          "CUDA matmul: x and w must be 16-byte aligned");
+    if (m == 0) return;
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    if (mode_ == NumericsMode::kFast) {
+      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
+      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
+      // Column-major view: yᵀ (N, m) = W (N, K) · xᵀ (K, m); W row-major (N, K) is col-major
+      // (K, N), hence op T. Default algorithm: cuBLAS's own heuristic choice.
+      const float alpha = 1.0f, beta = 0.0f;
+      cublas_check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), m,
+                                static_cast<int>(w.cols), &alpha, wd, CUDA_R_16BF,
+                                static_cast<int>(w.cols), xb, CUDA_R_16BF,
+                                static_cast<int>(w.cols), &beta, y, CUDA_R_32F,
+                                static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+      if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
+      return;
+    }
+    const cuda::GemmScratchNeed need = cuda::gemm_scratch_need(m, w.rows, w.cols, gemm_variant_,
+                                                                gemm_splits_override_);
+    cuda::GemmScratch s;
+    s.x_bf16 = static_cast<uint16_t*>(x_bf16_.get(need.x_bf16, stream_));
+    s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
+    s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
+    cuda_check(cuda::launch_gemm_invariant(x, m, wd, w.rows, w.cols, bias, y, s, gemm_variant_,
+                                                 gemm_splits_override_, stream_),
+               "invariant gemm");
+  }
+
+  void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
+            const RopeTable& table) override {
+    const int32_t half = table.rot_dim / 2;
+    check(table.rot_dim <= head_dim && static_cast<int64_t>(table.inv_freq.size()) == half,
+          "CUDA rope: bad table (rot_dim {}, head_dim {})", table.rot_dim, head_dim);
+    // The table is a host struct: keep its device copy, refreshed when the contents change.
+    if (rope_host_ != table.inv_freq) {
+      float* d = static_cast<float*>(rope_dev_.get(sizeof(float) * std::max(half, 1), stream_));
+      cuda_check(cudaStreamSynchronize(stream_), "rope table (sync)");
+      cuda_check(cudaMemcpy(d, table.inv_freq.data(), sizeof(float) * half, cudaMemcpyHostToDevice),
+                 "rope table upload");
+      rope_host_ = table.inv_freq;
+    }
+    cuda_check(cuda::launch_rope(x, n, n_heads, head_dim, positions,
+                                 static_cast<const float*>(rope_dev_.get(0, stream_)),
+                                 table.rot_dim, stream_),
+               "rope");
+  }
+
+  void kv_append(const float* k, const float* v, const StepBatch& batch,
+                 const KvCacheLayer& cache) override {
+    const int64_t row = int64_t{cache.n_kv_heads} * cache.head_dim;
+    cuda_check(cuda::launch_kv_append(k, v, batch.slots, batch.n_tokens, row,
+                                      int64_t{cache.n_blocks} * cache.block_size, cache.k,
+                                      cache.v, stream_),
+               "kv_append");
+  }
+
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                 int32_t n_heads, float scale, float* out) override {
+    check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0 &&
+              n_heads / cache.n_kv_heads <= 32,
+          "CUDA attention: n_heads {} must be a multiple (≤ 32×) of n_kv_heads {}", n_heads,
+          cache.n_kv_heads);
+    check(cuda::attention_head_dim_supported(cache.head_dim),
+          "CUDA attention: head_dim {} unsupported (a multiple of 4, at most 256)",
+          cache.head_dim);
+    cuda::AttentionArgs a;
+    a.q = q;
+    a.k_cache = cache.k;
+    a.v_cache = cache.v;
+    a.positions = batch.positions;
+    a.seq_of_token = batch.seq_of_token;
+    a.block_tables = batch.block_tables;
+    a.out = out;
+    a.n_tokens = batch.n_tokens;
+    a.n_heads = n_heads;
+    a.n_kv_heads = cache.n_kv_heads;
+    a.head_dim = cache.head_dim;
+    a.block_size = cache.block_size;
+    a.max_blocks = batch.max_blocks;
+    a.n_blocks = cache.n_blocks;
+    a.scale = scale;
+    float* scratch =
+        static_cast<float*>(attn_.get(sizeof(float) * cuda::attention_scratch_floats(a, force_attention_split_), stream_));
+    cuda_check(cuda::launch_attention(a, scratch, force_attention_split_, stream_), "attention");
+  }
+
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    cuda_check(cuda::launch_silu_mul(gate, up, n, out, stream_), "silu_mul");
+  }
+
+  void add(float* x, const float* y, int64_t n) override {
+    cuda_check(cuda::launch_add(x, y, n, stream_), "add");
+  }
+
+  void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                   float* out) override {
+    cuda_check(cuda::launch_gather_rows(x, dim, rows, n_rows, out, stream_), "gather_rows");
+  }
+
+ private:
+  int device_;
+  NumericsMode mode_;
+  int force_attention_split_;
+  int gemm_variant_;
+  int gemm_splits_override_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  std::vector<float> rope_host_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options) {
+  return std::make_unique<CudaOps>(options);
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_description(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown CUDA device";
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  return fmt::format("{} (sm_{}{}, {} SMs, driver {}, runtime {})", prop.name, prop.major,
+                     prop.minor, prop.multiProcessorCount, driver, runtime);
+}
+
+}  // namespace detllm::kernels

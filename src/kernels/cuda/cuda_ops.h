@@ -1,0 +1,40 @@
+// The CUDA backend (Hopper, sm_90a): kernels::Ops on one GPU, bf16 weights, fp32 activations.
+// Mode `invariant` runs batch-invariant kernels of our own (docs/cuda.md says why each one is);
+// mode `fast` swaps the GEMM for default cuBLAS, the speed reference with no guarantee.
+// Tests: build-cuda/tests/test_cuda (skips without a GPU); bench: build-cuda/bench/cuda_gemm_bench.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "determinism/policy.h"
+#include "kernels/ops.h"
+
+namespace detllm::kernels {
+
+struct CudaOptions {
+  int device = 0;                                // CUDA device ordinal
+  NumericsMode mode = NumericsMode::kInvariant;  // invariant kernels, or cuBLAS default (fast)
+  // Where attention's KV splits run: -1 chosen by grid size; 0 all in the row's block; 1 a
+  // block per split + merge kernel. Any value gives the same bits (tests check that).
+  int attention_split_blocks = -1;
+  // GEMM tile variant of each size class: -1 the tuned default; 0…3 for benchmarks and tests.
+  // Any value gives the same bits (the K order is fixed by the weight shape alone).
+  int gemm_variant = -1;
+  // Experiments only (cuda_gemm_bench): force the GEMM's K-split count. This CHANGES the
+  // numerics (it is part of the fingerprint's "engine settings"); 0 = the shape's own count.
+  int gemm_splits_override = 0;
+};
+
+// Throws detllm::Error when the device is missing or is not a Hopper GPU (the kernels are
+// built for sm_90a only).
+std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options);
+
+// Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
+// can skip cleanly on machines without a GPU.
+int cuda_device_count();
+
+// "NVIDIA H200 (sm_90, driver 13000, runtime 13000)" — for reports and fingerprints.
+std::string cuda_device_description(int device);
+
+}  // namespace detllm::kernels

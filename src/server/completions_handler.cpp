@@ -1,0 +1,58 @@
+// POST /v1/completions: prompts (text or token ids, one or a list) -> engine -> choices,
+// streamed or whole; echo + logprobs returns the prompt's own logprobs (scoring, as vLLM).
+#include <algorithm>
+
+#include "server/api_error.h"
+#include "server/generation_stream.h"
+#include "server/handlers.h"
+#include "server/request_builder.h"
+
+namespace detllm::server {
+
+HttpReply handle_completions(ServerContext& ctx, std::string_view body) {
+  const CompletionRequest req =
+      parse_completion_request(parse_json_body(body), ctx.options.limits);
+  check_model(ctx, req.gen.model);
+
+  std::vector<PromptState> prompts;
+  std::vector<std::vector<int32_t>> ids;
+  size_t longest = 0;
+  for (size_t i = 0; i < req.prompts.size(); ++i) {
+    const PromptInput& in = req.prompts[i];
+    const std::string param = req.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i);
+    PromptState p;
+    if (in.text) {
+      p.text = *in.text;
+      p.ids = ctx.tokenizer->encode(p.text, /*add_special_tokens=*/true);
+    } else {
+      p.ids = in.ids;
+    }
+    check_prompt(ctx, p.ids, param);
+    if (!in.text) p.text = ctx.tokenizer->decode(p.ids, /*skip_special_tokens=*/false);
+    longest = std::max(longest, p.ids.size());
+    ids.push_back(p.ids);
+    prompts.push_back(std::move(p));
+  }
+  const int32_t max_tokens = resolve_max_tokens(ctx, req.gen, longest, /*fallback=*/16);
+  const bool score_prompt = req.echo && req.gen.logprobs >= 0;
+  const BuiltRequests built =
+      build_requests(ctx, req.gen, ids, max_tokens, score_prompt ? req.gen.logprobs : -1);
+
+  auto gen = std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests,
+                                          std::move(prompts));
+  gen->start();
+  const ResponseMeta meta = make_meta(ctx, "cmpl", built);
+  HttpReply reply;
+  reply.headers = generation_headers(meta);
+  StreamSpec spec;
+  spec.api = StreamSpec::Api::kCompletion;
+  spec.stream = req.gen.stream;
+  spec.echo = req.echo;
+  spec.logprobs = req.gen.logprobs >= 0;
+  spec.include_usage = req.gen.include_usage;
+  if (spec.stream) reply.content_type = "text/event-stream";
+  reply.stream = make_generation_stream(std::move(gen), meta, *ctx.tokenizer, spec);
+  return reply;
+}
+
+}  // namespace detllm::server

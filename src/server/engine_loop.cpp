@@ -1,0 +1,268 @@
+// The engine thread: drains submitted commands between steps, runs steps while there is work,
+// turns engine callbacks into Ticket events and publishes statistics (see engine_loop.h).
+#include "server/engine_loop.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace detllm::server {
+
+using Clock = std::chrono::steady_clock;
+
+bool Ticket::wait_events(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  if (events_.empty()) cv_.wait_for(lk, timeout, [&] { return !events_.empty(); });
+  if (events_.empty()) return false;
+  for (auto& e : events_) out.push_back(std::move(e));
+  events_.clear();
+  return true;
+}
+
+void Ticket::push(EngineEvent e) {
+  {
+    std::lock_guard lk(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_one();
+}
+
+EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
+                       const Tokenizer* tokenizer)
+    : engine_(model, config, tokenizer), config_(engine_.config()) {
+  snapshot_.kv_blocks_total = config_.scheduler.kv.n_blocks;
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() { stop(); }
+
+std::shared_ptr<Ticket> EngineLoop::submit(std::vector<engine::Request> requests) {
+  auto t = std::make_shared<Ticket>();
+  t->n_requests_ = requests.size();
+  t->requests_ = std::move(requests);
+  {
+    std::lock_guard lk(mu_);
+    if (!stopping_) {
+      ++n_tickets_;
+      commands_.push_back({Command::Kind::kAdd, t});
+      cv_.notify_one();
+      return t;
+    }
+  }
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::kRejected;
+  e.error = "the server is shutting down";
+  t->push(std::move(e));
+  return t;
+}
+
+void EngineLoop::cancel(const std::shared_ptr<Ticket>& ticket) {
+  if (ticket->cancelled_.exchange(true)) return;
+  std::lock_guard lk(mu_);
+  commands_.push_back({Command::Kind::kCancel, ticket});
+  cv_.notify_one();
+}
+
+void EngineLoop::cancel_all() {
+  std::lock_guard lk(mu_);
+  for (auto& c : commands_) {
+    if (c.ticket) c.ticket->cancelled_ = true;
+  }
+  commands_.push_back({Command::Kind::kCancelAll, nullptr});
+  cv_.notify_one();
+}
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineSnapshot EngineLoop::snapshot() const {
+  std::lock_guard lk(mu_);
+  return snapshot_;
+}
+
+void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
+  if (t->cancelled()) {
+    --n_tickets_;
+    return;
+  }
+  Ticket* tp = t.get();
+  try {
+    for (size_t i = 0; i < t->requests_.size(); ++i) {
+      const auto p = static_cast<int32_t>(i);
+      engine::RequestCallbacks cb;
+      cb.on_token = [tp, p](const engine::TokenEvent& ev) {
+        EngineEvent e;
+        e.kind = EngineEvent::Kind::kToken;
+        e.prompt_index = p;
+        e.token = ev;
+        tp->push(std::move(e));
+      };
+      cb.on_prompt_logprobs = [tp, p](std::span<const engine::PromptLogprob> lps) {
+        EngineEvent e;
+        e.kind = EngineEvent::Kind::kPromptLogprobs;
+        e.prompt_index = p;
+        e.prompt_logprobs.assign(lps.begin(), lps.end());
+        tp->push(std::move(e));
+      };
+      cb.on_finish = [tp, p](int32_t sample, engine::FinishReason reason,
+                             const engine::Usage& usage) {
+        --tp->n_live_samples_;
+        EngineEvent e;
+        e.kind = EngineEvent::Kind::kFinish;
+        e.prompt_index = p;
+        e.sample_index = sample;
+        e.reason = reason;
+        e.usage = usage;
+        tp->push(std::move(e));
+      };
+      const int32_t n = t->requests_[i].n;
+      t->ids_.push_back(engine_.add_request(std::move(t->requests_[i]), std::move(cb)));
+      t->n_live_samples_ += n;
+    }
+  } catch (const std::exception& ex) {
+    // All or nothing: the requests already added are withdrawn, and their abort events
+    // dropped, so the client sees one rejection.
+    for (engine::RequestId id : t->ids_) engine_.abort(id);
+    {
+      std::lock_guard lk(t->mu_);
+      t->events_.clear();
+    }
+    t->ids_.clear();
+    t->n_live_samples_ = 0;
+    --n_tickets_;  // before the client can see the rejection
+    EngineEvent e;
+    e.kind = EngineEvent::Kind::kRejected;
+    e.error = ex.what();
+    t->push(std::move(e));
+    return;
+  }
+  t->requests_.clear();
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::kAccepted;
+  t->push(std::move(e));
+  live_.push_back(t);
+}
+
+void EngineLoop::cancel_now(const std::shared_ptr<Ticket>& t) {
+  if (t->n_live_samples_ <= 0) return;  // finished (or not added yet: add() skips it)
+  for (engine::RequestId id : t->ids_) engine_.abort(id);
+  ++n_aborted_;
+}
+
+void EngineLoop::fail_all(const std::string& why) {
+  ++n_engine_errors_;
+  std::fprintf(stderr, "detllm serve: engine step failed: %s\n", why.c_str());
+  for (auto& t : live_) {
+    for (engine::RequestId id : t->ids_) {
+      try {
+        engine_.abort(id);
+      } catch (const std::exception&) {
+      }
+    }
+    t->n_live_samples_ = 0;
+    EngineEvent e;
+    e.kind = EngineEvent::Kind::kRejected;
+    e.error = "internal engine error: " + why;
+    t->push(std::move(e));
+  }
+}
+
+void EngineLoop::publish(double step_seconds, bool stepped) {
+  const engine::Scheduler& s = engine_.scheduler();
+  const engine::KvCacheStats kv = s.kv_cache().stats();
+  const engine::EngineStats& es = engine_.stats();
+  std::lock_guard lk(mu_);
+  EngineSnapshot& out = snapshot_;
+  int32_t n_pending = 0;
+  for (const auto& c : commands_) n_pending += c.kind == Command::Kind::kAdd;
+  out.n_waiting = s.n_waiting() + n_pending;
+  out.n_running = s.n_running();
+  out.n_tickets = n_tickets_.load();
+  out.kv_blocks_total = kv.n_blocks;
+  out.kv_blocks_used = kv.n_referenced;
+  out.kv_blocks_cached = kv.n_cached_idle;
+  out.prefix_query_tokens = kv.n_query_tokens;
+  out.prefix_hit_tokens = kv.n_hit_tokens;
+  out.n_prompt_tokens = es.n_prompt_tokens;
+  out.n_generated_tokens = es.n_generated_tokens;
+  out.n_steps = es.n_steps;
+  out.n_aborted = n_aborted_;
+  out.n_engine_errors = n_engine_errors_;
+  if (stepped) {
+    size_t b = 0;
+    while (b < EngineSnapshot::kStepBuckets.size() &&
+           step_seconds > EngineSnapshot::kStepBuckets[b]) {
+      ++b;
+    }
+    // Cumulative buckets: every bucket from b up counts this step.
+    for (size_t j = b; j < out.step_buckets.size(); ++j) ++out.step_buckets[j];
+    out.step_seconds_sum += step_seconds;
+  }
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    std::deque<Command> cmds;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !commands_.empty() || engine_.has_work(); });
+      if (stopping_) break;
+      cmds.swap(commands_);
+    }
+    for (auto& c : cmds) {
+      switch (c.kind) {
+        case Command::Kind::kAdd: add(c.ticket); break;
+        case Command::Kind::kCancel: cancel_now(c.ticket); break;
+        case Command::Kind::kCancelAll:
+          for (auto& t : live_) cancel_now(t);
+          break;
+      }
+    }
+    double seconds = 0.0;
+    bool stepped = false;
+    if (engine_.has_work()) {
+      const auto t0 = Clock::now();
+      try {
+        stepped = engine_.step();
+      } catch (const std::exception& e) {
+        fail_all(e.what());
+      }
+      seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    // Tickets whose samples have all finished leave the loop.
+    const auto done = std::remove_if(live_.begin(), live_.end(),
+                                     [](const auto& t) { return t->n_live_samples_ <= 0; });
+    n_tickets_ -= static_cast<int32_t>(live_.end() - done);
+    live_.erase(done, live_.end());
+    publish(seconds, stepped);
+    if (!stepped && engine_.has_work()) {
+      // Nothing could be scheduled (should not happen: the scheduler is live); do not spin.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // Stopping: abort whatever runs, reject whatever waits.
+  for (auto& t : live_) cancel_now(t);
+  n_tickets_ -= static_cast<int32_t>(live_.size());
+  live_.clear();
+  std::deque<Command> cmds;
+  {
+    std::lock_guard lk(mu_);
+    cmds.swap(commands_);
+  }
+  for (auto& c : cmds) {
+    if (c.kind != Command::Kind::kAdd) continue;
+    EngineEvent e;
+    e.kind = EngineEvent::Kind::kRejected;
+    e.error = "the server is shutting down";
+    c.ticket->push(std::move(e));
+    --n_tickets_;
+  }
+  publish(0.0, false);
+}
+
+}  // namespace detllm::server

@@ -1,0 +1,137 @@
+// EngineLoop: the one thread that owns the Engine (which is single-threaded). HTTP threads
+// submit a Ticket (one or more engine requests: the prompts of one HTTP request) through a
+// locked queue and read the Ticket's events (accepted/rejected, tokens, prompt logprobs,
+// finishes) as the engine produces them; cancel() aborts it (the engine frees its KV). The
+// loop also publishes a snapshot of queue/KV/step statistics for /metrics.
+//
+//   HTTP thread ── submit(requests) ──► command queue ──► engine thread: add_request / abort
+//   HTTP thread ◄── ticket.wait_events() ◄── Ticket events ◄── engine callbacks inside step()
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace detllm::server {
+
+struct EngineEvent {
+  enum class Kind : uint8_t { kAccepted, kRejected, kToken, kPromptLogprobs, kFinish };
+  Kind kind = Kind::kAccepted;
+  int32_t prompt_index = 0;  // which of the ticket's requests
+  engine::TokenEvent token;                            // kToken
+  std::vector<engine::PromptLogprob> prompt_logprobs;  // kPromptLogprobs
+  int32_t sample_index = 0;                            // kFinish
+  engine::FinishReason reason = engine::FinishReason::kNone;
+  engine::Usage usage;
+  std::string error;  // kRejected: why (detllm::Error message)
+};
+
+// One HTTP request's engine requests and their event channel. Events are pushed by the
+// engine thread and taken by the one HTTP thread serving the request.
+class Ticket {
+ public:
+  // Moves the pending events into `out` (appending); waits up to `timeout` when there are
+  // none. Returns false when there were none.
+  bool wait_events(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout);
+  bool cancelled() const { return cancelled_.load(); }
+  size_t n_requests() const { return n_requests_; }
+
+ private:
+  friend class EngineLoop;
+  void push(EngineEvent e);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<EngineEvent> events_;
+  std::atomic<bool> cancelled_{false};
+  size_t n_requests_ = 0;
+  // Engine thread only:
+  std::vector<engine::Request> requests_;  // until added
+  std::vector<engine::RequestId> ids_;     // once added
+  int32_t n_live_samples_ = 0;             // samples not finished; 0 = done
+};
+
+// Statistics for /metrics, published by the engine thread after every step.
+struct EngineSnapshot {
+  int32_t n_waiting = 0;  // sequences queued in the scheduler + tickets not yet added
+  int32_t n_running = 0;  // sequences running
+  int32_t n_tickets = 0;  // HTTP requests in the engine (queued or running)
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;    // referenced by a sequence
+  int32_t kv_blocks_cached = 0;  // idle but holding a cached prefix (evictable)
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t n_prompt_tokens = 0;  // engine totals
+  int64_t n_generated_tokens = 0;
+  int64_t n_steps = 0;
+  int64_t n_aborted = 0;        // tickets cancelled before finishing
+  int64_t n_engine_errors = 0;  // steps that threw (their requests were failed)
+  // Step wall time histogram (seconds), cumulative counts per upper bound, Prometheus style.
+  static constexpr std::array<double, 13> kStepBuckets = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+  std::array<int64_t, kStepBuckets.size() + 1> step_buckets{};  // last = +Inf
+  double step_seconds_sum = 0.0;
+};
+
+class EngineLoop {
+ public:
+  // Builds the Engine (throws detllm::Error on a bad config) and starts the thread. The model
+  // and tokenizer must outlive the loop.
+  EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
+             const Tokenizer* tokenizer);
+  ~EngineLoop();  // stop()
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues the requests of one HTTP request. The first event is kAccepted (every request was
+  // added) or kRejected (none runs: a request failed validation in the engine). After stop(),
+  // a ticket is rejected at once.
+  std::shared_ptr<Ticket> submit(std::vector<engine::Request> requests);
+  // Aborts the ticket's requests (idempotent; a finished ticket is left alone).
+  void cancel(const std::shared_ptr<Ticket>& ticket);
+  // Aborts every ticket.
+  void cancel_all();
+  // Aborts everything and joins the thread. Idempotent.
+  void stop();
+
+  EngineSnapshot snapshot() const;
+  int32_t n_tickets() const { return n_tickets_.load(); }
+  // The resolved engine settings (block size, context, policy).
+  const engine::EngineConfig& config() const { return config_; }
+
+ private:
+  struct Command {
+    enum class Kind : uint8_t { kAdd, kCancel, kCancelAll } kind;
+    std::shared_ptr<Ticket> ticket;
+  };
+  void run();
+  void add(const std::shared_ptr<Ticket>& t);
+  void cancel_now(const std::shared_ptr<Ticket>& t);
+  void fail_all(const std::string& why);
+  void publish(double step_seconds, bool stepped);
+
+  engine::Engine engine_;
+  engine::EngineConfig config_;
+  mutable std::mutex mu_;  // guards commands_, stopping_, snapshot_
+  std::condition_variable cv_;
+  std::deque<Command> commands_;
+  bool stopping_ = false;
+  EngineSnapshot snapshot_;
+  std::atomic<int32_t> n_tickets_{0};
+  // Engine thread only:
+  std::vector<std::shared_ptr<Ticket>> live_;  // tickets added to the engine, not finished
+  int64_t n_aborted_ = 0;
+  int64_t n_engine_errors_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace detllm::server

@@ -1,0 +1,110 @@
+// Engine events -> choices (see generation.h).
+#include "server/generation.h"
+
+#include "server/api_error.h"
+
+namespace detllm::server {
+
+Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
+                       std::vector<engine::Request> requests, std::vector<PromptState> prompts)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      requests_(std::move(requests)),
+      prompts_(std::move(prompts)) {
+  n_ = requests_.empty() ? 1 : requests_[0].n;
+  choices_.resize(requests_.size() * static_cast<size_t>(n_));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    ChoiceState& c = choices_[i];
+    c.index = static_cast<int32_t>(i);
+    c.prompt_index = static_cast<int32_t>(i / static_cast<size_t>(n_));
+    // Output text skips special tokens (EOS, chat markers), as OpenAI-compatible servers do.
+    c.decoder = std::make_unique<StreamDecoder>(tokenizer_, /*skip_special_tokens=*/true);
+    c.stop = StopFilter(requests_[static_cast<size_t>(c.prompt_index)].stop);
+  }
+}
+
+Generation::~Generation() {
+  if (ticket_ && !finished()) loop_.cancel(ticket_);
+}
+
+void Generation::cancel() {
+  if (ticket_ && !finished()) loop_.cancel(ticket_);
+}
+
+void Generation::start() {
+  ticket_ = loop_.submit(std::move(requests_));
+  requests_.clear();
+  for (;;) {
+    events_.clear();
+    ticket_->wait_events(events_, std::chrono::milliseconds(200));
+    for (size_t i = 0; i < events_.size(); ++i) {
+      EngineEvent& e = events_[i];
+      if (e.kind == EngineEvent::Kind::kRejected) {
+        const bool shutting_down = e.error == "the server is shutting down";
+        throw ApiError(shutting_down ? 503 : 400, e.error,
+                       shutting_down ? "service_unavailable" : "invalid_request_error");
+      }
+      if (e.kind == EngineEvent::Kind::kAccepted) {
+        // Events queued behind the acceptance are applied now.
+        for (size_t j = i + 1; j < events_.size(); ++j) apply(events_[j]);
+        return;
+      }
+    }
+  }
+}
+
+bool Generation::poll(std::chrono::milliseconds timeout) {
+  events_.clear();
+  if (!ticket_->wait_events(events_, timeout)) return false;
+  for (auto& e : events_) apply(e);
+  return true;
+}
+
+void Generation::apply(EngineEvent& e) {
+  const size_t p = static_cast<size_t>(e.prompt_index);
+  switch (e.kind) {
+    case EngineEvent::Kind::kAccepted: break;
+    case EngineEvent::Kind::kRejected: error_ = e.error; break;
+    case EngineEvent::Kind::kPromptLogprobs:
+      prompts_[p].logprobs = std::move(e.prompt_logprobs);
+      prompts_[p].logprobs_ready = true;
+      break;
+    case EngineEvent::Kind::kToken: {
+      ChoiceState& c = choices_[p * static_cast<size_t>(n_) + e.token.sample_index];
+      c.text += c.stop.push(c.decoder->push(e.token.token));
+      c.tokens.push_back(std::move(e.token));
+      break;
+    }
+    case EngineEvent::Kind::kFinish: {
+      ChoiceState& c = choices_[p * static_cast<size_t>(n_) + e.sample_index];
+      if (c.finish) break;
+      c.text += c.stop.push(c.decoder->flush());
+      c.text += c.stop.finish();
+      c.finish = c.stop.stopped() ? engine::FinishReason::kStop : e.reason;
+      c.completion_tokens = e.usage.completion_tokens;
+      if (e.sample_index == 0) prompts_[p].cached_tokens = e.usage.cached_tokens;
+      ++n_finished_;
+      break;
+    }
+  }
+}
+
+int32_t Generation::prompt_tokens() const {
+  int32_t s = 0;
+  for (const auto& p : prompts_) s += static_cast<int32_t>(p.ids.size());
+  return s;
+}
+
+int32_t Generation::completion_tokens() const {
+  int32_t s = 0;
+  for (const auto& c : choices_) s += c.completion_tokens;
+  return s;
+}
+
+int32_t Generation::cached_tokens() const {
+  int32_t s = 0;
+  for (const auto& p : prompts_) s += p.cached_tokens;
+  return s;
+}
+
+}  // namespace detllm::server

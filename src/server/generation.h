@@ -1,0 +1,89 @@
+// Generation: the HTTP side of one completion request — its engine Ticket and the choices it
+// produces. It applies engine events as they arrive: token ids and logprobs, incremental
+// detokenization (StreamDecoder) and stop-string cutting (StopFilter), and keeps cursors of
+// what was already streamed. Runs on the HTTP thread; the engine thread only pushes events.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/engine_loop.h"
+#include "server/stop_filter.h"
+#include "tokenizer/tokenizer.h"
+
+namespace detllm::server {
+
+struct PromptState {
+  std::vector<int32_t> ids;  // (n_prompt) prompt token ids
+  std::string text;          // the prompt as text (given, or decoded from ids)
+  std::vector<engine::PromptLogprob> logprobs;  // (n_prompt - 1) when asked (echo + logprobs)
+  bool logprobs_ready = false;                  // the prompt-logprobs event arrived
+  int32_t cached_tokens = 0;                    // prefix-cache hits
+};
+
+struct ChoiceState {
+  int32_t index = 0;         // OpenAI choice index: prompt_index * n + sample_index
+  int32_t prompt_index = 0;
+  std::vector<engine::TokenEvent> tokens;  // every generated token (id, logprob, top)
+  std::string text;                        // text released so far (cut at a stop string)
+  std::optional<engine::FinishReason> finish;
+  int32_t completion_tokens = 0;
+  // Streaming cursors: what the client has been sent.
+  size_t n_tokens_sent = 0;
+  size_t n_text_sent = 0;
+  bool finish_sent = false;
+  bool echo_sent = false;  // completions + echo: the prompt chunk went out
+  size_t text_offset = 0;  // completions logprobs: text_offset of the next token
+
+  std::unique_ptr<StreamDecoder> decoder;
+  StopFilter stop;
+};
+
+class Generation {
+ public:
+  // prompts[i] is the prompt of requests[i]; every request has the same n and stop strings.
+  Generation(EngineLoop& loop, const Tokenizer& tokenizer, std::vector<engine::Request> requests,
+             std::vector<PromptState> prompts);
+  ~Generation();  // cancels the ticket when not finished
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Submits and waits for the engine's verdict. Throws ApiError: 400 with the engine's
+  // message when the requests are refused (e.g. they can never fit in the KV cache), 503
+  // while shutting down.
+  void start();
+  // Waits up to `timeout` for events and applies them; true when something changed.
+  bool poll(std::chrono::milliseconds timeout);
+  bool finished() const { return n_finished_ == choices_.size() || !error_.empty(); }
+  // Aborts the engine requests (client gone, server stopping). Idempotent.
+  void cancel();
+  // A failure after the requests were accepted (an engine error); "" if none.
+  const std::string& error() const { return error_; }
+
+  std::vector<ChoiceState>& choices() { return choices_; }
+  const std::vector<PromptState>& prompts() const { return prompts_; }
+  int32_t n() const { return n_; }
+  int32_t prompt_tokens() const;      // sum over prompts
+  int32_t completion_tokens() const;  // sum over choices
+  int32_t cached_tokens() const;      // sum over prompts
+
+ private:
+  void apply(EngineEvent& e);
+
+  EngineLoop& loop_;
+  const Tokenizer& tokenizer_;
+  std::vector<engine::Request> requests_;  // until start()
+  std::vector<PromptState> prompts_;
+  std::vector<ChoiceState> choices_;  // (n_prompts * n)
+  int32_t n_ = 1;
+  std::shared_ptr<Ticket> ticket_;
+  size_t n_finished_ = 0;
+  std::string error_;
+  std::vector<EngineEvent> events_;  // scratch
+};
+
+}  // namespace detllm::server

@@ -1,0 +1,160 @@
+// Completion / chat bodies, streamed as SSE or written whole (see generation_stream.h).
+#include "server/generation_stream.h"
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+
+namespace detllm::server {
+namespace {
+
+using json = nlohmann::json;
+
+class GenerationStream final : public ResponseStream {
+ public:
+  GenerationStream(std::unique_ptr<Generation> g, ResponseMeta meta, const Tokenizer& tokenizer,
+                   StreamSpec spec)
+      : gen_(std::move(g)), meta_(std::move(meta)), tokenizer_(tokenizer), spec_(spec) {}
+
+  PumpResult pump(const Writer& write, std::chrono::milliseconds wait) override {
+    if (!gen_->finished()) gen_->poll(wait);
+    return spec_.stream ? pump_sse(write) : pump_whole(write);
+  }
+
+  void cancel() override { gen_->cancel(); }
+
+ private:
+  PumpResult fail() {
+    gen_->cancel();
+    return PumpResult::kFailed;
+  }
+
+  std::string error_json() const {
+    return error_body(ApiError(500, gen_->error(), "server_error"));
+  }
+
+  PumpResult pump_whole(const Writer& write) {
+    if (!gen_->finished()) return PumpResult::kMore;
+    std::string body;
+    if (!gen_->error().empty()) {
+      body = error_json();
+    } else if (spec_.api == StreamSpec::Api::kCompletion) {
+      body = dump_json(completion_response(meta_, *gen_, tokenizer_, spec_.echo, spec_.logprobs));
+    } else {
+      body = dump_json(chat_response(meta_, *gen_, tokenizer_, spec_.logprobs));
+    }
+    return write(body) ? PumpResult::kDone : fail();
+  }
+
+  std::string_view object() const {
+    return spec_.api == StreamSpec::Api::kCompletion ? "text_completion"
+                                                     : "chat.completion.chunk";
+  }
+
+  void emit(std::string& out, json choice) {
+    json j = chunk_envelope(meta_, object(), json::array({std::move(choice)}));
+    if (spec_.include_usage) j["usage"] = nullptr;
+    out += sse_event(dump_json(j));
+  }
+
+  // The prompt chunk of a completion with echo: its text and, when asked, its logprobs (which
+  // arrive once the prompt is computed).
+  bool emit_echo(std::string& out, ChoiceState& c) {
+    const PromptState& p = gen_->prompts()[static_cast<size_t>(c.prompt_index)];
+    if (spec_.logprobs && !p.logprobs_ready && !gen_->finished()) return false;
+    json lp = nullptr;
+    if (spec_.logprobs) {
+      CompletionLogprobs b(tokenizer_, 0);
+      b.add_prompt(p.ids, p.logprobs);
+      c.text_offset = b.text_offset();
+      lp = b.take();
+    } else {
+      c.text_offset = p.text.size();
+    }
+    emit(out, {{"index", c.index}, {"text", p.text}, {"logprobs", std::move(lp)},
+               {"finish_reason", nullptr}});
+    c.echo_sent = true;
+    return true;
+  }
+
+  void emit_delta(std::string& out, ChoiceState& c) {
+    const std::string text = c.text.substr(c.n_text_sent);
+    const std::span<const engine::TokenEvent> tokens =
+        std::span(c.tokens).subspan(c.n_tokens_sent);
+    const bool finishing = c.finish.has_value() && !c.finish_sent;
+    if (text.empty() && (!spec_.logprobs || tokens.empty()) && !finishing) return;
+    json lp = nullptr;
+    json choice;
+    if (spec_.api == StreamSpec::Api::kCompletion) {
+      if (spec_.logprobs) {
+        CompletionLogprobs b(tokenizer_, c.text_offset);
+        b.add_generated(tokens);
+        c.text_offset = b.text_offset();
+        lp = b.take();
+      }
+      choice = {{"index", c.index}, {"text", text}, {"logprobs", std::move(lp)}};
+    } else {
+      if (spec_.logprobs) lp = chat_logprobs(tokenizer_, tokens);
+      json delta = json::object();
+      if (!text.empty() || !finishing) delta["content"] = text;
+      choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
+    }
+    choice["finish_reason"] = finishing ? finish_reason_json(c.finish) : json(nullptr);
+    emit(out, std::move(choice));
+    c.n_text_sent = c.text.size();
+    c.n_tokens_sent = c.tokens.size();
+    c.finish_sent = c.finish_sent || finishing;
+  }
+
+  PumpResult pump_sse(const Writer& write) {
+    std::string out;
+    if (!started_) {
+      started_ = true;
+      if (spec_.api == StreamSpec::Api::kChat) {
+        for (const ChoiceState& c : gen_->choices()) {
+          emit(out, {{"index", c.index},
+                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", nullptr}});
+        }
+      }
+    }
+    if (gen_->error().empty()) {
+      for (ChoiceState& c : gen_->choices()) {
+        if (spec_.echo && !c.echo_sent && !emit_echo(out, c)) continue;
+        emit_delta(out, c);
+      }
+    }
+    if (!gen_->finished()) {
+      if (!out.empty() && !write(out)) return fail();
+      return PumpResult::kMore;
+    }
+    if (!gen_->error().empty()) {
+      out += sse_event(error_json());
+    } else if (spec_.include_usage) {
+      json j = chunk_envelope(meta_, object(), json::array());
+      j["usage"] = usage_json(*gen_);
+      out += sse_event(dump_json(j));
+    }
+    out += kSseDone;
+    return write(out) ? PumpResult::kDone : fail();
+  }
+
+  std::unique_ptr<Generation> gen_;
+  ResponseMeta meta_;
+  const Tokenizer& tokenizer_;
+  StreamSpec spec_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<ResponseStream> make_generation_stream(std::unique_ptr<Generation> generation,
+                                                       ResponseMeta meta,
+                                                       const Tokenizer& tokenizer,
+                                                       StreamSpec spec) {
+  return std::make_shared<GenerationStream>(std::move(generation), std::move(meta), tokenizer,
+                                            spec);
+}
+
+}  // namespace detllm::server

@@ -1,0 +1,33 @@
+// The endpoint handlers, independent of the HTTP library: a request body in, an HttpReply out
+// (a status and JSON body, or a ResponseStream the HTTP layer pumps). They throw ApiError for
+// client errors; the router turns that into the OpenAI error body.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/response_stream.h"
+#include "server/server_context.h"
+
+namespace detllm::server {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;                                          // when stream is null
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
+  std::shared_ptr<ResponseStream> stream;                    // body produced over time
+};
+
+HttpReply handle_completions(ServerContext& ctx, std::string_view body);
+HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body);
+HttpReply handle_models(ServerContext& ctx);
+HttpReply handle_health(ServerContext& ctx);
+HttpReply handle_metrics(ServerContext& ctx);
+HttpReply handle_tokenize(ServerContext& ctx, std::string_view body);
+HttpReply handle_detokenize(ServerContext& ctx, std::string_view body);
+
+}  // namespace detllm::server

@@ -1,0 +1,94 @@
+// The small endpoints: GET /v1/models, /health, /metrics; POST /tokenize, /detokenize.
+#include <nlohmann/json.hpp>
+
+#include "core/version.h"
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/handlers.h"
+#include "server/request_builder.h"
+#include "server/response_format.h"
+
+namespace detllm::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+HttpReply json_reply(const json& j, int status = 200) {
+  HttpReply r;
+  r.status = status;
+  r.body = dump_json(j);
+  return r;
+}
+
+}  // namespace
+
+HttpReply handle_models(ServerContext& ctx) {
+  json data = json::array();
+  for (const auto& name : ctx.options.model_names) {
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", ctx.started_at},
+                    {"owned_by", "detllm"},
+                    {"root", ctx.model_name()},
+                    {"max_model_len", ctx.max_model_len},
+                    {"system_fingerprint", ctx.fingerprint_deterministic}});
+  }
+  return json_reply({{"object", "list"}, {"data", std::move(data)}});
+}
+
+HttpReply handle_health(ServerContext& ctx) {
+  if (ctx.draining) {
+    return json_reply({{"status", "draining"}}, 503);
+  }
+  return json_reply({{"status", "ok"}, {"model", ctx.model_name()}});
+}
+
+HttpReply handle_metrics(ServerContext& ctx) {
+  MetricsInfo info;
+  info.version = std::string(engine_version());
+  info.backend = ctx.backend_description;
+  info.model = ctx.model_name();
+  info.fingerprint = ctx.fingerprint_deterministic;
+  info.policy = ctx.policy_description;
+  info.self_check = ctx.self_check_status;
+  info.http_in_flight = ctx.metrics.http_in_flight();
+  HttpReply r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = ctx.metrics.render(ctx.loop->snapshot(), info);
+  return r;
+}
+
+HttpReply handle_tokenize(ServerContext& ctx, std::string_view body) {
+  const TokenizeRequest req = parse_tokenize_request(parse_json_body(body), ctx.options.limits);
+  check_model(ctx, req.model);
+  std::vector<int32_t> ids;
+  if (req.prompt) {
+    ids = ctx.tokenizer->encode(*req.prompt, req.add_special_tokens);
+  } else {
+    if (ctx.chat == nullptr) {
+      throw ApiError(400, "this model has no chat template: tokenize a 'prompt' instead",
+                     "invalid_request_error", "messages");
+    }
+    ids = ctx.tokenizer->encode(ctx.chat->render(req.messages, req.add_generation_prompt),
+                                /*add_special_tokens=*/false);
+  }
+  return json_reply({{"tokens", ids},
+                     {"count", ids.size()},
+                     {"max_model_len", ctx.max_model_len}});
+}
+
+HttpReply handle_detokenize(ServerContext& ctx, std::string_view body) {
+  const DetokenizeRequest req =
+      parse_detokenize_request(parse_json_body(body), ctx.options.limits);
+  check_model(ctx, req.model);
+  for (size_t i = 0; i < req.tokens.size(); ++i) {
+    if (req.tokens[i] >= ctx.vocab_size) {
+      throw_bad_request("tokens", "'tokens[{}]' = {} is outside the vocabulary 0…{}", i,
+                        req.tokens[i], ctx.vocab_size - 1);
+    }
+  }
+  return json_reply({{"prompt", ctx.tokenizer->decode(req.tokens, false)}});
+}
+
+}  // namespace detllm::server

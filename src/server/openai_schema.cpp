@@ -1,0 +1,342 @@
+// OpenAI request parsing and validation (see openai_schema.h).
+#include "server/openai_schema.h"
+
+#include <limits>
+
+#include "engine/sampling_params.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace detllm::server {
+namespace {
+
+using json = nlohmann::json;
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
+
+// A JSON array of token ids (non-negative 32-bit integers; the vocabulary is checked later).
+std::vector<int32_t> parse_token_ids(const json& v, const std::string& name, size_t max_len) {
+  if (v.size() > max_len) {
+    throw_bad_request(name, "'{}' has {} token ids; at most {} are accepted", name, v.size(),
+                      max_len);
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& t = v[i];
+    if (!t.is_number_integer()) {
+      throw_bad_request(name, "'{}[{}]' must be a token id (integer), got {}", name, i,
+                        json_type_name(t));
+    }
+    const bool negative = t.is_number_integer() && !t.is_number_unsigned() && t.get<int64_t>() < 0;
+    if (negative || (t.is_number_unsigned() && t.get<uint64_t>() > kMaxTokenId)) {
+      throw_bad_request(name, "'{}[{}]' is not a valid token id", name, i);
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+bool is_token_list(const json& v) {
+  return v.is_array() && !v.empty() && v[0].is_number();
+}
+
+// prompt: "text" | [ids] | ["text", ...] | [[ids], ...]
+std::vector<PromptInput> parse_prompts(const json& v, const RequestLimits& limits) {
+  const size_t max_ids = 1u << 20;
+  std::vector<PromptInput> prompts;
+  auto add_text = [&](const json& s, const std::string& name) {
+    if (s.get_ref<const std::string&>().size() > limits.max_string_bytes) {
+      throw_bad_request(name, "'{}' is longer than {} bytes", name, limits.max_string_bytes);
+    }
+    prompts.push_back({s.get<std::string>(), {}});
+  };
+  if (v.is_string()) {
+    add_text(v, "prompt");
+  } else if (is_token_list(v)) {
+    prompts.push_back({std::nullopt, parse_token_ids(v, "prompt", max_ids)});
+  } else if (v.is_array()) {
+    if (v.empty()) throw_bad_request("prompt", "'prompt' is an empty list: give a prompt");
+    if (v.size() > static_cast<size_t>(limits.max_prompts)) {
+      throw_bad_request("prompt", "'prompt' has {} prompts; at most {} are accepted", v.size(),
+                        limits.max_prompts);
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string name = fmt::format("prompt[{}]", i);
+      if (v[i].is_string()) {
+        add_text(v[i], name);
+      } else if (v[i].is_array()) {
+        if (v[i].empty()) throw_bad_request(name, "'{}' is an empty token list", name);
+        prompts.push_back({std::nullopt, parse_token_ids(v[i], name, max_ids)});
+      } else {
+        throw_bad_request(name, "'{}' must be a string or a list of token ids, got {}", name,
+                          json_type_name(v[i]));
+      }
+    }
+  } else {
+    throw_bad_request("prompt",
+                      "'prompt' must be a string, a list of token ids, or a list of either; "
+                      "got {}",
+                      json_type_name(v));
+  }
+  return prompts;
+}
+
+std::vector<std::string> parse_stop(FieldReader& r, const RequestLimits& limits) {
+  const json* v = r.get_raw("stop");
+  if (v == nullptr) return {};
+  std::vector<std::string> stop;
+  auto add = [&](const json& s, const std::string& name) {
+    if (!s.is_string()) {
+      throw_bad_request(name, "'{}' must be a string, got {}", name, json_type_name(s));
+    }
+    const auto& str = s.get_ref<const std::string&>();
+    if (str.empty()) throw_bad_request(name, "'{}' is an empty stop string", name);
+    if (str.size() > 1024) throw_bad_request(name, "'{}' is longer than 1024 bytes", name);
+    stop.push_back(str);
+  };
+  if (v->is_string()) {
+    add(*v, "stop");
+  } else if (v->is_array()) {
+    if (v->size() > static_cast<size_t>(limits.max_stop)) {
+      throw_bad_request("stop", "'stop' has {} strings; at most {} are accepted", v->size(),
+                        limits.max_stop);
+    }
+    for (size_t i = 0; i < v->size(); ++i) add((*v)[i], fmt::format("stop[{}]", i));
+  } else {
+    throw_bad_request("stop", "'stop' must be a string or a list of strings, got {}",
+                      json_type_name(*v));
+  }
+  return stop;
+}
+
+bool is_zero(const json& v) { return v.is_number() && v.get<double>() == 0.0; }
+bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
+bool is_empty_object(const json& v) { return v.is_object() && v.empty(); }
+
+// Fields both generation endpoints share (max_tokens and logprobs are endpoint-specific).
+GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
+  GenerationFields g;
+  if (auto m = r.get_string("model", 1024)) g.model = *m;
+  if (auto t = r.get_number("temperature", 0.0, 2.0)) g.temperature = static_cast<float>(*t);
+  if (auto p = r.get_number("top_p", 0.0, 1.0)) {
+    if (*p <= 0.0) throw_bad_request("top_p", "'top_p' must be in (0, 1], got {}", *p);
+    g.top_p = static_cast<float>(*p);
+  }
+  if (auto k = r.get_int("top_k", -1, std::numeric_limits<int32_t>::max())) {
+    g.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
+  }
+  if (auto m = r.get_number("min_p", 0.0, 1.0)) g.min_p = static_cast<float>(*m);
+  g.seed = r.get_uint64("seed");
+  if (auto n = r.get_int("n", 1, limits.max_n)) g.n = static_cast<int32_t>(*n);
+  g.stop = parse_stop(r, limits);
+  if (const json* ids = r.get_raw("stop_token_ids")) {
+    if (!ids->is_array()) {
+      throw_bad_request("stop_token_ids", "'stop_token_ids' must be a list of token ids");
+    }
+    g.stop_token_ids = parse_token_ids(*ids, "stop_token_ids", 256);
+  }
+  g.stream = r.get_bool("stream").value_or(false);
+  if (const json* so = r.get_raw("stream_options")) {
+    if (!g.stream) {
+      throw_bad_request("stream_options",
+                        "'stream_options' is only allowed when 'stream' is true");
+    }
+    FieldReader s(*so, "stream_options.");
+    g.include_usage = s.get_bool("include_usage").value_or(false);
+    s.ignore("continuous_usage_stats");
+    s.reject_unknown();
+  }
+  g.deterministic = r.get_bool("deterministic");
+  g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
+  r.ignore("user");
+  r.accept_if_neutral("frequency_penalty", is_zero);
+  r.accept_if_neutral("presence_penalty", is_zero);
+  r.accept_if_neutral("repetition_penalty", is_one);
+  r.accept_if_neutral("logit_bias", is_empty_object);
+  return g;
+}
+
+void check_max_tokens(std::optional<int64_t> v, const std::string& name,
+                      const RequestLimits& limits, std::optional<int32_t>& out) {
+  if (!v) return;
+  if (*v > limits.max_tokens) {
+    throw_bad_request(name, "'{}' is {}; this server allows at most {} (--max-tokens-limit)",
+                      name, *v, limits.max_tokens);
+  }
+  out = static_cast<int32_t>(*v);
+}
+
+std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& limits) {
+  if (!v.is_array()) {
+    throw_bad_request("messages", "'messages' must be a list of messages, got {}",
+                      json_type_name(v));
+  }
+  if (v.empty()) throw_bad_request("messages", "'messages' is empty: give at least one message");
+  if (v.size() > static_cast<size_t>(limits.max_messages)) {
+    throw_bad_request("messages", "'messages' has {} entries; at most {} are accepted", v.size(),
+                      limits.max_messages);
+  }
+  std::vector<ChatMessageIn> out;
+  size_t total_bytes = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string path = fmt::format("messages[{}].", i);
+    FieldReader m(v[i], path);
+    ChatMessageIn msg;
+    const auto role = m.get_string("role", 64);
+    if (!role) throw_bad_request(m.name("role"), "'{}' is required", m.name("role"));
+    if (*role != "system" && *role != "developer" && *role != "user" && *role != "assistant" &&
+        *role != "tool") {
+      throw_bad_request(m.name("role"),
+                        "'{}' is '{}'; expected system, developer, user, assistant or tool",
+                        m.name("role"), *role);
+    }
+    msg.role = *role;
+    const json* content = m.get_raw("content");
+    if (content == nullptr) {
+      if (msg.role != "assistant") {
+        throw_bad_request(m.name("content"), "'{}' is required", m.name("content"));
+      }
+    } else if (content->is_string()) {
+      msg.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      // Content parts: only text is supported (this is a text model).
+      for (size_t j = 0; j < content->size(); ++j) {
+        FieldReader part((*content)[j], fmt::format("{}content[{}].", path, j));
+        const auto type = part.get_string("type", 64);
+        if (!type || *type != "text") {
+          throw_bad_request(part.name("type"),
+                            "'{}' must be \"text\": this model takes text content only",
+                            part.name("type"));
+        }
+        const auto text = part.get_string("text", limits.max_string_bytes);
+        if (!text) throw_bad_request(part.name("text"), "'{}' is required", part.name("text"));
+        msg.content += *text;
+        part.reject_unknown();
+      }
+    } else {
+      throw_bad_request(m.name("content"), "'{}' must be a string or a list of text parts, got {}",
+                        m.name("content"), json_type_name(*content));
+    }
+    if (auto name = m.get_string("name", 256)) msg.name = *name;
+    m.accept_if_neutral("tool_calls", [](const json& t) { return t.is_array() && t.empty(); });
+    m.reject_unknown();
+    total_bytes += msg.content.size();
+    if (total_bytes > limits.max_string_bytes) {
+      throw_bad_request("messages", "the messages hold more than {} bytes of text",
+                        limits.max_string_bytes);
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+  if (body.empty()) {
+    throw_bad_request("", "the request body is empty: send a JSON object");
+  }
+  try {
+    return json::parse(body);
+  } catch (const json::exception& e) {
+    // nlohmann's message names the byte offset and the problem (incl. invalid UTF-8).
+    throw_bad_request("", "the request body is not valid JSON: {}", e.what());
+  }
+}
+
+CompletionRequest parse_completion_request(const json& body, const RequestLimits& limits) {
+  FieldReader r(body);
+  CompletionRequest c;
+  c.gen = parse_common(r, limits);
+  const json* prompt = r.get_raw("prompt");
+  if (prompt == nullptr) throw_bad_request("prompt", "'prompt' is required");
+  c.prompts = parse_prompts(*prompt, limits);
+  check_max_tokens(r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max()),
+                   "max_tokens", limits, c.gen.max_tokens);
+  if (auto lp = r.get_int("logprobs", 0, SamplingParams::kMaxLogprobs)) {
+    c.gen.logprobs = static_cast<int32_t>(*lp);
+  }
+  c.echo = r.get_bool("echo").value_or(false);
+  if (auto best_of = r.get_int("best_of", 1, limits.max_n); best_of && *best_of != c.gen.n) {
+    throw_bad_request("best_of", "'best_of' is not supported unless it equals n ({})", c.gen.n);
+  }
+  if (auto suffix = r.get_string("suffix", limits.max_string_bytes);
+      suffix && !suffix->empty()) {
+    throw_bad_request("suffix", "'suffix' (insertion) is not supported by this model");
+  }
+  r.reject_unknown();
+  if (c.gen.max_tokens && *c.gen.max_tokens == 0 && !(c.echo && c.gen.logprobs >= 0)) {
+    throw_bad_request("max_tokens",
+                      "'max_tokens' is 0: that is only allowed to score a prompt "
+                      "(set echo: true and logprobs)");
+  }
+  if (c.gen.max_tokens && *c.gen.max_tokens == 0 && c.gen.n != 1) {
+    throw_bad_request("n", "scoring a prompt (max_tokens 0) takes n = 1");
+  }
+  return c;
+}
+
+ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
+  FieldReader r(body);
+  ChatRequest c;
+  c.gen = parse_common(r, limits);
+  const json* messages = r.get_raw("messages");
+  if (messages == nullptr) throw_bad_request("messages", "'messages' is required");
+  c.messages = parse_messages(*messages, limits);
+  // max_completion_tokens supersedes the deprecated max_tokens.
+  check_max_tokens(r.get_int("max_tokens", 1, std::numeric_limits<int32_t>::max()),
+                   "max_tokens", limits, c.gen.max_tokens);
+  std::optional<int32_t> mct;
+  check_max_tokens(r.get_int("max_completion_tokens", 1, std::numeric_limits<int32_t>::max()),
+                   "max_completion_tokens", limits, mct);
+  if (mct) c.gen.max_tokens = mct;
+  const bool logprobs = r.get_bool("logprobs").value_or(false);
+  const auto top = r.get_int("top_logprobs", 0, SamplingParams::kMaxLogprobs);
+  if (top && !logprobs) {
+    throw_bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+  }
+  if (logprobs) c.gen.logprobs = static_cast<int32_t>(top.value_or(0));
+  c.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  r.accept_if_neutral("response_format", [](const json& v) {
+    return v.is_object() && v.value("type", std::string()) == "text" && v.size() == 1;
+  });
+  r.accept_if_neutral("tools", [](const json& v) { return v.is_array() && v.empty(); });
+  r.accept_if_neutral("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
+  r.ignore("parallel_tool_calls");
+  r.accept_if_neutral("store", [](const json& v) { return v == false; });
+  r.ignore("metadata");
+  r.ignore("service_tier");
+  r.reject_unknown();
+  return c;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body, const RequestLimits& limits) {
+  FieldReader r(body);
+  TokenizeRequest t;
+  if (auto m = r.get_string("model", 1024)) t.model = *m;
+  t.prompt = r.get_string("prompt", limits.max_string_bytes);
+  if (const json* messages = r.get_raw("messages")) t.messages = parse_messages(*messages, limits);
+  if (t.prompt.has_value() == !t.messages.empty()) {
+    throw_bad_request("prompt", "give exactly one of 'prompt' (a string) and 'messages'");
+  }
+  t.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
+  t.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  r.reject_unknown();
+  return t;
+}
+
+DetokenizeRequest parse_detokenize_request(const json& body, const RequestLimits& limits) {
+  (void)limits;
+  FieldReader r(body);
+  DetokenizeRequest d;
+  if (auto m = r.get_string("model", 1024)) d.model = *m;
+  const json* tokens = r.get_raw("tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    throw_bad_request("tokens", "'tokens' is required: a list of token ids");
+  }
+  d.tokens = parse_token_ids(*tokens, "tokens", 1u << 20);
+  r.reject_unknown();
+  return d;
+}
+
+}  // namespace detllm::server

@@ -1,0 +1,87 @@
+// The OpenAI request schema, parsed and validated into native structs: /v1/completions,
+// /v1/chat/completions, /tokenize and /detokenize bodies. No model or engine here — checks
+// that need the vocabulary or context (token ids, prompt length) happen in the handlers.
+// Unknown fields are refused with a 400 naming them (as OpenAI's own API does); OpenAI fields
+// this server does not implement are accepted only at their neutral value.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/server_options.h"
+
+namespace detllm::server {
+
+// One prompt: text, or token ids (exactly one of the two).
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;  // when text is unset
+};
+
+struct ChatMessageIn {
+  std::string role;     // system, developer, user, assistant, tool
+  std::string content;  // text (content parts joined)
+  std::string name;     // optional participant name ("" = none)
+};
+
+// Fields shared by both generation endpoints, normalized.
+struct GenerationFields {
+  std::string model;                   // "" = not given (the served model)
+  std::optional<int32_t> max_tokens;   // unset: the endpoint's default
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;                   // 0 = off (-1 is accepted and means off too)
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;        // unset: the server draws one and returns it
+  int32_t n = 1;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // extension (as vLLM)
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  std::optional<bool> deterministic;    // extension: unset = the server's default
+  bool ignore_eos = false;              // extension (as vLLM)
+  int32_t logprobs = -1;                // top logprobs per token; -1 = no logprobs at all
+};
+
+struct CompletionRequest {
+  GenerationFields gen;
+  std::vector<PromptInput> prompts;  // (n_prompts) >= 1
+  bool echo = false;
+};
+
+struct ChatRequest {
+  GenerationFields gen;
+  std::vector<ChatMessageIn> messages;  // >= 1
+  bool add_generation_prompt = true;    // extension (as vLLM)
+};
+
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;    // either a prompt ...
+  std::vector<ChatMessageIn> messages;  // ... or chat messages rendered with the template
+  bool add_special_tokens = true;       // for `prompt`
+  bool add_generation_prompt = true;    // for `messages`
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+// Parses a request body; malformed JSON (including invalid UTF-8 in strings) is a 400 whose
+// message says where parsing stopped.
+nlohmann::json parse_json_body(std::string_view body);
+
+CompletionRequest parse_completion_request(const nlohmann::json& body,
+                                           const RequestLimits& limits);
+ChatRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits);
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const RequestLimits& limits);
+DetokenizeRequest parse_detokenize_request(const nlohmann::json& body,
+                                           const RequestLimits& limits);
+
+}  // namespace detllm::server

@@ -1,0 +1,49 @@
+// From validated OpenAI fields to engine::Requests: model name check (404), prompt checks
+// against the vocabulary, the prompt limit and the context (clear 400s), max_tokens defaults,
+// the seed (given or drawn) and the response metadata (id, fingerprint). Shared by the
+// completions and chat handlers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/openai_schema.h"
+#include "server/response_format.h"
+#include "server/server_context.h"
+
+namespace detllm::server {
+
+// 404 model_not_found unless `requested` is "" or one of the served names.
+void check_model(const ServerContext& ctx, const std::string& requested);
+// 400 naming `param` when an id is outside the vocabulary, the prompt is empty, longer than
+// --max-prompt-tokens, or leaves no room in the context.
+void check_prompt(const ServerContext& ctx, const std::vector<int32_t>& ids,
+                  const std::string& param);
+// max_tokens given, else `fallback` (0 = "as many as fit", capped by --max-tokens-limit);
+// 400 when prompt + max_tokens exceed the context.
+int32_t resolve_max_tokens(const ServerContext& ctx, const GenerationFields& gen,
+                           size_t longest_prompt, int32_t fallback);
+
+struct BuiltRequests {
+  std::vector<engine::Request> requests;
+  uint64_t seed = 0;
+  bool deterministic = true;
+};
+
+// One engine request per prompt, sharing the sampling settings and the seed.
+BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
+                             const std::vector<std::vector<int32_t>>& prompts,
+                             int32_t max_tokens, int32_t prompt_logprobs);
+
+ResponseMeta make_meta(const ServerContext& ctx, std::string_view id_prefix,
+                       const BuiltRequests& built);
+
+// Headers every generation response carries: X-Detllm-Seed, X-Detllm-Fingerprint,
+// X-Request-Id.
+std::vector<std::pair<std::string, std::string>> generation_headers(const ResponseMeta& meta);
+
+int64_t unix_now();
+
+}  // namespace detllm::server

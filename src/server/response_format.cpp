@@ -1,0 +1,164 @@
+// OpenAI response formatting (see response_format.h).
+#include "server/response_format.h"
+
+namespace detllm::server {
+
+using json = nlohmann::json;
+
+json finish_reason_json(const std::optional<engine::FinishReason>& r) {
+  if (!r || *r == engine::FinishReason::kNone) return nullptr;
+  return std::string(engine::finish_reason_name(*r));
+}
+
+std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+  const int32_t one[1] = {id};
+  return tokenizer.decode(one, /*skip_special_tokens=*/false);
+}
+
+void CompletionLogprobs::add(int32_t id, std::optional<float> logprob,
+                             std::span<const TokenLogprob> top, bool has_top) {
+  const std::string text = token_text(tokenizer_, id);
+  tokens_.push_back(text);
+  token_logprobs_.push_back(logprob ? json(*logprob) : json(nullptr));
+  if (has_top) {
+    json t = json::object();
+    for (const auto& e : top) t[token_text(tokenizer_, e.token)] = e.logprob;
+    top_logprobs_.push_back(std::move(t));
+  } else {
+    top_logprobs_.push_back(nullptr);
+  }
+  text_offset_.push_back(offset_);
+  token_ids_.push_back(id);
+  offset_ += text.size();
+}
+
+void CompletionLogprobs::add_prompt(std::span<const int32_t> ids,
+                                    std::span<const engine::PromptLogprob> lps) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i == 0 || i - 1 >= lps.size()) {
+      add(ids[i], std::nullopt, {}, false);
+    } else {
+      add(ids[i], lps[i - 1].logprob, lps[i - 1].top_logprobs, true);
+    }
+  }
+}
+
+void CompletionLogprobs::add_generated(std::span<const engine::TokenEvent> tokens) {
+  for (const auto& t : tokens) add(t.token, t.logprob, t.top_logprobs, true);
+}
+
+json CompletionLogprobs::take() {
+  json out = {{"tokens", std::move(tokens_)},
+              {"token_logprobs", std::move(token_logprobs_)},
+              {"top_logprobs", std::move(top_logprobs_)},
+              {"text_offset", std::move(text_offset_)},
+              {"token_ids", std::move(token_ids_)}};
+  tokens_ = json::array();
+  token_logprobs_ = json::array();
+  top_logprobs_ = json::array();
+  text_offset_ = json::array();
+  token_ids_ = json::array();
+  return out;
+}
+
+namespace {
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+json chat_logprobs(const Tokenizer& tokenizer, std::span<const engine::TokenEvent> tokens) {
+  json content = json::array();
+  for (const auto& t : tokens) {
+    const std::string text = token_text(tokenizer, t.token);
+    json top = json::array();
+    for (const auto& e : t.top_logprobs) {
+      const std::string et = token_text(tokenizer, e.token);
+      top.push_back({{"token", et}, {"logprob", e.logprob}, {"bytes", bytes_of(et)},
+                     {"token_id", e.token}});
+    }
+    content.push_back({{"token", text},
+                       {"logprob", t.logprob},
+                       {"bytes", bytes_of(text)},
+                       {"top_logprobs", std::move(top)},
+                       {"token_id", t.token}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+json usage_json(const Generation& g) {
+  const int32_t p = g.prompt_tokens();
+  const int32_t c = g.completion_tokens();
+  return {{"prompt_tokens", p},
+          {"completion_tokens", c},
+          {"total_tokens", p + c},
+          {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens()}}}};
+}
+
+namespace {
+
+json envelope(const ResponseMeta& meta, std::string_view object) {
+  return {{"id", meta.id},
+          {"object", object},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", meta.fingerprint},
+          {"seed", meta.seed}};
+}
+
+}  // namespace
+
+json chunk_envelope(const ResponseMeta& meta, std::string_view object, json choices) {
+  json j = envelope(meta, object);
+  j["choices"] = std::move(choices);
+  return j;
+}
+
+json completion_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
+                         bool echo, bool logprobs) {
+  json choices = json::array();
+  for (ChoiceState& c : g.choices()) {
+    const PromptState& p = g.prompts()[static_cast<size_t>(c.prompt_index)];
+    json lp = nullptr;
+    if (logprobs) {
+      CompletionLogprobs b(tokenizer, 0);
+      if (echo) b.add_prompt(p.ids, p.logprobs);
+      b.add_generated(c.tokens);
+      lp = b.take();
+    }
+    choices.push_back({{"index", c.index},
+                       {"text", echo ? p.text + c.text : c.text},
+                       {"logprobs", std::move(lp)},
+                       {"finish_reason", finish_reason_json(c.finish)}});
+  }
+  json j = envelope(meta, "text_completion");
+  j["choices"] = std::move(choices);
+  j["usage"] = usage_json(g);
+  return j;
+}
+
+json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
+                   bool logprobs) {
+  json choices = json::array();
+  for (ChoiceState& c : g.choices()) {
+    choices.push_back(
+        {{"index", c.index},
+         {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+         {"logprobs", logprobs ? chat_logprobs(tokenizer, c.tokens) : json(nullptr)},
+         {"finish_reason", finish_reason_json(c.finish)}});
+  }
+  json j = envelope(meta, "chat.completion");
+  j["choices"] = std::move(choices);
+  j["usage"] = usage_json(g);
+  return j;
+}
+
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace detllm::server

@@ -1,0 +1,77 @@
+// OpenAI response bodies from a Generation: /v1/completions and /v1/chat/completions, whole
+// or as streaming chunks, with logprobs, usage and the reproducibility fields
+// (system_fingerprint, seed). Pure formatting: no sockets, no engine calls.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "engine/request.h"
+#include "server/generation.h"
+#include "tokenizer/tokenizer.h"
+
+namespace detllm::server {
+
+// What every response of one request carries.
+struct ResponseMeta {
+  std::string id;           // "cmpl-…" / "chatcmpl-…"
+  int64_t created = 0;      // unix seconds
+  std::string model;        // the served model's name
+  std::string fingerprint;  // numerics fingerprint (system_fingerprint)
+  uint64_t seed = 0;        // the seed used (given or drawn by the server)
+};
+
+// "stop", "length", "abort"; null while running.
+nlohmann::json finish_reason_json(const std::optional<engine::FinishReason>& r);
+
+// The text of one token as OpenAI shows it in logprobs (decoded alone, special tokens kept).
+std::string token_text(const Tokenizer& tokenizer, int32_t id);
+
+// Completions "logprobs" object, built token by token: tokens, token_logprobs, top_logprobs,
+// text_offset, and the extension token_ids (the ids themselves, to replay or compare exactly).
+class CompletionLogprobs {
+ public:
+  CompletionLogprobs(const Tokenizer& tokenizer, size_t text_offset)
+      : tokenizer_(tokenizer), offset_(text_offset) {}
+  // logprob unset: the first prompt token (nothing predicts it) -> null.
+  void add(int32_t id, std::optional<float> logprob, std::span<const TokenLogprob> top,
+           bool has_top);
+  void add_prompt(std::span<const int32_t> ids, std::span<const engine::PromptLogprob> lps);
+  void add_generated(std::span<const engine::TokenEvent> tokens);
+  nlohmann::json take();
+  size_t text_offset() const { return offset_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  size_t offset_;
+  nlohmann::json tokens_ = nlohmann::json::array();
+  nlohmann::json token_logprobs_ = nlohmann::json::array();
+  nlohmann::json top_logprobs_ = nlohmann::json::array();
+  nlohmann::json text_offset_ = nlohmann::json::array();
+  nlohmann::json token_ids_ = nlohmann::json::array();
+};
+
+// Chat "logprobs": {"content": [{token, logprob, bytes, top_logprobs, token_id}]}.
+nlohmann::json chat_logprobs(const Tokenizer& tokenizer,
+                             std::span<const engine::TokenEvent> tokens);
+
+nlohmann::json usage_json(const Generation& g);
+
+// Whole responses.
+nlohmann::json completion_response(const ResponseMeta& meta, Generation& g,
+                                   const Tokenizer& tokenizer, bool echo, bool logprobs);
+nlohmann::json chat_response(const ResponseMeta& meta, Generation& g,
+                             const Tokenizer& tokenizer, bool logprobs);
+
+// A streaming chunk's envelope around `choices` (object "text_completion" or
+// "chat.completion.chunk"); usage is added by the caller when needed.
+nlohmann::json chunk_envelope(const ResponseMeta& meta, std::string_view object,
+                              nlohmann::json choices);
+
+// Serializes; invalid UTF-8 (never produced by the tokenizer, but kept safe) becomes U+FFFD.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace detllm::server

@@ -1,0 +1,60 @@
+// ServerContext: what every HTTP handler shares — options and limits, the tokenizer, the
+// engine loop, the served model's facts (names, vocabulary, context, fingerprints), the chat
+// template, the seed source and the request counters. Built once by `detllm serve`; handlers
+// read it from many threads (mutable parts are atomic or locked).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "server/engine_loop.h"
+#include "server/metrics.h"
+#include "server/server_options.h"
+#include "tokenizer/tokenizer.h"
+
+namespace detllm::server {
+
+class ChatPrompt;
+
+// Seeds for requests that do not give one: below 2^53, so that every JSON client (including
+// JavaScript's doubles) can send the returned seed back unchanged to replay the request.
+class SeedSource {
+ public:
+  SeedSource();
+  uint64_t draw();
+
+ private:
+  std::mutex mu_;
+  std::mt19937_64 rng_;
+};
+
+struct ServerContext {
+  ServerOptions options;
+  const Tokenizer* tokenizer = nullptr;
+  EngineLoop* loop = nullptr;
+  const ChatPrompt* chat = nullptr;  // nullptr: the model has no chat template
+  int32_t vocab_size = 0;
+  int32_t max_model_len = 0;      // prompt + output tokens
+  bool deterministic_by_default = true;
+  std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests
+  std::string fingerprint_other;          // ... of the others
+  std::string policy_description;         // X-Detllm-Determinism
+  std::string backend_description;        // X-Detllm-Backend
+  std::string self_check_status = "not_run";  // "passed", "failed", "not_run", "disabled"
+  int64_t started_at = 0;                 // unix seconds
+  SeedSource seeds;
+  Metrics metrics;
+  std::atomic<bool> draining{false};  // SIGTERM received: new requests get 503
+
+  const std::string& model_name() const { return options.model_names.front(); }
+  const std::string& fingerprint(bool deterministic) const {
+    return deterministic ? fingerprint_deterministic : fingerprint_other;
+  }
+};
+
+}  // namespace detllm::server

@@ -1,0 +1,51 @@
+// Stop-string cutting and hold-back for streamed text.
+#include "server/stop_filter.h"
+
+#include <algorithm>
+
+namespace detllm::server {
+
+StopFilter::StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string StopFilter::push(std::string_view text) {
+  if (stopped_ || finished_) return {};
+  pending_.append(text);
+  // Earliest complete stop string: cut there.
+  size_t cut = std::string::npos;
+  for (const auto& s : stops_) cut = std::min(cut, pending_.find(s));
+  if (cut != std::string::npos) {
+    stopped_ = true;
+    std::string out = pending_.substr(0, cut);
+    pending_.clear();
+    return out;
+  }
+  // Longest suffix of pending_ that is a proper prefix of a stop string: hold it back. A stop
+  // string starts at a UTF-8 lead byte, so the released part ends on a character boundary.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    const size_t max_len = std::min(s.size() - 1, pending_.size());
+    for (size_t len = max_len; len > hold; --len) {
+      if (std::string_view(pending_).substr(pending_.size() - len) ==
+          std::string_view(s).substr(0, len)) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  std::string out = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return out;
+}
+
+std::string StopFilter::finish() {
+  if (finished_) return {};
+  finished_ = true;
+  if (stopped_) return {};
+  std::string out = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace detllm::server

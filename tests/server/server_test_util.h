@@ -1,0 +1,100 @@
+// Test helpers for the server: a tiny byte-level tokenizer (256 byte tokens + "<|end|>" as
+// EOS), and a complete ServerContext over a synthetic tiny model, so handlers run end to end
+// in milliseconds without sockets or model files.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+
+#include "kernels/ops.h"
+#include "model/llama_model.h"
+#include "model/synthetic.h"
+#include "server/engine_loop.h"
+#include "server/server_context.h"
+#include "tokenizer/tokenizer.h"
+
+namespace detllm::server::testing {
+
+// GPT-2's byte -> printable code point table (the byte-level BPE alphabet).
+inline std::string byte_char(int b) {
+  int cp = b;
+  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+  if (!printable) {
+    int n = 0;
+    for (int x = 0; x < b; ++x) {
+      const bool p = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174);
+      if (!p) ++n;
+    }
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// Token i < 256 is byte i; 256 is "<|end|>" (special, EOS).
+inline std::unique_ptr<Tokenizer> byte_tokenizer() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  vocab["<|end|>"] = 256;
+  const nlohmann::json tj = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"decoder",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"added_tokens",
+       {{{"id", 256}, {"content", "<|end|>"}, {"single_word", false}, {"lstrip", false},
+         {"rstrip", false}, {"normalized", false}, {"special", true}}}}};
+  return Tokenizer::from_json_string(tj.dump(), "byte_tokenizer",
+                                     R"({"eos_token": "<|end|>"})");
+}
+
+// A synthetic model served by an EngineLoop, with a ServerContext ready for the handlers.
+struct TinyServer {
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<kernels::Ops> ops;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<EngineLoop> loop;
+  std::unique_ptr<ServerContext> ctx;
+
+  explicit TinyServer(engine::EngineConfig ec = default_engine()) {
+    config = synthetic_config("tiny-llama");
+    weights = make_synthetic_weights(config, 42);
+    ops = kernels::make_cpu_ops(2);
+    model = std::make_unique<LlamaModel>(config, weights, *ops);
+    tokenizer = byte_tokenizer();
+    loop = std::make_unique<EngineLoop>(*model, ec, tokenizer.get());
+    ctx = std::make_unique<ServerContext>();
+    ctx->options.model_names = {"tiny", "default"};
+    ctx->tokenizer = tokenizer.get();
+    ctx->loop = loop.get();
+    ctx->vocab_size = config.vocab_size;
+    ctx->max_model_len = loop->config().max_model_len;
+    ctx->fingerprint_deterministic = "fp_det";
+    ctx->fingerprint_other = "fp_other";
+    ctx->policy_description = loop->config().policy.describe();
+    ctx->backend_description = "cpu";
+  }
+  static engine::EngineConfig default_engine() {
+    engine::EngineConfig e;
+    e.scheduler.kv.block_size = 4;
+    e.kv_cache_tokens = 2048;
+    e.scheduler.max_tokens_per_step = 256;
+    e.scheduler.max_seqs = 32;
+    return e;
+  }
+};
+
+}  // namespace detllm::server::testing
