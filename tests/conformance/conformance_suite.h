@@ -1,0 +1,298 @@
+// The determinism conformance suite (design.md V1–V10), shared by every backend: each test
+// binary includes this header once, defines suite_make_ops / suite_backend_available for its
+// backend, and instantiates the suite (tests/conformance: CPU; tests/cuda: the GPU). Every
+// deterministic request's fp32 logits at every output position, its tokens and logprobs are
+// compared bit for bit between executions that differ in one variation — and, in the property
+// test, in many at once — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
+// q/k norm). Backend-specific checks (V11 threads on the CPU) live in the including file.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "determinism/conformance.h"
+#include "model/synthetic.h"
+
+namespace detllm::conformance {
+
+// Defined once by the including test binary: the backend under test.
+std::unique_ptr<kernels::Ops> suite_make_ops(int n_threads);
+// False (with the reason) when the backend cannot run here, e.g. no GPU: the suite skips.
+bool suite_backend_available(std::string* why);
+
+namespace {
+
+engine::EngineConfig base_engine() {
+  engine::EngineConfig e;
+  e.scheduler.kv.block_size = 4;
+  e.kv_cache_tokens = 4096;
+  e.scheduler.max_tokens_per_step = 4096;
+  e.scheduler.max_seqs = 64;
+  e.scheduler.chunk_size = 0;
+  return e;
+}
+
+Execution exec(std::string label, int n_threads = 2) {
+  Execution e;
+  e.label = std::move(label);
+  e.engine = base_engine();
+  e.n_threads = n_threads;
+  return e;
+}
+
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!suite_backend_available(&why)) GTEST_SKIP() << why;
+    config_ = synthetic_config(GetParam());
+    weights_ = make_synthetic_weights(config_, 42);
+    target_.name = GetParam();
+    target_.config = &config_;
+    target_.weights = &weights_;
+    target_.make_ops = [](int n) { return suite_make_ops(n); };
+  }
+  WorkloadSpec spec(int n_requests) const {
+    WorkloadSpec s;
+    s.n_requests = n_requests;
+    s.vocab_size = config_.vocab_size;
+    return s;
+  }
+  // Each request run alone, in a fresh engine: the reference every variation must reproduce.
+  std::vector<RequestTrace> alone(const std::vector<engine::Request>& reqs) {
+    std::vector<RequestTrace> out;
+    for (const auto& r : reqs) {
+      Execution e = exec("alone");
+      out.push_back(run(target_, e, {r}).traces.at(0));
+    }
+    return out;
+  }
+  // Compares the deterministic requests of `got` with `ref`; reports the first mismatch.
+  void expect_same(const std::vector<engine::Request>& reqs, const std::vector<RequestTrace>& ref,
+                   const RunResult& got, const std::string& context) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (!reqs[i].deterministic.value_or(true)) continue;
+      const auto m = compare(ref[i], got.traces[i]);
+      ASSERT_FALSE(m.has_value()) << context << ": request " << i << ": " << m->what;
+    }
+  }
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  Target target_;
+};
+
+// V1: alone vs with 1…N random neighbours in the same steps.
+TEST_P(Conformance, V1_BatchComposition) {
+  for (uint64_t seed : {1, 2}) {
+    auto reqs = random_workload(seed, spec(7));
+    const auto ref = alone(reqs);
+    for (size_t k = 1; k < reqs.size(); ++k) {  // the first request with k neighbours
+      std::vector<engine::Request> sub(reqs.begin(), reqs.begin() + k + 1);
+      Execution e = exec("neighbours");
+      expect_same(sub, ref, run(target_, e, sub),
+                  "seed " + std::to_string(seed) + ", " + std::to_string(k) + " neighbours");
+    }
+  }
+}
+
+// V2: shuffled arrival order and staggered arrival steps.
+TEST_P(Conformance, V2_ArrivalOrder) {
+  auto reqs = random_workload(3, spec(8));
+  const auto ref = alone(reqs);
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3; ++round) {
+    Execution e = exec("arrival");
+    e.add_order.resize(reqs.size());
+    std::iota(e.add_order.begin(), e.add_order.end(), 0);
+    std::shuffle(e.add_order.begin(), e.add_order.end(), rng);
+    for (size_t i = 0; i < reqs.size(); ++i) e.arrival.push_back(static_cast<int32_t>(rng() % 9));
+    expect_same(reqs, ref, run(target_, e, reqs), "arrival round " + std::to_string(round));
+  }
+}
+
+// V3: chunked prefill with chunk sizes 1, 7, 16, 64 and whole, under small step budgets.
+TEST_P(Conformance, V3_Chunking) {
+  WorkloadSpec s = spec(5);
+  s.max_prompt = 90;
+  auto reqs = random_workload(4, s);
+  const auto ref = alone(reqs);
+  for (int32_t chunk : {1, 7, 16, 64, 0}) {
+    Execution e = exec("chunk");
+    e.engine.scheduler.chunk_size = chunk;
+    e.engine.scheduler.max_tokens_per_step = chunk == 0 ? 4096 : std::max(chunk, 20);
+    expect_same(reqs, ref, run(target_, e, reqs), "chunk " + std::to_string(chunk));
+  }
+}
+
+// V4: the logits a token was generated with == the logits of scoring the finished sequence;
+// the generation logprobs == the scoring (teacher-forcing) logprobs.
+TEST_P(Conformance, V4_GenerationVsScoring) {
+  WorkloadSpec s = spec(6);
+  s.scoring_share = 0;
+  s.max_new_tokens = 16;
+  auto reqs = random_workload(5, s);
+  Execution e = exec("generate");
+  const RunResult gen = run(target_, e, reqs);
+  std::vector<engine::Request> scoring;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (size_t k = 0; k < gen.traces[i].tokens.size(); ++k) {
+      engine::Request r;
+      r.prompt = reqs[i].prompt;
+      const auto& toks = gen.traces[i].tokens[k];
+      r.prompt.insert(r.prompt.end(), toks.begin(), toks.end());
+      r.max_tokens = 0;
+      r.prompt_logprobs = 0;
+      scoring.push_back(r);
+    }
+  }
+  Execution se = exec("score");
+  se.engine.scheduler.chunk_size = 5;  // scoring chunked differently from generation
+  se.engine.scheduler.max_tokens_per_step = 24;
+  const RunResult sc = run(target_, se, scoring);
+  size_t j = 0, n_compared = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const int32_t n_prompt = static_cast<int32_t>(reqs[i].prompt.size());
+    for (size_t k = 0; k < gen.traces[i].tokens.size(); ++k, ++j) {
+      const auto& toks = gen.traces[i].tokens[k];
+      const RequestTrace& st = sc.traces[j];
+      ASSERT_EQ(st.prompt_logprobs.size(), reqs[i].prompt.size() + toks.size() - 1);
+      for (size_t t = 0; t < toks.size(); ++t) {
+        const int32_t pos = n_prompt + static_cast<int32_t>(t);
+        const auto& lg = gen.traces[i].logits.at({static_cast<int32_t>(k), pos});
+        const auto& ls = st.logits.at({0, pos});
+        ASSERT_EQ(0, std::memcmp(lg.data(), ls.data(), lg.size() * 4))
+            << "request " << i << " sample " << k << " position " << pos;
+        const float lp_gen = gen.traces[i].logprobs[k][t];
+        const float lp_score = st.prompt_logprobs[pos - 1].logprob;
+        ASSERT_EQ(0, std::memcmp(&lp_gen, &lp_score, 4)) << "logprob at position " << pos;
+        ++n_compared;
+      }
+    }
+  }
+  EXPECT_GT(n_compared, 20u);
+}
+
+// V5: prefix cache cold (off), warm (the same prompts ran before) and partial (prompts that
+// share only a prefix ran before).
+TEST_P(Conformance, V5_PrefixCache) {
+  auto reqs = random_workload(6, spec(8));
+  Execution cold = exec("cache off");
+  cold.engine.scheduler.kv.enable_prefix_cache = false;
+  const RunResult ref = run(target_, cold, reqs);
+  std::vector<RequestTrace> ref_traces = ref.traces;
+
+  Execution warm = exec("warm");
+  warm.warmup = reqs;
+  const RunResult w = run(target_, warm, reqs);
+  expect_same(reqs, ref_traces, w, "warm cache");
+  EXPECT_GT(w.n_cached_tokens, 0) << "the warm run never hit the prefix cache";
+
+  Execution partial = exec("partial");
+  for (auto r : reqs) {  // same prompts cut in the middle of a block, other continuations
+    r.prompt.resize((r.prompt.size() + 1) / 2);
+    r.prompt.push_back(1);
+    r.max_tokens = 1;
+    r.prompt_logprobs = -1;
+    r.n = 1;
+    partial.warmup.push_back(r);
+  }
+  expect_same(reqs, ref_traces, run(target_, partial, reqs), "partial prefix hits");
+}
+
+// V6: a KV pool so small that sequences are preempted, their KV freed and recomputed.
+TEST_P(Conformance, V6_PreemptionAndRecompute) {
+  WorkloadSpec s = spec(8);
+  s.max_prompt = 30;
+  s.max_new_tokens = 16;
+  auto reqs = random_workload(8, s);
+  const auto ref = alone(reqs);
+  Execution e = exec("tiny KV");
+  e.engine.kv_cache_tokens = 0;
+  e.engine.scheduler.kv.n_blocks = 14;  // 56 tokens: the longest request fits alone, not all
+  const RunResult got = run(target_, e, reqs);
+  EXPECT_GT(got.n_preemptions, 0) << "the tiny KV budget did not force a preemption";
+  expect_same(reqs, ref, got, "preemption");
+}
+
+// V7: physical KV page layout — blocks taken in shuffled orders, after a warm-up that leaves
+// the pool fragmented.
+TEST_P(Conformance, V7_PageLayout) {
+  auto reqs = random_workload(9, spec(6));
+  const auto ref = alone(reqs);
+  for (uint64_t shuffle : {1, 2, 3}) {
+    Execution e = exec("shuffled blocks");
+    e.engine.scheduler.kv.shuffle_blocks = true;
+    e.engine.scheduler.kv.shuffle_seed = shuffle;
+    e.warmup = random_workload(100 + shuffle, spec(4));
+    expect_same(reqs, ref, run(target_, e, reqs), "shuffle " + std::to_string(shuffle));
+  }
+}
+
+// V9: a fresh engine, backend and weight copy (as after a restart) reproduce the bits.
+TEST_P(Conformance, V9_FreshEngine) {
+  auto reqs = random_workload(10, spec(6));
+  Execution e = exec("first");
+  const RunResult a = run(target_, e, reqs);
+  const ModelWeights reloaded = make_synthetic_weights(config_, 42);  // new memory, same bits
+  Target fresh = target_;
+  fresh.weights = &reloaded;
+  const RunResult b = run(fresh, e, reqs);
+  expect_same(reqs, a.traces, b, "fresh engine");
+}
+
+// V10: non-deterministic neighbours (other sampling, deterministic=false) change nothing.
+TEST_P(Conformance, V10_NondeterministicNeighbours) {
+  WorkloadSpec s = spec(10);
+  s.nondet_share = 0.5;
+  auto reqs = random_workload(11, s);
+  const auto ref = alone(reqs);
+  Execution e = exec("mixed");
+  expect_same(reqs, ref, run(target_, e, reqs), "with non-deterministic neighbours");
+}
+
+// Property-based: random workloads and random executions mixing every variation at once.
+// A failure prints the seed (rerun with it) and the first differing position.
+TEST_P(Conformance, Property_RandomWorkloadsAndExecutions) {
+  const int rounds = 25;
+  for (int round = 0; round < rounds; ++round) {
+    const uint64_t seed = 1000 + round;
+    std::mt19937_64 rng(seed);
+    WorkloadSpec s = spec(3 + static_cast<int>(rng() % 8));
+    s.nondet_share = 0.2;
+    auto reqs = random_workload(seed, s);
+    const auto ref = alone(reqs);
+    Execution e = exec("random");
+    const int32_t chunks[] = {0, 1, 3, 8, 16};
+    e.engine.scheduler.chunk_size = chunks[rng() % 5];
+    e.engine.scheduler.max_tokens_per_step = 8 + static_cast<int32_t>(rng() % 64);
+    e.engine.scheduler.max_seqs = 1 + static_cast<int32_t>(rng() % 6);
+    e.engine.scheduler.kv.enable_prefix_cache = rng() % 4 != 0;
+    e.engine.scheduler.kv.shuffle_blocks = rng() % 2;
+    e.engine.scheduler.kv.shuffle_seed = rng();
+    e.engine.kv_cache_tokens = 0;
+    e.engine.scheduler.kv.n_blocks = 30 + static_cast<int32_t>(rng() % 100);
+    e.n_threads = 1 + static_cast<int>(rng() % 3);
+    for (size_t i = 0; i < reqs.size(); ++i) e.arrival.push_back(static_cast<int32_t>(rng() % 6));
+    e.label = "property seed " + std::to_string(seed);
+    expect_same(reqs, ref, run(target_, e, reqs), e.label);
+    if (HasFatalFailure()) return;
+  }
+}
+
+
+inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
+}  // namespace
+}  // namespace detllm::conformance
