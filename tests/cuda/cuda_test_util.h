@@ -18,9 +18,16 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/kernel_test_util.h"  // tests/kernels: shared with the CPU kernel tests
 #include "kernels/ops.h"
 
 namespace detllm::kernels::cuda_testing {
+
+// The CPU kernel tests' helpers, shared rather than copied.
+using testing::AttnShape;
+using testing::Chunk;
+using testing::first_bit_difference;
+using testing::random_floats;
 
 #define DETLLM_SKIP_WITHOUT_GPU()                                                    \
   do {                                                                               \
@@ -37,15 +44,6 @@ inline std::unique_ptr<Ops> fast_ops() {
   CudaOptions o;
   o.mode = NumericsMode::kFast;
   return make_cuda_ops(o);
-}
-
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 // The same for large arrays (xorshift, ~1 ns a value): weights of 8B-model shapes.
@@ -74,12 +72,6 @@ inline std::vector<float> round_bf16(const std::vector<float>& v) {
   return r;
 }
 
-inline int64_t first_bit_difference(const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (std::memcmp(a + i, b + i, sizeof(float)) != 0) return i;
-  return -1;
-}
-
 // Device memory owned through an Ops (RAII), with typed upload/download.
 template <typename T>
 class DeviceArray {
@@ -104,25 +96,6 @@ class DeviceArray {
   size_t n_;
   Buffer buf_;
 };
-
-// One step's slice of one sequence: tokens at positions [start, start + count).
-struct Chunk {
-  int seq = 0;
-  int start = 0;
-  int count = 0;
-};
-
-struct AttnShape {
-  int32_t n_heads = 6;
-  int32_t n_kv_heads = 2;
-  int32_t head_dim = 64;
-  int32_t block_size = 16;
-};
-
-inline void PrintTo(const AttnShape& s, std::ostream* os) {
-  *os << "heads " << s.n_heads << "/" << s.n_kv_heads << " head_dim " << s.head_dim
-      << " block " << s.block_size;
-}
 
 // A paged KV cache in device memory; q/k/v of (sequence, position) depend only on (content id,
 // position), so the same sequence gives the same inputs in every run. Unwritten cache slots hold
