@@ -40,6 +40,25 @@ void fill(std::vector<float>& v, uint64_t seed, float a) {
   }
 }
 
+// The bf16 weight of `s` filled from `seed`, plus copies of it, so that rotating over them
+// streams W from HBM rather than from the 60 MB L2 (about 256 MiB in all).
+std::vector<Buffer> weight_copies(Ops& ops, const Shape& s, uint64_t seed) {
+  const size_t w_bytes = size_t(s.n) * s.k * 2;
+  const int n_copies = static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / w_bytes + 1));
+  std::vector<float> f(size_t(s.n) * s.k);
+  fill(f, seed, 1.0f / std::sqrt(static_cast<float>(s.k)));
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
+  std::vector<Buffer> ws;
+  ws.emplace_back(ops, w_bytes);
+  ops.upload(ws[0].data(), h.data(), w_bytes);
+  for (int c = 1; c < n_copies; ++c) {
+    ws.emplace_back(ops, w_bytes);
+    ops.copy(ws.back().data(), ws[0].data(), w_bytes);
+  }
+  return ws;
+}
+
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -102,21 +121,8 @@ int main(int argc, char** argv) {
   std::string table = "| shape (K->N) | M | ours µs | cuBLAS µs | ours TFLOP/s | cuBLAS TFLOP/s | ours GB/s | cuBLAS GB/s | speed ratio (cuBLAS t / ours t) |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Shape& s : shapes) {
     const size_t w_bytes = size_t(s.n) * s.k * 2;
-    // Copies of W so that rotating over them streams from HBM, not the 60 MB L2.
-    const int n_copies = static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / w_bytes + 1));
-    std::vector<Buffer> ws;
-    {
-      std::vector<float> f(size_t(s.n) * s.k);
-      fill(f, 2, 1.0f / std::sqrt(static_cast<float>(s.k)));
-      std::vector<uint16_t> h(f.size());
-      for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-      ws.emplace_back(*inv, w_bytes);
-      inv->upload(ws[0].data(), h.data(), w_bytes);
-    }
-    for (int c = 1; c < n_copies; ++c) {
-      ws.emplace_back(*inv, w_bytes);
-      inv->copy(ws.back().data(), ws[0].data(), w_bytes);
-    }
+    const std::vector<Buffer> ws = weight_copies(*inv, s, 2);
+    const int n_copies = static_cast<int>(ws.size());
     Buffer y(*inv, size_t(max_m) * s.n * 4);
     inv->synchronize();
     for (int m : ms) {
@@ -148,21 +154,8 @@ int main(int argc, char** argv) {
   // S = 1 changes the numerics, so this is a measurement, not a mode.
   std::string splits_table = "| shape (K->N) | M | S | best µs (variant) | S=1 best µs (variant) |\n|---|---|---|---|---|\n";
   for (const Shape& s : {shapes[0], shapes[1], shapes[3]}) {
-    const size_t w_bytes = size_t(s.n) * s.k * 2;
-    const int n_copies = static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / w_bytes + 1));
-    std::vector<Buffer> ws;
-    {
-      std::vector<float> f(size_t(s.n) * s.k);
-      fill(f, 3, 1.0f / std::sqrt(static_cast<float>(s.k)));
-      std::vector<uint16_t> h(f.size());
-      for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-      ws.emplace_back(*inv, w_bytes);
-      inv->upload(ws[0].data(), h.data(), w_bytes);
-    }
-    for (int c = 1; c < n_copies; ++c) {
-      ws.emplace_back(*inv, w_bytes);
-      inv->copy(ws.back().data(), ws[0].data(), w_bytes);
-    }
+    const std::vector<Buffer> ws = weight_copies(*inv, s, 3);
+    const int n_copies = static_cast<int>(ws.size());
     Buffer y(*inv, size_t(max_m) * s.n * 4);
     inv->synchronize();
     for (int m : {1, 8, 64, 256, 1024}) {
