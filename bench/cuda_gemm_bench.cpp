@@ -2,9 +2,12 @@
 // time, TFLOP/s, GB/s (weights + x + y, each once) and the speed ratio cuBLAS time ÷ ours
 // (design.md's convention: 1.0 = as fast, > 1 = faster). Both go through the same Ops::matmul
 // (fp32 x in, fp32 y out, bf16 weights), weights rotated over copies that exceed the L2.
-// Also times the four tile variants of each size class (all bit-identical; tests/cuda checks)
-// so the defaults in src/kernels/cuda/gemm.cu can be tuned from one run.
-// Run: build-cuda/bench/cuda_gemm_bench [--quick]   (prints "no CUDA device" and exits without one)
+// "ours" is the invariant GEMM as the engine runs it: per (shape, M bucket) the invariant
+// kernel or a cuBLASLt execution verified at startup to give the kernel's every bit, whichever
+// is faster (src/kernels/cuda/gemm_lt.h); "kernel" is the invariant kernel alone. The plans
+// chosen are printed at the end. With --sweep it also times the four tile variants of each size
+// class (all bit-identical; tests/cuda checks) and the split-count experiment.
+// Run: build-cuda/bench/cuda_gemm_bench [--quick] [--sweep]   (exits with a message without a GPU)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,7 +90,11 @@ double time_us(Ops& ops, F&& call) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, sweep_variants = false;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::strcmp(argv[i], "--quick") == 0;
+    sweep_variants = sweep_variants || std::strcmp(argv[i], "--sweep") == 0;
+  }
   if (cuda_device_count() == 0) {
     fmt::print("cuda_gemm_bench: no CUDA device: nothing to measure\n");
     return 0;
@@ -95,8 +102,11 @@ int main(int argc, char** argv) {
   fmt::print("device: {}\n", cuda_device_description(0));
   auto inv = make_cuda_ops({0, NumericsMode::kInvariant});
   auto fast = make_cuda_ops({0, NumericsMode::kFast});
+  CudaOptions kernel_options;
+  kernel_options.gemm_lt = false;
+  auto kernel = make_cuda_ops(kernel_options);
   std::vector<std::unique_ptr<Ops>> variants;
-  for (int v = 0; v < 4; ++v) {
+  for (int v = 0; v < 4 && sweep_variants; ++v) {
     CudaOptions o;
     o.gemm_variant = v;
     variants.push_back(make_cuda_ops(o));
@@ -118,7 +128,7 @@ int main(int argc, char** argv) {
     inv->upload(x.data(), h.data(), h.size() * 4);
   }
   std::string sweep = "| shape (K->N) | M | v0 µs | v1 µs | v2 µs | v3 µs | default µs | cuBLAS µs |\n|---|---|---|---|---|---|---|---|\n";
-  std::string table = "| shape (K->N) | M | ours µs | cuBLAS µs | ours TFLOP/s | cuBLAS TFLOP/s | ours GB/s | cuBLAS GB/s | speed ratio (cuBLAS t / ours t) |\n|---|---|---|---|---|---|---|---|---|\n";
+  std::string table = "| shape (K->N) | M | ours µs | kernel µs | cuBLAS µs | ours TFLOP/s | cuBLAS TFLOP/s | ours GB/s | cuBLAS GB/s | speed ratio (cuBLAS t / ours t) |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Shape& s : shapes) {
     const size_t w_bytes = size_t(s.n) * s.k * 2;
     const std::vector<Buffer> ws = weight_copies(*inv, s, 2);
@@ -134,15 +144,16 @@ int main(int argc, char** argv) {
       };
       const double t_ours = run(*inv);
       const double t_cub = run(*fast);
-      double t_v[4];
-      for (int v = 0; v < 4; ++v) t_v[v] = run(*variants[v]);
+      const double t_kernel = run(*kernel);
+      double t_v[4] = {0, 0, 0, 0};
+      for (int v = 0; v < 4 && sweep_variants; ++v) t_v[v] = run(*variants[v]);
       sweep += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n",
                            s.name, m, t_v[0], t_v[1], t_v[2], t_v[3], t_ours, t_cub);
       const double flop = 2.0 * m * s.n * s.k;
       const double bytes = double(w_bytes) + 4.0 * m * s.k + 4.0 * m * s.n;
       const std::string row = fmt::format(
-          "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} |\n", s.name, m,
-          t_ours, t_cub, flop / t_ours * 1e-6, flop / t_cub * 1e-6, bytes / t_ours * 1e-3,
+          "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} |\n",
+          s.name, m, t_ours, t_kernel, t_cub, flop / t_ours * 1e-6, flop / t_cub * 1e-6, bytes / t_ours * 1e-3,
           bytes / t_cub * 1e-3, t_cub / t_ours);
       fmt::print("{}", row);
       std::fflush(stdout);
@@ -154,6 +165,7 @@ int main(int argc, char** argv) {
   // S = 1 changes the numerics, so this is a measurement, not a mode.
   std::string splits_table = "| shape (K->N) | M | S | best µs (variant) | S=1 best µs (variant) |\n|---|---|---|---|---|\n";
   for (const Shape& s : {shapes[0], shapes[1], shapes[3]}) {
+    if (!sweep_variants) break;
     const std::vector<Buffer> ws = weight_copies(*inv, s, 3);
     const int n_copies = static_cast<int>(ws.size());
     Buffer y(*inv, size_t(max_m) * s.n * 4);
@@ -183,8 +195,12 @@ int main(int argc, char** argv) {
                                   best_v[1]);
     }
   }
-  fmt::print("\nSplit-count experiment:\n\n{}", splits_table);
-  fmt::print("\nTile variants (size class by M: ≤16 small, ≤256 mid, else large):\n\n{}", sweep);
+  if (sweep_variants) {
+    fmt::print("\nSplit-count experiment:\n\n{}", splits_table);
+    fmt::print("\nTile variants (size class by M: ≤16 small, ≤256 mid, else large):\n\n{}", sweep);
+  }
+  fmt::print("\nGEMM plans (verified at startup):\n");
+  for (const auto& line : cuda_gemm_plan_report(*inv)) fmt::print("  {}\n", line);
   fmt::print("\n{}", table);
   return 0;
 }

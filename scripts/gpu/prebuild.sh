@@ -9,13 +9,18 @@ src=${1:-$root}
 build=${BUILD_DIR:-$root/build-gpu}
 carry=$root/build-gpu-carry
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON -DDETLLM_BENCH=ON >/dev/null
-ninja -C "$build" -j"${JOBS:-2}" test_cuda cuda_gemm_bench cuda_attention_bench
+bins="cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench"
+# shellcheck disable=SC2086
+ninja -C "$build" -j"${JOBS:-2}" test_cuda $bins
 rm -rf "$carry"
 mkdir -p "$carry/lib"
-cp "$build/tests/test_cuda" "$build/bench/cuda_gemm_bench" "$build/bench/cuda_attention_bench" "$carry/"
-strip "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry/cuda_attention_bench"
+cp "$build/tests/test_cuda" "$carry/"
+for b in $bins; do cp "$build/bench/$b" "$carry/"; done
+# shellcheck disable=SC2086
+(cd "$carry" && strip test_cuda $bins)
 # Every shared library they load except the C runtime and CUDA's own (the GPU image has those).
-ldd "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry/cuda_attention_bench" | awk '/=> \// {print $3}' | sort -u |
+# shellcheck disable=SC2086
+(cd "$carry" && ldd test_cuda $bins) | awk '/=> \// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux-x86-64|libdl|libpthread|librt|libcublas|libcublasLt|libcudart)\.so' |
   xargs -r cp -L -t "$carry/lib"
 echo "max GLIBC symbol version needed: $(objdump -T "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry"/lib/* 2>/dev/null |

@@ -3,7 +3,8 @@
 # $OUT (default gpu-out/). Builds there with -DDETLLM_CUDA=ON (sm_90a) when the project's build
 # deps are present; otherwise runs the binaries scripts/gpu/prebuild.sh made (build-gpu-carry/).
 # Usage, repo root of the GPU machine: scripts/gpu/run_gpu.sh [gtest filter]  (docs/cuda.md)
-#   env: BENCH_ARGS (e.g. --quick), TEST_TIMEOUT (s, default 360), BENCH_TIMEOUT (s, default 180),
+#   env: BENCH_ARGS (e.g. --quick, also given to the end-to-end bench), TEST_TIMEOUT (s, default
+#        360), BENCH_TIMEOUT (s, default 180), E2E_TIMEOUT (s, default 300),
 #        GPU_BUILD=0 (use build-gpu-carry/ even where the deps are present)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,13 +30,14 @@ have_deps() {
   [ -f /usr/include/gtest/gtest.h ] && [ -d /usr/include/nlohmann ] && command -v nvcc >/dev/null
 }
 
-test_bin="" bench_bin="" attn_bin="" how=""
+test_bin="" bench_bin="" attn_bin="" e2e_bin="" how=""
 if [ "${GPU_BUILD:-auto}" != 0 ] && have_deps; then
   build=$root/build-gpu-device
   if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON \
        -DDETLLM_BENCH=ON >"$out/build.log" 2>&1 &&
-     ninja -C "$build" -j"$(nproc)" test_cuda cuda_gemm_bench cuda_attention_bench >>"$out/build.log" 2>&1; then
+     ninja -C "$build" -j"$(nproc)" test_cuda cuda_gemm_bench cuda_attention_bench cuda_e2e_bench >>"$out/build.log" 2>&1; then
     test_bin=$build/tests/test_cuda bench_bin=$build/bench/cuda_gemm_bench attn_bin=$build/bench/cuda_attention_bench
+    e2e_bin=$build/bench/cuda_e2e_bench
     how="built on the GPU machine (-DDETLLM_CUDA=ON, sm_90a)"
   fi
 else
@@ -43,7 +45,7 @@ else
 fi
 if [ -z "$test_bin" ] && [ -x "$root/build-gpu-carry/test_cuda" ]; then
   test_bin=$root/build-gpu-carry/test_cuda bench_bin=$root/build-gpu-carry/cuda_gemm_bench
-  attn_bin=$root/build-gpu-carry/cuda_attention_bench
+  attn_bin=$root/build-gpu-carry/cuda_attention_bench e2e_bin=$root/build-gpu-carry/cuda_e2e_bench
   how="prebuilt by scripts/gpu/prebuild.sh (carried in build-gpu-carry/)"
   export LD_LIBRARY_PATH=$root/build-gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -68,12 +70,15 @@ timeout "${BENCH_TIMEOUT:-180}" "$bench_bin" ${BENCH_ARGS:-} 2>&1 | tee "$out/cu
 bench_rc=${PIPESTATUS[0]}
 timeout "${BENCH_TIMEOUT:-180}" "$attn_bin" 2>&1 | tee "$out/cuda_attention_bench.log"
 attn_rc=${PIPESTATUS[0]}
+# shellcheck disable=SC2086
+timeout "${E2E_TIMEOUT:-300}" "$e2e_bin" ${BENCH_ARGS:-} 2>&1 | tee "$out/cuda_e2e_bench.log"
+e2e_rc=${PIPESTATUS[0]}
 t2=$(date +%s)
 
 {
   echo "# detllm GPU report"
   echo
-  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc and $attn_rc ($((t2 - t1)) s)."
+  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc, $attn_rc and $e2e_rc ($((t2 - t1)) s)."
   echo
   echo '## Machine'
   echo '```'
@@ -94,6 +99,11 @@ t2=$(date +%s)
   grep -E '^device copy' "$out/cuda_attention_bench.log"
   echo
   sed -n '/^| decode batch/,$p' "$out/cuda_attention_bench.log"
+  echo
+  echo '## End-to-end decode, Llama-3.1-8B synthetic (cuda_e2e_bench)'
+  echo
+  grep -E '^device:' "$out/cuda_e2e_bench.log"
+  sed -n '/^Llama-3.1-8B decode/,$p' "$out/cuda_e2e_bench.log"
 } >"$out/report.md"
 echo "report: $out/report.md"
-exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0))
+exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0 || e2e_rc != 0))

@@ -6,6 +6,13 @@
 
 #include <functional>
 
+#include "determinism/self_check.h"
+#include "engine/engine_config.h"
+
+namespace detllm {
+class LlamaModel;
+}
+
 namespace detllm::cli {
 
 // A registered subcommand: its CLI11 node (parsed() tells whether it was chosen) and its body.
@@ -14,7 +21,16 @@ struct Command {
   std::function<int()> run;
 };
 
+Command add_check_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
+
+// The startup self-check (design.md Rule 3) before an engine is built: runs run_self_check on
+// the model's ops with its shapes and the engine's block size, prints one line to stderr
+// ("<who>: self-check: 9 checks passed in 0.41 s (cpu)", or the failure and what it means),
+// and returns the verdict for EngineConfig::self_check — disabled, without running, when
+// config.policy.self_check is off. Defined in check_cmd.cpp.
+SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::EngineConfig& config,
+                                    const char* who);
 
 }  // namespace detllm::cli

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
@@ -26,12 +27,20 @@ struct GenerateOptions {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_special = false;
   bool ignore_eos = false;
+  bool self_check = true;  // the startup self-check (--no-self-check turns it off)
+  BackendOptions backend;  // --backend, --numerics, --device
 };
 
 int run_generate(const GenerateOptions& o) {
+  // --numerics fast makes the request non-deterministic (the fast path promises nothing), so
+  // the one request and the backend run the same mode. The backend first: a missing GPU
+  // fails before the (slow) model load.
+  const NumericsMode mode = parse_numerics_mode(o.backend.numerics);
+  Backend backend = make_backend(o.backend, mode, o.threads);
   Progress progress("loading model");
   ModelBundle b = open_model_bundle(o.model, o.threads,
                                     [&](size_t d, size_t t) { progress.update(d, t); });
+  install_backend(b, backend);
   const ModelConfig& c = b.model->config;
   progress.finish(fmt::format("{} ({}, {} layers, dim {}, vocab {})", b.model->name,
                               model_arch_name(c.arch), c.n_layers, c.dim, c.vocab_size));
@@ -48,8 +57,14 @@ int run_generate(const GenerateOptions& o) {
   req.sampling.seed = o.seed;
 
   engine::EngineConfig cfg;
+  cfg.policy.default_mode = mode;
+  cfg.policy.deterministic_by_default = mode == NumericsMode::kInvariant;
   cfg.kv_cache_tokens = static_cast<int32_t>(req.prompt.size()) + o.max_tokens + 16;
   cfg.scheduler.max_tokens_per_step = 512;
+  // A failed self-check makes add_request refuse a deterministic request with the reason; a
+  // non-deterministic run (--numerics fast) has nothing to verify.
+  cfg.policy.self_check = o.self_check && cfg.policy.deterministic_by_default;
+  cfg.self_check = startup_self_check(*b.llama, cfg, "detllm generate");
   engine::Engine eng(*b.llama, cfg, b.tokenizer.get());
 
   StreamDecoder decoder(*b.tokenizer, /*skip_special_tokens=*/true);
@@ -126,6 +141,14 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_flag("--no-special", o->no_special,
                 "Do not add the tokenizer's special tokens (e.g. BOS) to the prompt");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  add_backend_options(*cmd, o->backend,
+                      "Numerics path: invariant (batch-invariant kernels: a deterministic "
+                      "request) or fast (cuda: default cuBLAS GEMM, no guarantee: the request "
+                      "is not deterministic). The CPU runs the same kernels for both");
+  cmd->add_flag_function("--no-self-check", [o](std::int64_t) { o->self_check = false; },
+                         "Skip the startup self-check (bit-invariance of the kernels on this "
+                         "machine, see `detllm check`); the output is then not verified to be "
+                         "reproducible");
   return {cmd, [o] { return run_generate(*o); }};
 }
 

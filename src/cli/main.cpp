@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   const std::vector<detllm::cli::Command> commands = {
       detllm::cli::add_generate_command(app),
       detllm::cli::add_serve_command(app),
+      detllm::cli::add_check_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

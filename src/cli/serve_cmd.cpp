@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
@@ -32,6 +33,7 @@ struct ServeOptions {
   bool prefix_cache = true;
   bool deterministic_default = true;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  BackendOptions backend;  // --backend, --numerics, --device
 };
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
@@ -86,13 +88,20 @@ int run_serve(ServeOptions& o) {
     check_first.model_names = {"-"};
     check_first.validate();
   }
+  // --numerics: the mode of the requests that are not deterministic. The backend first: a
+  // missing GPU fails before the (slow) model load.
+  o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
+  Backend backend =
+      make_backend(o.backend, backend_mode_for(o.backend, o.engine.policy), o.threads);
   Progress progress("loading model");
   ModelBundle b = open_model_bundle(o.model, o.threads,
                                     [&](size_t d, size_t t) { progress.update(d, t); });
+  install_backend(b, backend);
   progress.finish(b.model->name);
 
   o.engine.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   o.engine.policy.deterministic_by_default = o.deterministic_default;
+  o.engine.self_check = startup_self_check(*b.llama, o.engine, "detllm serve");
   server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get());
   const engine::EngineConfig& cfg = loop.config();
 
@@ -108,17 +117,16 @@ int run_serve(ServeOptions& o) {
   ctx.deterministic_by_default = cfg.policy.deterministic_by_default;
   FingerprintInputs fin;
   fin.weights_hash = b.model->weights_hash;
-  fin.backend = "cpu";
-  fin.backend_build = std::string(cpu_simd_arch());
+  fin.backend = backend.fingerprint_name;
+  fin.backend_build = backend.build;
   fin.kv_block_size = cfg.scheduler.kv.block_size;
   fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(true)));
   ctx.fingerprint_deterministic = numerics_fingerprint(fin);
   fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(false)));
   ctx.fingerprint_other = numerics_fingerprint(fin);
   ctx.policy_description = cfg.policy.describe();
-  ctx.backend_description = fmt::format("cpu; build={}", cpu_simd_arch());
-  // The startup self-check (design.md Rule 3) is not implemented by the engine yet.
-  ctx.self_check_status = cfg.policy.self_check ? "not_run" : "disabled";
+  ctx.backend_description = backend.description;
+  ctx.self_check_status = std::string(self_check_state_name(cfg.self_check.state));
   ctx.started_at = server::unix_now();
 
   std::unique_ptr<server::ChatPrompt> chat;
@@ -238,6 +246,16 @@ Command add_serve_command(CLI::App& app) {
                   "Whether a request that does not set 'deterministic' is deterministic "
                   "(true|false)")
       ->capture_default_str();
+  add_backend_options(*cmd, o->backend,
+                      "Numerics path of the requests that are not deterministic (deterministic "
+                      "ones always run invariant): invariant, or fast (no guarantee; the CPU "
+                      "runs the same kernels for both; cuda: not with serve yet, as one GPU "
+                      "backend runs one mode)");
+  cmd->add_flag_function("--no-self-check",
+                         [o](std::int64_t) { o->engine.policy.self_check = false; },
+                         "Skip the startup self-check (bit-invariance of the kernels on this "
+                         "machine, see `detllm check`); deterministic requests are then served "
+                         "unverified");
   return {cmd, [o] { return run_serve(*o); }};
 }
 

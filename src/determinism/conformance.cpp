@@ -28,6 +28,8 @@ RunResult run(const Target& target, const Execution& exec,
   for (const engine::Request& w : exec.warmup) eng.add_request(w, {});
   eng.run_until_idle();
   const int64_t warmup_cached = eng.stats().n_cached_tokens;
+  const int64_t warmup_padded = model.step_stats().n_padded_steps;
+  const int64_t warmup_replays = model.step_stats().n_graph_replays;
 
   RunResult res;
   res.traces.resize(n);
@@ -89,6 +91,8 @@ RunResult run(const Target& target, const Execution& exec,
   res.n_steps = eng.stats().n_steps;
   res.n_preemptions = eng.scheduler().stats().n_preemptions;
   res.n_cached_tokens = eng.stats().n_cached_tokens - warmup_cached;
+  res.n_padded_steps = model.step_stats().n_padded_steps - warmup_padded;
+  res.n_graph_replays = model.step_stats().n_graph_replays - warmup_replays;
   return res;
 }
 

@@ -61,6 +61,8 @@ struct RunResult {
   int64_t n_preemptions = 0;
   int64_t n_cached_tokens = 0;
   int64_t max_tokens_in_step = 0;
+  int64_t n_padded_steps = 0;   // decode steps padded to a bucket (V8: EngineConfig::cuda_graphs)
+  int64_t n_graph_replays = 0;  // of which replayed from a captured graph (CUDA)
 };
 
 // Runs `requests` (capture_logits is forced on) to completion under `exec`. Throws

@@ -13,7 +13,8 @@ Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokeni
       config_(config.resolved(model.config())),
       tokenizer_(tokenizer),
       scheduler_(config_.scheduler),
-      runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size) {
+      runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size,
+              config_.cuda_graphs) {
   if (tokenizer_ && tokenizer_->eos_id()) eos_ids_.push_back(*tokenizer_->eos_id());
 }
 
@@ -23,6 +24,9 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   request.validate(model_.config().vocab_size, config_.max_model_len);
   check(request.stop.empty() || tokenizer_ != nullptr,
         "stop strings need a tokenizer; this engine has none");
+  if (!deterministic_allowed() && is_deterministic(request)) {
+    throw SelfCheckRefusal(config_.self_check.refusal_message());
+  }
   SequenceOptions opts;
   opts.max_new_tokens = request.max_tokens;
   opts.all_logits = request.prompt_logprobs >= 0;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
@@ -19,6 +20,14 @@ class Tokenizer;
 }
 
 namespace detllm::engine {
+
+// Thrown by add_request for a deterministic request while the startup self-check has failed
+// (EngineConfig::self_check): the message says what failed and what to do. The server maps it
+// to HTTP 503 (code "self_check_failed").
+class SelfCheckRefusal : public Error {
+ public:
+  using Error::Error;
+};
 
 struct EngineStats {
   int64_t n_steps = 0;
@@ -37,7 +46,8 @@ class Engine {
          const Tokenizer* tokenizer = nullptr);
   ~Engine();
 
-  // Validates and queues a request; callbacks fire from step(). Throws detllm::Error.
+  // Validates and queues a request; callbacks fire from step(). Throws detllm::Error, and
+  // SelfCheckRefusal for a deterministic request when the self-check failed.
   RequestId add_request(Request request, RequestCallbacks callbacks);
   // Cancels a request: its sequences free their KV, on_finish(kAbort) fires for live samples.
   void abort(RequestId id);
@@ -58,6 +68,8 @@ class Engine {
   bool is_deterministic(const Request& r) const {
     return r.deterministic.value_or(config_.policy.deterministic_by_default);
   }
+  // False when the startup self-check failed: deterministic requests are refused.
+  bool deterministic_allowed() const { return !config_.self_check.refuses_deterministic(); }
 
  private:
   struct SampleState {

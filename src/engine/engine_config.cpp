@@ -24,6 +24,7 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
         model.max_position);
   c.scheduler.validate();
   c.policy.validate();
+  if (!c.policy.self_check) c.self_check = SelfCheckVerdict::disabled();
   return c;
 }
 

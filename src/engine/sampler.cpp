@@ -1,10 +1,11 @@
-// The sampler's fast path and its reference (the specification is in sampler.h). The fast
-// path builds the rank order lazily by partial selection; the reference sorts everything. Both
-// perform the same floating-point operations in the same order, so they agree bit for bit.
+// The sampler's fast path and its reference (the specification is in sampler.h; the shared
+// arithmetic in sampler_math.h, which the CUDA sampler uses too). The fast path builds the rank
+// order lazily by partial selection; the reference sorts everything. Masses are summed exactly
+// (128-bit integers), so both agree bit for bit whatever order they add in.
+// Tests: tests/engine/sampler_test.cpp, tests/engine/sampler_math_test.cpp.
 #include "engine/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -12,119 +13,29 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "engine/sampler_math.h"
 
 namespace detllm {
 namespace {
 
-// ---- exp and log of our own ----
-// Built from IEEE +, -, *, / and exact bit operations only (no libm, no FMA: the build has
-// -ffp-contract=off), so their bits depend on this code alone, not on the C library version or
-// the CPU that glibc's dispatch sees, and a GPU sampler can reproduce them operation for
-// operation. Both are within 1 ulp of glibc's (tested).
+using sampler_math::logit_gap;
+using sampler_math::logprob_from_gap;
+using sampler_math::mass;
+using sampler_math::U128;
 
-inline constexpr double kLn2Hi = 0x1.62e42feep-1;        // ln 2 rounded to 32 bits: k * kLn2Hi
-inline constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;  // is exact for |k| < 2^21; + kLn2Lo
-inline constexpr double kInvLn2 = 0x1.71547652b82fep0;   // 1 / ln 2
-
-constexpr double inv_factorial(int n) {
-  double c = 1.0;
-  for (int i = 2; i <= n; ++i) c /= i;
-  return c;
-}
-
-// exp(x) for x <= 0 (valid up to x ~ 600). Branch-free, so loops over it vectorize.
-inline double exp_nonpositive(double x) {
-  // Clamp at -746 (exp rounds to 0 below it; -inf and NaN land there too). In the integer
-  // domain: for negative doubles the bit pattern grows with the magnitude, and an integer
-  // select is if-converted where a float compare (which may trap) is not.
-  constexpr uint64_t kClampBits = std::bit_cast<uint64_t>(-746.0);
-  const uint64_t x_bits = std::bit_cast<uint64_t>(x);
-  const double xc = std::bit_cast<double>(x_bits > kClampBits ? kClampBits : x_bits);
-  // x = k ln2 + r, |r| <= ln2 / 2; adding the shifter rounds x / ln2 to an integer k.
-  constexpr double kShifter = 0x1.8p52;
-  const double shifted = xc * kInvLn2 + kShifter;
-  const double k = shifted - kShifter;
-  const double r = (xc - k * kLn2Hi) - k * kLn2Lo;
-  // exp(r) by its Taylor series to degree 13 (truncation < 1e-17 relative), Horner's rule.
-  double p = inv_factorial(13);
-  p = p * r + inv_factorial(12);
-  p = p * r + inv_factorial(11);
-  p = p * r + inv_factorial(10);
-  p = p * r + inv_factorial(9);
-  p = p * r + inv_factorial(8);
-  p = p * r + inv_factorial(7);
-  p = p * r + inv_factorial(6);
-  p = p * r + inv_factorial(5);
-  p = p * r + inv_factorial(4);
-  p = p * r + inv_factorial(3);
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  // p * 2^k as (p * 2^(k + 64)) * 2^-64: the first product is exact (k + 64 >= -1013 is a
-  // normal exponent), the second rounds once, also into the subnormal range. The low bits of
-  // `shifted` hold k in two's complement.
-  const uint64_t biased_exponent =
-      std::bit_cast<uint64_t>(shifted) - std::bit_cast<uint64_t>(kShifter) + 64 + 1023;
-  return (p * std::bit_cast<double>(biased_exponent << 52)) * 0x1p-64;
-}
-
-// log(x) for finite x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact),
-// s = f / (2 + f), log(1 + f) = 2 atanh(s) = f - (f^2/2 - s (f^2/2 + R)),
-// R = sum_{n=1..11} 2 s^(2n) / (2n + 1).
-double log_positive(double x) {
-  int64_t e = 0;
-  if (x < 0x1p-1022) {  // subnormal: normalize first
-    x *= 0x1p54;
-    e = -54;
-  }
-  const uint64_t bits = std::bit_cast<uint64_t>(x);
-  e += static_cast<int64_t>(bits >> 52) - 1022;  // x = m 2^e, m in [0.5, 1)
-  double m = std::bit_cast<double>((bits & 0x000fffffffffffffULL) | 0x3fe0000000000000ULL);
-  if (m < 0x1.6a09e667f3bcdp-1) {  // sqrt(1/2)
-    m *= 2.0;
-    e -= 1;
-  }
-  const double f = m - 1.0;
-  const double s = f / (2.0 + f);
-  const double z = s * s;
-  double r = 2.0 / 23;
-  for (int n = 10; n >= 1; --n) r = r * z + 2.0 / (2 * n + 1);
-  r = r * z;
-  const double half_f2 = 0.5 * f * f;
-  const double de = static_cast<double>(e);
-  return de * kLn2Hi + (f - (half_f2 - (s * (half_f2 + r) + de * kLn2Lo)));
-}
-
-// ---- Arithmetic shared by both paths: each quantity of the spec is computed in one place. ----
-
-// d_i = double(x_i) - double(m)
-inline double logit_gap(float x, float max) {
-  return static_cast<double>(x) - static_cast<double>(max);
-}
-
-// e_i = exp(d_i / T). For T == 1, d / 1.0 == d, so these are also the terms of Z1.
-inline double weight(float x, float max, double temperature) {
-  return exp_nonpositive(logit_gap(x, max) / temperature);
-}
-
-// Sum of e_i over all tokens in ascending id, from 0.0: the weights of each block are computed
-// in their own loop (which vectorizes; same bits per element), then added one by one in order.
-double sum_weights(std::span<const float> logits, float max, double temperature) {
+// Exact sum of the masses of every token at temperature T (any order gives the same value;
+// the masses of a block are computed in their own loop, which vectorizes).
+U128 sum_masses(std::span<const float> logits, float max, double temperature) {
   constexpr size_t kBlock = 256;
-  double block[kBlock];
-  double sum = 0.0;
+  uint64_t block[kBlock];
+  U128 sum;
   for (size_t begin = 0; begin < logits.size(); begin += kBlock) {
     const size_t n = std::min(kBlock, logits.size() - begin);
     const float* x = logits.data() + begin;
-    for (size_t i = 0; i < n; ++i) block[i] = weight(x[i], max, temperature);
-    for (size_t i = 0; i < n; ++i) sum += block[i];
+    for (size_t i = 0; i < n; ++i) block[i] = mass(x[i], max, temperature);
+    for (size_t i = 0; i < n; ++i) sum = sampler_math::add(sum, block[i]);
   }
   return sum;
-}
-
-// logprob_i = float(d_i - log(Z1))
-inline float logprob_from_gap(float x, float max, double log_z1) {
-  return static_cast<float>(logit_gap(x, max) - log_z1);
 }
 
 // Total order of the top logprobs: (logprob desc, token asc).
@@ -132,11 +43,9 @@ inline bool logprob_ranks_before(const TokenLogprob& a, const TokenLogprob& b) {
   return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
 }
 
-// The uniform of the draw (spec step 6).
-double draw_uniform(const SamplingParams& params, int64_t position, uint32_t sample_index) {
-  const PhiloxCounter block = philox_random_block(params.seed, static_cast<uint32_t>(position),
-                                                  sample_index, 0, RandomDomain::kSampleToken);
-  return uniform53_from_bits(block[0], block[1]);
+// The draw's 53 random bits (spec step 5).
+uint64_t draw_bits(const SamplingParams& params, int64_t position, uint32_t sample_index) {
+  return sampler_math::draw_bits53(params.seed, static_cast<uint32_t>(position), sample_index);
 }
 
 void check_position(int64_t position) {
@@ -146,13 +55,17 @@ void check_position(int64_t position) {
         position);
 }
 
+double log_min_p_of(const SamplingParams& params) {
+  return sampler_math::log_positive(static_cast<double>(params.min_p));
+}
+
 // ---- Fast path ----
 
 // Max, lowest-id argmax and Z1 of the raw logits, with input validation.
 struct LogitStats {
   float max = 0.0f;
   int32_t argmax = 0;
-  double z1 = 0.0;
+  U128 z1;
   double log_z1 = 0.0;
 };
 
@@ -174,8 +87,8 @@ LogitStats logit_stats(std::span<const float> logits) {
     }
   }
   check(stats.argmax >= 0, "sampling: every logit is -inf: no token can be chosen");
-  stats.z1 = sum_weights(logits, stats.max, 1.0);
-  stats.log_z1 = log_positive(stats.z1);
+  stats.z1 = sum_masses(logits, stats.max, 1.0);
+  stats.log_z1 = sampler_math::log_normalizer(stats.z1);
   return stats;
 }
 
@@ -274,14 +187,10 @@ class RankOrder {
   bool all_loaded_ = false;
 };
 
-// Sum of the weights of s(0) .. s(n-1) in ascending token id (n <= order.n_sorted()).
-double prefix_mass_by_id(RankOrder& order, size_t n, float max, double temperature) {
-  std::vector<Candidate> kept(n);
-  for (size_t j = 0; j < n; ++j) kept[j] = order[j];
-  std::sort(kept.begin(), kept.end(),
-            [](const Candidate& a, const Candidate& b) { return a.token < b.token; });
-  double sum = 0.0;
-  for (const Candidate& c : kept) sum += weight(c.logit, max, temperature);
+// C_n: exact mass of s(0) .. s(n-1).
+U128 prefix_mass(RankOrder& order, size_t n, float max, double temperature) {
+  U128 sum;
+  for (size_t j = 0; j < n; ++j) sum = sampler_math::add(sum, mass(order[j].logit, max, temperature));
   return sum;
 }
 
@@ -307,7 +216,7 @@ std::vector<TokenLogprob> top_logprobs_fast(std::span<const float> logits, RankO
   return result;
 }
 
-// Spec steps 1-6 for T > 0.
+// Spec steps 1-5 for T > 0.
 int32_t draw_token(std::span<const float> logits, const SamplingParams& params,
                    const LogitStats& stats, RankOrder& order, int64_t position,
                    uint32_t sample_index) {
@@ -315,85 +224,69 @@ int32_t draw_token(std::span<const float> logits, const SamplingParams& params,
   const double temperature = static_cast<double>(params.temperature);
   const float max = stats.max;
 
-  // 2. top-k and Z.
-  size_t k_size = vocab;
-  double z = 0.0;
+  // 1. top-k and Z.
+  size_t n = vocab;
+  U128 kept_mass;  // C_n
   if (params.top_k_enabled() && static_cast<size_t>(params.top_k) < vocab) {
-    k_size = static_cast<size_t>(params.top_k);
-    order.extend(k_size);
-    z = prefix_mass_by_id(order, k_size, max, temperature);
+    n = static_cast<size_t>(params.top_k);
+    kept_mass = prefix_mass(order, n, max, temperature);
   } else if (temperature == 1.0) {
-    z = stats.z1;  // same terms, same order
+    kept_mass = stats.z1;  // the same masses
   } else {
-    z = sum_weights(logits, max, temperature);
+    kept_mass = sum_masses(logits, max, temperature);
   }
 
-  // 3. top-p.
-  size_t n = k_size;
+  // 2. top-p: the first prefix whose mass reaches ceil(top_p * Z).
   if (params.top_p < 1.0f) {
-    const double threshold = static_cast<double>(params.top_p) * z;
-    double cumulative = 0.0;
+    const U128 threshold = sampler_math::top_p_threshold(kept_mass, params.top_p);
+    U128 cumulative;
     size_t j = 0;
-    for (; j < k_size; ++j) {
-      cumulative += weight(order[j].logit, max, temperature);
+    while (j < n) {
+      cumulative = sampler_math::add(cumulative, mass(order[j].logit, max, temperature));
+      ++j;
       if (cumulative >= threshold) break;
     }
-    n = j < k_size ? j + 1 : k_size;
+    n = j;
+    kept_mass = cumulative;
   }
 
-  // 4. min-p, as a test on d / T that is true on a prefix of the rank order.
-  const double log_min_p = params.min_p > 0.0f ? log_positive(static_cast<double>(params.min_p))
-                                               : -std::numeric_limits<double>::infinity();
-  const auto passes_min_p = [&](float x) { return logit_gap(x, max) / temperature >= log_min_p; };
-  bool kept_materialized = true;  // is the kept prefix inside order's sorted part?
+  // 3. min-p: the passing tokens are a rank prefix, so count them in any order; when they are
+  // fewer than n they are the kept set, and their mass is summed in any order too.
   if (params.min_p > 0.0f) {
-    if (n <= order.n_sorted()) {
-      size_t j = 0;
-      while (j < n && passes_min_p(order[j].logit)) ++j;
-      n = j;
-    } else {
-      // Nothing has ranked the whole vocab (top-k and top-p off): count instead of sorting.
-      size_t count = 0;
-      for (const float x : logits) count += passes_min_p(x) ? 1 : 0;
-      n = count;
-      kept_materialized = n <= order.n_sorted();
+    const double log_min_p = log_min_p_of(params);
+    size_t count = 0;
+    for (const float x : logits) {
+      count += sampler_math::passes_min_p(x, max, temperature, log_min_p) ? 1 : 0;
     }
-  }
-
-  // 5. mass of the kept set.
-  double mass = z;
-  if (n < k_size) {
-    if (kept_materialized) {
-      mass = prefix_mass_by_id(order, n, max, temperature);
-    } else {
-      // Kept set = {i : passes_min_p(x_i)} (top-k and top-p off), summed in id order.
-      mass = 0.0;
+    if (count < n) {
+      n = count;
+      kept_mass = U128{};
       for (const float x : logits) {
-        if (passes_min_p(x)) mass += weight(x, max, temperature);
+        if (sampler_math::passes_min_p(x, max, temperature, log_min_p)) {
+          kept_mass = sampler_math::add(kept_mass, mass(x, max, temperature));
+        }
       }
     }
   }
 
-  // 6. inverse CDF over the kept prefix, in rank order.
-  const double target = draw_uniform(params, position, sample_index) * mass;
-  double cumulative = 0.0;
+  // 4-5. inverse CDF over the kept prefix, in rank order.
+  const U128 target =
+      sampler_math::draw_target(kept_mass, draw_bits(params, position, sample_index));
+  U128 cumulative;
   for (size_t j = 0; j < n; ++j) {
-    cumulative += weight(order[j].logit, max, temperature);
-    if (target < cumulative) return order[j].token;
+    cumulative = sampler_math::add(cumulative, mass(order[j].logit, max, temperature));
+    if (cumulative > target) return order[j].token;
   }
-  for (size_t j = n; j-- > 0;) {
-    if (weight(order[j].logit, max, temperature) > 0.0) return order[j].token;
-  }
-  return order[0].token;  // unreachable: e_s(0) = 1
+  throw_error("sampling: internal error: the draw fell outside the kept mass");
 }
 
 }  // namespace
 
 double sampler_exp(double x) {
-  return exp_nonpositive(x);
+  return sampler_math::exp_nonpositive(x);
 }
 double sampler_log(double x) {
-  return log_positive(x);
+  return sampler_math::log_positive(x);
 }
 
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, int64_t position,
@@ -417,6 +310,20 @@ SampleResult sample(std::span<const float> logits, const SamplingParams& params,
   result.logprob =
       logprob_from_gap(logits[static_cast<size_t>(result.token)], stats.max, stats.log_z1);
   return result;
+}
+
+SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row) {
+  const SampleResult r = sample(logits, sampling_params_of(row), row.position, row.sample_index);
+  SampleRowResult out;
+  out.token = r.token;
+  out.logprob = r.logprob;
+  out.status = SampleRowStatus::kOk;
+  out.n_top = static_cast<int32_t>(r.top_logprobs.size());
+  for (size_t j = 0; j < r.top_logprobs.size(); ++j) {
+    out.top_tokens[j] = r.top_logprobs[j].token;
+    out.top_logprobs[j] = r.top_logprobs[j].logprob;
+  }
+  return out;
 }
 
 float logprob_of(std::span<const float> logits, int32_t token) {
@@ -451,9 +358,9 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
         "sampling: every logit is -inf: no token can be chosen");
 
   // Logprobs of the raw logits.
-  double z1 = 0.0;
-  for (size_t i = 0; i < vocab; ++i) z1 += weight(logits[i], max, 1.0);
-  const double log_z1 = log_positive(z1);
+  U128 z1;
+  for (size_t i = 0; i < vocab; ++i) z1 = sampler_math::add(z1, mass(logits[i], max, 1.0));
+  const double log_z1 = sampler_math::log_normalizer(z1);
   std::vector<TokenLogprob> all(vocab);
   for (size_t i = 0; i < vocab; ++i) {
     all[i] = TokenLogprob{static_cast<int32_t>(i), logprob_from_gap(logits[i], max, log_z1)};
@@ -476,66 +383,39 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
     result.token = rank[0];
   } else {
     const double temperature = static_cast<double>(params.temperature);
-    std::vector<double> e(vocab);  // 1. weights, by token id
-    for (size_t i = 0; i < vocab; ++i) e[i] = weight(logits[i], max, temperature);
-    const auto e_rank = [&](size_t j) { return e[static_cast<size_t>(rank[j])]; };
-
-    // Sum of e over the rank prefix s(0) .. s(n-1), in ascending token id.
-    const auto prefix_mass = [&](size_t n) {
-      std::vector<bool> member(vocab, false);
-      for (size_t j = 0; j < n; ++j) member[static_cast<size_t>(rank[j])] = true;
-      double sum = 0.0;
-      for (size_t i = 0; i < vocab; ++i) {
-        if (member[i]) sum += e[i];
-      }
-      return sum;
-    };
-
-    // 2. top-k.
+    // C[n] = mass of s(0) .. s(n-1), n = 0 .. V.
+    std::vector<U128> c(vocab + 1);
+    for (size_t j = 0; j < vocab; ++j) {
+      c[j + 1] = sampler_math::add(c[j], mass(logits[static_cast<size_t>(rank[j])], max, temperature));
+    }
+    // 1. top-k.
     const size_t k_size =
         params.top_k > 0 ? std::min(static_cast<size_t>(params.top_k), vocab) : vocab;
-    const double z = prefix_mass(k_size);
-    // 3. top-p.
+    const U128 z = c[k_size];
+    // 2. top-p.
     size_t n_p = k_size;
     if (params.top_p < 1.0f) {
-      double cumulative = 0.0;
-      for (size_t n = 1; n <= k_size; ++n) {
-        cumulative += e_rank(n - 1);
-        if (cumulative >= static_cast<double>(params.top_p) * z) {
-          n_p = n;
-          break;
-        }
-      }
+      const U128 threshold = sampler_math::top_p_threshold(z, params.top_p);
+      n_p = 1;
+      while (c[n_p] < threshold) ++n_p;
     }
-    // 4. min-p.
+    // 3. min-p.
     size_t n = n_p;
     if (params.min_p > 0.0f) {
-      const double log_min_p = log_positive(static_cast<double>(params.min_p));
+      const double log_min_p = log_min_p_of(params);
       n = 0;
-      while (n < n_p &&
-             logit_gap(logits[static_cast<size_t>(rank[n])], max) / temperature >= log_min_p) {
+      while (n < n_p && sampler_math::passes_min_p(logits[static_cast<size_t>(rank[n])], max,
+                                                   temperature, log_min_p)) {
         ++n;
       }
     }
-    // 5. mass.
-    const double mass = n == k_size ? z : prefix_mass(n);
-    // 6. draw.
-    const double target = draw_uniform(params, position, sample_index) * mass;
-    double cumulative = 0.0;
-    bool found = false;
-    for (size_t j = 0; j < n && !found; ++j) {
-      cumulative += e_rank(j);
-      if (target < cumulative) {
-        result.token = rank[j];
-        found = true;
-      }
-    }
-    for (size_t j = n; !found && j-- > 0;) {
-      if (e_rank(j) > 0.0) {
-        result.token = rank[j];
-        found = true;
-      }
-    }
+    // 4-5. mass and draw.
+    const U128 target =
+        sampler_math::draw_target(c[n], draw_bits(params, position, sample_index));
+    size_t j = 0;
+    while (!(c[j + 1] > target)) ++j;
+    check(j < n, "sampling reference: the draw fell outside the kept set");
+    result.token = rank[j];
   }
   result.logprob = all[static_cast<size_t>(result.token)].logprob;
   return result;

@@ -1,10 +1,13 @@
-// Host-memory defaults of the Ops memory functions and the generic gather (CPU backends use
-// them as they are; the CUDA backend overrides them).
+// Host-memory defaults of the Ops memory functions, synthetic-weight fill and the generic
+// gather (CPU backends use them as they are; the CUDA backend overrides them).
 #include "kernels/ops.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "core/error.h"
+#include "kernels/synthetic_values.h"
 
 namespace detllm::kernels {
 
@@ -29,6 +32,20 @@ void Ops::download(void* dst_host, const void* src, size_t n_bytes) {
 
 void Ops::copy(void* dst, const void* src, size_t n_bytes) {
   if (n_bytes) std::memmove(dst, src, n_bytes);
+}
+
+void Ops::fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
+                       float scale) {
+  check(dtype == DType::kF32 || dtype == DType::kBF16,
+        "fill_uniform: dtype {} unsupported (f32 or bf16)", dtype_name(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = synthetic_value(key, static_cast<uint64_t>(i), center, scale);
+    if (dtype == DType::kF32) {
+      static_cast<float*>(dst)[i] = v;
+    } else {
+      static_cast<uint16_t*>(dst)[i] = f32_to_bf16(v);
+    }
+  }
 }
 
 void Ops::gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,

@@ -12,6 +12,11 @@
 
 #include "core/dtype.h"
 
+namespace detllm {
+struct SampleRowParams;  // engine/sample_row.h
+struct SampleRowResult;
+}  // namespace detllm
+
 namespace detllm::kernels {
 
 // A weight matrix, row-major: (rows = out_features N, cols = in_features K).
@@ -39,6 +44,8 @@ struct KvCacheLayer {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
 };
+
+class GraphCapture;
 
 // Metadata of one forward step: n_tokens tokens drawn from n_seqs sequences, in any order and
 // mix (prefill chunks and decode tokens together; there is no separate prefill/decode path).
@@ -79,6 +86,12 @@ class Ops {
   virtual void copy(void* dst, const void* src, size_t n_bytes);           // backend → backend
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}
+  // dst (n) of dtype (f32, or bf16 rounded to nearest even from the f32 value) = synthetic
+  // weights generated in place: dst[i] = synthetic_value(key, i, center, scale)
+  // (kernels/synthetic_values.h). Every backend gives the same bits, so a model generated in
+  // device memory equals the host-generated one uploaded (no host copy of 8B weights).
+  virtual void fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
+                            float scale);
 
   // ---- ops ----------------------------------------------------------------------------
 
@@ -118,6 +131,19 @@ class Ops {
   // out (n_rows, dim) = x[rows[r], :] — gathers the rows whose logits are wanted.
   virtual void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
                            float* out);
+
+  // ---- sampling (engine/sampler.h) ----------------------------------------------------
+  // out[r] (host) = the sampler's result for row r of logits (rows, vocab) (backend memory)
+  // with params[r] (host): token, logprob, top logprobs — bit-identical on every backend to
+  // detllm::sample(). The host default downloads each row (when needed) and calls the CPU
+  // sampler (kernels/sample_rows.cpp); CUDA samples on the device and downloads only results.
+  // Throws detllm::Error on invalid params or logits (NaN, +inf, all -inf).
+  virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
+                           const SampleRowParams* params, SampleRowResult* out);
+
+  // ---- optional: step graphs (GraphCapture below) ------------------------------------
+  // nullptr when every op runs eagerly (the host backends); CUDA: CUDA graphs.
+  virtual GraphCapture* graph_capture() { return nullptr; }
 };
 
 // RAII owner of backend memory (host or device) from Ops::alloc_bytes.
@@ -156,6 +182,35 @@ class Buffer {
   Ops* ops_ = nullptr;
   void* p_ = nullptr;
   size_t n_ = 0;
+};
+
+// A recorded sequence of ops (a CUDA graph), replayed by the GraphCapture that made it.
+class OpsGraph {
+ public:
+  virtual ~OpsGraph() = default;
+};
+
+// The optional capability of recording the ops queued between begin_capture() and
+// end_capture() — recorded, not run — and replaying them later with the same kernel arguments
+// (launch shapes and pointers). A replay reads and writes the very memory the capture saw, so
+// the caller keeps its buffers at fixed addresses and refreshes inputs in place (upload from
+// alloc_pinned memory) before replay(); the backend's own scratch is checked by graph_valid().
+// No op may synchronize or allocate while capturing: run the same ops once eagerly first, so
+// that the backend's scratch already has its size. Used by LlamaModel for padded decode steps
+// (model/step_padding.h, design.md V8); CUDA: kernels/cuda/cuda_graph.h.
+class GraphCapture {
+ public:
+  virtual ~GraphCapture() = default;
+  virtual void begin_capture() = 0;
+  virtual std::unique_ptr<OpsGraph> end_capture() = 0;
+  // Ends a capture that failed part-way (an op threw) and drops what was recorded.
+  virtual void abort_capture() = 0;
+  virtual void replay(const OpsGraph& graph) = 0;
+  // False once backend scratch the graph uses was reallocated: capture it again.
+  virtual bool graph_valid(const OpsGraph& graph) const = 0;
+  // Page-locked host memory, the source of uploads that overlap nothing else.
+  virtual void* alloc_pinned(size_t n_bytes) = 0;
+  virtual void free_pinned(void* p) = 0;
 };
 
 // The plain scalar reference (kernels/ref/): obvious loops, one thread. Tests compare every

@@ -1,6 +1,8 @@
 // Paged KV storage of a model in the backend's memory: for every layer, K and V pools of
 // [n_blocks, block_size, n_kv_heads, head_dim] fp32. Which block belongs to which sequence is
-// decided elsewhere (engine/kv_cache); this is only the memory.
+// decided elsewhere (engine/kv_cache); this is only the memory. Optional pad blocks after the
+// n_blocks usable ones take the K/V of padded decode rows (model/step_padding.h); no sequence
+// ever maps them.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +15,16 @@ namespace detllm {
 
 class KvStorage {
  public:
-  KvStorage(kernels::Ops& ops, const ModelConfig& config, int32_t n_blocks, int32_t block_size);
+  // n_pad_slots: slots reserved for pad rows (rounded up to whole blocks), 0 = none.
+  KvStorage(kernels::Ops& ops, const ModelConfig& config, int32_t n_blocks, int32_t block_size,
+            int32_t n_pad_slots = 0);
 
-  int32_t n_blocks() const { return n_blocks_; }
+  int32_t n_blocks() const { return n_blocks_; }  // usable blocks 0 … n_blocks - 1
   int32_t block_size() const { return block_size_; }
+  int32_t n_layers() const { return static_cast<int32_t>(k_.size()); }
+  int32_t pad_block() const { return n_blocks_; }  // first pad block
+  int32_t n_pad_slots() const { return n_pad_blocks_ * block_size_; }
+  // The layer's pools, pad blocks included (KvCacheLayer::n_blocks = n_blocks + pad blocks).
   kernels::KvCacheLayer layer(int32_t i) const;
   // Copies one physical block's K/V (every layer) to another (copy-on-write of shared blocks).
   void copy_block(int32_t src, int32_t dst);
@@ -25,9 +33,10 @@ class KvStorage {
   kernels::Ops& ops_;
   int32_t n_blocks_;
   int32_t block_size_;
+  int32_t n_pad_blocks_;
   int32_t n_kv_heads_;
   int32_t head_dim_;
-  std::vector<kernels::Buffer> k_;  // (n_layers) x [n_blocks, block_size, n_kv_heads, head_dim]
+  std::vector<kernels::Buffer> k_;  // (n_layers) x [n_blocks + pad, block_size, kv_heads, hd]
   std::vector<kernels::Buffer> v_;  // same
 };
 

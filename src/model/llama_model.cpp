@@ -2,19 +2,87 @@
 #include "model/llama_model.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
+#include "model/synthetic.h"
 
 namespace detllm {
 
 struct LlamaModel::Workspace {
-  int32_t capacity = 0;  // tokens
+  int32_t capacity = 0;       // tokens (activations)
+  int32_t capacity_meta = 0;  // tokens (metadata; eager steps only)
   int32_t capacity_rows = 0;
   int32_t capacity_seq_entries = 0;
   kernels::Buffer x, xb, q, k, v, att, proj, gate, up;          // activations (n, ·)
   kernels::Buffer tokens, positions, seq_of_token, slots, rows;  // (n) int32 metadata
   kernels::Buffer block_tables;                                  // (n_seqs * max_blocks)
   kernels::Buffer out_rows, logits;                              // (n_rows, dim / vocab)
+};
+
+// Padded decode steps. One workspace for every graph (sized for the largest bucket) and, per
+// (padded shape, KV storage), the step's metadata buffer and its graph: a replay reads the
+// metadata at that fixed address, refreshed from pinned staging before each replay.
+struct LlamaModel::GraphState {
+  struct Entry {
+    PaddedStepKey key;
+    std::vector<const float*> kv_pools;  // (2 n_layers) the KV storage the graph writes
+    int32_t kv_blocks = 0, kv_block_size = 0;
+    kernels::Buffer meta;                // PaddedStep::meta in backend memory
+    std::unique_ptr<kernels::OpsGraph> graph;
+  };
+  static constexpr size_t kMaxEntries = 64;  // row buckets × table widths × KV storages
+
+  explicit GraphState(kernels::Ops& ops) : ops(ops) {}
+  ~GraphState() {
+    entries.clear();
+    if (staging) ops.graph_capture()->free_pinned(staging);
+  }
+
+  Entry& entry(const PaddedStepKey& key, const KvStorage& kv) {
+    // The KV storage is part of the key: its pools and geometry are baked into the kernels.
+    std::vector<const float*> pools;
+    for (int32_t i = 0; i < kv.n_layers(); ++i) {
+      pools.push_back(kv.layer(i).k);
+      pools.push_back(kv.layer(i).v);
+    }
+    const int32_t kv_blocks = kv.n_layers() > 0 ? kv.layer(0).n_blocks : 0;
+    for (auto& e : entries)
+      if (e->key == key && e->kv_pools == pools && e->kv_blocks == kv_blocks &&
+          e->kv_block_size == kv.block_size())
+        return *e;
+    if (entries.size() >= kMaxEntries) entries.clear();  // rare: many KV storages or widths
+    auto e = std::make_unique<Entry>();
+    e->key = key;
+    e->kv_pools = std::move(pools);
+    e->kv_blocks = kv_blocks;
+    e->kv_block_size = kv.block_size();
+    e->meta = {ops, padded_meta_size(key) * sizeof(int32_t)};
+    entries.push_back(std::move(e));
+    return *entries.back();
+  }
+  // Copies meta into pinned staging. The previous step's upload from staging must have run
+  // first: a step whose rows want no logits (one-token prompt chunks) ends without a
+  // download, so wait here (cheap: the stream is normally idle by now).
+  void stage(const std::vector<int32_t>& meta) {
+    ops.synchronize();
+    const size_t bytes = meta.size() * sizeof(int32_t);
+    if (bytes > staging_bytes) {
+      if (staging) ops.graph_capture()->free_pinned(staging);
+      staging = nullptr;
+      staging_bytes = 0;
+      staging = ops.graph_capture()->alloc_pinned(bytes);
+      staging_bytes = bytes;
+    }
+    std::memcpy(staging, meta.data(), bytes);
+  }
+
+  kernels::Ops& ops;
+  PaddedStep step;  // host metadata of the current padded step (reused)
+  Workspace ws;
+  std::vector<std::unique_ptr<Entry>> entries;
+  void* staging = nullptr;
+  size_t staging_bytes = 0;
 };
 
 LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels::Ops& ops)
@@ -43,6 +111,40 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   out_norm_ = place(w.out_norm);
   lm_head_ = w.lm_head.w.data.empty() ? tok_embd_ : place(w.lm_head.w);
+}
+
+LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, kernels::Ops& ops)
+    : config_(config), ops_(ops), rope_(config.rope_table()), ws_(std::make_unique<Workspace>()) {
+  const auto& c = config;
+  const bool shapes_match =
+      r.layers.size() == static_cast<size_t>(c.n_layers) && r.tok_embd.rows == c.vocab_size &&
+      r.tok_embd.cols == c.dim && r.lm_head.empty() == c.tied_embeddings &&
+      (r.layers.empty() ||
+       (r.layers[0].wq.w.rows == c.q_dim() && r.layers[0].wk.w.rows == c.kv_dim() &&
+        r.layers[0].w_gate.w.rows == c.ffn_dim &&
+        r.layers[0].q_norm.rows == (c.qk_norm ? c.head_dim : 0) &&
+        r.layers[0].wq.bias.empty() != c.qkv_bias));
+  check(shapes_match,
+        "synthetic recipe does not match the model config ({} layers, dim {}, vocab {}): build "
+        "it with synthetic_recipe(config, seed)", c.n_layers, c.dim, c.vocab_size);
+  tok_embd_ = generate_matrix(r.tok_embd);
+  for (const SyntheticLayer& l : r.layers) {
+    LayerView v{};
+    v.attn_norm = generate_vector(l.attn_norm);
+    v.wq = generate(l.wq);
+    v.wk = generate(l.wk);
+    v.wv = generate(l.wv);
+    v.wo = generate(l.wo);
+    v.q_norm = l.q_norm.empty() ? nullptr : generate_vector(l.q_norm);
+    v.k_norm = l.k_norm.empty() ? nullptr : generate_vector(l.k_norm);
+    v.ffn_norm = generate_vector(l.ffn_norm);
+    v.w_gate = generate(l.w_gate);
+    v.w_up = generate(l.w_up);
+    v.w_down = generate(l.w_down);
+    layers_.push_back(v);
+  }
+  out_norm_ = generate_vector(r.out_norm);
+  lm_head_ = r.lm_head.empty() ? tok_embd_ : generate_matrix(r.lm_head);
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -77,9 +179,29 @@ LlamaModel::LinearView LlamaModel::place(const Linear& l) {
   return {place(l.w), l.bias.empty() ? nullptr : place(l.bias)};
 }
 
+const float* LlamaModel::generate_vector(const SyntheticTensor& t) {
+  owned_.emplace_back(ops_, static_cast<size_t>(t.numel()) * sizeof(float));
+  ops_.fill_uniform(owned_.back().data(), DType::kF32, t.numel(), t.key, t.center, t.scale);
+  return owned_.back().f32();
+}
+
+kernels::WeightMatrix LlamaModel::generate_matrix(const SyntheticTensor& t) {
+  // The dtype place() converts host weights to; fill_uniform rounds to it the same way.
+  const DType dt = ops_.weight_dtype();
+  check(dt == DType::kF32 || dt == DType::kBF16, "backend {} asks for unsupported weight dtype {}",
+        ops_.name(), dtype_name(dt));
+  owned_.emplace_back(ops_, static_cast<size_t>(t.numel()) * dtype_size(dt));
+  ops_.fill_uniform(owned_.back().data(), dt, t.numel(), t.key, t.center, t.scale);
+  return {owned_.back().data(), dt, t.rows, t.cols};
+}
+
+LlamaModel::LinearView LlamaModel::generate(const SyntheticLinear& l) {
+  return {generate_matrix(l.w), l.bias.empty() ? nullptr : generate_vector(l.bias)};
+}
+
 void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBatch& host_batch,
                          std::span<const int32_t> logit_rows, KvStorage& kv,
-                         std::vector<float>& logits) const {
+                         std::vector<float>& logits, GraphMode graphs) const {
   const ModelConfig& c = config_;
   const int32_t n = static_cast<int32_t>(tokens.size());
   check(n == host_batch.n_tokens, "forward: {} tokens but the batch describes {}", n,
@@ -93,13 +215,33 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
           "position {} is beyond the model's context of {} tokens", host_batch.positions[i],
           c.max_position);
   }
-  const int32_t n_out = static_cast<int32_t>(logit_rows.size());
   for (int32_t t : logit_rows) {
     check(t >= 0 && t < n, "logit row {} is outside the step's {} tokens", t, n);
   }
 
-  // Grow the workspace (backend memory) to this step's size.
-  Workspace& ws = *ws_;
+  // The one place that decides how a step runs (step_padding.h): as it is, or padded to a
+  // bucket — replayed from a graph where the backend has them, eagerly elsewhere.
+  kernels::GraphCapture* capture = ops_.graph_capture();
+  const std::optional<PaddedStepKey> key =
+      plan_padded_step(host_batch, graphs, capture != nullptr, kv.n_pad_slots());
+  if (!key) {
+    forward_eager(tokens, host_batch, logit_rows, kv, logits);
+    return;
+  }
+  if (!graphs_) graphs_ = std::make_unique<GraphState>(ops_);
+  PaddedStep& step = graphs_->step;
+  pad_step(*key, tokens, host_batch, logit_rows, kv.pad_block(), kv.block_size(), step);
+  ++stats_.n_padded_steps;
+  if (capture == nullptr) {
+    forward_eager(step.tokens(), step.batch(step.meta.data()), step.logit_rows(), kv, logits);
+  } else {
+    forward_graph(step, kv, logits);
+  }
+  logits.resize(static_cast<size_t>(logit_rows.size()) * c.vocab_size);  // drop pad rows
+}
+
+void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const {
+  const ModelConfig& c = config_;
   const size_t f = sizeof(float);
   if (n > ws.capacity) {
     const size_t un = static_cast<size_t>(std::max(n, 2 * ws.capacity));
@@ -112,11 +254,6 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
     ws.proj = {ops_, un * c.dim * f};
     ws.gate = {ops_, un * c.ffn_dim * f};
     ws.up = {ops_, un * c.ffn_dim * f};
-    ws.tokens = {ops_, un * 4};
-    ws.positions = {ops_, un * 4};
-    ws.seq_of_token = {ops_, un * 4};
-    ws.slots = {ops_, un * 4};
-    ws.rows = {ops_, un * 4};
     ws.capacity = static_cast<int32_t>(un);
   }
   if (n_out > ws.capacity_rows) {
@@ -125,6 +262,26 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
     ws.logits = {ops_, ur * c.vocab_size * f};
     ws.capacity_rows = static_cast<int32_t>(ur);
   }
+}
+
+void LlamaModel::forward_eager(std::span<const int32_t> tokens,
+                               const kernels::StepBatch& host_batch,
+                               std::span<const int32_t> logit_rows, KvStorage& kv,
+                               std::vector<float>& logits) const {
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  const int32_t n_out = static_cast<int32_t>(logit_rows.size());
+  // Grow the workspace (backend memory) to this step's size.
+  Workspace& ws = *ws_;
+  if (n > ws.capacity_meta) {
+    const size_t un = static_cast<size_t>(std::max(n, 2 * ws.capacity_meta));
+    ws.tokens = {ops_, un * 4};
+    ws.positions = {ops_, un * 4};
+    ws.seq_of_token = {ops_, un * 4};
+    ws.slots = {ops_, un * 4};
+    ws.rows = {ops_, un * 4};
+    ws.capacity_meta = static_cast<int32_t>(un);
+  }
+  grow_activations(ws, n, n_out);
   const int32_t n_table = host_batch.n_seqs * host_batch.max_blocks;
   if (n_table > ws.capacity_seq_entries) {
     ws.block_tables = {ops_, static_cast<size_t>(std::max(n_table, 2 * ws.capacity_seq_entries)) * 4};
@@ -143,6 +300,15 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
   batch.slots = ws.slots.i32();
   batch.block_tables = ws.block_tables.i32();
 
+  run_layers(ws, ws.tokens.i32(), batch, ws.rows.i32(), n_out, kv);
+  logits.resize(static_cast<size_t>(n_out) * config_.vocab_size);
+  ops_.download(logits.data(), ws.logits.data(), logits.size() * sizeof(float));
+}
+
+void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels::StepBatch& batch,
+                            const int32_t* out_rows, int32_t n_out, KvStorage& kv) const {
+  const ModelConfig& c = config_;
+  const int32_t n = batch.n_tokens;
   float* x = ws.x.f32();
   float* xb = ws.xb.f32();
   float* q = ws.q.f32();
@@ -155,7 +321,7 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
   const int64_t n_x = int64_t{n} * c.dim;
   const int64_t n_ffn = int64_t{n} * c.ffn_dim;
 
-  ops_.embedding(tok_embd_, ws.tokens.i32(), n, x);
+  ops_.embedding(tok_embd_, tokens, n, x);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   for (int32_t li = 0; li < c.n_layers; ++li) {
     const LayerView& l = layers_[li];
@@ -185,11 +351,48 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
 
   // Final norm and lm_head only for the rows whose logits are wanted.
   float* rows = ws.out_rows.f32();
-  ops_.gather_rows(x, c.dim, ws.rows.i32(), n_out, rows);
+  ops_.gather_rows(x, c.dim, out_rows, n_out, rows);
   ops_.rmsnorm(rows, out_norm_, n_out, c.dim, c.rms_eps, rows);
   ops_.matmul(rows, n_out, lm_head_, nullptr, ws.logits.f32());
-  logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
-  ops_.download(logits.data(), ws.logits.data(), logits.size() * sizeof(float));
+}
+
+void LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv,
+                               std::vector<float>& logits) const {
+  GraphState& g = *graphs_;
+  kernels::GraphCapture& capture = *ops_.graph_capture();
+  // The workspace of every graph: sized once for the largest bucket, never reallocated.
+  if (g.ws.capacity == 0) {
+    const int32_t max_rows = decode_row_buckets().back();
+    grow_activations(g.ws, max_rows, max_rows);
+  }
+  GraphState::Entry& e = g.entry(step.key, kv);
+  const size_t bytes = step.meta.size() * sizeof(int32_t);
+  g.stage(step.meta);
+  ops_.upload(e.meta.data(), g.staging, bytes);
+  const kernels::StepBatch batch = step.batch(e.meta.i32());
+  const int32_t* tokens = e.meta.i32();
+  const int32_t* rows = e.meta.i32() + 4 * step.key.rows;
+  if (e.graph && capture.graph_valid(*e.graph)) {
+    capture.replay(*e.graph);
+    ++stats_.n_graph_replays;
+  } else {
+    // First step of this shape (or the backend's scratch moved): run it eagerly — this step's
+    // result, and it gives the backend's scratch its size — then record the same ops.
+    e.graph.reset();
+    run_layers(g.ws, tokens, batch, rows, step.key.rows, kv);
+    ops_.synchronize();
+    capture.begin_capture();
+    try {
+      run_layers(g.ws, tokens, batch, rows, step.key.rows, kv);
+    } catch (...) {
+      capture.abort_capture();
+      throw;
+    }
+    e.graph = capture.end_capture();
+    ++stats_.n_graph_captures;
+  }
+  logits.resize(static_cast<size_t>(step.n_logit_rows) * config_.vocab_size);
+  ops_.download(logits.data(), g.ws.logits.data(), logits.size() * sizeof(float));
 }
 
 }  // namespace detllm

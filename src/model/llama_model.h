@@ -12,14 +12,23 @@
 #include "model/config.h"
 #include "model/kv_storage.h"
 #include "model/llama_weights.h"
+#include "model/step_padding.h"
 
 namespace detllm {
+
+struct SyntheticLinear;
+struct SyntheticTensor;
+struct SyntheticWeights;
 
 class LlamaModel {
  public:
   // The host weights and the ops must outlive the model. On a device backend the weights are
   // uploaded here (converted to the backend's weight dtype).
   LlamaModel(const ModelConfig& config, const ModelWeights& weights, kernels::Ops& ops);
+  // Weights generated in the backend's memory from a synthetic recipe (model/synthetic.h)
+  // through Ops::fill_uniform: the same bits as uploading make_synthetic_weights(config, seed),
+  // with no host copy (Llama-3.1-8B: 16 GB of bf16 made on the GPU in well under a second).
+  LlamaModel(const ModelConfig& config, const SyntheticWeights& recipe, kernels::Ops& ops);
   ~LlamaModel();
 
   const ModelConfig& config() const { return config_; }
@@ -29,9 +38,20 @@ class LlamaModel {
   // sequences, KV slots, block tables). For each entry r of logit_rows (indices into tokens),
   // writes that token's logits to logits[r_index * vocab … +vocab) on the host: logits is
   // resized to (logit_rows.size(), vocab).
+  // graphs: how a decode step executes (model/step_padding.h): padded to a row bucket and, on
+  // a backend with Ops::graph_capture(), replayed from a graph captured per (bucket, KV
+  // storage) — the same bits as eager (V8). Pad rows write to kv's pad slots.
   void forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
-               std::span<const int32_t> logit_rows, KvStorage& kv,
-               std::vector<float>& logits) const;
+               std::span<const int32_t> logit_rows, KvStorage& kv, std::vector<float>& logits,
+               GraphMode graphs = GraphMode::kAuto) const;
+
+  // Counters of how steps ran (tests check that padding / graphs were really exercised).
+  struct StepStats {
+    int64_t n_padded_steps = 0;    // decode steps run padded to a bucket
+    int64_t n_graph_captures = 0;  // graphs captured (first step of a bucket, or recapture)
+    int64_t n_graph_replays = 0;   // steps run by replaying a graph
+  };
+  const StepStats& step_stats() const { return stats_; }
 
  private:
   struct LinearView {
@@ -47,20 +67,40 @@ class LlamaModel {
   };
   // Activations of one step, in backend memory, grown to the largest step seen.
   struct Workspace;
+  // Padded decode steps: padded metadata, fixed-size workspace and captured graphs.
+  struct GraphState;
+
+  // Grows ws's activations to n rows and n_out logit rows.
+  void grow_activations(Workspace& ws, int32_t n, int32_t n_out) const;
+  // Eager step from host metadata (grows ws_, uploads, runs, downloads).
+  void forward_eager(std::span<const int32_t> tokens, const kernels::StepBatch& host_batch,
+                     std::span<const int32_t> logit_rows, KvStorage& kv,
+                     std::vector<float>& logits) const;
+  // A padded step on a backend with graphs: replay, or run eagerly then capture.
+  void forward_graph(const PaddedStep& step, KvStorage& kv, std::vector<float>& logits) const;
+  // Queues the whole forward on metadata already in backend memory; logits (n_out, vocab)
+  // end in ws.logits. Allocates and synchronizes nothing, so it can be captured.
+  void run_layers(Workspace& ws, const int32_t* tokens, const kernels::StepBatch& batch,
+                  const int32_t* rows, int32_t n_out, KvStorage& kv) const;
 
   const float* place(const std::vector<float>& v);
   kernels::WeightMatrix place(const HostTensor& t);
   LinearView place(const Linear& l);
+  const float* generate_vector(const SyntheticTensor& t);            // fp32
+  kernels::WeightMatrix generate_matrix(const SyntheticTensor& t);  // the backend's dtype
+  LinearView generate(const SyntheticLinear& l);
 
   const ModelConfig config_;
   kernels::Ops& ops_;
   kernels::RopeTable rope_;
-  std::vector<kernels::Buffer> owned_;  // uploaded weights (device backends only)
+  std::vector<kernels::Buffer> owned_;  // uploaded or generated weights (backend memory)
   kernels::WeightMatrix tok_embd_;      // (vocab, dim)
   std::vector<LayerView> layers_;       // (n_layers)
   const float* out_norm_ = nullptr;     // (dim)
   kernels::WeightMatrix lm_head_;       // (vocab, dim)
   std::unique_ptr<Workspace> ws_;
+  mutable std::unique_ptr<GraphState> graphs_;  // created by the first padded step
+  mutable StepStats stats_;
 };
 
 }  // namespace detllm

@@ -1,50 +1,50 @@
-// Synthetic model configurations and seeded weights.
+// Synthetic model configurations, the recipe of their seeded weights, and its host values.
 #include "model/synthetic.h"
 
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/synthetic_values.h"
 
 namespace detllm {
 namespace {
 
-// splitmix64 of (seed, tensor, index): portable, stateless, good enough for weights.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using kernels::synthetic_mix;
 
-class Gen {
+// Hands out tensor keys in draw order: tensor k (from 1) of seed s has key mix(s ^ mix(k)).
+class Recipe {
  public:
-  explicit Gen(uint64_t seed) : seed_(seed) {}
+  explicit Recipe(uint64_t seed) : seed_(seed) {}
   // Values uniform in [center - scale, center + scale].
-  std::vector<float> values(int64_t n, float center, float scale) {
-    const uint64_t tensor = mix(seed_ ^ mix(++n_tensors_));
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t r = mix(tensor + static_cast<uint64_t>(i));
-      const float u = static_cast<float>(r >> 40) * 0x1.0p-24f;  // [0, 1)
-      v[static_cast<size_t>(i)] = center + scale * (2.0f * u - 1.0f);
-    }
-    return v;
+  SyntheticTensor values(int64_t rows, int64_t cols, float center, float scale) {
+    return {rows, cols, synthetic_mix(seed_ ^ synthetic_mix(++n_tensors_)), center, scale};
   }
-  HostTensor matrix(int64_t rows, int64_t cols) {
-    return {{rows, cols}, values(rows * cols, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)))};
+  SyntheticTensor matrix(int64_t rows, int64_t cols) {
+    return values(rows, cols, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
   }
-  Linear linear(int64_t rows, int64_t cols, bool bias) {
-    Linear l;
+  SyntheticLinear linear(int64_t rows, int64_t cols, bool bias) {
+    SyntheticLinear l;
     l.w = matrix(rows, cols);
-    if (bias) l.bias = values(rows, 0.0f, 0.1f);
+    if (bias) l.bias = values(rows, 1, 0.0f, 0.1f);
     return l;
   }
-  std::vector<float> norm(int64_t n) { return values(n, 1.0f, 0.2f); }
+  SyntheticTensor norm(int64_t n) { return values(n, 1, 1.0f, 0.2f); }
 
  private:
   uint64_t seed_;
   uint64_t n_tensors_ = 0;
 };
+
+HostTensor host_matrix(const SyntheticTensor& t) {
+  return {{t.rows, t.cols}, synthetic_values(t)};
+}
+
+Linear host_linear(const SyntheticLinear& l) {
+  Linear h;
+  h.w = host_matrix(l.w);
+  h.bias = synthetic_values(l.bias);
+  return h;
+}
 
 }  // namespace
 
@@ -88,19 +88,33 @@ ModelConfig synthetic_config(std::string_view name) {
     c.rope_theta = 500000.0f;
     c.rope_scaling = {RopeScaling::Type::kLlama3, 8.0f, 1.0f, 4.0f, 8192};
   } else {
-    throw_error("unknown synthetic model '{}' (known: tiny-llama, tiny-qwen2, tiny-qwen3, "
-                "llama-3.1-8b)", name);
+    throw_error(
+        "unknown synthetic model '{}' (known: tiny-llama, tiny-qwen2, tiny-qwen3, "
+        "llama-3.1-8b)",
+        name);
   }
   c.validate(std::string(name));
   return c;
 }
 
-ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
-  Gen g(seed);
-  ModelWeights w;
+size_t SyntheticWeights::bytes(size_t matrix_bytes) const {
+  auto m = [&](const SyntheticTensor& t) { return static_cast<size_t>(t.numel()) * matrix_bytes; };
+  auto v = [](const SyntheticTensor& t) { return static_cast<size_t>(t.numel()) * 4; };
+  auto lin = [&](const SyntheticLinear& l) { return m(l.w) + v(l.bias); };
+  size_t n = m(tok_embd) + v(out_norm) + m(lm_head);
+  for (const SyntheticLayer& l : layers) {
+    n += v(l.attn_norm) + lin(l.wq) + lin(l.wk) + lin(l.wv) + lin(l.wo) + v(l.q_norm) +
+         v(l.k_norm) + v(l.ffn_norm) + lin(l.w_gate) + lin(l.w_up) + lin(l.w_down);
+  }
+  return n;
+}
+
+SyntheticWeights synthetic_recipe(const ModelConfig& c, uint64_t seed) {
+  Recipe g(seed);
+  SyntheticWeights w;
   // Small embeddings: with tied embeddings a large one would make every token predict itself
   // (one dominant logit), and sampling tests would degenerate to greedy.
-  w.tok_embd = {{c.vocab_size, c.dim}, g.values(int64_t{c.vocab_size} * c.dim, 0.0f, 0.3f)};
+  w.tok_embd = g.values(c.vocab_size, c.dim, 0.0f, 0.3f);
   w.layers.resize(c.n_layers);
   for (auto& l : w.layers) {
     l.attn_norm = g.norm(c.dim);
@@ -118,7 +132,39 @@ ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
     l.w_down = g.linear(c.dim, c.ffn_dim, false);
   }
   w.out_norm = g.norm(c.dim);
-  if (!c.tied_embeddings) w.lm_head.w = g.matrix(c.vocab_size, c.dim);
+  if (!c.tied_embeddings) w.lm_head = g.matrix(c.vocab_size, c.dim);
+  return w;
+}
+
+std::vector<float> synthetic_values(const SyntheticTensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = kernels::synthetic_value(t.key, i, t.center, t.scale);
+  return v;
+}
+
+ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
+  const SyntheticWeights r = synthetic_recipe(c, seed);
+  ModelWeights w;
+  w.tok_embd = host_matrix(r.tok_embd);
+  w.layers.resize(r.layers.size());
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const SyntheticLayer& s = r.layers[i];
+    LayerWeights& l = w.layers[i];
+    l.attn_norm = synthetic_values(s.attn_norm);
+    l.wq = host_linear(s.wq);
+    l.wk = host_linear(s.wk);
+    l.wv = host_linear(s.wv);
+    l.wo = host_linear(s.wo);
+    l.q_norm = synthetic_values(s.q_norm);
+    l.k_norm = synthetic_values(s.k_norm);
+    l.ffn_norm = synthetic_values(s.ffn_norm);
+    l.w_gate = host_linear(s.w_gate);
+    l.w_up = host_linear(s.w_up);
+    l.w_down = host_linear(s.w_down);
+  }
+  w.out_norm = synthetic_values(r.out_norm);
+  if (!r.lm_head.empty()) w.lm_head.w = host_matrix(r.lm_head);
   return w;
 }
 

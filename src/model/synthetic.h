@@ -1,7 +1,11 @@
 // Synthetic models: a configuration by name and weights generated from a seed, so tests and
 // performance runs need no file (tiny models for the CPU conformance suite, Llama-3.1-8B's
-// shapes for GPU benchmarks). The generator is a portable counter-based hash: the same seed
-// gives the same weights on every machine.
+// shapes for GPU benchmarks). The generator is a portable counter-based hash
+// (kernels/synthetic_values.h): the same seed gives the same weights on every machine and
+// every backend. A recipe lists each tensor's key and range without its values, so a backend
+// can generate the weights in its own memory (LlamaModel's recipe constructor, through
+// Ops::fill_uniform) — the 8B model never exists on the host.
+// Tests: tests/model/synthetic_backend_test.cpp, tests/cuda/cuda_synthetic_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,51 @@ namespace detllm {
 ModelConfig synthetic_config(std::string_view name);
 std::vector<std::string_view> synthetic_config_names();
 
-// Weights uniform in ±1/sqrt(fan_in) (norm weights near 1), drawn from `seed`.
+// One synthetic tensor before its values exist: element i (row-major) is
+// kernels::synthetic_value(key, i, center, scale). rows == 0: absent (no bias, tied lm_head).
+struct SyntheticTensor {
+  int64_t rows = 0;  // a vector is (rows, 1)
+  int64_t cols = 0;
+  uint64_t key = 0;
+  float center = 0.0f;
+  float scale = 0.0f;
+
+  bool empty() const { return rows == 0; }
+  int64_t numel() const { return rows * cols; }
+};
+
+struct SyntheticLinear {
+  SyntheticTensor w;     // (out_features, in_features)
+  SyntheticTensor bias;  // (out_features, 1) or empty
+};
+
+struct SyntheticLayer {
+  SyntheticTensor attn_norm;       // (dim, 1)
+  SyntheticLinear wq, wk, wv, wo;  // as LayerWeights
+  SyntheticTensor q_norm, k_norm;  // (head_dim, 1), Qwen3 only
+  SyntheticTensor ffn_norm;        // (dim, 1)
+  SyntheticLinear w_gate, w_up, w_down;
+};
+
+// Every tensor of a synthetic model, mirroring ModelWeights.
+struct SyntheticWeights {
+  SyntheticTensor tok_embd;            // (vocab, dim)
+  std::vector<SyntheticLayer> layers;  // (n_layers)
+  SyntheticTensor out_norm;            // (dim, 1)
+  SyntheticTensor lm_head;             // (vocab, dim); empty when tied to tok_embd
+
+  // Bytes of every tensor at `matrix_bytes` per matrix element and 4 per vector element.
+  size_t bytes(size_t matrix_bytes) const;
+};
+
+// The recipe of make_synthetic_weights(config, seed): the one place that fixes the order in
+// which tensors are drawn (the order is part of the values).
+SyntheticWeights synthetic_recipe(const ModelConfig& config, uint64_t seed);
+
+// A recipe tensor's values on the host (fp32).
+std::vector<float> synthetic_values(const SyntheticTensor& t);
+
+// Weights uniform in ±1/sqrt(fan_in) (norm weights near 1), drawn from `seed` on the host.
 ModelWeights make_synthetic_weights(const ModelConfig& config, uint64_t seed);
 
 }  // namespace detllm

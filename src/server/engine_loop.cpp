@@ -51,6 +51,7 @@ std::shared_ptr<Ticket> EngineLoop::submit(std::vector<engine::Request> requests
   EngineEvent e;
   e.kind = EngineEvent::Kind::kRejected;
   e.error = "the server is shutting down";
+  e.rejection = EngineEvent::Rejection::kShuttingDown;
   t->push(std::move(e));
   return t;
 }
@@ -138,6 +139,9 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
     EngineEvent e;
     e.kind = EngineEvent::Kind::kRejected;
     e.error = ex.what();
+    if (dynamic_cast<const engine::SelfCheckRefusal*>(&ex) != nullptr) {
+      e.rejection = EngineEvent::Rejection::kSelfCheckFailed;
+    }
     t->push(std::move(e));
     return;
   }
@@ -259,6 +263,7 @@ void EngineLoop::run() {
     EngineEvent e;
     e.kind = EngineEvent::Kind::kRejected;
     e.error = "the server is shutting down";
+    e.rejection = EngineEvent::Rejection::kShuttingDown;
     c.ticket->push(std::move(e));
     --n_tickets_;
   }

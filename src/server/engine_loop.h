@@ -33,6 +33,13 @@ struct EngineEvent {
   engine::FinishReason reason = engine::FinishReason::kNone;
   engine::Usage usage;
   std::string error;  // kRejected: why (detllm::Error message)
+  // kRejected: the kind of refusal, which the HTTP layer maps to a status.
+  enum class Rejection : uint8_t {
+    kInvalid,          // the engine refused the request (400)
+    kShuttingDown,     // the loop is stopping (503)
+    kSelfCheckFailed,  // deterministic, and the startup self-check failed (503)
+  };
+  Rejection rejection = Rejection::kInvalid;
 };
 
 // One HTTP request's engine requests and their event channel. Events are pushed by the

@@ -40,9 +40,17 @@ void Generation::start() {
     for (size_t i = 0; i < events_.size(); ++i) {
       EngineEvent& e = events_[i];
       if (e.kind == EngineEvent::Kind::kRejected) {
-        const bool shutting_down = e.error == "the server is shutting down";
-        throw ApiError(shutting_down ? 503 : 400, e.error,
-                       shutting_down ? "service_unavailable" : "invalid_request_error");
+        switch (e.rejection) {
+          case EngineEvent::Rejection::kShuttingDown:
+            throw ApiError(503, e.error, "service_unavailable");
+          case EngineEvent::Rejection::kSelfCheckFailed:
+            // The server cannot keep the determinism promise on this machine: 503 (another
+            // replica may), naming the field that lets the client be served here.
+            throw ApiError(503, e.error, "service_unavailable", "deterministic",
+                           "self_check_failed");
+          case EngineEvent::Rejection::kInvalid: break;
+        }
+        throw ApiError(400, e.error, "invalid_request_error");
       }
       if (e.kind == EngineEvent::Kind::kAccepted) {
         // Events queued behind the acceptance are applied now.

@@ -54,7 +54,8 @@ class Generation {
 
   // Submits and waits for the engine's verdict. Throws ApiError: 400 with the engine's
   // message when the requests are refused (e.g. they can never fit in the KV cache), 503
-  // while shutting down.
+  // while shutting down, 503 code "self_check_failed" for a deterministic request when the
+  // startup self-check failed.
   void start();
   // Waits up to `timeout` for events and applies them; true when something changed.
   bool poll(std::chrono::milliseconds timeout);

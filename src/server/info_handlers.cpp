@@ -41,7 +41,9 @@ HttpReply handle_health(ServerContext& ctx) {
   if (ctx.draining) {
     return json_reply({{"status", "draining"}}, 503);
   }
-  return json_reply({{"status", "ok"}, {"model", ctx.model_name()}});
+  // Healthy also when the self-check failed: non-deterministic requests are still served.
+  return json_reply(
+      {{"status", "ok"}, {"model", ctx.model_name()}, {"self_check", ctx.self_check_status}});
 }
 
 HttpReply handle_metrics(ServerContext& ctx) {

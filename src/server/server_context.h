@@ -45,7 +45,9 @@ struct ServerContext {
   std::string fingerprint_other;          // ... of the others
   std::string policy_description;         // X-Detllm-Determinism
   std::string backend_description;        // X-Detllm-Backend
-  std::string self_check_status = "not_run";  // "passed", "failed", "not_run", "disabled"
+  // The startup self-check (self_check_state_name of EngineConfig::self_check): "passed",
+  // "failed" (the engine refuses deterministic requests), "not_run", "disabled".
+  std::string self_check_status = "not_run";
   int64_t started_at = 0;                 // unix seconds
   SeedSource seeds;
   Metrics metrics;

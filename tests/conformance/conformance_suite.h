@@ -1,4 +1,4 @@
-// The determinism conformance suite (design.md V1–V10), shared by every backend: each test
+// The determinism conformance suite (design.md V1–V10, V8 included), shared by every backend: each test
 // binary includes this header once, defines suite_make_ops / suite_backend_available for its
 // backend, and instantiates the suite (tests/conformance: CPU; tests/cuda: the GPU). Every
 // deterministic request's fp32 logits at every output position, its tokens and logprobs are
@@ -233,6 +233,38 @@ TEST_P(Conformance, V7_PageLayout) {
     e.engine.scheduler.kv.shuffle_seed = shuffle;
     e.warmup = random_workload(100 + shuffle, spec(4));
     expect_same(reqs, ref, run(target_, e, reqs), "shuffle " + std::to_string(shuffle));
+  }
+}
+
+// V8: decode steps padded to batch-size buckets and replayed as CUDA graphs, or run as they
+// are. On a backend without graphs (CPU) kOn still pads: pad rows must not change real rows.
+TEST_P(Conformance, V8_GraphsAndPadding) {
+  WorkloadSpec s = spec(7);
+  s.max_new_tokens = 16;
+  auto reqs = random_workload(13, s);
+  Execution off = exec("graphs off");
+  off.engine.cuda_graphs = GraphMode::kOff;
+  const RunResult ref = run(target_, off, reqs);
+  EXPECT_EQ(ref.n_padded_steps, 0);
+  const bool has_graphs = target_.make_ops(1)->graph_capture() != nullptr;
+  std::mt19937 rng(8);
+  for (int round = 0; round < 3; ++round) {
+    Execution on = exec("graphs on");
+    on.engine.cuda_graphs = round == 2 ? GraphMode::kAuto : GraphMode::kOn;
+    on.engine.scheduler.max_seqs = 3 + round * 2;  // 3 rows in bucket 4, 5 in 8, 7 in 8
+    on.add_order.resize(reqs.size());                // rows in other orders
+    std::iota(on.add_order.begin(), on.add_order.end(), 0);
+    std::shuffle(on.add_order.begin(), on.add_order.end(), rng);
+    for (size_t i = 0; i < reqs.size(); ++i) on.arrival.push_back(static_cast<int32_t>(rng() % 5));
+    const RunResult got = run(target_, on, reqs);
+    const std::string what = "graphs round " + std::to_string(round);
+    expect_same(reqs, ref.traces, got, what);
+    if (on.engine.cuda_graphs == GraphMode::kOn || has_graphs) {
+      EXPECT_GT(got.n_padded_steps, 0) << what << ": no decode step was padded";
+    }
+    if (has_graphs) {
+      EXPECT_GT(got.n_graph_replays, 0) << what << ": no graph was replayed";
+    }
   }
 }
 

@@ -137,6 +137,38 @@ TEST(CudaGemmVariants, EveryVariantGivesTheSameBits) {
   }
 }
 
+// The verified cuBLASLt plans (gemm_lt.h) give the invariant kernel's bits: the default ops
+// (plans on) against ops running the kernel alone, on Llama-8B shapes from decode to prefill
+// sizes — and at large M the plans really run on cuBLASLt (otherwise this test proves nothing).
+TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto planned = invariant_ops();
+  CudaOptions o;
+  o.gemm_lt = false;
+  auto kernel_only = make_cuda_ops(o);
+  for (const GemmShape s : {GemmShape{"qkv", 6144, 4096, 3000}, GemmShape{"o", 4096, 4096, 3000},
+                            GemmShape{"down", 4096, 14336, 2100}, GemmShape{"gate", 14336, 4096, 1100}}) {
+    DeviceArray<float> x(*planned, fast_random_floats(size_t(s.max_m) * s.k, 51));
+    DeviceArray<uint16_t> w(*planned, to_bf16(fast_random_floats(size_t(s.n) * s.k, 52, -0.05f, 0.05f)));
+    DeviceArray<float> bias(*planned, random_floats(s.n, 53));
+    DeviceArray<float> y(*planned, size_t(s.max_m) * s.n);
+    const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
+    for (int m : {1, 7, 64, 200, 700, s.max_m}) {
+      if (m > s.max_m) continue;
+      kernel_only->matmul(x.data(), m, wm, bias.data(), y.data());
+      kernel_only->synchronize();
+      const auto want = y.download(size_t(m) * s.n);
+      planned->matmul(x.data(), m, wm, bias.data(), y.data());
+      const auto got = y.download(size_t(m) * s.n);
+      const int64_t d = first_bit_difference(got.data(), want.data(), int64_t(m) * s.n);
+      ASSERT_EQ(d, -1) << s.name << " m " << m << ": row " << d / s.n << " column " << d % s.n
+                       << " differs between the planned GEMM and the kernel";
+    }
+  }
+  for (const auto& line : cuda_gemm_plan_report(*planned)) std::printf("[plan] %s\n", line.c_str());
+  EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
+}
+
 // The fast path (default cuBLAS) is not batch-invariant on realistic shapes: row 0 of X[:M]·Wᵀ
 // changes with M. Prints the first differing M for each shape; at least one must differ.
 TEST(CudaGemmFastPath, DefaultCublasIsNotBatchInvariant) {

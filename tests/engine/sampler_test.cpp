@@ -1,6 +1,7 @@
 // The sampler: reproducibility and Philox keying, tie-breaking, filter semantics on hand-made
 // distributions, sampling frequencies against softmax(logits / T), logprob_of == the sampled
-// logprob bit for bit, validation errors, and the fast path against sample_reference.
+// logprob bit for bit, validation errors, the fast path against sample_reference, and the host
+// default of Ops::sample_rows. The shared host/device math: sampler_math_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,11 +12,14 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "engine/sample_row.h"
 #include "engine/sampler.h"
+#include "kernels/ops.h"
 
 namespace detllm {
 namespace {
@@ -506,7 +510,7 @@ TEST(Sampler, SeededTokensArePinned) {
 
 std::vector<float> random_logits(TestRng& rng, size_t vocab) {
   std::vector<float> logits(vocab);
-  const size_t kind = rng.below(6);
+  const size_t kind = rng.below(7);
   for (size_t i = 0; i < vocab; ++i) {
     const double u = rng.uniform();
     switch (kind) {
@@ -525,13 +529,16 @@ std::vector<float> random_logits(TestRng& rng, size_t vocab) {
       case 4:  // ascending with ties: the worst case of the first-chunk selection
         logits[i] = static_cast<float>(i / 3) * 0.01f;
         break;
+      case 6:  // mostly masked, the rest tied
+        logits[i] = rng.below(20) == 0 ? 0.5f : kNegInf;
+        break;
       default:  // peaked
         logits[i] = static_cast<float>(-u * u * 60.0);
         break;
     }
     if (rng.below(50) == 0) logits[i] = rng.below(2) ? 0.0f : -0.0f;  // signed zeros
   }
-  if (kind == 3) logits[rng.below(vocab)] = 1.0f;  // at least one finite
+  if (kind == 3 || kind == 6) logits[rng.below(vocab)] = 1.0f;  // at least one finite
   return logits;
 }
 
@@ -567,7 +574,8 @@ void expect_same(const SampleResult& fast, const SampleResult& ref, const std::s
 
 TEST(Sampler, FastPathMatchesReferenceOnRandomCases) {
   TestRng rng(7);
-  static const size_t kVocabs[] = {1, 2, 3, 7, 63, 64, 65, 129, 255, 256, 257, 513, 1000, 4099};
+  static const size_t kVocabs[] = {1,   2,   3,   7,    63,   64,   65,   129,
+                                   255, 256, 257, 513, 1000, 1023, 1025, 4099};
   for (int trial = 0; trial < 3000; ++trial) {
     const size_t vocab = kVocabs[rng.below(std::size(kVocabs))];
     const std::vector<float> logits = random_logits(rng, vocab);
@@ -622,6 +630,36 @@ TEST(Sampler, FastPathMatchesReferenceAtFullVocabSize) {
                   "T " + std::to_string(c.temperature));
     }
   }
+}
+
+TEST(Sampler, OpsSampleRowsHostDefaultEqualsSample) {
+  // Rows of one call with different params and vocab 777 (not a multiple of any block).
+  TestRng rng(21);
+  constexpr size_t kVocab = 777, kRows = 40;
+  std::vector<float> logits;
+  std::vector<SampleRowParams> params;
+  for (size_t r = 0; r < kRows; ++r) {
+    const std::vector<float> row = random_logits(rng, kVocab);
+    logits.insert(logits.end(), row.begin(), row.end());
+    params.push_back(sample_row_params(random_params(rng, kVocab),
+                                       static_cast<uint32_t>(rng.below(1000)), 0));
+  }
+  auto ops = kernels::make_ref_ops();
+  std::vector<SampleRowResult> out(kRows);
+  ops->sample_rows(logits.data(), kRows, kVocab, params.data(), out.data());
+  for (size_t r = 0; r < kRows; ++r) {
+    const std::span<const float> row(logits.data() + r * kVocab, kVocab);
+    const SampleResult want = sample(row, sampling_params_of(params[r]), params[r].position, 0);
+    EXPECT_EQ(out[r].token, want.token) << r;
+    EXPECT_EQ(bits_of(out[r].logprob), bits_of(want.logprob)) << r;
+    ASSERT_EQ(out[r].n_top, static_cast<int32_t>(want.top_logprobs.size())) << r;
+    for (size_t j = 0; j < want.top_logprobs.size(); ++j) {
+      EXPECT_EQ(out[r].top_tokens[j], want.top_logprobs[j].token);
+      EXPECT_EQ(bits_of(out[r].top_logprobs[j]), bits_of(want.top_logprobs[j].logprob));
+    }
+  }
+  std::vector<float> bad(kVocab, kNegInf);
+  EXPECT_THROW(ops->sample_rows(bad.data(), 1, kVocab, params.data(), out.data()), Error);
 }
 
 }  // namespace

@@ -86,6 +86,8 @@ struct TinyServer {
     ctx->fingerprint_other = "fp_other";
     ctx->policy_description = loop->config().policy.describe();
     ctx->backend_description = "cpu";
+    // As detllm serve does: the engine's self-check verdict feeds /metrics and /health.
+    ctx->self_check_status = std::string(self_check_state_name(loop->config().self_check.state));
   }
   static engine::EngineConfig default_engine() {
     engine::EngineConfig e;

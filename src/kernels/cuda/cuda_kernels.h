@@ -7,6 +7,11 @@
 
 #include <cstdint>
 
+namespace detllm {
+struct SampleRowParams;  // engine/sample_row.h
+struct SampleRowResult;
+}  // namespace detllm
+
 namespace detllm::kernels::cuda {
 
 // ---- elementwise.cu ------------------------------------------------------------------
@@ -35,6 +40,12 @@ cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStr
 // y (m, n) += bias (n), row-broadcast.
 cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n,
                             cudaStream_t stream);
+
+// ---- synthetic.cu --------------------------------------------------------------------
+// dst (n) = synthetic weights, element i = synthetic_value(key, i, center, scale)
+// (kernels/synthetic_values.h) bit for bit; bf16 (is_bf16, round to nearest even) or fp32.
+cudaError_t launch_fill_uniform(void* dst, bool is_bf16, int64_t n, uint64_t key, float center,
+                                float scale, cudaStream_t stream);
 
 // ---- gemm.cu -------------------------------------------------------------------------
 // The fixed K-split count of a weight shape (n = out features, k = in features): a function
@@ -88,5 +99,15 @@ size_t attention_scratch_floats(const AttentionArgs& a, int force_split);
 cudaError_t launch_attention(const AttentionArgs& a, float* scratch, int force_split,
                              cudaStream_t stream);
 bool attention_head_dim_supported(int32_t head_dim);
+
+// ---- sampling.cu ---------------------------------------------------------------------
+// One block per row: out[r] = the CPU sampler's result (engine/sampler.h) for row r of logits
+// (rows, vocab) fp32 with params[r], bit for bit (token, logprob, top logprobs). params (rows)
+// and out (rows) are device memory. A row with a NaN/+inf or only -inf logits gets a non-kOk
+// status; token -1 or n_top -1 would mean an internal selection failure. Params must be valid
+// (SamplingParams::validate) — the launcher does not check them.
+cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
+                               const SampleRowParams* params, SampleRowResult* out,
+                               cudaStream_t stream);
 
 }  // namespace detllm::kernels::cuda

@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cuda/cuda_graph.h"
+#include "engine/sample_row.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_lt.h"
 
 namespace detllm::kernels {
 namespace {
@@ -35,6 +38,11 @@ class Scratch {
   void* get(size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return p_;
     if (bytes > bytes_) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      cuda_check(cudaStreamIsCapturing(stream, &capture), "scratch grow (capture status)");
+      check(capture == cudaStreamCaptureStatusNone,
+            "CUDA backend: scratch must grow to {} bytes inside a graph capture; run the same "
+            "ops once eagerly before capturing them", bytes);
       cuda_check(cudaStreamSynchronize(stream), "scratch grow (sync)");
       release();
       const size_t want = std::max(bytes, bytes_ * 2);
@@ -44,6 +52,7 @@ class Scratch {
     }
     return p_;
   }
+  const void* base() const { return p_; }  // moves only when the scratch grows
   void release() {
     if (p_) cudaFree(p_);
     p_ = nullptr;
@@ -78,10 +87,22 @@ class CudaOps final : public Ops {
       cublas_check(cublasCreate(&cublas_), "cublasCreate");
       cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
     }
+    if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
+        gemm_splits_override_ == 0) {
+      lt_gemm_ = std::make_unique<cuda::LtGemm>(
+          stream_, [this](const float* x, int32_t m, const uint16_t* w, int64_t n, int64_t k,
+                          float* y) { return run_invariant_kernel(x, m, w, n, k, nullptr, y); });
+    }
+    graphs_ = std::make_unique<cuda::CudaGraphCapture>(stream_, [this] {
+      return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
+                                      attn_.base(), rope_dev_.base()};
+    });
   }
 
   ~CudaOps() override {
+    graphs_.reset();
     if (stream_) cudaStreamSynchronize(stream_);
+    lt_gemm_.reset();
     x_bf16_.release();
     partials_.release();
     counters_.release();
@@ -129,6 +150,15 @@ class CudaOps final : public Ops {
     cuda_check(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+  GraphCapture* graph_capture() override { return graphs_.get(); }
+  void fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
+                    float scale) override {
+    check(dtype == DType::kF32 || dtype == DType::kBF16,
+          "CUDA fill_uniform: dtype {} unsupported (f32 or bf16)", dtype_name(dtype));
+    cuda_check(cuda::launch_fill_uniform(dst, dtype == DType::kBF16, n, key, center, scale,
+                                         stream_),
+               "fill_uniform");
+  }
 
   // ---- ops --------------------------------------------------------------------------
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
@@ -170,15 +200,33 @@ class CudaOps final : public Ops {
       if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
       return;
     }
-    const cuda::GemmScratchNeed need = cuda::gemm_scratch_need(m, w.rows, w.cols, gemm_variant_,
-                                                                gemm_splits_override_);
+    if (lt_gemm_ && lt_gemm_->prefers_lt(m, wd, w.rows, w.cols)) {
+      // A cuBLASLt execution verified bit-equal to the invariant kernel (gemm_lt.h).
+      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
+      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
+      if (lt_gemm_->run(xb, m, wd, w.rows, w.cols, y)) {
+        if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
+        return;
+      }
+    }
+    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
+  }
+
+  std::vector<cuda::LtPlanReport> gemm_plans() const {
+    return lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
+  }
+
+  // The invariant GEMM kernel (gemm.cu) with this object's scratch.
+  cudaError_t run_invariant_kernel(const float* x, int32_t m, const uint16_t* w, int64_t n,
+                                   int64_t k, const float* bias, float* y) {
+    const cuda::GemmScratchNeed need =
+        cuda::gemm_scratch_need(m, n, k, gemm_variant_, gemm_splits_override_);
     cuda::GemmScratch s;
     s.x_bf16 = static_cast<uint16_t*>(x_bf16_.get(need.x_bf16, stream_));
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
-    cuda_check(cuda::launch_gemm_invariant(x, m, wd, w.rows, w.cols, bias, y, s, gemm_variant_,
-                                                 gemm_splits_override_, stream_),
-               "invariant gemm");
+    return cuda::launch_gemm_invariant(x, m, w, n, k, bias, y, s, gemm_variant_,
+                                       gemm_splits_override_, stream_);
   }
 
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
@@ -252,19 +300,73 @@ class CudaOps final : public Ops {
     cuda_check(cuda::launch_gather_rows(x, dim, rows, n_rows, out, stream_), "gather_rows");
   }
 
+  // Samples on the device (sampling.cu): uploads the rows' params, downloads only the results.
+  void sample_rows(const float* logits, int32_t rows, int32_t vocab,
+                   const SampleRowParams* params, SampleRowResult* out) override {
+    check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
+    if (rows == 0) return;
+    for (int32_t r = 0; r < rows; ++r) sampling_params_of(params[r]).validate();
+    const size_t params_bytes = sizeof(SampleRowParams) * static_cast<size_t>(rows);
+    const size_t results_offset = (params_bytes + 255) / 256 * 256;
+    const size_t results_bytes = sizeof(SampleRowResult) * static_cast<size_t>(rows);
+    char* io = static_cast<char*>(sample_io_.get(results_offset + results_bytes, stream_));
+    auto* d_params = reinterpret_cast<SampleRowParams*>(io);
+    auto* d_results = reinterpret_cast<SampleRowResult*>(io + results_offset);
+    cuda_check(cudaMemcpyAsync(d_params, params, params_bytes, cudaMemcpyHostToDevice, stream_),
+               "sample_rows (params)");
+    cuda_check(cuda::launch_sample_rows(logits, rows, vocab, d_params, d_results, stream_),
+               "sample_rows");
+    cuda_check(cudaMemcpyAsync(out, d_results, results_bytes, cudaMemcpyDeviceToHost, stream_),
+               "sample_rows (results)");
+    cuda_check(cudaStreamSynchronize(stream_), "sample_rows (sync)");
+    for (int32_t r = 0; r < rows; ++r) {
+      check(out[r].status != SampleRowStatus::kNonFiniteLogit,
+            "sampling: row {} has a NaN or +inf logit: the model produced a non-finite value", r);
+      check(out[r].status != SampleRowStatus::kAllMasked,
+            "sampling: every logit of row {} is -inf: no token can be chosen", r);
+      const int32_t n_top = std::min(params[r].n_logprobs, vocab);
+      check(out[r].token >= 0 && out[r].token < vocab && out[r].n_top == n_top,
+            "CUDA sample_rows: internal error in row {} (token {}, {} top logprobs of {})", r,
+            out[r].token, out[r].n_top, n_top);
+    }
+  }
+
  private:
   int device_;
   NumericsMode mode_;
   int force_attention_split_;
   int gemm_variant_;
   int gemm_splits_override_;
+  std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
+  std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)
   std::vector<float> rope_host_;
 };
 
 }  // namespace
+
+std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
+  std::vector<std::string> out;
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  if (c == nullptr) return out;
+  for (const auto& r : c->gemm_plans())
+    out.push_back(fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
+                              "bit-equal | kernel {:.1f} us, chosen {:.1f} us",
+                              r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates,
+                              r.kernel_us, r.chosen_us));
+  return out;
+}
+
+int cuda_gemm_lt_plan_count(const Ops& ops) {
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  if (c == nullptr) return 0;
+  int n = 0;
+  for (const auto& r : c->gemm_plans()) n += r.choice != "invariant-kernel";
+  return n;
+}
 
 std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options) {
   return std::make_unique<CudaOps>(options);

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "determinism/policy.h"
 #include "kernels/ops.h"
@@ -24,11 +25,22 @@ struct CudaOptions {
   // Experiments only (cuda_gemm_bench): force the GEMM's K-split count. This CHANGES the
   // numerics (it is part of the fingerprint's "engine settings"); 0 = the shape's own count.
   int gemm_splits_override = 0;
+  // Invariant mode: where a cuBLASLt execution was verified at runtime to give every bit of
+  // the invariant GEMM kernel and is faster, use it (gemm_lt.h). Same bits either way; off
+  // only to measure the kernel alone. Ignored when gemm_variant or the override is set.
+  bool gemm_lt = true;
 };
 
 // Throws detllm::Error when the device is missing or is not a Hopper GPU (the kernels are
 // built for sm_90a only).
 std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options);
+
+// The GEMM plans an invariant CUDA ops object has made so far, one line each: weight shape,
+// M bucket, the execution chosen (the invariant kernel or a cuBLASLt one verified bit-equal to
+// it), how many candidates were tried and bit-equal, and both times. Empty for other ops.
+std::vector<std::string> cuda_gemm_plan_report(const Ops& ops);
+// How many of those plans run on cuBLASLt (tests check the verified path is really used).
+int cuda_gemm_lt_plan_count(const Ops& ops);
 
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can skip cleanly on machines without a GPU.

@@ -1,7 +1,7 @@
 // Batch-invariant GEMM on the tensor cores: y (m, n) = x (m, k) · w (n, k)ᵀ, bf16 operands,
 // fp32 accumulation (mma.sync.m16n8k16). Invariance by construction (design.md Rule 2): the
 // K range is cut into S splits, S = gemm_split_count(n, k) — a function of the weight shape
-// alone; each split accumulates its k16 steps in ascending order from zero; the splits are
+// alone (today 1 for every shape, see below); each split accumulates its k16 steps in ascending order from zero; the splits are
 // merged left to right ((p0 + p1) + p2) + …; then + bias. Tile shapes, the grid and where
 // the splits run (one block each with an ordered merge by the last one to finish, or one after
 // another inside one block) are chosen from m, but none of them changes that sequence, so a
@@ -18,20 +18,18 @@ namespace detllm::kernels::cuda {
 
 // ---- the numerics: split count per weight shape ----------------------------------------
 namespace {
-constexpr int kSplitTargetBlocks = 264;  // aim: two blocks per SM of an H100/H200 at small m
-constexpr int kSplitTileN = 64;          // columns per block assumed by the count (constant)
-constexpr int kSplitAlign = 256;         // split boundaries are multiples of every BK
-constexpr int kMinSplitK = 512;          // no split shorter than this
+constexpr int kSplitAlign = 256;  // split boundaries are multiples of every BK
 constexpr int kMaxSplits = 8;
 }  // namespace
 
-int gemm_split_count(int64_t n, int64_t k) {
-  const int64_t tiles = (n + kSplitTileN - 1) / kSplitTileN;
-  int s = static_cast<int>(std::min<int64_t>(kMaxSplits, (kSplitTargetBlocks + tiles - 1) / tiles));
-  for (; s > 1; --s)
-    if (k % (int64_t{s} * kSplitAlign) == 0 && k / s >= kMinSplitK) break;
-  return std::max(s, 1);
-}
+// S = 1 for every shape: the K range is one sequential k16 MMA chain, which is also what
+// cuBLASLt's unsplit Hopper kernels compute — so the engine can run whichever of them was
+// verified bit-equal and is fastest (gemm_lt.h). Measured (bench/cuda_gemm_lt_bench
+// --splits 1/2/0, docs/cuda.md): with S = 1 the best bit-equal cuBLASLt execution is
+// 0.93–1.11× default cuBLAS at every M from 1 to 4096 on Llama-8B's shapes; with S = 2 or 4
+// merging the splits costs up to 20–40% at M ≥ 128. (Our own kernel supports S > 1 — the
+// splits_override experiments — where splits help its small-M bandwidth.)
+int gemm_split_count(int64_t /*n*/, int64_t /*k*/) { return 1; }
 
 bool gemm_shape_supported(int64_t n, int64_t k) { return n > 0 && k > 0 && k % 8 == 0; }
 

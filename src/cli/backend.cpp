@@ -1,0 +1,87 @@
+// `--backend` / `--numerics` for the CLI commands and the factory behind them (backend.h).
+// DETLLM_HAVE_CUDA comes from the detllm_cuda target, which the CLI links when it exists
+// (CMakeLists.txt); this file is the only #if on it outside src/kernels/cuda.
+#include "cli/backend.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/version.h"
+#if defined(DETLLM_HAVE_CUDA)
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace detllm::cli {
+
+void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& numerics_help) {
+  cmd.add_option("--backend", o.backend,
+                 std::string("Where the model runs: cpu (SIMD, threaded) or cuda (one NVIDIA "
+                             "Hopper GPU, bf16 weights; docs/cuda.md)") +
+                     (cuda_backend_built() ? "" : ". This build has no CUDA backend"))
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd.add_option("--numerics", o.numerics, numerics_help)
+      ->check(CLI::IsMember({"invariant", "fast"}))
+      ->capture_default_str();
+  cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
+      ->check(CLI::Range(0, 63))
+      ->capture_default_str();
+}
+
+bool cuda_backend_built() {
+#if defined(DETLLM_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+NumericsMode backend_mode_for(const BackendOptions& o, const DeterminismPolicy& policy) {
+  if (o.backend != "cuda") return policy.deterministic_mode;
+  check(policy.default_mode == policy.deterministic_mode,
+        "--backend cuda runs one numerics mode for every request, and deterministic requests "
+        "need the {} kernels: --numerics {} cannot serve both. Use --numerics {} (or, for one "
+        "fast non-deterministic generation, detllm generate --backend cuda --numerics fast)",
+        numerics_mode_name(policy.deterministic_mode), numerics_mode_name(policy.default_mode),
+        numerics_mode_name(policy.deterministic_mode));
+  return policy.deterministic_mode;
+}
+
+Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads) {
+  Backend b;
+  if (o.backend == "cpu") {
+    b.ops = kernels::make_cpu_ops(n_threads);
+    b.fingerprint_name = "cpu";
+    b.build = std::string(cpu_simd_arch());
+    b.description = fmt::format("cpu; build={}", cpu_simd_arch());  // as docs/server.md shows
+    return b;
+  }
+  check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
+#if defined(DETLLM_HAVE_CUDA)
+  kernels::CudaOptions co;
+  co.device = o.device;
+  co.mode = mode;
+  b.ops = kernels::make_cuda_ops(co);  // throws, saying why, without a usable GPU
+  const std::string device = kernels::cuda_device_description(o.device);
+  b.fingerprint_name = "cuda:" + device;
+  b.build = "sm_90a";
+  b.description =
+      fmt::format("cuda; device {}: {}; numerics={}", o.device, device, numerics_mode_name(mode));
+  return b;
+#else
+  (void)mode;
+  throw_error(
+      "this build has no CUDA backend: rebuild with -DDETLLM_CUDA=ON on a machine with "
+      "nvcc (docs/cuda.md), or use --backend cpu");
+#endif
+}
+
+void install_backend(ModelBundle& bundle, Backend& backend) {
+  check(backend.ops != nullptr, "install_backend: the backend was already installed");
+  bundle.llama.reset();  // before its ops go away
+  bundle.ops = std::move(backend.ops);
+  bundle.llama =
+      std::make_unique<LlamaModel>(bundle.model->config, bundle.model->weights, *bundle.ops);
+}
+
+}  // namespace detllm::cli

@@ -1,0 +1,54 @@
+// The backend a CLI command runs on (`--backend cpu|cuda`) and the numerics mode
+// (`--numerics invariant|fast`, stored in the one DeterminismPolicy, never a loose flag).
+// The only place that knows whether this build has the CUDA backend: builds without it (no
+// nvcc, or -DDETLLM_CUDA=OFF) refuse `--backend cuda` with what to do.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "determinism/policy.h"
+#include "kernels/ops.h"
+#include "model/bundle.h"
+
+namespace detllm::cli {
+
+struct BackendOptions {
+  std::string backend = "cpu";         // --backend: cpu | cuda
+  std::string numerics = "invariant";  // --numerics: invariant | fast
+  int device = 0;                      // --device: CUDA device ordinal
+};
+
+// Registers --backend, --numerics and --device on a subcommand; numerics_help says what the
+// mode means for that command.
+void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& numerics_help);
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_built();
+
+struct Backend {
+  std::unique_ptr<kernels::Ops> ops;
+  std::string fingerprint_name;  // FingerprintInputs::backend: "cpu" or "cuda:<device>"
+  std::string build;             // FingerprintInputs::backend_build: SIMD arch or "sm_90a"
+  std::string description;       // one line for logs and the server's info endpoint
+};
+
+// The mode the backend's kernels run to serve every request of `policy`. One backend object
+// serves all requests: the CPU runs its invariant kernels in every mode; on CUDA the policy's
+// two modes must agree, and deterministic requests need invariant — so `--numerics fast` with
+// `--backend cuda` is refused for serving, saying why (detllm generate allows it: its one
+// request is then not deterministic).
+NumericsMode backend_mode_for(const BackendOptions& o, const DeterminismPolicy& policy);
+
+// The backend `name` running numerics `mode` (the CPU runs its invariant kernels for every
+// mode). Throws detllm::Error, with what to do, for an unknown name, a build without CUDA, or
+// a machine without a usable GPU.
+Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads);
+
+// Moves `backend`'s ops into the bundle and rebuilds its LlamaModel on them (weights uploaded
+// to a device backend). open_model_bundle builds on the CPU; this swaps before first use.
+void install_backend(ModelBundle& bundle, Backend& backend);
+
+}  // namespace detllm::cli

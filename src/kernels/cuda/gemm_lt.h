@@ -1,0 +1,83 @@
+// Verified cuBLASLt executions of the invariant GEMM (design.md Rule 1: kernel selection may
+// change with M only among kernels shown to give identical bits).
+//
+// The invariant GEMM's numerics are fixed by the weight shape: S = gemm_split_count(n, k)
+// equal K splits (today S = 1), each a k16 MMA chain in ascending k from zero, merged left to
+// right. cuBLASLt can run the same sequence — an algorithm with its split-K count forced to S
+// (any reduction scheme), or S unsplit calls over the K slices chained through beta = 1 — and
+// its Hopper kernels (wgmma, TMA, clusters) are 3–5× faster than our mma.sync kernel at large
+// M. Nothing documents that their per-element order matches ours, so nothing is trusted: for
+// each (n, k, M bucket) the planner runs every candidate on random activations with the
+// layer's real weights at two M of the bucket, keeps only those whose every output bit equals
+// launch_gemm_invariant's, times them against the invariant kernel and keeps the fastest. A
+// plan never changes bits, only speed; if a library update changed cuBLASLt's order, no
+// candidate would pass and the kernel would run. When no plan exists yet and the stream is
+// being captured into a CUDA graph, the kernel runs too (same bits).
+// Measured: bench/cuda_gemm_lt_bench (every candidate, bits and time), docs/cuda.md.
+// Tests: tests/cuda/cuda_gemm_invariance_test.cpp (rows equal across M = 1…8192 with plans on).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace detllm::kernels::cuda {
+
+// What the planner chose for one (n, k, bucket), for benchmarks and logs.
+struct LtPlanReport {
+  int64_t n = 0, k = 0;
+  int32_t bucket = 0;       // plans cover m in (bucket/2, bucket]
+  int32_t tuned_m = 0;      // rows used to verify and time (≤ bucket)
+  std::string choice;       // "invariant-kernel", "lt-splitk …" or "lt-chain …"
+  int candidates = 0;       // cuBLASLt executions tried
+  int bit_equal = 0;        // … of which every output bit equalled the invariant kernel's
+  double kernel_us = 0;     // invariant kernel time at tuned_m
+  double chosen_us = 0;     // chosen execution's time at tuned_m
+};
+
+class LtGemm {
+ public:
+  // Runs the invariant kernel: y (m, n) = x (m, k) fp32 · wᵀ, on the planner's stream.
+  using KernelFn = std::function<cudaError_t(const float* x, int32_t m, const uint16_t* w,
+                                             int64_t n, int64_t k, float* y)>;
+
+  LtGemm(cudaStream_t stream, KernelFn kernel);
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // Whether the (n, k, bucket(m)) plan runs on cuBLASLt; tunes the plan first if there is
+  // none (not while the stream is being captured: then false, and the kernel runs).
+  bool prefers_lt(int32_t m, const uint16_t* w, int64_t n, int64_t k);
+  // y = x·wᵀ without bias through the plan (prefers_lt() must have said true). x_bf16 is x
+  // rounded to bf16 (m × k). Returns false if cuBLASLt refused the call: run the kernel then.
+  bool run(const uint16_t* x_bf16, int32_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+
+  std::vector<LtPlanReport> reports() const;
+
+ private:
+  struct Exec;  // a verified execution: an algorithm and how it is called
+  struct Plan;
+  Plan& tune(const uint16_t* w, int64_t n, int64_t k, int32_t bucket);
+  cudaError_t launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16, int32_t m,
+                     const uint16_t* w, int64_t n, int64_t k, float* y);
+
+  cudaStream_t stream_;
+  KernelFn kernel_;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;  // fixed: never reallocated (CUDA-graph safe)
+  size_t workspace_bytes_ = 0;
+  std::map<std::tuple<int64_t, int64_t, int32_t>, std::unique_ptr<Plan>> plans_;
+};
+
+// The bucket of m: the next power of two ≥ m, at most 8192 (larger m use the 8192 plan).
+int32_t lt_bucket(int32_t m);
+
+}  // namespace detllm::kernels::cuda
