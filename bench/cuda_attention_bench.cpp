@@ -2,13 +2,21 @@
 // fp32 KV, blocks of 16): decode at batch 1…256 and context 512…8192 against the bandwidth
 // roofline (KV bytes read ÷ the device copy rate measured in the same run), and causal prefill
 // in TFLOP/s. Run: build-cuda/bench/cuda_attention_bench   (exits without a CUDA device)
+// Machine-readable mode, for scripts/gpu/attention_vs_torch.py: --prefill-csv 512,1024,4x2048
+// (causal prefill of one sequence of L tokens, or B sequences: BxL) and/or --decode-csv 1,8,64
+// (batches of one query token at context --context N, default 2048) print only
+// `kind,batch,q_len,context,heads,kv_heads,head_dim,kv_dtype,us` lines after a header.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -94,15 +102,83 @@ double run_case(Ops& ops, int n_seqs, int ctx, int q_per_seq) {
   return time_us(ops, [&] { ops.attention(q.f32(), cache, batch, kHeads, scale, out.f32()); });
 }
 
+// One case of the CSV mode: `batch` sequences with q_len query tokens each at context `ctx`.
+struct CsvCase {
+  const char* kind;  // "prefill" (q_len = ctx, causal) or "decode" (q_len = 1)
+  int batch, q_len, ctx;
+};
+
+// "512,1024,4x2048" → (batch, length) pairs; false on a malformed list.
+bool parse_list(std::string_view s, std::vector<std::pair<int, int>>& out) {
+  while (!s.empty()) {
+    const size_t comma = s.find(',');
+    const std::string item(s.substr(0, comma));
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    int b = 1, n = 0;
+    char extra = 0;
+    if (std::sscanf(item.c_str(), "%dx%d%c", &b, &n, &extra) != 2) {
+      b = 1;
+      if (std::sscanf(item.c_str(), "%d%c", &n, &extra) != 1) return false;
+    }
+    if (b < 1 || n < 1) return false;
+    out.emplace_back(b, n);
+  }
+  return !out.empty();
+}
+
+int usage() {
+  fmt::print(stderr,
+             "usage: cuda_attention_bench [--prefill-csv L|BxL,...] [--decode-csv B,...] "
+             "[--context N]\n  without options: the decode and prefill tables\n");
+  return 2;
+}
+
+int run_csv(Ops& ops, const std::vector<CsvCase>& cases) {
+  fmt::print("kind,batch,q_len,context,heads,kv_heads,head_dim,kv_dtype,us\n");
+  for (const CsvCase& c : cases) {
+    const double t = run_case(ops, c.batch, c.ctx, c.q_len);
+    fmt::print("{},{},{},{},{},{},{},fp32,{:.2f}\n", c.kind, c.batch, c.q_len, c.ctx, kHeads,
+               kKvHeads, kHeadDim, t);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::vector<CsvCase> csv;
+  {
+    std::vector<std::pair<int, int>> prefill, decode;
+    int context = 2048;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a = argv[i];
+      if (i + 1 >= argc) return usage();
+      const char* v = argv[++i];
+      if (a == "--prefill-csv") {
+        if (!parse_list(v, prefill)) return usage();
+      } else if (a == "--decode-csv") {
+        if (!parse_list(v, decode)) return usage();
+      } else if (a == "--context") {
+        context = std::atoi(v);
+        if (context < 1) return usage();
+      } else {
+        return usage();
+      }
+    }
+    for (const auto& [b, len] : prefill) csv.push_back({"prefill", b, len, len});
+    for (const auto& [one, b] : decode) {
+      if (one != 1) return usage();  // decode lists are batch sizes
+      csv.push_back({"decode", b, 1, context});
+    }
+  }
   if (cuda_device_count() == 0) {
     fmt::print("cuda_attention_bench: no CUDA device: nothing to measure\n");
     return 0;
   }
-  fmt::print("device: {}\n", cuda_device_description(0));
   auto ops = make_cuda_ops({});
+  if (!csv.empty()) return run_csv(*ops, csv);
+  fmt::print("device: {}\n", cuda_device_description(0));
   // Copy roofline: bytes read + written by a 1 GiB device-to-device copy.
   double copy_tbs = 0;
   {

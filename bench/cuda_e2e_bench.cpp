@@ -8,7 +8,9 @@
 // measured in the same run. forward() downloads every logit row (128256 fp32 per sequence) to
 // pageable host memory; the step is timed eagerly with all rows (what an engine does) and with
 // one row (lm_head at m = 1, weights still read whole), with all rows replayed from a CUDA graph
-// (padded decode step, model/step_padding.h), and the download alone.
+// (padded decode step, model/step_padding.h), and the download alone; and, as the engine runs
+// it now, replayed from a graph with the logits left on the device and every row sampled there
+// (Ops::sample_rows; only tokens and logprobs are downloaded).
 // Run: build-cuda/bench/cuda_e2e_bench [--quick] [--steps N]  (exits without a CUDA device;
 // progress on stderr, markdown on stdout; docs/cuda.md)
 #include <fmt/format.h>
@@ -25,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sample_row.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "model/kv_storage.h"
@@ -64,6 +67,7 @@ struct Timing {
   double graph_ms = 0;          // all rows, padded decode step replayed from a CUDA graph
   bool graph_replayed = false;  // the graph steps really replayed (LlamaModel::step_stats)
   double download_ms = 0;       // the all-rows logits download alone
+  double sampled_ms = 0;        // graph step, every row sampled on the device, tokens downloaded
 };
 
 double median(std::vector<double> v) {
@@ -99,6 +103,31 @@ class DecodeStep {
     m.ops().synchronize();
     const auto t0 = Clock::now();
     for (int i = 0; i < steps; ++i) m.forward(tokens_, batch_, rows, kv_, logits, graphs);
+    m.ops().synchronize();
+    return since(t0) * 1e3 / steps;
+  }
+  // The same with the logits left on the device and every row sampled there in one
+  // Ops::sample_rows call (temperature 0.8, top-p 0.95, seeded): only the results come back.
+  double time_sampled_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
+                         int warmup, int steps) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_p = 0.95f;
+    p.seed = 1;
+    std::vector<SampleRowParams> params;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      params.push_back(sample_row_params(p, static_cast<uint32_t>(positions_[0] + 1),
+                                         static_cast<uint32_t>(i)));
+    }
+    std::vector<SampleRowResult> out(rows.size());
+    auto step = [&] {
+      const LlamaModel::StepLogits l = m.forward(tokens_, batch_, rows, kv_, graphs);
+      m.ops().sample_rows(l.data, l.n_rows, l.vocab, params.data(), out.data());  // blocks
+    };
+    for (int i = 0; i < warmup; ++i) step();
+    m.ops().synchronize();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) step();
     m.ops().synchronize();
     return since(t0) * 1e3 / steps;
   }
@@ -223,12 +252,15 @@ int main(int argc, char** argv) {
         t.graph_ms = step.time_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
         t.graph_replayed = model->step_stats().n_graph_replays >= replays + steps;
         t.download_ms = download_ms(*ops, k.batch, c.vocab_size);
+        t.sampled_ms = step.time_sampled_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
         results[mi][{k.batch, k.context}] = t;
         progress(
             "{}: batch {:3d}, context {:4d}: {:.2f} ms/step (all logit rows), {:.2f} (one "
-            "row), {:.2f} (all rows, {}), download {:.2f} ms",
+            "row), {:.2f} (all rows, {}), download {:.2f} ms, {:.2f} (graph, sampled on the "
+            "device)",
             mode, k.batch, k.context, t.all_rows_ms, t.one_row_ms, t.graph_ms,
-            t.graph_replayed ? "CUDA graph" : "NOT replayed from a graph", t.download_ms);
+            t.graph_replayed ? "CUDA graph" : "NOT replayed from a graph", t.download_ms,
+            t.sampled_ms);
       }
     }
 
@@ -242,14 +274,17 @@ int main(int argc, char** argv) {
         "rate; % = roofline time ÷ measured time. Speed ratio = fast ms ÷ invariant ms "
         "(1.0 = as fast).\n",
         weight_bytes * 1e-9);
-    const char* kinds[3] = {
+    const char* kinds[4] = {
         "Eager step with every sequence's logits (lm_head at m = batch, batch × 128256 fp32 "
         "downloaded to pageable host memory: what the engine does)",
         "Eager step with one logit row (lm_head at m = 1, weights still read whole; 0.5 MB "
         "downloaded)",
         "Step with every sequence's logits, padded to its row bucket and replayed from a CUDA "
-        "graph (GraphMode::kAuto, model/step_padding.h)"};
-    for (int kind = 0; kind < 3; ++kind) {
+        "graph (GraphMode::kAuto, model/step_padding.h)",
+        "All rows sampled on the device (only tokens downloaded): the graph step with its "
+        "logits left in device memory and one Ops::sample_rows call (temperature 0.8, top-p "
+        "0.95, seeded) — what the engine does now"};
+    for (int kind = 0; kind < 4; ++kind) {
       std::string notes;
       fmt::print("\n{}:\n\n", kinds[kind]);
       fmt::print(
@@ -259,8 +294,12 @@ int main(int argc, char** argv) {
       for (const Case& k : cases) {
         const Timing& ti = results[0].at({k.batch, k.context});
         const Timing& tf = results[1].at({k.batch, k.context});
-        const double inv = kind == 0 ? ti.all_rows_ms : kind == 1 ? ti.one_row_ms : ti.graph_ms;
-        const double fast = kind == 0 ? tf.all_rows_ms : kind == 1 ? tf.one_row_ms : tf.graph_ms;
+        const auto pick = [kind](const Timing& t) {
+          const double by_kind[4] = {t.all_rows_ms, t.one_row_ms, t.graph_ms, t.sampled_ms};
+          return by_kind[kind];
+        };
+        const double inv = pick(ti);
+        const double fast = pick(tf);
         if (kind == 2 && !(ti.graph_replayed && tf.graph_replayed))
           notes += fmt::format("Batch {}, context {}: the steps were NOT replayed from a graph.\n",
                                k.batch, k.context);

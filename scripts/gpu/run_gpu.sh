@@ -73,12 +73,21 @@ attn_rc=${PIPESTATUS[0]}
 # shellcheck disable=SC2086
 timeout "${E2E_TIMEOUT:-300}" "$e2e_bin" ${BENCH_ARGS:-} 2>&1 | tee "$out/cuda_e2e_bench.log"
 e2e_rc=${PIPESTATUS[0]}
+# Our attention vs torch SDPA (flash), measured in this run; needs python3 with torch (CUDA).
+if python3 -c 'import torch, torch.nn.attention; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  timeout "${BENCH_TIMEOUT:-180}" python3 "$root/scripts/gpu/attention_vs_torch.py" "$attn_bin" 2>&1 |
+    tee "$out/attention_vs_torch.log"
+  torch_rc=${PIPESTATUS[0]}
+else
+  echo "skipped: python3 with torch (CUDA) is not available here" | tee "$out/attention_vs_torch.log"
+  torch_rc=0
+fi
 t2=$(date +%s)
 
 {
   echo "# detllm GPU report"
   echo
-  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc, $attn_rc and $e2e_rc ($((t2 - t1)) s)."
+  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc, $attn_rc, $e2e_rc and $torch_rc (vs torch) ($((t2 - t1)) s)."
   echo
   echo '## Machine'
   echo '```'
@@ -104,6 +113,10 @@ t2=$(date +%s)
   echo
   grep -E '^device:' "$out/cuda_e2e_bench.log"
   sed -n '/^Llama-3.1-8B decode/,$p' "$out/cuda_e2e_bench.log"
+  echo
+  echo '## Attention vs torch SDPA (scripts/gpu/attention_vs_torch.py)'
+  echo
+  cat "$out/attention_vs_torch.log"
 } >"$out/report.md"
 echo "report: $out/report.md"
-exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0 || e2e_rc != 0))
+exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0 || e2e_rc != 0 || torch_rc != 0))

@@ -1,4 +1,4 @@
-// `--backend` / `--numerics` for the CLI commands and the factory behind them (backend.h).
+// `--backend` / `--numerics` / `--mode` for the CLI commands and the factory behind them (backend.h).
 // DETLLM_HAVE_CUDA comes from the detllm_cuda target, which the CLI links when it exists
 // (CMakeLists.txt); this file is the only #if on it outside src/kernels/cuda.
 #include "cli/backend.h"
@@ -20,9 +20,17 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
                      (cuda_backend_built() ? "" : ". This build has no CUDA backend"))
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd.add_option("--numerics", o.numerics, numerics_help)
-      ->check(CLI::IsMember({"invariant", "fast"}))
-      ->capture_default_str();
+  CLI::Option* numerics = cmd.add_option("--numerics", o.numerics, numerics_help)
+                              ->check(CLI::IsMember({"invariant", "fast"}))
+                              ->capture_default_str();
+  cmd.add_option("--mode", o.mode,
+                 "Determinism mode (docs/modes.md): fast (library kernels, no guarantee), "
+                 "invariant (the default: batch-invariant kernels, V1-V11), bi-naive (one fixed "
+                 "GEMM tile, no split-K), padded (CoRun: isolated whole prefill, decode at one "
+                 "padded shape with CUDA graphs, library kernels), verified (LLM-42: not "
+                 "implemented yet). Replaces --numerics")
+      ->check(CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"}))
+      ->excludes(numerics);
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
@@ -47,7 +55,19 @@ NumericsMode backend_mode_for(const BackendOptions& o, const DeterminismPolicy& 
   return policy.deterministic_mode;
 }
 
+std::optional<DeterminismMode> selected_mode(const BackendOptions& o) {
+  if (o.mode.empty()) return std::nullopt;
+  return parse_determinism_mode(o.mode);
+}
+
 Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads) {
+  BackendNumerics n;
+  n.numerics = mode;
+  return make_backend(o, n, n_threads);
+}
+
+Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, int n_threads) {
+  const NumericsMode mode = numerics.numerics;
   Backend b;
   if (o.backend == "cpu") {
     b.ops = kernels::make_cpu_ops(n_threads);
@@ -61,12 +81,15 @@ Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads) 
   kernels::CudaOptions co;
   co.device = o.device;
   co.mode = mode;
+  co.gemm_lt = numerics.gemm_lt;
+  co.gemm_fixed_tile = numerics.gemm_fixed_tile;
   b.ops = kernels::make_cuda_ops(co);  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
   b.build = "sm_90a";
-  b.description =
-      fmt::format("cuda; device {}: {}; numerics={}", o.device, device, numerics_mode_name(mode));
+  b.description = fmt::format("cuda; device {}: {}; numerics={}{}", o.device, device,
+                              numerics_mode_name(mode),
+                              numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "");
   return b;
 #else
   (void)mode;

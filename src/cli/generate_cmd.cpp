@@ -35,8 +35,18 @@ int run_generate(const GenerateOptions& o) {
   // --numerics fast makes the request non-deterministic (the fast path promises nothing), so
   // the one request and the backend run the same mode. The backend first: a missing GPU
   // fails before the (slow) model load.
-  const NumericsMode mode = parse_numerics_mode(o.backend.numerics);
-  Backend backend = make_backend(o.backend, mode, o.threads);
+  // --mode (modes.h) sets numerics and execution constraints together; `fast` makes the
+  // request non-deterministic as --numerics fast does; `verified` is refused here.
+  const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
+  engine::EngineConfig cfg;
+  if (det_mode) {
+    cfg.scheduler.max_seqs = 1;  // one sequence: the padded mode's fixed decode shape is 1 row
+    apply_mode(*det_mode, cfg);
+  }
+  const NumericsMode mode =
+      det_mode ? mode_info(*det_mode).backend.numerics : parse_numerics_mode(o.backend.numerics);
+  Backend backend = det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
+                             : make_backend(o.backend, mode, o.threads);
   Progress progress("loading model");
   ModelBundle b = open_model_bundle(o.model, o.threads,
                                     [&](size_t d, size_t t) { progress.update(d, t); });
@@ -56,14 +66,15 @@ int run_generate(const GenerateOptions& o) {
   req.sampling.min_p = o.min_p;
   req.sampling.seed = o.seed;
 
-  engine::EngineConfig cfg;
   cfg.policy.default_mode = mode;
-  cfg.policy.deterministic_by_default = mode == NumericsMode::kInvariant;
+  cfg.policy.deterministic_by_default =
+      det_mode ? *det_mode != DeterminismMode::kFast : mode == NumericsMode::kInvariant;
   cfg.kv_cache_tokens = static_cast<int32_t>(req.prompt.size()) + o.max_tokens + 16;
   cfg.scheduler.max_tokens_per_step = 512;
   // A failed self-check makes add_request refuse a deterministic request with the reason; a
   // non-deterministic run (--numerics fast) has nothing to verify.
-  cfg.policy.self_check = o.self_check && cfg.policy.deterministic_by_default;
+  cfg.policy.self_check = o.self_check && cfg.policy.deterministic_by_default &&
+                         mode == NumericsMode::kInvariant;
   cfg.self_check = startup_self_check(*b.llama, cfg, "detllm generate");
   engine::Engine eng(*b.llama, cfg, b.tokenizer.get());
 

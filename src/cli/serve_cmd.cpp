@@ -90,9 +90,13 @@ int run_serve(ServeOptions& o) {
   }
   // --numerics: the mode of the requests that are not deterministic. The backend first: a
   // missing GPU fails before the (slow) model load.
-  o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
+  // --mode (modes.h) instead: one mode for every request, with its execution constraints.
+  const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
+  if (det_mode) apply_mode(*det_mode, o.engine);  // refuses `verified`, saying why
+  if (!det_mode) o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
   Backend backend =
-      make_backend(o.backend, backend_mode_for(o.backend, o.engine.policy), o.threads);
+      det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
+               : make_backend(o.backend, backend_mode_for(o.backend, o.engine.policy), o.threads);
   Progress progress("loading model");
   ModelBundle b = open_model_bundle(o.model, o.threads,
                                     [&](size_t d, size_t t) { progress.update(d, t); });
@@ -120,9 +124,9 @@ int run_serve(ServeOptions& o) {
   fin.backend = backend.fingerprint_name;
   fin.backend_build = backend.build;
   fin.kv_block_size = cfg.scheduler.kv.block_size;
-  fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(true)));
+  fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, true));
   ctx.fingerprint_deterministic = numerics_fingerprint(fin);
-  fin.numerics_mode = std::string(numerics_mode_name(cfg.policy.mode_for(false)));
+  fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, false));
   ctx.fingerprint_other = numerics_fingerprint(fin);
   ctx.policy_description = cfg.policy.describe();
   ctx.backend_description = backend.description;

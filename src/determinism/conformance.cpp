@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
+#include "model/synthetic.h"
 
 namespace detllm::conformance {
 
@@ -19,8 +20,23 @@ RunResult run(const Target& target, const Execution& exec,
   check(exec.arrival.empty() || exec.arrival.size() == n, "{}: arrival has {} entries for {} "
         "requests", exec.label, exec.arrival.size(), n);
   check(exec.add_order.empty() || exec.add_order.size() == n, "{}: bad add_order", exec.label);
-  auto ops = target.make_ops(exec.n_threads);
-  LlamaModel model(*target.config, *target.weights, *ops);
+  const int n_sources = (target.weights != nullptr) + (target.recipe != nullptr) +
+                        static_cast<int>(static_cast<bool>(target.shared_model));
+  check(target.config != nullptr && n_sources == 1, "{}: a conformance Target needs a config "
+        "and exactly one of weights, recipe and shared_model ({} given)", target.name, n_sources);
+  // Declared in this order so that the model goes before its ops.
+  std::unique_ptr<kernels::Ops> ops;
+  std::unique_ptr<LlamaModel> own_model;
+  if (!target.shared_model) {
+    check(static_cast<bool>(target.make_ops), "{}: the Target has no make_ops", target.name);
+    ops = target.make_ops(exec.n_threads);
+    own_model = target.recipe ? std::make_unique<LlamaModel>(*target.config, *target.recipe, *ops)
+                              : std::make_unique<LlamaModel>(*target.config, *target.weights, *ops);
+  }
+  LlamaModel& model = own_model ? *own_model : target.shared_model();
+  check(model.config().vocab_size == target.config->vocab_size &&
+            model.config().n_layers == target.config->n_layers,
+        "{}: the shared model does not match the Target's config", target.name);
   engine::EngineConfig cfg = exec.engine;
   cfg.policy = target.policy;
   engine::Engine eng(model, cfg);

@@ -19,13 +19,31 @@
 #include "model/config.h"
 #include "model/llama_weights.h"
 
+namespace detllm {
+class LlamaModel;
+struct SyntheticWeights;
+}  // namespace detllm
+
 namespace detllm::conformance {
 
-// What is under test: a model, a backend and a policy.
+// What is under test: a model, a backend and a policy. The model comes from exactly one of
+// `weights`, `recipe` and `shared_model`:
+//   weights       host weights; every run makes its ops and a LlamaModel on them (uploaded on
+//                 a device backend, used in place on the CPU);
+//   recipe        a synthetic recipe (model/synthetic.h); every run makes its ops and generates
+//                 the weights in their memory (LlamaModel's recipe constructor) — no host copy;
+//   shared_model  a model made once, on ops of its own, and reused by every run (make_ops and
+//                 Execution::n_threads are then unused). For models too large to remake per
+//                 run (Llama-3.1-8B: 16 GB generated on the GPU, GEMM plans tuned per ops):
+//                 each run still gets a fresh Engine, KV pool and prefix cache; the model's
+//                 scratch, graphs and plans persist, which may change no bit (V8, Rule 1).
+// config describes the model in every case (the workload needs its vocabulary).
 struct Target {
   std::string name;
   const ModelConfig* config = nullptr;
   const ModelWeights* weights = nullptr;
+  const SyntheticWeights* recipe = nullptr;
+  std::function<LlamaModel&()> shared_model;
   std::function<std::unique_ptr<kernels::Ops>(int n_threads)> make_ops;
   DeterminismPolicy policy;
 };

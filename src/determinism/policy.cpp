@@ -21,16 +21,45 @@ NumericsMode parse_numerics_mode(std::string_view name) {
   throw_error("unknown numerics mode '{}' (valid: invariant, fast)", name);
 }
 
+std::string_view determinism_mode_name(DeterminismMode mode) {
+  switch (mode) {
+    case DeterminismMode::kInvariant: return "invariant";
+    case DeterminismMode::kFast: return "fast";
+    case DeterminismMode::kBiNaive: return "bi-naive";
+    case DeterminismMode::kPadded: return "padded";
+    case DeterminismMode::kVerified: return "verified";
+  }
+  return "?";
+}
+
+DeterminismMode parse_determinism_mode(std::string_view name) {
+  for (DeterminismMode m : kAllDeterminismModes)
+    if (name == determinism_mode_name(m)) return m;
+  throw_error("unknown determinism mode '{}' (valid: fast, invariant, bi-naive, padded, verified)",
+              name);
+}
+
 void DeterminismPolicy::validate() const {
-  check(deterministic_mode != NumericsMode::kFast,
+  check(mode != DeterminismMode::kVerified,
+        "determinism mode 'verified' (LLM-42: fast decode, windows verified on the invariant "
+        "path, rollback) is not implemented yet; choose invariant, bi-naive, padded or fast "
+        "(docs/modes.md)");
+  // fast and padded run library kernels for every request: their "deterministic" requests get
+  // only what the mode gives (the guarantee matrix measures it), so they are chosen explicitly.
+  const bool library_kernels = mode == DeterminismMode::kFast || mode == DeterminismMode::kPadded;
+  check(library_kernels || deterministic_mode != NumericsMode::kFast,
         "the fast numerics path cannot serve deterministic requests: it is not batch-invariant "
         "(choose --deterministic-mode invariant)");
+  check(!library_kernels || deterministic_mode == NumericsMode::kFast,
+        "determinism mode '{}' runs the fast (library) numerics for every request, not '{}'",
+        determinism_mode_name(mode), numerics_mode_name(deterministic_mode));
 }
 
 std::string DeterminismPolicy::describe() const {
-  return fmt::format("det={};other={};default={};self_check={}",
+  return fmt::format("det={};other={};default={};self_check={};mode={}",
                      numerics_mode_name(deterministic_mode), numerics_mode_name(default_mode),
-                     deterministic_by_default ? "det" : "nondet", self_check ? "on" : "off");
+                     deterministic_by_default ? "det" : "nondet", self_check ? "on" : "off",
+                     determinism_mode_name(mode));
 }
 
 }  // namespace detllm

@@ -20,19 +20,44 @@ std::string_view numerics_mode_name(NumericsMode mode);
 // Parses "invariant" / "fast"; throws detllm::Error listing the valid names otherwise.
 NumericsMode parse_numerics_mode(std::string_view name);
 
+// The determinism strategies of design.md section 3, one engine, measured side by side. A mode
+// fixes the backend numerics AND the execution constraints (scheduler, padding); the mapping
+// lives in one place, determinism/modes.h.
+enum class DeterminismMode : uint8_t {
+  kInvariant,  // batch-invariant kernels by construction (the default): V1–V11
+  kFast,       // library heuristics (cuBLAS default), no constraint: the speed reference
+  kBiNaive,    // one fixed GEMM tile config for every shape, no split-K (TML / vLLM / SGLang)
+  kPadded,     // CoRun: isolated whole-prompt prefill, decode at one padded shape, CUDA graphs
+  kVerified,   // LLM-42: fast decode + verification windows + rollback — not implemented yet
+};
+inline constexpr DeterminismMode kAllDeterminismModes[] = {
+    DeterminismMode::kFast, DeterminismMode::kInvariant, DeterminismMode::kBiNaive,
+    DeterminismMode::kPadded, DeterminismMode::kVerified};
+
+// "fast", "invariant", "bi-naive", "padded", "verified".
+std::string_view determinism_mode_name(DeterminismMode mode);
+// Parses the five names; throws detllm::Error listing the valid names otherwise. `verified`
+// parses (it is a mode of the design) but DeterminismPolicy::validate refuses to run it.
+DeterminismMode parse_determinism_mode(std::string_view name);
+
 struct DeterminismPolicy {
+  // The strategy the engine runs (modes.h: backend numerics + execution constraints). Its
+  // numerics path must be deterministic_mode's; policy_for_mode() builds a consistent policy.
+  DeterminismMode mode = DeterminismMode::kInvariant;
   NumericsMode deterministic_mode = NumericsMode::kInvariant;  // for deterministic requests
   NumericsMode default_mode = NumericsMode::kInvariant;        // for the others
   bool deterministic_by_default = true;  // a request that does not say is deterministic
   bool self_check = true;                // run the startup self-check (design.md Rule 3)
 
-  // Throws detllm::Error when the combination cannot keep its promise.
+  // Throws detllm::Error when the combination cannot keep its promise, or names a mode that
+  // is not implemented yet (verified).
   void validate() const;
   // Mode serving a request, given its own `deterministic` flag.
   NumericsMode mode_for(bool deterministic) const {
     return deterministic ? deterministic_mode : default_mode;
   }
-  // One line for headers, logs and the fingerprint, e.g. "det=invariant;other=fast".
+  // One line for headers, logs and the fingerprint, e.g.
+  // "det=invariant;other=fast;default=det;self_check=on;mode=invariant".
   std::string describe() const;
 };
 

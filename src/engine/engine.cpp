@@ -14,7 +14,7 @@ Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokeni
       tokenizer_(tokenizer),
       scheduler_(config_.scheduler),
       runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size,
-              config_.cuda_graphs) {
+              config_.decode_padding()) {
   if (tokenizer_ && tokenizer_->eos_id()) eos_ids_.push_back(*tokenizer_->eos_id());
 }
 
@@ -96,34 +96,91 @@ bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
   const StepPlan plan = scheduler_.schedule();
   if (plan.empty()) return false;
-  const std::span<const float> logits = runner_.run(plan);
+  runner_.run(plan);  // the logits stay in backend memory
   scheduler_.complete_step(plan);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();
-  const int32_t vocab = model_.config().vocab_size;
+  const int64_t downloaded = runner_.n_logit_rows_downloaded();
+  draw_samples(plan);
 
-  for (const ScheduledSeq& s : plan.seqs) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& s = plan.seqs[i];
     auto owner = seq_owner_.find(s.id);
     if (owner == seq_owner_.end()) continue;  // aborted meanwhile
     const auto [rid, sample_index] = owner->second;
     RequestState& r = requests_.at(rid);
-    if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s, logits, vocab);
+    if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s);
     if (!s.sample) continue;
     const int32_t row = s.all_logits ? s.logits_begin + s.n_tokens - 1 : s.logits_begin;
-    const std::span<const float> row_logits = logits.subspan(static_cast<size_t>(row) * vocab,
-                                                             vocab);
-    handle_sample(rid, r, sample_index, row_logits, s.first_pos + s.n_tokens);
+    const std::span<const SampleResult> draws =
+        std::span<const SampleResult>(draws_.results)
+            .subspan(static_cast<size_t>(draws_.begin[i]),
+                     static_cast<size_t>(draws_.begin[i + 1] - draws_.begin[i]));
+    handle_sample(rid, r, sample_index, row, s.first_pos + s.n_tokens, draws);
   }
+  stats_.n_logit_rows_downloaded += runner_.n_logit_rows_downloaded() - downloaded;
   return true;
 }
 
-void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s,
-                                std::span<const float> logits, int32_t vocab) {
+void Engine::draw_samples(const StepPlan& plan) {
+  StepDraws& d = draws_;
+  d.begin.assign(1, 0);
+  d.rows.clear();
+  d.params.clear();
+  for (const ScheduledSeq& s : plan.seqs) {
+    auto owner = seq_owner_.find(s.id);
+    if (owner != seq_owner_.end() && s.sample) {
+      const auto [rid, sample_index] = owner->second;
+      const RequestState& r = requests_.at(rid);
+      if (r.req.max_tokens > 0) {  // else: scoring only, nothing to draw
+        const int32_t row = s.all_logits ? s.logits_begin + s.n_tokens - 1 : s.logits_begin;
+        const auto position = static_cast<uint32_t>(s.first_pos + s.n_tokens);
+        // The first sampled position: the other samples fork from this one (handle_sample)
+        // and draw from the same row, each from its own Philox stream (sample index).
+        const int32_t n_draws = r.forked ? 1 : r.req.n;
+        for (int32_t j = 0; j < n_draws; ++j) {
+          const int32_t k = j == 0 ? sample_index : j;
+          d.rows.push_back(row);
+          d.params.push_back(sample_row_params(r.req.sampling, position, static_cast<uint32_t>(k)));
+        }
+      }
+    }
+    d.begin.push_back(static_cast<int32_t>(d.rows.size()));
+  }
+
+  const size_t n = d.rows.size();
+  d.results.resize(n);
+  if (config_.host_sampling) {  // the reference path: every row to the host, the CPU sampler
+    const int32_t vocab = model_.config().vocab_size;
+    const std::span<const float> logits = runner_.host_logits(0, runner_.n_logit_rows());
+    for (size_t i = 0; i < n; ++i) {
+      const SampleRowParams& p = d.params[i];
+      d.results[i] = sample(logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab),
+                            sampling_params_of(p), p.position, p.sample_index);
+    }
+    return;
+  }
+  d.row_results.resize(n);
+  runner_.sample(d.rows, d.params, d.row_results);
+  stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
+  for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
+}
+
+int32_t Engine::n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const {
+  // Row j predicts the token at position first_pos + j + 1: a prompt token while < n_prompt.
   const int32_t n_prompt = static_cast<int32_t>(r.req.prompt.size());
-  for (int32_t j = 0; j < s.n_tokens; ++j) {
+  return std::clamp(n_prompt - 1 - s.first_pos, 0, s.n_tokens);
+}
+
+void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s) {
+  const int32_t vocab = model_.config().vocab_size;
+  const int32_t n_rows = n_prompt_rows(r, s);
+  // Only these rows come to the host (decode steps of a scoring request download nothing).
+  const std::span<const float> logits =
+      n_rows > 0 ? runner_.host_logits(s.logits_begin, n_rows) : std::span<const float>{};
+  for (int32_t j = 0; j < n_rows; ++j) {
     const int32_t target = s.first_pos + j + 1;  // the token these logits predict
-    if (target >= n_prompt) break;
-    const auto row = logits.subspan(static_cast<size_t>(s.logits_begin + j) * vocab, vocab);
+    const auto row = logits.subspan(static_cast<size_t>(j) * vocab, vocab);
     PromptLogprob& lp = r.prompt_logprobs[target - 1];
     lp.position = target;
     lp.token = r.req.prompt[target];
@@ -140,8 +197,8 @@ void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s,
   }
 }
 
-void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
-                           std::span<const float> row, int32_t position) {
+void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
+                           int32_t position, std::span<const SampleResult> draws) {
   if (r.cached_tokens == 0 && r.samples[sample_index].seq >= 0) {
     r.cached_tokens = scheduler_.sequence(r.samples[sample_index].seq).n_cached_tokens;
   }
@@ -150,7 +207,7 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
     return;
   }
   // The first sampled position: the other samples fork from this one and share its prompt KV
-  // and these logits; each draws from its own Philox stream (sample_index).
+  // and these logits; each drew from its own Philox stream (sample_index; draw_samples).
   std::vector<int32_t> group{sample_index};
   if (!r.forked) {
     r.forked = true;
@@ -161,10 +218,17 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
       group.push_back(k);
     }
   }
-  for (int32_t k : group) {
+  check(group.size() == draws.size(), "engine: internal error: {} samples but {} draws",
+        group.size(), draws.size());
+  // Captured logits (conformance, audit) are the only reason a sampled row comes to the host.
+  const bool capture = r.req.capture_logits && static_cast<bool>(r.cb.on_logits);
+  const std::span<const float> row_logits =
+      capture ? runner_.host_logits(row, 1) : std::span<const float>{};
+  for (size_t j = 0; j < group.size(); ++j) {
+    const int32_t k = group[j];
     SampleState& st = r.samples[k];
-    if (r.req.capture_logits && r.cb.on_logits) r.cb.on_logits(k, position, row);
-    const SampleResult res = sample(row, r.req.sampling, position, static_cast<uint32_t>(k));
+    if (capture) r.cb.on_logits(k, position, row_logits);
+    const SampleResult& res = draws[j];
     scheduler_.append_token(st.seq, res.token);
     st.generated.push_back(res.token);
     ++stats_.n_generated_tokens;

@@ -1,7 +1,8 @@
 // The serving engine: requests in, token events out. One thread calls add_request/abort/step;
 // each step() asks the scheduler for {sequence → n_tokens}, runs the model once over all of
-// them (prefill chunks and decode tokens together), samples with per-token Philox streams and
-// applies stop rules. Deterministic requests get the same bits whatever else runs (V1–V11).
+// them (prefill chunks and decode tokens together), samples every sampling row in one batched
+// call on the backend (per-token Philox streams; only results leave the device) and applies
+// stop rules. Deterministic requests get the same bits whatever else runs (V1–V11).
 #pragma once
 
 #include <memory>
@@ -36,6 +37,9 @@ struct EngineStats {
   int64_t n_generated_tokens = 0;
   int64_t n_computed_tokens = 0;  // tokens run through the model (incl. recompute)
   int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
+  int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
+  // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
+  int64_t n_logit_rows_downloaded = 0;
 };
 
 class Engine {
@@ -89,10 +93,22 @@ class Engine {
     int32_t n_live = 0;
   };
 
-  void handle_prompt_rows(RequestState& r, const ScheduledSeq& s, std::span<const float> logits,
-                          int32_t vocab);
-  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
-                     std::span<const float> row, int32_t position);
+  // The draws of one step: one per (sampling row, sample index), in plan order.
+  struct StepDraws {
+    std::vector<int32_t> begin;           // (plan seqs + 1) seq i's draws: [begin[i], begin[i+1])
+    std::vector<int32_t> rows;            // (draws) logit row
+    std::vector<SampleRowParams> params;  // (draws)
+    std::vector<SampleRowResult> row_results;  // (draws) backend sampling
+    std::vector<SampleResult> results;    // (draws)
+  };
+  // Plans the step's draws (the n samples of a prompt draw from its last row) and makes them:
+  // one Ops::sample_rows call, or sample() on host logits when config_.host_sampling.
+  void draw_samples(const StepPlan& plan);
+  // Number of the scheduled rows of s whose logits score a prompt token (prompt logprobs).
+  int32_t n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const;
+  void handle_prompt_rows(RequestState& r, const ScheduledSeq& s);
+  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
+                     int32_t position, std::span<const SampleResult> draws);
   FinishReason stop_reason(const RequestState& r, const SampleState& s, int32_t token) const;
   void finish_sample(RequestId rid, RequestState& r, int32_t sample_index, FinishReason reason);
 
@@ -106,6 +122,7 @@ class Engine {
   std::unordered_map<SeqId, std::pair<RequestId, int32_t>> seq_owner_;  // → (request, sample)
   RequestId next_id_ = 0;
   EngineStats stats_;
+  StepDraws draws_;  // reused across steps
 };
 
 }  // namespace detllm::engine

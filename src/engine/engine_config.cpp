@@ -23,6 +23,12 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
         "max_model_len {} must be in 1…{} (the model's context)", c.max_model_len,
         model.max_position);
   c.scheduler.validate();
+  check(c.decode_fixed_rows == 0 || c.decode_fixed_rows >= c.scheduler.max_seqs,
+        "decode_fixed_rows {} must be 0 (buckets) or >= max_seqs {} (every decode step fits)",
+        c.decode_fixed_rows, c.scheduler.max_seqs);
+  check(c.decode_fixed_rows <= decode_row_buckets().back(),
+        "decode_fixed_rows {} is above the largest padded shape ({} rows): lower max_seqs",
+        c.decode_fixed_rows, decode_row_buckets().back());
   c.policy.validate();
   if (!c.policy.self_check) c.self_check = SelfCheckVerdict::disabled();
   return c;

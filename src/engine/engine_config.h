@@ -24,6 +24,16 @@ struct EngineConfig {
   // Decode steps padded to batch-size buckets and replayed as CUDA graphs (auto: where the
   // backend has graphs). An execution setting, not a numerics one: it changes no bit (V8).
   GraphMode cuda_graphs = GraphMode::kAuto;
+  // > 0: every decode step padded to exactly this many rows (one fixed shape: the `padded`
+  // mode, determinism/modes.h) instead of the buckets; must be >= scheduler.max_seqs.
+  int32_t decode_fixed_rows = 0;
+  DecodePadding decode_padding() const { return {cuda_graphs, decode_fixed_rows}; }
+  // Where tokens are sampled. false (default): on the backend — one Ops::sample_rows call per
+  // step over the logits in backend memory, only results come back; logits are downloaded
+  // just for the rows someone reads (prompt logprobs, Request::capture_logits). true: every
+  // logit row of every step is downloaded and sampled on the host with detllm::sample() (the
+  // reference the tests compare against). An execution setting: it changes no bit.
+  bool host_sampling = false;
   // The startup self-check's outcome (design.md Rule 3), set by whoever ran run_self_check on
   // the model's ops before building the engine (detllm serve / generate). kFailed: add_request
   // refuses deterministic requests. kNotRun (library use, tests) gates nothing; resolved()

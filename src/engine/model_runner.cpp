@@ -1,25 +1,86 @@
-// ModelRunner: StepPlan → forward → logits.
+// ModelRunner: StepPlan → forward → logits in backend memory → sampled rows, downloaded rows.
 #include "engine/model_runner.h"
+
+#include <algorithm>
+
+#include "core/error.h"
 
 namespace detllm::engine {
 namespace {
 // Pad slots only where decode steps may be padded (step_padding.h's decision needs them).
-int32_t pad_slots_for(const LlamaModel& model, GraphMode graphs) {
-  const bool pads = graphs == GraphMode::kOn ||
-                    (graphs == GraphMode::kAuto && model.ops().graph_capture() != nullptr);
-  return pads ? max_pad_rows() : 0;
+int32_t pad_slots_for(const LlamaModel& model, const DecodePadding& padding) {
+  return pad_slots_needed(padding, model.ops().graph_capture() != nullptr);
 }
 }  // namespace
 
 ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t block_size,
-                         GraphMode graphs)
-    : model_(model), graphs_(graphs),
-      kv_(model.ops(), model.config(), n_blocks, block_size, pad_slots_for(model, graphs)) {}
+                         DecodePadding padding)
+    : model_(model),
+      padding_(padding),
+      kv_(model.ops(), model.config(), n_blocks, block_size, pad_slots_for(model, padding)) {}
 
-std::span<const float> ModelRunner::run(const StepPlan& plan) {
+void ModelRunner::run(const StepPlan& plan) {
   for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
-  model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, logits_, graphs_);
-  return logits_;
+  logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding_);
+  on_host_.assign(static_cast<size_t>(logits_.n_rows), false);
+}
+
+void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
+                         std::span<SampleRowResult> out) {
+  check(rows.size() == params.size() && rows.size() == out.size(),
+        "ModelRunner::sample: {} rows, {} params, {} results", rows.size(), params.size(),
+        out.size());
+  const int32_t n = static_cast<int32_t>(rows.size());
+  if (n == 0) return;
+  for (int32_t r : rows) {
+    check(r >= 0 && r < logits_.n_rows,
+          "ModelRunner::sample: row {} outside the step's {} "
+          "logit rows",
+          r, logits_.n_rows);
+  }
+  kernels::Ops& ops = model_.ops();
+  const size_t vocab = static_cast<size_t>(logits_.vocab);
+  // The usual decode step samples rows 0 … n-1 once each: sample the logits where they are.
+  bool contiguous = true;
+  for (int32_t i = 1; i < n && contiguous; ++i) contiguous = rows[i] == rows[0] + i;
+  const float* src = logits_.data + static_cast<size_t>(rows[0]) * vocab;
+  if (!contiguous) {
+    if (n > gather_capacity_) {
+      gather_capacity_ = std::max(n, 2 * gather_capacity_);
+      gather_rows_ = {ops, static_cast<size_t>(gather_capacity_) * sizeof(int32_t)};
+      gathered_ = {ops, static_cast<size_t>(gather_capacity_) * vocab * sizeof(float)};
+    }
+    ops.upload(gather_rows_.data(), rows.data(), rows.size_bytes());
+    ops.gather_rows(logits_.data, logits_.vocab, gather_rows_.i32(), n, gathered_.f32());
+    src = gathered_.f32();
+  }
+  ops.sample_rows(src, n, logits_.vocab, params.data(), out.data());
+  n_rows_sampled_ += n;
+}
+
+std::span<const float> ModelRunner::host_logits(int32_t first_row, int32_t n_rows) {
+  check(first_row >= 0 && n_rows >= 0 && first_row + n_rows <= logits_.n_rows,
+        "ModelRunner::host_logits: rows [{}, {}) outside the step's {} logit rows", first_row,
+        first_row + n_rows, logits_.n_rows);
+  const size_t vocab = static_cast<size_t>(logits_.vocab);
+  if (host_.size() < static_cast<size_t>(logits_.n_rows) * vocab) {
+    host_.resize(static_cast<size_t>(logits_.n_rows) * vocab);
+  }
+  // Download each run of rows not yet on the host in one copy.
+  for (int32_t r = first_row; r < first_row + n_rows;) {
+    if (on_host_[r]) {
+      ++r;
+      continue;
+    }
+    int32_t end = r + 1;
+    while (end < first_row + n_rows && !on_host_[end]) ++end;
+    model_.download_logits(logits_, r, end - r, host_.data() + static_cast<size_t>(r) * vocab);
+    for (int32_t i = r; i < end; ++i) on_host_[i] = true;
+    n_rows_downloaded_ += end - r;
+    r = end;
+  }
+  return {host_.data() + static_cast<size_t>(first_row) * vocab,
+          static_cast<size_t>(n_rows) * vocab};
 }
 
 }  // namespace detllm::engine

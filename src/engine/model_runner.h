@@ -1,13 +1,18 @@
 // ModelRunner: executes a scheduler StepPlan on the model — applies the plan's KV block
-// copies, runs one forward over the plan's tokens, and returns the logits of its logit rows.
-// It owns the KV memory (plus the pad slots of padded decode steps, model/step_padding.h);
-// which block holds what is the scheduler's business.
+// copies and runs one forward over the plan's tokens. The step's logits stay in backend
+// memory: rows are sampled there (one Ops::sample_rows call; only tokens, logprobs and top
+// logprobs come back) and downloaded only for whoever reads them (prompt logprobs, captured
+// logits, host sampling). It owns the KV memory (plus the pad slots of padded decode steps,
+// model/step_padding.h); which block holds what is the scheduler's business.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
+#include "engine/sample_row.h"
 #include "engine/scheduler.h"
+#include "kernels/ops.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "model/step_padding.h"
@@ -18,18 +23,44 @@ class ModelRunner {
  public:
   // graphs: how decode steps execute (EngineConfig::cuda_graphs); changes no bit (V8).
   ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t block_size,
-              GraphMode graphs = GraphMode::kAuto);
+              DecodePadding padding = {});
 
-  // Returns (plan.logit_rows.size(), vocab) logits, valid until the next run().
-  std::span<const float> run(const StepPlan& plan);
+  // Runs the plan's forward. Its logits — (plan.logit_rows.size(), vocab), row i for
+  // plan.logit_rows[i] — stay in backend memory until the next run().
+  void run(const StepPlan& plan);
+
+  // out[i] = the sampler's result (engine/sampler.h) for logit row rows[i] of this step with
+  // params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every
+  // backend). rows may repeat (the n samples of a prompt draw from one row) and come in any
+  // order; a contiguous ascending run is sampled in place, anything else gathered first
+  // (a copy on the backend). Throws detllm::Error like sample().
+  void sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
+              std::span<SampleRowResult> out);
+
+  // Logit rows [first_row, first_row + n_rows) of this step on the host ((n_rows, vocab)
+  // floats), downloaded on first use; valid until the next run().
+  std::span<const float> host_logits(int32_t first_row, int32_t n_rows);
+
+  int32_t n_logit_rows() const { return logits_.n_rows; }
+  // Logit rows downloaded and rows sampled on the backend, over every step so far.
+  int64_t n_logit_rows_downloaded() const { return n_rows_downloaded_; }
+  int64_t n_rows_sampled() const { return n_rows_sampled_; }
+
   const LlamaModel& model() const { return model_; }
-  GraphMode graphs() const { return graphs_; }
+  const DecodePadding& padding() const { return padding_; }
 
  private:
   const LlamaModel& model_;
-  GraphMode graphs_;
+  DecodePadding padding_;
   KvStorage kv_;
-  std::vector<float> logits_;
+  LlamaModel::StepLogits logits_;  // this step's, in backend memory
+  std::vector<float> host_;        // (n_logit_rows, vocab) host copies of downloaded rows
+  std::vector<bool> on_host_;      // (n_logit_rows) row already in host_
+  kernels::Buffer gather_rows_;    // (capacity) int32 row indices, backend memory
+  kernels::Buffer gathered_;       // (capacity, vocab) gathered rows to sample, backend memory
+  int32_t gather_capacity_ = 0;
+  int64_t n_rows_downloaded_ = 0;
+  int64_t n_rows_sampled_ = 0;
 };
 
 }  // namespace detllm::engine

@@ -326,6 +326,20 @@ SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams&
   return out;
 }
 
+SampleResult sample_result_of(const SampleRowResult& row) {
+  check(row.n_top >= 0 && row.n_top <= SamplingParams::kMaxLogprobs,
+        "sampling: a row result has {} top logprobs (at most {})", row.n_top,
+        SamplingParams::kMaxLogprobs);
+  SampleResult out;
+  out.token = row.token;
+  out.logprob = row.logprob;
+  out.top_logprobs.resize(static_cast<size_t>(row.n_top));
+  for (size_t j = 0; j < out.top_logprobs.size(); ++j) {
+    out.top_logprobs[j] = TokenLogprob{row.top_tokens[j], row.top_logprobs[j]};
+  }
+  return out;
+}
+
 float logprob_of(std::span<const float> logits, int32_t token) {
   const LogitStats stats = logit_stats(logits);
   check(token >= 0 && static_cast<size_t>(token) < logits.size(),

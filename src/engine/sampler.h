@@ -98,6 +98,9 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
 // the row's params and Philox counter, as a SampleRowResult. Throws like sample().
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row);
 
+// A batched call's result as sample() returns it (the same token, logprob and top logprobs).
+SampleResult sample_result_of(const SampleRowResult& row);
+
 // The sampler's exp and log: IEEE +, -, *, / and exact bit operations only (no libm; the build
 // forbids FMA contraction), so the bits are a function of this code alone and can be
 // reproduced on another backend. Within 1 ulp of the C library's.

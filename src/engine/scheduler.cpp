@@ -119,6 +119,11 @@ StepPlan Scheduler::schedule() {
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
   int32_t budget = config_.max_tokens_per_step;
   std::vector<std::pair<SeqId, int32_t>> picks;  // (sequence, tokens) in plan order
+  if (config_.isolate_prefill) {
+    schedule_isolated(plan, picks);
+    build_rows(picks, plan);
+    return plan;
+  }
 
   auto clamp_chunk = [&](int32_t want) {
     want = std::min(want, budget);
@@ -173,6 +178,70 @@ StepPlan Scheduler::schedule() {
 
   build_rows(picks, plan);
   return plan;
+}
+
+void Scheduler::schedule_isolated(StepPlan& plan,
+                                  std::vector<std::pair<SeqId, int32_t>>& picks) {
+  const int32_t bs = config_.kv.block_size;
+  const auto max_seqs = static_cast<size_t>(config_.max_seqs);
+  // 1. A running sequence with several tokens left (a prefill cut short by mark_computed):
+  // it runs alone, whole, preempting the newest sequences if its blocks do not fit.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const SeqId id = running_[i];
+    Sequence& s = seq(id);
+    const int32_t want = s.n_uncomputed();
+    if (want <= 1) continue;
+    while (kv_.max_tokens_fitting(id, s.n_computed, want) < want) {
+      const bool self = running_.back() == id;
+      preempt_last_running(plan);
+      if (self) return;  // back to waiting: admitted alone below, in a later step
+    }
+    check(kv_.ensure_writable(id, s.n_computed, want, plan.copies),
+          "scheduler: internal error: blocks for sequence {} vanished", id);
+    picks.emplace_back(id, want);
+    return;
+  }
+  // 2. The waiting head, alone and whole, if its blocks fit and a sequence slot is free.
+  if (plan.preempted.empty() && !waiting_.empty() && running_.size() < max_seqs) {
+    const SeqId id = waiting_.front();
+    Sequence& s = seq(id);
+    PrefixMatch match;
+    if (!s.options.all_logits) match = kv_.match_prefix(s.tokens, s.options.numerics_class);
+    const int32_t hit = match.n_tokens;
+    const int32_t want = s.n_tokens() - hit;
+    const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
+    if (need <= kv_.n_available_blocks() - match.n_idle) {
+      waiting_.pop_front();
+      kv_.add_sequence(id, s.options.numerics_class, match);
+      s.status = SeqStatus::kRunning;
+      s.n_computed = hit;
+      s.n_cached_tokens = hit;
+      running_.push_back(id);
+      check(kv_.ensure_writable(id, hit, want, plan.copies),
+            "scheduler: internal error: blocks for admitted sequence {} vanished", id);
+      picks.emplace_back(id, want);
+      return;
+    }
+  }
+  // 3. A decode step: every running sequence with one token to compute, oldest first, under
+  // the budget and max_seqs; the newest are preempted when KV runs out (as in schedule()).
+  int32_t budget = config_.max_tokens_per_step;
+  for (size_t i = 0; i < running_.size() && budget > 0 && picks.size() < max_seqs; ++i) {
+    const SeqId id = running_[i];
+    Sequence& s = seq(id);
+    if (s.n_uncomputed() == 0) continue;  // waiting for append_token() or finish()
+    bool self_preempted = false;
+    while (kv_.max_tokens_fitting(id, s.n_computed, 1) == 0) {
+      self_preempted = running_.back() == id;
+      preempt_last_running(plan);
+      if (self_preempted) break;
+    }
+    if (self_preempted) break;
+    check(kv_.ensure_writable(id, s.n_computed, 1, plan.copies),
+          "scheduler: internal error: blocks for sequence {} vanished", id);
+    picks.emplace_back(id, 1);
+    --budget;
+  }
 }
 
 void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, StepPlan& plan) {

@@ -25,6 +25,12 @@
 //      cached prefix is reused (n_computed = hit tokens, always leaving >= 1 token to compute);
 //      not for all_logits sequences, which need every position's logits and recompute all.
 //      A waiting sequence is admitted only if its whole first chunk fits.
+//   Isolated prefill (SchedulerConfig::isolate_prefill, the `padded` mode — CoRun): a step
+//   either computes ONE sequence's whole uncomputed prompt (or recompute) and nothing else —
+//   batch 1, never chunked, chunk_size and the token budget ignored for it — or is a decode
+//   step (every running sequence with one token to compute). Prefill first: while the waiting
+//   head fits (blocks, max_seqs) it is admitted alone; a running sequence with more than one
+//   token left (after a partial mark_computed) likewise runs alone.
 //   Liveness: the oldest running sequence is never preempted by another and gets >= 1 token
 //   each step; every request fits the pool alone (checked by add()), so it finishes, then the
 //   next oldest, and so on: no livelock, no starvation.
@@ -51,6 +57,8 @@ struct SchedulerConfig {
   int32_t max_tokens_per_step = 2048;  // token budget of one step (>= 1)
   int32_t max_seqs = 256;              // sequences per step and running at once (>= 1)
   int32_t chunk_size = 0;              // prefill chunk limit; 0 = whole prompt within the budget
+  // Each prefill runs alone, whole (batch 1, not chunked); decode steps hold decodes only.
+  bool isolate_prefill = false;
 
   void validate() const;  // throws detllm::Error
 };
@@ -153,6 +161,8 @@ class Scheduler {
   Sequence& seq(SeqId id);
   void preempt_last_running(StepPlan& plan);
   void remove(SeqId id);
+  // schedule() under isolate_prefill: picks for one isolated prefill, or for a decode step.
+  void schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks);
   void build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, StepPlan& plan);
 
   SchedulerConfig config_;

@@ -62,8 +62,8 @@ struct LlamaModel::GraphState {
     return *entries.back();
   }
   // Copies meta into pinned staging. The previous step's upload from staging must have run
-  // first: a step whose rows want no logits (one-token prompt chunks) ends without a
-  // download, so wait here (cheap: the stream is normally idle by now).
+  // first: a step need not end with a download (its logits may stay in backend memory, or it
+  // wants none), so wait here (cheap: the stream is normally idle by now).
   void stage(const std::vector<int32_t>& meta) {
     ops.synchronize();
     const size_t bytes = meta.size() * sizeof(int32_t);
@@ -199,9 +199,29 @@ LlamaModel::LinearView LlamaModel::generate(const SyntheticLinear& l) {
   return {generate_matrix(l.w), l.bias.empty() ? nullptr : generate_vector(l.bias)};
 }
 
-void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBatch& host_batch,
+void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
                          std::span<const int32_t> logit_rows, KvStorage& kv,
-                         std::vector<float>& logits, GraphMode graphs) const {
+                         std::vector<float>& logits, DecodePadding padding) const {
+  const StepLogits out = forward(tokens, batch, logit_rows, kv, padding);
+  logits.resize(static_cast<size_t>(out.n_rows) * static_cast<size_t>(out.vocab));
+  download_logits(out, 0, out.n_rows, logits.data());
+}
+
+void LlamaModel::download_logits(const StepLogits& logits, int32_t first_row, int32_t n_rows,
+                                 float* dst) const {
+  check(first_row >= 0 && n_rows >= 0 && first_row + n_rows <= logits.n_rows,
+        "download_logits: rows [{}, {}) outside the step's {} logit rows", first_row,
+        first_row + n_rows, logits.n_rows);
+  const size_t vocab = static_cast<size_t>(logits.vocab);
+  ops_.download(dst, logits.data + static_cast<size_t>(first_row) * vocab,
+                static_cast<size_t>(n_rows) * vocab * sizeof(float));
+  stats_.n_logit_rows_downloaded += n_rows;
+}
+
+LlamaModel::StepLogits LlamaModel::forward(std::span<const int32_t> tokens,
+                                           const kernels::StepBatch& host_batch,
+                                           std::span<const int32_t> logit_rows, KvStorage& kv,
+                                           DecodePadding padding) const {
   const ModelConfig& c = config_;
   const int32_t n = static_cast<int32_t>(tokens.size());
   check(n == host_batch.n_tokens, "forward: {} tokens but the batch describes {}", n,
@@ -223,21 +243,19 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBat
   // bucket — replayed from a graph where the backend has them, eagerly elsewhere.
   kernels::GraphCapture* capture = ops_.graph_capture();
   const std::optional<PaddedStepKey> key =
-      plan_padded_step(host_batch, graphs, capture != nullptr, kv.n_pad_slots());
-  if (!key) {
-    forward_eager(tokens, host_batch, logit_rows, kv, logits);
-    return;
-  }
+      plan_padded_step(host_batch, padding, capture != nullptr, kv.n_pad_slots());
+  const int32_t n_out = static_cast<int32_t>(logit_rows.size());
+  if (!key) return {forward_eager(tokens, host_batch, logit_rows, kv), n_out, c.vocab_size};
   if (!graphs_) graphs_ = std::make_unique<GraphState>(ops_);
   PaddedStep& step = graphs_->step;
   pad_step(*key, tokens, host_batch, logit_rows, kv.pad_block(), kv.block_size(), step);
   ++stats_.n_padded_steps;
-  if (capture == nullptr) {
-    forward_eager(step.tokens(), step.batch(step.meta.data()), step.logit_rows(), kv, logits);
-  } else {
-    forward_graph(step, kv, logits);
-  }
-  logits.resize(static_cast<size_t>(logit_rows.size()) * c.vocab_size);  // drop pad rows
+  // The real logit rows come first; the pad rows' logits after them are never read.
+  const float* out =
+      capture == nullptr
+          ? forward_eager(step.tokens(), step.batch(step.meta.data()), step.logit_rows(), kv)
+          : forward_graph(step, kv);
+  return {out, n_out, c.vocab_size};
 }
 
 void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const {
@@ -264,10 +282,9 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
   }
 }
 
-void LlamaModel::forward_eager(std::span<const int32_t> tokens,
-                               const kernels::StepBatch& host_batch,
-                               std::span<const int32_t> logit_rows, KvStorage& kv,
-                               std::vector<float>& logits) const {
+const float* LlamaModel::forward_eager(std::span<const int32_t> tokens,
+                                       const kernels::StepBatch& host_batch,
+                                       std::span<const int32_t> logit_rows, KvStorage& kv) const {
   const int32_t n = static_cast<int32_t>(tokens.size());
   const int32_t n_out = static_cast<int32_t>(logit_rows.size());
   // Grow the workspace (backend memory) to this step's size.
@@ -301,8 +318,7 @@ void LlamaModel::forward_eager(std::span<const int32_t> tokens,
   batch.block_tables = ws.block_tables.i32();
 
   run_layers(ws, ws.tokens.i32(), batch, ws.rows.i32(), n_out, kv);
-  logits.resize(static_cast<size_t>(n_out) * config_.vocab_size);
-  ops_.download(logits.data(), ws.logits.data(), logits.size() * sizeof(float));
+  return ws.logits.f32();
 }
 
 void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels::StepBatch& batch,
@@ -356,8 +372,7 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
   ops_.matmul(rows, n_out, lm_head_, nullptr, ws.logits.f32());
 }
 
-void LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv,
-                               std::vector<float>& logits) const {
+const float* LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv) const {
   GraphState& g = *graphs_;
   kernels::GraphCapture& capture = *ops_.graph_capture();
   // The workspace of every graph: sized once for the largest bucket, never reallocated.
@@ -391,8 +406,7 @@ void LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv,
     e.graph = capture.end_capture();
     ++stats_.n_graph_captures;
   }
-  logits.resize(static_cast<size_t>(step.n_logit_rows) * config_.vocab_size);
-  ops_.download(logits.data(), g.ws.logits.data(), logits.size() * sizeof(float));
+  return g.ws.logits.f32();
 }
 
 }  // namespace detllm

@@ -34,22 +34,43 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   kernels::Ops& ops() const { return ops_; }
 
+  // The logits of one step, left in backend memory: (n_rows, vocab) fp32, row r for entry r of
+  // the step's logit_rows. Valid until the next forward of this model.
+  struct StepLogits {
+    const float* data = nullptr;  // (n_rows, vocab) backend memory
+    int32_t n_rows = 0;
+    int32_t vocab = 0;
+  };
+
   // Runs one step. tokens (n_tokens, host) are described by batch (host arrays: positions,
   // sequences, KV slots, block tables). For each entry r of logit_rows (indices into tokens),
-  // writes that token's logits to logits[r_index * vocab … +vocab) on the host: logits is
-  // resized to (logit_rows.size(), vocab).
-  // graphs: how a decode step executes (model/step_padding.h): padded to a row bucket and, on
-  // a backend with Ops::graph_capture(), replayed from a graph captured per (bucket, KV
-  // storage) — the same bits as eager (V8). Pad rows write to kv's pad slots.
+  // row r of the returned logits holds that token's logits — in backend memory, nothing is
+  // downloaded: sample them there (Ops::sample_rows) and bring rows to the host with
+  // download_logits only where someone reads them.
+  // padding: how a decode step executes (model/step_padding.h): padded to a row bucket (or to
+  // one fixed shape: the padded mode) and, on a backend with Ops::graph_capture(), replayed
+  // from a graph captured per (padded shape, KV storage) — the same bits as eager (V8). Pad rows write to kv's pad slots; their logits
+  // are not part of the result.
+  StepLogits forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
+                     std::span<const int32_t> logit_rows, KvStorage& kv,
+                     DecodePadding padding = {}) const;
+  // The same step with every logit row downloaded: logits is resized to (logit_rows.size(),
+  // vocab) on the host.
   void forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
                std::span<const int32_t> logit_rows, KvStorage& kv, std::vector<float>& logits,
-               GraphMode graphs = GraphMode::kAuto) const;
+               DecodePadding padding = {}) const;
+  // dst (n_rows, vocab) on the host = rows [first_row, first_row + n_rows) of `logits` (the
+  // last step's). Counted in step_stats().n_logit_rows_downloaded.
+  void download_logits(const StepLogits& logits, int32_t first_row, int32_t n_rows,
+                       float* dst) const;
 
-  // Counters of how steps ran (tests check that padding / graphs were really exercised).
+  // Counters of how steps ran (tests check that padding / graphs were really exercised, and
+  // that a step whose logits nobody reads downloads none).
   struct StepStats {
     int64_t n_padded_steps = 0;    // decode steps run padded to a bucket
     int64_t n_graph_captures = 0;  // graphs captured (first step of a bucket, or recapture)
     int64_t n_graph_replays = 0;   // steps run by replaying a graph
+    int64_t n_logit_rows_downloaded = 0;  // logit rows copied to the host (download_logits)
   };
   const StepStats& step_stats() const { return stats_; }
 
@@ -72,12 +93,13 @@ class LlamaModel {
 
   // Grows ws's activations to n rows and n_out logit rows.
   void grow_activations(Workspace& ws, int32_t n, int32_t n_out) const;
-  // Eager step from host metadata (grows ws_, uploads, runs, downloads).
-  void forward_eager(std::span<const int32_t> tokens, const kernels::StepBatch& host_batch,
-                     std::span<const int32_t> logit_rows, KvStorage& kv,
-                     std::vector<float>& logits) const;
-  // A padded step on a backend with graphs: replay, or run eagerly then capture.
-  void forward_graph(const PaddedStep& step, KvStorage& kv, std::vector<float>& logits) const;
+  // Eager step from host metadata (grows ws_, uploads, runs). Returns the logits (backend
+  // memory, one row per logit row).
+  const float* forward_eager(std::span<const int32_t> tokens, const kernels::StepBatch& host_batch,
+                             std::span<const int32_t> logit_rows, KvStorage& kv) const;
+  // A padded step on a backend with graphs: replay, or run eagerly then capture. Returns the
+  // logits (backend memory; the real rows first, then the pad rows').
+  const float* forward_graph(const PaddedStep& step, KvStorage& kv) const;
   // Queues the whole forward on metadata already in backend memory; logits (n_out, vocab)
   // end in ws.logits. Allocates and synchronizes nothing, so it can be captured.
   void run_layers(Workspace& ws, const int32_t* tokens, const kernels::StepBatch& batch,

@@ -44,12 +44,30 @@ int32_t max_pad_rows() {
   return gap;
 }
 
+namespace {
+bool pads(GraphMode mode, bool backend_graphs) {
+  return mode == GraphMode::kOn || (mode == GraphMode::kAuto && backend_graphs);
+}
+}  // namespace
+
+int32_t pad_slots_needed(const DecodePadding& padding, bool backend_graphs) {
+  if (!pads(padding.mode, backend_graphs)) return 0;
+  return padding.fixed_rows > 0 ? std::max(padding.fixed_rows - 1, 0) : max_pad_rows();
+}
+
 std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch, GraphMode mode,
                                               bool backend_graphs, int32_t pad_slots) {
-  if (mode == GraphMode::kOff || (mode == GraphMode::kAuto && !backend_graphs)) return {};
+  return plan_padded_step(batch, DecodePadding{mode, 0}, backend_graphs, pad_slots);
+}
+
+std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch,
+                                              const DecodePadding& padding, bool backend_graphs,
+                                              int32_t pad_slots) {
+  if (!pads(padding.mode, backend_graphs)) return {};
   const int32_t n = batch.n_tokens;
   if (n == 0 || n != batch.n_seqs) return {};  // decode steps only: one token per sequence
-  const int32_t rows = row_bucket(n);
+  const int32_t rows = padding.fixed_rows > 0 ? (n <= padding.fixed_rows ? padding.fixed_rows : 0)
+                                              : row_bucket(n);
   if (rows == 0 || rows - n > pad_slots) return {};
   return PaddedStepKey{rows, table_bucket(batch.max_blocks)};
 }

@@ -45,12 +45,30 @@ struct PaddedStepKey {
   bool operator==(const PaddedStepKey&) const = default;
 };
 
+// Decode padding: the graph mode and, optionally, ONE fixed row count — CoRun's padded mode
+// (determinism/modes.h): every decode step runs at the same shape R = fixed_rows whatever the
+// number of sequences, so the library GEMMs always see the same M. fixed_rows = 0: the buckets.
+struct DecodePadding {
+  // Implicit from a GraphMode: the buckets under that mode.
+  DecodePadding(GraphMode m = GraphMode::kAuto, int32_t fixed = 0) : mode(m), fixed_rows(fixed) {}
+  GraphMode mode;
+  int32_t fixed_rows;  // > 0: pad every decode step of ≤ fixed_rows rows to exactly that
+};
+// Pad slots a KvStorage must reserve so that `padding` can pad every decode step it promises
+// to: 0 when it never pads; max_pad_rows() for buckets; fixed_rows - 1 (at least that) fixed.
+int32_t pad_slots_needed(const DecodePadding& padding, bool backend_graphs);
+
 // The one decision: pad (and, with `backend_graphs`, capture/replay) this step? Yes when the
 // mode allows it, every sequence contributes exactly one token (n_tokens == n_seqs: a decode
 // step), the rows fit the largest bucket and `pad_slots` (KvStorage::n_pad_slots) cover the pad
 // rows. Returns the key of the padded shape, or nothing: run the step as it is.
 std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch, GraphMode mode,
                                               bool backend_graphs, int32_t pad_slots);
+// The same decision under a DecodePadding: with fixed_rows > 0 the key's rows are fixed_rows
+// (a decode step of more rows, or without enough pad slots, runs as it is).
+std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch,
+                                              const DecodePadding& padding, bool backend_graphs,
+                                              int32_t pad_slots);
 
 // A padded step's metadata in one int32 array (one upload), layout fixed by the key:
 //   [tokens (R) | positions (R) | seq_of_token (R) | slots (R) | logit_rows (R) | tables (R×C)]

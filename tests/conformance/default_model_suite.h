@@ -1,15 +1,17 @@
 // Conformance on the real default model (SmolLM2-135M-Instruct, GGUF Q4_1 dequantized), shared
 // by every backend like conformance_suite.h: the variations most likely to expose a real-shape
 // kernel problem — batching (V1), chunking (V3), generation vs scoring (V4), preemption with
-// shuffled blocks (V6, V7) and, on the CPU, threads (V11) — compared bit for bit. Skipped when
-// the model is not installed (scripts/setup.sh installs it; DETLLM_DEFAULT_MODEL points
-// elsewhere) or the backend cannot run. Included by tests/conformance/default_model_test.cpp
+// shuffled blocks (V6, V7) and, on the CPU, threads (V11) — compared bit for bit. Skipped, with
+// the reason, when the model is not installed (scripts/setup.sh installs it; DETLLM_DEFAULT_MODEL
+// points elsewhere), when DETLLM_DEFAULT_MODEL names a missing file, or when the backend cannot
+// run. Included by tests/conformance/default_model_test.cpp
 // (CPU) and tests/cuda/cuda_default_model_test.cpp (GPU).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -28,11 +30,21 @@ class DefaultModelConformance : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string path = find_default_model();
-    if (path.empty()) return;
-    model_ = load_model(path).release();
+    if (path.empty()) {
+      skip_reason_ = "default model not installed: run scripts/setup.sh";
+      return;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {  // only DETLLM_DEFAULT_MODEL can name one
+      skip_reason_ = "DETLLM_DEFAULT_MODEL=" + path +
+                     ": no such file: point it at SmolLM2-135M-Instruct.Q4_1.gguf or unset it "
+                     "(scripts/setup.sh installs the model under models/)";
+      return;
+    }
+    model_ = load_model(path).release();  // a file that does not load is a failure, not a skip
   }
   void SetUp() override {
-    if (!model_) GTEST_SKIP() << "default model not installed: run scripts/setup.sh";
+    if (!model_) GTEST_SKIP() << skip_reason_;
     target_.name = "smollm2-135m";
     target_.config = &model_->config;
     target_.weights = &model_->weights;
@@ -67,6 +79,7 @@ class DefaultModelConformance : public ::testing::Test {
     }
   }
   static inline LoadedModel* model_ = nullptr;
+  static inline std::string skip_reason_;
   Target target_;
 };
 

@@ -69,7 +69,8 @@ class CudaOps final : public Ops {
   explicit CudaOps(const CudaOptions& options)
       : device_(options.device), mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
-        gemm_variant_(options.gemm_variant),
+        gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
+        fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override) {
     const int n = cuda_device_count();
     check(n > 0, "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
@@ -113,7 +114,8 @@ class CudaOps final : public Ops {
   }
 
   std::string_view name() const override {
-    return mode_ == NumericsMode::kFast ? "cuda-fast" : "cuda-invariant";
+    if (mode_ == NumericsMode::kFast) return "cuda-fast";
+    return fixed_tile_ ? "cuda-bi-naive" : "cuda-invariant";
   }
 
   // ---- memory -----------------------------------------------------------------------
@@ -335,7 +337,8 @@ class CudaOps final : public Ops {
   int device_;
   NumericsMode mode_;
   int force_attention_split_;
-  int gemm_variant_;
+  int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
+  bool fixed_tile_;
   int gemm_splits_override_;
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;

@@ -29,7 +29,15 @@ struct CudaOptions {
   // the invariant GEMM kernel and is faster, use it (gemm_lt.h). Same bits either way; off
   // only to measure the kernel alone. Ignored when gemm_variant or the override is set.
   bool gemm_lt = true;
+  // The `bi-naive` mode (determinism/modes.h): every GEMM runs our invariant kernel with ONE
+  // tile configuration for every M (the large 128×128×64 tile), split count 1, no cuBLASLt —
+  // the published batch-invariant strategy, kept to measure what it costs. Same bits as the
+  // invariant mode; invariant numerics only (ignored in fast mode).
+  bool gemm_fixed_tile = false;
 };
+
+// The gemm_variant value gemm.cu's planner reads as "the one fixed tile" (gemm_fixed_tile).
+inline constexpr int kGemmVariantFixedTile = 4;
 
 // Throws detllm::Error when the device is missing or is not a Hopper GPU (the kernels are
 // built for sm_90a only).

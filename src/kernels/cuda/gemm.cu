@@ -357,7 +357,15 @@ int tiles_variant(int v, int32_t m, int64_t n) {
   }
 }
 
+// The `bi-naive` mode's GEMM (determinism/modes.h; CudaOptions::gemm_fixed_tile): variant 4 =
+// ONE tile configuration for every m — Large1, 128×128×64 — and no split blocks, as the
+// published batch-invariant kernels do (Thinking Machines, vLLM, SGLang). Same bits as any
+// other plan (the K order is fixed by the weight shape), slow at small m. Must equal
+// kernels::kGemmVariantFixedTile (cuda_ops.h), which the ops pass as the variant.
+constexpr int kVariantFixedTile = 4;
+
 Plan plan_for(int32_t m, int64_t n, int variant, int splits) {
+  if (variant == kVariantFixedTile) return Plan{Kind::kLarge, 1, false};
   Plan plan{};
   plan.kind = m <= 16 ? Kind::kSmall : m <= 256 ? Kind::kMid : Kind::kLarge;
   plan.variant = variant >= 0 && variant < 4 ? variant : default_variant(plan.kind, splits);

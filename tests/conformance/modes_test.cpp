@@ -1,0 +1,182 @@
+// The determinism modes (determinism/modes.h) on the CPU: names and the policy, the mapping of
+// each mode to backend numerics and execution constraints, the scheduler's isolated prefill
+// (the padded mode: a prefill step holds one whole prompt and nothing else) and the fixed
+// decode shape of model/step_padding.h.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "determinism/modes.h"
+#include "engine/scheduler.h"
+#include "model/step_padding.h"
+
+namespace detllm {
+namespace {
+
+TEST(DeterminismModes, NamesParseAndPrint) {
+  std::set<std::string_view> names;
+  for (DeterminismMode m : kAllDeterminismModes) {
+    names.insert(determinism_mode_name(m));
+    EXPECT_EQ(parse_determinism_mode(determinism_mode_name(m)), m);
+  }
+  EXPECT_EQ(names, (std::set<std::string_view>{"fast", "invariant", "bi-naive", "padded",
+                                               "verified"}));
+  EXPECT_THROW(parse_determinism_mode("bi_naive"), Error);
+  EXPECT_THROW(parse_determinism_mode(""), Error);
+}
+
+TEST(DeterminismModes, PolicyPerMode) {
+  for (DeterminismMode m : kAllDeterminismModes) {
+    const DeterminismPolicy p = policy_for_mode(m);
+    EXPECT_EQ(p.mode, m);
+    EXPECT_NE(p.describe().find(std::string("mode=") + std::string(determinism_mode_name(m))),
+              std::string::npos);
+    if (m == DeterminismMode::kVerified) {
+      try {
+        p.validate();
+        ADD_FAILURE() << "verified must be refused";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("not implemented yet"), std::string::npos);
+      }
+    } else {
+      EXPECT_NO_THROW(p.validate()) << determinism_mode_name(m);
+    }
+  }
+  // The default policy is unchanged; fast numerics for deterministic requests stay refused
+  // outside the modes that run library kernels by choice.
+  DeterminismPolicy p;
+  EXPECT_EQ(p.mode, DeterminismMode::kInvariant);
+  p.deterministic_mode = NumericsMode::kFast;
+  EXPECT_THROW(p.validate(), Error);
+  DeterminismPolicy padded = policy_for_mode(DeterminismMode::kPadded);
+  padded.deterministic_mode = NumericsMode::kInvariant;
+  EXPECT_THROW(padded.validate(), Error);
+  // Fingerprint names: the default modes keep theirs, the others get their own.
+  EXPECT_EQ(fingerprint_mode_name(DeterminismPolicy{}, true), "invariant");
+  EXPECT_EQ(fingerprint_mode_name(policy_for_mode(DeterminismMode::kFast), true), "fast");
+  EXPECT_EQ(fingerprint_mode_name(policy_for_mode(DeterminismMode::kBiNaive), true), "bi-naive");
+  EXPECT_EQ(fingerprint_mode_name(policy_for_mode(DeterminismMode::kPadded), true), "padded");
+}
+
+TEST(DeterminismModes, MappingToBackendAndEngine) {
+  const ModeInfo& bi = mode_info(DeterminismMode::kBiNaive);
+  EXPECT_EQ(bi.backend.numerics, NumericsMode::kInvariant);
+  EXPECT_TRUE(bi.backend.gemm_fixed_tile);
+  EXPECT_FALSE(bi.backend.gemm_lt);
+  EXPECT_EQ(mode_info(DeterminismMode::kFast).backend.numerics, NumericsMode::kFast);
+  EXPECT_EQ(mode_info(DeterminismMode::kPadded).backend.numerics, NumericsMode::kFast);
+  EXPECT_TRUE(mode_info(DeterminismMode::kInvariant).backend.gemm_lt);
+  EXPECT_FALSE(mode_info(DeterminismMode::kVerified).implemented);
+
+  engine::EngineConfig c;
+  c.scheduler.max_seqs = 12;
+  apply_mode(DeterminismMode::kPadded, c);
+  EXPECT_TRUE(c.scheduler.isolate_prefill);
+  EXPECT_EQ(c.decode_fixed_rows, 12);
+  EXPECT_EQ(c.cuda_graphs, GraphMode::kOn);
+  EXPECT_EQ(c.policy.mode, DeterminismMode::kPadded);
+  EXPECT_FALSE(c.policy.self_check);  // library kernels: nothing to verify
+  apply_mode(DeterminismMode::kInvariant, c);
+  EXPECT_FALSE(c.scheduler.isolate_prefill);
+  EXPECT_EQ(c.decode_fixed_rows, 0);
+  EXPECT_EQ(c.policy.deterministic_mode, NumericsMode::kInvariant);
+  EXPECT_THROW(apply_mode(DeterminismMode::kVerified, c), Error);
+}
+
+// Every step of an isolated-prefill scheduler is one whole prompt alone, or decodes only —
+// under a chunk size and budget that would otherwise chunk and mix, with preemption.
+TEST(DeterminismModes, SchedulerIsolatesWholePrefills) {
+  for (int32_t n_blocks : {64, 12}) {
+    engine::SchedulerConfig sc;
+    sc.kv.block_size = 4;
+    sc.kv.n_blocks = n_blocks;
+    sc.max_tokens_per_step = 8;
+    sc.chunk_size = 3;
+    sc.max_seqs = 4;
+    sc.isolate_prefill = true;
+    engine::Scheduler s(sc);
+    std::mt19937 rng(5);
+    std::vector<engine::SeqId> ids;
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int32_t> prompt(5 + rng() % 20);
+      for (auto& t : prompt) t = static_cast<int32_t>(rng() % 100);
+      engine::SequenceOptions o;
+      o.max_new_tokens = 6;
+      ids.push_back(s.add(prompt, o));
+    }
+    int n_prefill = 0, n_decode = 0;
+    for (int step = 0; step < 500 && s.has_unfinished(); ++step) {
+      const engine::StepPlan plan = s.schedule();
+      if (plan.empty()) continue;
+      bool decode_only = true;
+      for (const auto& ss : plan.seqs) decode_only = decode_only && ss.n_tokens == 1;
+      if (!decode_only) {
+        ASSERT_EQ(plan.n_seqs(), 1) << "a prefill step holds other sequences";
+        const auto& ss = plan.seqs[0];
+        EXPECT_EQ(ss.first_pos + ss.n_tokens, s.sequence(ss.id).n_tokens())
+            << "a prefill step does not hold the whole (remaining) prompt";
+        EXPECT_TRUE(ss.sample);
+        ++n_prefill;
+      } else {
+        ++n_decode;
+        EXPECT_LE(plan.n_seqs(), sc.max_seqs);
+      }
+      s.complete_step(plan);
+      s.check_consistency();
+      for (const auto& ss : plan.seqs) {
+        if (!ss.sample || !s.contains(ss.id)) continue;
+        const engine::Sequence& q = s.sequence(ss.id);
+        if (q.n_generated() >= q.options.max_new_tokens) {
+          s.finish(ss.id);
+        } else {
+          s.append_token(ss.id, 7);
+        }
+      }
+    }
+    EXPECT_FALSE(s.has_unfinished());
+    EXPECT_GE(n_prefill, 6);
+    EXPECT_GT(n_decode, 0);
+  }
+}
+
+TEST(DeterminismModes, FixedDecodeShape) {
+  const DecodePadding fixed{GraphMode::kOn, 8};
+  EXPECT_EQ(pad_slots_needed(fixed, false), 7);
+  EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kOn, 0}, false), max_pad_rows());
+  EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kAuto, 8}, false), 0);  // CPU: eager
+  EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kAuto, 8}, true), 7);
+  for (int32_t n : {1, 3, 5, 8}) {  // every decode step runs at the same 8 rows
+    std::vector<int32_t> pos(n, 3), seq(n), slots(n), tables(n, 0);
+    for (int32_t i = 0; i < n; ++i) seq[i] = slots[i] = i;
+    kernels::StepBatch b;
+    b.n_tokens = b.n_seqs = n;
+    b.positions = pos.data();
+    b.seq_of_token = seq.data();
+    b.slots = slots.data();
+    b.max_blocks = 1;
+    b.block_tables = tables.data();
+    const auto key = plan_padded_step(b, fixed, false, pad_slots_needed(fixed, false));
+    ASSERT_TRUE(key.has_value()) << n;
+    EXPECT_EQ(key->rows, 8);
+    // Buckets would have given another shape for most n.
+    EXPECT_EQ(plan_padded_step(b, GraphMode::kOn, false, max_pad_rows())->rows, row_bucket(n));
+    PaddedStep st;
+    std::vector<int32_t> toks(n, 1), rows = {0};
+    pad_step(*key, toks, b, rows, /*pad_block=*/10, /*block_size=*/4, st);
+    EXPECT_EQ(st.tokens().size(), 8u);
+  }
+  // More rows than the fixed shape, or too few pad slots: run as it is.
+  std::vector<int32_t> nine(9, 0);
+  kernels::StepBatch b;
+  b.n_tokens = b.n_seqs = 9;
+  b.positions = b.seq_of_token = b.slots = b.block_tables = nine.data();
+  b.max_blocks = 1;
+  EXPECT_FALSE(plan_padded_step(b, fixed, false, 100).has_value());
+  b.n_tokens = b.n_seqs = 2;
+  EXPECT_FALSE(plan_padded_step(b, fixed, false, 5).has_value());
+}
+
+}  // namespace
+}  // namespace detllm
