@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       detllm::cli::add_generate_command(app),
       detllm::cli::add_serve_command(app),
       detllm::cli::add_check_command(app),
+      detllm::cli::add_bench_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

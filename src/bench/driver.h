@@ -1,0 +1,119 @@
+// detllm bench runs: one workload through a fresh engine::Engine on a model, offline (every
+// request queued at t = 0, run until idle: throughput) or online (Poisson arrivals at a rate,
+// the engine stepped in between: TTFT, TPOT, end-to-end latency per deterministic / other
+// request). The engine is measured directly, not the HTTP server. One thread; the clock is
+// steady_clock. Percentiles follow numpy's default (linear interpolation).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "bench/workload.h"
+#include "engine/engine_config.h"
+
+namespace detllm {
+class LlamaModel;
+struct ModelConfig;
+}  // namespace detllm
+
+namespace detllm::bench {
+
+struct SamplingSettings {
+  float temperature = 0.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  uint64_t seed = 0;  // request i draws with seed + i
+};
+
+struct RunSpec {
+  double rate = 0.0;       // requests/s (Poisson arrivals); 0 = offline: all at t = 0
+  double det_share = 100;  // percent of requests marked deterministic (deterministic_mask)
+  uint64_t seed = 0;       // the deterministic mask and the arrivals
+  double progress_interval_s = 2.0;  // progress callback at most this often (and at the end)
+};
+
+struct RunProgress {
+  int64_t n_done = 0;
+  int64_t n_total = 0;
+  int64_t n_tokens = 0;  // generated so far
+  double elapsed_s = 0.0;
+  bool finished = false;
+};
+using ProgressFn = std::function<void(const RunProgress&)>;
+
+// One request's timeline, seconds from the run's start.
+struct RequestTiming {
+  bool deterministic = false;
+  int32_t prompt_tokens = 0;
+  int32_t output_tokens = 0;  // generated
+  int32_t cached_tokens = 0;  // prompt tokens from the prefix cache
+  int32_t preemptions = 0;
+  double arrival_s = 0.0;
+  double first_token_s = 0.0;
+  double last_token_s = 0.0;
+  double finish_s = 0.0;
+};
+
+struct LatencySummary {
+  int64_t n = 0;
+  double mean = 0.0, p50 = 0.0, p99 = 0.0;
+};
+double percentile(std::vector<double> v, double q);  // numpy's default; 0 for an empty v
+LatencySummary summarize(const std::vector<double>& v);
+
+// TTFT = first token − arrival; TPOT = (last − first token) / (output − 1), requests with > 1
+// output token; end-to-end = finish − arrival. Milliseconds.
+struct ClassLatency {
+  LatencySummary ttft_ms, tpot_ms, e2e_ms;
+};
+ClassLatency class_latency(const std::vector<RequestTiming>& requests,
+                           int which);  // 1 det, 0 other, -1 all
+
+struct RunResult {
+  double rate = 0.0;  // 0 = offline
+  double det_share = 0.0;
+  int64_t n_requests = 0, n_deterministic = 0;
+  double duration_s = 0.0;  // first arrival (t = 0) to the last finish
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  double requests_per_s = 0.0, output_tokens_per_s = 0.0, total_tokens_per_s = 0.0;
+  int64_t n_steps = 0;
+  int64_t n_computed_tokens = 0;  // run through the model, recompute included
+  int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
+  int64_t n_preemptions = 0;
+  int64_t prefix_hit_tokens = 0, prefix_query_tokens = 0;
+  LatencySummary step_ms;
+  ClassLatency det, other, all;
+  std::vector<RequestTiming> requests;  // (n_requests), workload order
+
+  bool online() const { return rate > 0.0; }
+  double prefix_hit_rate() const {
+    return prefix_query_tokens ? static_cast<double>(prefix_hit_tokens) / prefix_query_tokens : 0.0;
+  }
+};
+
+// Runs `workload` through a new Engine(model, config) — requests greedy or as `sampling`,
+// ignore_eos, max_tokens = output_len, deterministic per spec's mask — and checks that every
+// request produced exactly its output length. Throws detllm::Error (e.g. a deterministic
+// request refused because the self-check failed).
+RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
+                    const Workload& workload, const RunSpec& spec,
+                    const SamplingSettings& sampling = {}, const ProgressFn& progress = {});
+inline RunResult run_offline(const LlamaModel& model, const engine::EngineConfig& config,
+                             const Workload& workload, double det_share, uint64_t seed,
+                             const SamplingSettings& sampling = {},
+                             const ProgressFn& progress = {}) {
+  return run_bench(model, config, workload, {0.0, det_share, seed}, sampling, progress);
+}
+inline RunResult run_online(const LlamaModel& model, const engine::EngineConfig& config,
+                            const Workload& workload, double rate, double det_share, uint64_t seed,
+                            const SamplingSettings& sampling = {},
+                            const ProgressFn& progress = {}) {
+  return run_bench(model, config, workload, {rate, det_share, seed}, sampling, progress);
+}
+
+// KV pool size when none is given: room for every request at once (whole blocks), capped at
+// max_bytes of fp32 K and V (model/kv_storage.h) and at least the longest request.
+int32_t default_kv_cache_tokens(const Workload& workload, const ModelConfig& model,
+                                int32_t block_size, int64_t max_bytes);
+
+}  // namespace detllm::bench

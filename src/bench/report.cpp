@@ -1,0 +1,269 @@
+// detllm bench results as JSON and markdown (report.h).
+#include "bench/report.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iterator>
+
+#include "model/step_padding.h"
+
+namespace detllm::bench {
+namespace {
+
+nlohmann::json latency_json(const LatencySummary& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"p50", s.p50}, {"p99", s.p99}};
+}
+
+nlohmann::json class_json(const ClassLatency& c) {
+  return {{"ttft", latency_json(c.ttft_ms)},
+          {"tpot", latency_json(c.tpot_ms)},
+          {"e2e", latency_json(c.e2e_ms)}};
+}
+
+// Output of a shell command (first line), "" on any failure.
+std::string command_line_output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {};
+  std::array<char, 256> buf{};
+  std::string out;
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
+  const int rc = pclose(p);
+  if (rc != 0) return {};
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The same (offline, det_share) or (rate, det_share) run of another mode, if any.
+const RunResult* matching_run(const ModeReport& m, const RunResult& r) {
+  for (const RunResult& x : m.runs) {
+    if (x.rate == r.rate && x.det_share == r.det_share) return &x;
+  }
+  return nullptr;
+}
+
+const ModeReport* find_mode(const BenchReport& rep, const std::string& name) {
+  for (const ModeReport& m : rep.modes)
+    if (m.mode == name) return &m;
+  return nullptr;
+}
+
+// out tok/s of r ÷ that of the same run in mode `ref`; negative when there is none.
+double ratio_vs(const ModeReport* ref, const RunResult& r) {
+  if (ref == nullptr) return -1.0;
+  const RunResult* x = matching_run(*ref, r);
+  if (x == nullptr || x->output_tokens_per_s <= 0.0) return -1.0;
+  return r.output_tokens_per_s / x->output_tokens_per_s;
+}
+
+std::string ratio_cell(double r) {
+  return r < 0.0 ? std::string("–") : fmt::format("{:.3f}", r);
+}
+
+std::string share_cell(double s) {
+  return fmt::format("{:g}", s);
+}
+
+}  // namespace
+
+nlohmann::json engine_config_json(const engine::EngineConfig& c) {
+  const engine::SchedulerConfig& s = c.scheduler;
+  return {{"max_tokens_per_step", s.max_tokens_per_step},
+          {"max_seqs", s.max_seqs},
+          {"chunk_size", s.chunk_size},
+          {"isolate_prefill", s.isolate_prefill},
+          {"kv_block_size", s.kv.block_size},
+          {"kv_blocks", s.kv.n_blocks},
+          {"kv_cache_tokens", s.kv.capacity_tokens()},
+          {"prefix_cache", s.kv.enable_prefix_cache},
+          {"max_model_len", c.max_model_len},
+          {"cuda_graphs", graph_mode_name(c.cuda_graphs)},
+          {"decode_fixed_rows", c.decode_fixed_rows},
+          {"host_sampling", c.host_sampling}};
+}
+
+std::string current_git_commit() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs = {"."};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path().string());
+  for (const std::string& d : dirs) {
+    const std::string git = "git --no-optional-locks -C " + shell_quote(d);
+    std::string head = command_line_output(git + " rev-parse --short=12 HEAD 2>/dev/null");
+    while (!head.empty() && (head.back() == '\n' || head.back() == '\r')) head.pop_back();
+    if (head.empty()) continue;
+    const std::string changes =
+        command_line_output(git + " status --porcelain --untracked-files=no 2>/dev/null");
+    return changes.empty() ? head : head + "-dirty";
+  }
+  return "unknown";
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
+}
+
+nlohmann::json report_json(const BenchReport& rep) {
+  const nlohmann::json shared = {{"version", rep.version},
+                                 {"git_commit", rep.git_commit},
+                                 {"started_at", rep.started_at},
+                                 {"backend", rep.backend},
+                                 {"host", rep.host},
+                                 {"model", rep.model},
+                                 {"model_description", rep.model_description},
+                                 {"workload", rep.workload},
+                                 {"workload_description", rep.workload_description},
+                                 {"n_requests", rep.n_requests},
+                                 {"prompt_tokens", rep.prompt_tokens},
+                                 {"output_tokens", rep.output_tokens},
+                                 {"sampling", rep.sampling},
+                                 {"seed", rep.seed},
+                                 {"warmup", rep.warmup}};
+  const ModeReport* first = rep.modes.empty() ? nullptr : &rep.modes.front();
+  const ModeReport* fast = find_mode(rep, "fast");
+  nlohmann::json results = nlohmann::json::array();
+  nlohmann::json modes = nlohmann::json::array();
+  for (const ModeReport& m : rep.modes) {
+    nlohmann::json cond = shared;
+    cond["mode"] = m.mode;
+    cond["policy"] = m.policy;
+    cond["backend_description"] = m.backend;
+    cond["self_check"] = m.self_check;
+    cond["engine"] = m.engine;
+    modes.push_back({{"mode", m.mode},
+                     {"policy", m.policy},
+                     {"backend_description", m.backend},
+                     {"self_check", m.self_check},
+                     {"engine", m.engine},
+                     {"setup_s", m.setup_s}});
+    for (const RunResult& r : m.runs) {
+      const double vs_first = ratio_vs(first, r), vs_fast = ratio_vs(fast, r);
+      nlohmann::json j = {
+          {"mode", m.mode},
+          {"kind", r.online() ? "online" : "offline"},
+          {"rate", r.rate},
+          {"det_share", r.det_share},
+          {"n_requests", r.n_requests},
+          {"n_deterministic", r.n_deterministic},
+          {"duration_s", r.duration_s},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"requests_per_s", r.requests_per_s},
+          {"output_tokens_per_s", r.output_tokens_per_s},
+          {"total_tokens_per_s", r.total_tokens_per_s},
+          {"output_tps_vs_first_mode", vs_first < 0 ? nlohmann::json() : nlohmann::json(vs_first)},
+          {"output_tps_vs_fast", vs_fast < 0 ? nlohmann::json() : nlohmann::json(vs_fast)},
+          {"n_steps", r.n_steps},
+          {"n_computed_tokens", r.n_computed_tokens},
+          {"n_cached_tokens", r.n_cached_tokens},
+          {"n_preemptions", r.n_preemptions},
+          {"prefix_cache",
+           {{"hit_tokens", r.prefix_hit_tokens},
+            {"query_tokens", r.prefix_query_tokens},
+            {"hit_rate", r.prefix_hit_rate()}}},
+          {"step_ms", latency_json(r.step_ms)},
+          {"latency_ms",
+           {{"deterministic", class_json(r.det)},
+            {"other", class_json(r.other)},
+            {"all", class_json(r.all)}}},
+          {"conditions", cond}};
+      results.push_back(std::move(j));
+    }
+  }
+  return {{"tool", "detllm bench"},
+          {"conditions", shared},
+          {"caveat", rep.caveat},
+          {"modes", modes},
+          {"results", results}};
+}
+
+std::string report_markdown(const BenchReport& rep) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  fmt::format_to(out, "# detllm bench: {} on {}, workload {}\n\n", rep.model, rep.backend,
+                 rep.workload);
+  fmt::format_to(out, "- version {}, commit {}, {}; host: {}\n", rep.version, rep.git_commit,
+                 rep.started_at, rep.host);
+  fmt::format_to(out, "- model: {}\n", rep.model_description);
+  fmt::format_to(out, "- workload: {}\n", rep.workload_description);
+  fmt::format_to(out,
+                 "- {} requests, {} prompt tokens, {} output tokens; sampling: {}; seed {}; {}\n",
+                 rep.n_requests, rep.prompt_tokens, rep.output_tokens, rep.sampling, rep.seed,
+                 rep.warmup ? "one untimed warm-up run per mode" : "no warm-up");
+  for (const ModeReport& m : rep.modes) {
+    fmt::format_to(out, "- mode {}: policy {}; backend {}; self-check {}; engine {}\n", m.mode,
+                   m.policy, m.backend, m.self_check, m.engine.dump());
+  }
+  fmt::format_to(out, "- note: {}\n", rep.caveat);
+
+  const ModeReport* first = rep.modes.empty() ? nullptr : &rep.modes.front();
+  const ModeReport* fast = find_mode(rep, "fast");
+  const std::string first_name = first ? first->mode : "-";
+  bool any_offline = false, any_online = false;
+  for (const ModeReport& m : rep.modes) {
+    for (const RunResult& r : m.runs) (r.online() ? any_online : any_offline) = true;
+  }
+  if (any_offline) {
+    fmt::format_to(out, "\n## Offline throughput (all requests queued at t = 0)\n\n");
+    fmt::format_to(
+        out,
+        "| mode | det % | requests | duration s | out tok/s | total tok/s | out vs {} | out vs "
+        "fast | steps | preemptions | prefix-cache hits |\n",
+        first_name);
+    fmt::format_to(out, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const ModeReport& m : rep.modes) {
+      for (const RunResult& r : m.runs) {
+        if (r.online()) continue;
+        fmt::format_to(
+            out,
+            "| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {} | {} | {} | {} | {:.1f}% ({}/{}) |\n",
+            m.mode, share_cell(r.det_share), r.n_requests, r.duration_s, r.output_tokens_per_s,
+            r.total_tokens_per_s, ratio_cell(ratio_vs(first, r)), ratio_cell(ratio_vs(fast, r)),
+            r.n_steps, r.n_preemptions, 100.0 * r.prefix_hit_rate(), r.prefix_hit_tokens,
+            r.prefix_query_tokens);
+      }
+    }
+  }
+  if (any_online) {
+    fmt::format_to(out, "\n## Online latency (Poisson arrivals), ms\n\n");
+    fmt::format_to(
+        out,
+        "| mode | rate req/s | det % | class | n | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | "
+        "E2E p50 | E2E p99 | out tok/s |\n");
+    fmt::format_to(out, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const ModeReport& m : rep.modes) {
+      for (const RunResult& r : m.runs) {
+        if (!r.online()) continue;
+        const std::pair<const char*, const ClassLatency*> classes[] = {{"det", &r.det},
+                                                                       {"other", &r.other}};
+        for (const auto& [name, c] : classes) {
+          if (c->e2e_ms.n == 0) continue;
+          fmt::format_to(
+              out,
+              "| {} | {:g} | {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} "
+              "| {:.1f} |\n",
+              m.mode, r.rate, share_cell(r.det_share), name, c->e2e_ms.n, c->ttft_ms.p50,
+              c->ttft_ms.p99, c->tpot_ms.p50, c->tpot_ms.p99, c->e2e_ms.p50, c->e2e_ms.p99,
+              r.output_tokens_per_s);
+        }
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace detllm::bench

@@ -1,0 +1,63 @@
+"""`detllm bench` from the outside: on synthetic tiny-llama on the CPU it prints the offline
+table (and the online one with --rate), writes JSON whose every result carries its
+conditions, compares several modes in one run, runs verified where the build implements it,
+and refuses what it cannot run (the 8B synthetic model on the CPU, a 4k prompt in a 2k
+context) with a message. A few seconds in all.
+"""
+import json
+
+from test_check import run_detllm
+
+TINY = ["bench", "--model", "synthetic:tiny-llama", "--backend", "cpu", "--threads", "2"]
+
+
+def test_bench_fixed_prints_the_table():
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "8", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "# detllm bench: synthetic:tiny-llama on cpu, workload fixed" in out, out
+    assert "## Offline throughput" in out, out
+    rows = [l for l in out.splitlines() if l.startswith("| invariant |")]
+    assert len(rows) == 1, out  # one mode, one share (100 %)
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[1] == "100" and cells[2] == "8", rows[0]
+    assert float(cells[4]) > 0, rows[0]  # output tokens/s
+    assert "engine-wide" in out and "future work" in out, out
+    assert "requests done" in r.stderr, r.stderr  # progress on stderr
+
+
+def test_bench_modes_shares_rates_and_json(tmp_path):
+    path = tmp_path / "bench.json"
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "6", "--input-len", "24",
+                   "--output-len", "6", "--modes", "invariant,fast", "--det-share", "0,50",
+                   "--rate", "200", "--json", str(path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "## Online latency" in r.stdout, r.stdout
+    j = json.loads(path.read_text())
+    assert [m["mode"] for m in j["modes"]] == ["invariant", "fast"]
+    res = j["results"]
+    assert len(res) == 2 * (2 + 2)  # per mode: 2 offline shares + 1 rate x 2 shares
+    for x in res:
+        assert x["output_tokens"] == 6 * 6 and x["prompt_tokens"] == 6 * 24, x
+        assert x["n_deterministic"] == round(6 * x["det_share"] / 100), x
+        c = x["conditions"]
+        assert c["mode"] == x["mode"] and "mode=" + x["mode"] in c["policy"], c
+        assert c["model"] == "synthetic:tiny-llama" and c["backend"] == "cpu", c
+        assert c["workload"] == "fixed" and c["git_commit"], c
+        assert "max_tokens_per_step" in c["engine"], c
+    online = [x for x in res if x["kind"] == "online"]
+    assert {x["rate"] for x in online} == {200.0}
+    assert all(x["output_tps_vs_fast"] is not None for x in res)
+
+
+def test_bench_verified_and_refusals():
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "2", "--mode", "verified", timeout=60)
+    if r.returncode == 0:  # verified implemented meanwhile: then it must run
+        assert "| verified |" in r.stdout, r.stdout
+    else:
+        assert "verified" in r.stderr and "not implemented" in r.stderr, r.stderr
+    r = run_detllm("bench", "--model", "synthetic:llama-3.1-8b", "--backend", "cpu",
+                   "--workload", "fixed", "--n", "2", timeout=60)
+    assert r.returncode == 1 and "--backend cuda" in r.stderr, r.stderr
+    r = run_detllm(*TINY, "--workload", "long", "--n", "2", timeout=60)
+    assert r.returncode == 1 and "context" in r.stderr, r.stderr
