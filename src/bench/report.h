@@ -19,7 +19,7 @@ inline constexpr const char* kEngineWideModeCaveat =
     "modes apply engine-wide in this version: one engine in one mode serves every request, so "
     "under fast, invariant, bi-naive and padded the deterministic share changes only which "
     "requests are marked deterministic (the self-check gates them), not the kernels, batches "
-    "or prefix-cache class they get (verified, where built, is the exception: it verifies the "
+    "or prefix-cache class they get (verified is the exception: it verifies the "
     "deterministic requests and runs the others fast); the mixed per-class execution of "
     "issue 6 (deterministic requests on the invariant path, the others on the fast one, in one "
     "engine, for every mode) is future work";

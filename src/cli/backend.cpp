@@ -27,8 +27,9 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
                  "Determinism mode (docs/modes.md): fast (library kernels, no guarantee), "
                  "invariant (the default: batch-invariant kernels, V1-V11), bi-naive (one fixed "
                  "GEMM tile, no split-K), padded (CoRun: isolated whole prefill, decode at one "
-                 "padded shape with CUDA graphs, library kernels), verified (LLM-42: not "
-                 "implemented yet). Replaces --numerics")
+                 "padded shape with CUDA graphs, library kernels), verified (LLM-42: fast "
+                 "decode, windows re-verified on the invariant path, rollback). Replaces "
+                 "--numerics")
       ->check(CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"}))
       ->excludes(numerics);
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")

@@ -368,8 +368,7 @@ Command add_bench_command(CLI::App& app) {
   const auto mode_names = CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"});
   CLI::Option* mode = cmd->add_option("--mode", o->mode,
                                       "Determinism mode (docs/modes.md): fast, invariant (the "
-                                      "default), bi-naive, padded, verified (refused where "
-                                      "this build does not implement it)")
+                                      "default), bi-naive, padded, verified (LLM-42)")
                           ->check(mode_names);
   cmd->add_option("--modes", o->modes,
                   "Several modes, comma-separated, run one after another on the same workload "

@@ -36,7 +36,7 @@ int run_generate(const GenerateOptions& o) {
   // the one request and the backend run the same mode. The backend first: a missing GPU
   // fails before the (slow) model load.
   // --mode (modes.h) sets numerics and execution constraints together; `fast` makes the
-  // request non-deterministic as --numerics fast does; `verified` is refused here.
+  // request non-deterministic as --numerics fast does.
   const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
   engine::EngineConfig cfg;
   if (det_mode) {

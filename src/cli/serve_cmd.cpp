@@ -92,7 +92,7 @@ int run_serve(ServeOptions& o) {
   // missing GPU fails before the (slow) model load.
   // --mode (modes.h) instead: one mode for every request, with its execution constraints.
   const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
-  if (det_mode) apply_mode(*det_mode, o.engine);  // refuses `verified`, saying why
+  if (det_mode) apply_mode(*det_mode, o.engine);
   if (!det_mode) o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
   Backend backend =
       det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)

@@ -81,7 +81,7 @@ struct GuaranteeMatrix {
 
 // The target a mode runs on (its ops factory and model); its policy is set by run_matrix.
 using TargetForMode = std::function<Target(DeterminismMode)>;
-// Runs every (variation, mode); `verified` (not implemented) gives n/a cells. on_cell, when
+// Runs every (variation, mode); a mode not implemented gives n/a cells. on_cell, when
 // given, is called after each cell (progress output).
 GuaranteeMatrix run_matrix(const TargetForMode& target_for, const std::vector<DeterminismMode>& modes,
                            std::vector<Variation> variations,

@@ -13,7 +13,11 @@
 //                                                                      decode padded to ONE
 //                                                                      shape (max_seqs rows),
 //                                                                      CUDA graphs
-//   verified   —                      not implemented yet (refused by DeterminismPolicy)
+//   verified   invariant + fast       ours / verified plans, and       none (prefix cache on,
+//              per step               default cuBLAS in fast steps     graphs keyed per
+//                                     (Ops::set_gemm_numerics)         numerics); engine:
+//                                                                      candidates, windows,
+//                                                                      groups, rollback
 #pragma once
 
 #include <span>
@@ -56,7 +60,7 @@ DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base =
 // Applies `mode` to an engine configuration: the policy (policy_for_mode of its current one)
 // and the execution constraints — padded: scheduler.isolate_prefill, decode padded to exactly
 // scheduler.max_seqs rows (decode_fixed_rows) with cuda_graphs = on. Other settings are kept.
-// Throws detllm::Error for a mode that is not implemented (verified).
+// verified needs no constraint here (the engine runs it: EngineConfig::verify).
 void apply_mode(DeterminismMode mode, engine::EngineConfig& config);
 
 // The numerics name a fingerprint records for requests of `policy` (deterministic or not):

@@ -28,7 +28,7 @@ enum class DeterminismMode : uint8_t {
   kFast,       // library heuristics (cuBLAS default), no constraint: the speed reference
   kBiNaive,    // one fixed GEMM tile config for every shape, no split-K (TML / vLLM / SGLang)
   kPadded,     // CoRun: isolated whole-prompt prefill, decode at one padded shape, CUDA graphs
-  kVerified,   // LLM-42: fast decode + verification windows + rollback — not implemented yet
+  kVerified,   // LLM-42: fast decode + verification windows on the invariant path + rollback
 };
 inline constexpr DeterminismMode kAllDeterminismModes[] = {
     DeterminismMode::kFast, DeterminismMode::kInvariant, DeterminismMode::kBiNaive,
@@ -36,8 +36,7 @@ inline constexpr DeterminismMode kAllDeterminismModes[] = {
 
 // "fast", "invariant", "bi-naive", "padded", "verified".
 std::string_view determinism_mode_name(DeterminismMode mode);
-// Parses the five names; throws detllm::Error listing the valid names otherwise. `verified`
-// parses (it is a mode of the design) but DeterminismPolicy::validate refuses to run it.
+// Parses the five names; throws detllm::Error listing the valid names otherwise.
 DeterminismMode parse_determinism_mode(std::string_view name);
 
 struct DeterminismPolicy {
@@ -49,8 +48,7 @@ struct DeterminismPolicy {
   bool deterministic_by_default = true;  // a request that does not say is deterministic
   bool self_check = true;                // run the startup self-check (design.md Rule 3)
 
-  // Throws detllm::Error when the combination cannot keep its promise, or names a mode that
-  // is not implemented yet (verified).
+  // Throws detllm::Error when the combination cannot keep its promise.
   void validate() const;
   // Mode serving a request, given its own `deterministic` flag.
   NumericsMode mode_for(bool deterministic) const {

@@ -33,6 +33,9 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   // KV computed under different numerics is never shared through the prefix cache.
   opts.numerics_class =
       static_cast<uint64_t>(config_.policy.mode_for(is_deterministic(request))) + 1;
+  // Verified mode: deterministic requests decode fast and verify (their trusted KV is
+  // invariant: class of the invariant numerics); the others run fast, never verified.
+  opts.speculative = verified() && is_deterministic(request);
   const SeqId seq = scheduler_.add(request.prompt, opts);
 
   const RequestId id = next_id_++;
@@ -41,6 +44,7 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.cb = std::move(callbacks);
   r.samples.resize(r.req.n);
   r.samples[0].seq = seq;
+  r.speculative = opts.speculative;
   r.n_live = r.req.n;
   if (r.req.prompt_logprobs >= 0) {
     r.prompt_logprobs.resize(r.req.prompt.size() - 1);
@@ -60,6 +64,7 @@ void Engine::abort(RequestId id) {
     SampleState& s = r.samples[k];
     if (s.done) continue;
     if (s.seq >= 0) {
+      unpark(s.seq);
       scheduler_.abort(s.seq);
       seq_owner_.erase(s.seq);
     }
@@ -94,10 +99,28 @@ RequestStatus Engine::status(RequestId id) const {
 
 bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
-  const StepPlan plan = scheduler_.schedule();
+  if (verified()) launch_verification(false);
+  StepPlan plan = scheduler_.schedule();
+  for (SeqId id : plan.preempted) unpark(id);  // the scheduler dropped its candidates
+  if (plan.empty() && !parked_.empty()) {  // only held windows are left: verify them now
+    launch_verification(true);
+    plan = scheduler_.schedule();
+    for (SeqId id : plan.preempted) unpark(id);
+  }
   if (plan.empty()) return false;
-  runner_.run(plan);  // the logits stay in backend memory
-  scheduler_.complete_step(plan);
+  const NumericsMode numerics = verified() ? step_numerics(plan) : NumericsMode::kInvariant;
+  if (verified()) {
+    ++(numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
+    for (const ScheduledSeq& s : plan.seqs) {
+      const Sequence& q = scheduler_.sequence(s.id);
+      if (q.options.speculative && s.first_pos == q.n_trusted && q.n_committed < q.n_tokens()) {
+        ++stats_.n_verify_steps;
+        break;
+      }
+    }
+  }
+  runner_.run(plan, numerics);  // the logits stay in backend memory
+  scheduler_.complete_step(plan, numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();
   const int64_t downloaded = runner_.n_logit_rows_downloaded();
@@ -110,15 +133,149 @@ bool Engine::step() {
     const auto [rid, sample_index] = owner->second;
     RequestState& r = requests_.at(rid);
     if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s);
-    if (!s.sample) continue;
-    const int32_t row = s.all_logits ? s.logits_begin + s.n_tokens - 1 : s.logits_begin;
     const std::span<const SampleResult> draws =
         std::span<const SampleResult>(draws_.results)
             .subspan(static_cast<size_t>(draws_.begin[i]),
                      static_cast<size_t>(draws_.begin[i + 1] - draws_.begin[i]));
+    if (r.speculative && r.req.max_tokens > 0) {
+      if (scheduler_.sequence(s.id).n_trusted >= s.first_pos + s.n_tokens) {
+        handle_verified_rows(rid, r, sample_index, s, draws);
+      } else if (s.sample) {
+        handle_candidate(r, sample_index, draws[0]);
+      }
+      continue;
+    }
+    if (!s.sample) continue;
+    const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
     handle_sample(rid, r, sample_index, row, s.first_pos + s.n_tokens, draws);
   }
   stats_.n_logit_rows_downloaded += runner_.n_logit_rows_downloaded() - downloaded;
+  return true;
+}
+
+// ---- the verified mode (docs/modes.md) ----
+
+NumericsMode Engine::step_numerics(const StepPlan& plan) const {
+  for (const ScheduledSeq& s : plan.seqs) {
+    const Sequence& q = scheduler_.sequence(s.id);
+    if (!q.options.speculative || s.first_pos != q.n_trusted) continue;
+    // Over trusted KV. Only the decode of the last committed token may run fast (its token
+    // becomes a candidate); prompt, recompute and verification rows need the invariant path.
+    const bool plain_decode = s.n_tokens == 1 && s.first_pos == q.n_tokens() - 1 &&
+                              q.n_committed == q.n_tokens() && s.first_pos >= q.n_prompt;
+    if (!plain_decode) return NumericsMode::kInvariant;
+  }
+  return NumericsMode::kFast;
+}
+
+void Engine::launch_verification(bool force) {
+  if (parked_.empty()) return;
+  const VerifyConfig& v = config_.verify;
+  auto rows_of = [&](SeqId id) {
+    const Sequence& q = scheduler_.sequence(id);
+    return q.n_tokens() - q.n_trusted;  // the window's inputs from the last committed token
+  };
+  int64_t ready_rows = 0;
+  for (const Parked& p : parked_) ready_rows += rows_of(p.seq);
+  bool others = false;  // a deterministic sample still producing candidates
+  for (const auto& [rid, r] : requests_) {
+    if (!r.speculative || others) continue;
+    for (const SampleState& st : r.samples) {
+      if (st.done || st.seq < 0) continue;
+      if (!scheduler_.sequence(st.seq).held) others = true;
+    }
+  }
+  const bool go = force || !others ||
+                  static_cast<int32_t>(parked_.size()) >= v.group_min_requests ||
+                  ready_rows >= v.group_tokens ||
+                  stats_.n_steps - parked_.front().since_step >= v.max_wait_steps;
+  if (!go) return;
+  // One group: oldest windows first, up to group_tokens rows and group_max_requests windows.
+  size_t n = 0;
+  int64_t rows = 0;
+  while (n < parked_.size() && static_cast<int32_t>(n) < v.group_max_requests) {
+    const int32_t w = rows_of(parked_[n].seq);
+    if (n > 0 && rows + w > v.group_tokens) break;
+    rows += w;
+    scheduler_.rewind(parked_[n].seq);
+    ++stats_.n_verify_windows;
+    stats_.n_verify_tokens += w;
+    ++n;
+  }
+  parked_.erase(parked_.begin(), parked_.begin() + static_cast<ptrdiff_t>(n));
+}
+
+void Engine::unpark(SeqId seq) {
+  std::erase_if(parked_, [seq](const Parked& p) { return p.seq == seq; });
+}
+
+void Engine::handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw) {
+  check(r.forked, "engine: internal error: a candidate before the first committed token");
+  SampleState& st = r.samples[sample_index];
+  scheduler_.append_token(st.seq, draw.token, /*committed=*/false);
+  ++stats_.n_candidate_tokens;
+  const Sequence& q = scheduler_.sequence(st.seq);
+  const int32_t n_candidates = q.n_tokens() - q.n_committed;
+  bool ready = n_candidates >= config_.verify.window || q.n_generated() >= r.req.max_tokens;
+  if (!ready) {  // a candidate that would stop the sample: verify the window now
+    SampleState with_candidates;
+    with_candidates.generated = st.generated;
+    with_candidates.generated.insert(with_candidates.generated.end(),
+                                     q.tokens.begin() + q.n_committed, q.tokens.end());
+    ready = stop_reason(r, with_candidates, draw.token) != FinishReason::kNone;
+  }
+  if (ready) {
+    scheduler_.set_held(st.seq, true);
+    parked_.push_back({st.seq, stats_.n_steps});
+  }
+}
+
+void Engine::handle_verified_rows(RequestId rid, RequestState& r, int32_t sample_index,
+                                  const ScheduledSeq& s, std::span<const SampleResult> draws) {
+  const SeqId id = r.samples[sample_index].seq;
+  const Sequence& q = scheduler_.sequence(id);
+  const int32_t n_tokens = q.n_tokens();
+  size_t d = 0;
+  // Row for position t - 1 predicts token t: a candidate while t < n_tokens, else new.
+  for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens;
+       ++t) {
+    const int32_t row = s.logit_row(t - 1);
+    if (t == n_tokens) {
+      handle_sample(rid, r, sample_index, row, t, draws.subspan(d));
+      return;
+    }
+    const SampleResult& v = draws[d++];
+    if (v.token == q.tokens[static_cast<size_t>(t)]) {
+      scheduler_.commit(id, t + 1);
+      if (emit_committed(rid, r, sample_index, row, t, v)) return;
+      continue;
+    }
+    // First mismatch: the verifier's token is committed at t, the candidates from t on are
+    // dropped with their KV; decoding resumes from there.
+    ++stats_.n_rollbacks;
+    stats_.n_rolled_back_tokens += n_tokens - t;
+    scheduler_.rollback(id, t);
+    scheduler_.append_token(id, v.token, /*committed=*/true);
+    emit_committed(rid, r, sample_index, row, t, v);
+    return;
+  }
+}
+
+bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
+                            int32_t position, const SampleResult& res) {
+  SampleState& st = r.samples[sample_index];
+  if (r.req.capture_logits && r.cb.on_logits) {
+    r.cb.on_logits(sample_index, position, runner_.host_logits(row, 1));
+  }
+  st.generated.push_back(res.token);
+  ++stats_.n_generated_tokens;
+  ++stats_.n_committed_tokens;
+  if (r.cb.on_token) {
+    r.cb.on_token({sample_index, position, res.token, res.logprob, res.top_logprobs});
+  }
+  const FinishReason reason = stop_reason(r, st, res.token);
+  if (reason == FinishReason::kNone) return false;
+  finish_sample(rid, r, sample_index, reason);
   return true;
 }
 
@@ -129,11 +286,33 @@ void Engine::draw_samples(const StepPlan& plan) {
   d.params.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
-    if (owner != seq_owner_.end() && s.sample) {
+    const RequestState* spec = nullptr;
+    if (owner != seq_owner_.end()) {
+      const RequestState& r = requests_.at(owner->second.first);
+      if (r.speculative && r.req.max_tokens > 0 &&
+          scheduler_.sequence(s.id).n_trusted >= s.first_pos + s.n_tokens) {
+        spec = &r;
+      }
+    }
+    if (spec != nullptr) {
+      // Trusted rows of a speculative sequence: one draw per candidate they verify (same
+      // Philox stream as ever: seed, position, sample index), then the sampling row's.
+      const Sequence& q = scheduler_.sequence(s.id);
+      const auto k = static_cast<uint32_t>(owner->second.second);
+      for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens;
+           ++t) {
+        const int32_t n_draws = t == q.n_tokens() && !spec->forked ? spec->req.n : 1;
+        for (int32_t j = 0; j < n_draws; ++j) {
+          d.rows.push_back(s.logit_row(t - 1));
+          d.params.push_back(sample_row_params(spec->req.sampling, static_cast<uint32_t>(t),
+                                               n_draws == 1 ? k : static_cast<uint32_t>(j)));
+        }
+      }
+    } else if (owner != seq_owner_.end() && s.sample) {
       const auto [rid, sample_index] = owner->second;
       const RequestState& r = requests_.at(rid);
       if (r.req.max_tokens > 0) {  // else: scoring only, nothing to draw
-        const int32_t row = s.all_logits ? s.logits_begin + s.n_tokens - 1 : s.logits_begin;
+        const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
         const auto position = static_cast<uint32_t>(s.first_pos + s.n_tokens);
         // The first sampled position: the other samples fork from this one (handle_sample)
         // and draw from the same row, each from its own Philox stream (sample index).
@@ -232,6 +411,7 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
     scheduler_.append_token(st.seq, res.token);
     st.generated.push_back(res.token);
     ++stats_.n_generated_tokens;
+    if (r.speculative) ++stats_.n_committed_tokens;
     if (r.cb.on_token) r.cb.on_token({k, position, res.token, res.logprob, res.top_logprobs});
     const FinishReason reason = stop_reason(r, st, res.token);
     if (reason != FinishReason::kNone) finish_sample(rid, r, k, reason);
@@ -269,6 +449,7 @@ void Engine::finish_sample(RequestId rid, RequestState& r, int32_t sample_index,
                     static_cast<int32_t>(s.generated.size()), r.cached_tokens,
                     seq.n_preemptions};
   stats_.n_cached_tokens += sample_index == 0 ? r.cached_tokens : 0;
+  unpark(s.seq);
   scheduler_.finish(s.seq);
   seq_owner_.erase(s.seq);
   s.done = true;

@@ -3,6 +3,10 @@
 // them (prefill chunks and decode tokens together), samples every sampling row in one batched
 // call on the backend (per-token Philox streams; only results leave the device) and applies
 // stop rules. Deterministic requests get the same bits whatever else runs (V1–V11).
+// In the `verified` mode (LLM-42, docs/modes.md) deterministic requests decode on the fast
+// numerics into candidate windows that are verified on the invariant numerics (several
+// requests' windows per step) and rolled back at the first mismatch; callbacks see committed
+// tokens only — the `invariant` mode's bits.
 #pragma once
 
 #include <memory>
@@ -40,6 +44,23 @@ struct EngineStats {
   int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
   // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
   int64_t n_logit_rows_downloaded = 0;
+  // The verified mode (docs/modes.md). Steps run on the invariant numerics (prefills of
+  // deterministic requests, verification) or the fast one; a verification step is an
+  // invariant step that verifies at least one window.
+  int64_t n_invariant_steps = 0;
+  int64_t n_fast_steps = 0;
+  int64_t n_verify_steps = 0;
+  int64_t n_verify_windows = 0;     // windows sent to verification
+  int64_t n_verify_tokens = 0;      // rows recomputed to verify them (window + 1 each)
+  int64_t n_candidate_tokens = 0;   // tokens decoded on the fast numerics (candidates)
+  int64_t n_committed_tokens = 0;   // generated tokens of deterministic requests, verified
+  int64_t n_rollbacks = 0;          // verifications that found a mismatch
+  int64_t n_rolled_back_tokens = 0;  // candidates discarded (at and after a mismatch)
+  // Share of all computed tokens that were verification recompute.
+  double verify_share() const {
+    return n_computed_tokens == 0 ? 0.0
+                                  : static_cast<double>(n_verify_tokens) / n_computed_tokens;
+  }
 };
 
 class Engine {
@@ -86,6 +107,7 @@ class Engine {
     RequestCallbacks cb;
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
+  bool speculative = false;  // verified mode, deterministic: candidates + verification
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;
@@ -109,6 +131,25 @@ class Engine {
   void handle_prompt_rows(RequestState& r, const ScheduledSeq& s);
   void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
                      int32_t position, std::span<const SampleResult> draws);
+  // ---- verified mode ----
+  bool verified() const { return config_.policy.mode == DeterminismMode::kVerified; }
+  // Releases ready windows for verification when their group is complete (VerifyConfig).
+  // force: release the oldest group now (nothing else is left to schedule).
+  void launch_verification(bool force);
+  // Numerics of the step: invariant when a speculative sequence computes prompt, recompute
+  // or verification rows over trusted KV; fast otherwise.
+  NumericsMode step_numerics(const StepPlan& plan) const;
+  // A speculative sequence's chunk that ran on the invariant numerics over trusted KV: its
+  // rows verify candidates in order (commit on match; at the first mismatch the verifier's
+  // token replaces the candidate and the rest is rolled back), then sample the next token.
+  void handle_verified_rows(RequestId rid, RequestState& r, int32_t sample_index,
+                            const ScheduledSeq& s, std::span<const SampleResult> draws);
+  // A candidate from a fast row: appended uncommitted; a full window is held for its group.
+  void handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw);
+  // Emits one committed token (callbacks, stop rules); true when the sample finished.
+  bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
+                      int32_t position, const SampleResult& res);
+  void unpark(SeqId seq);
   FinishReason stop_reason(const RequestState& r, const SampleState& s, int32_t token) const;
   void finish_sample(RequestId rid, RequestState& r, int32_t sample_index, FinishReason reason);
 
@@ -123,6 +164,11 @@ class Engine {
   RequestId next_id_ = 0;
   EngineStats stats_;
   StepDraws draws_;  // reused across steps
+  struct Parked {
+    SeqId seq;
+    int64_t since_step;
+  };
+  std::vector<Parked> parked_;  // ready windows waiting for their verification group
 };
 
 }  // namespace detllm::engine

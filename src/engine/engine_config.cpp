@@ -8,6 +8,17 @@
 
 namespace detllm::engine {
 
+void VerifyConfig::validate() const {
+  check(window >= 1, "verify.window must be >= 1 (got {})", window);
+  check(group_tokens >= window + 1,
+        "verify.group_tokens {} must hold at least one window (window + 1 = {} rows)",
+        group_tokens, window + 1);
+  check(group_min_requests >= 1 && group_max_requests >= group_min_requests,
+        "verify: need 1 <= group_min_requests ({}) <= group_max_requests ({})",
+        group_min_requests, group_max_requests);
+  check(max_wait_steps >= 0, "verify.max_wait_steps must be >= 0 (got {})", max_wait_steps);
+}
+
 EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
   EngineConfig c = *this;
   check(c.kv_cache_tokens > 0 || c.scheduler.kv.n_blocks > 0,
@@ -30,6 +41,7 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
         "decode_fixed_rows {} is above the largest padded shape ({} rows): lower max_seqs",
         c.decode_fixed_rows, decode_row_buckets().back());
   c.policy.validate();
+  c.verify.validate();
   if (!c.policy.self_check) c.self_check = SelfCheckVerdict::disabled();
   return c;
 }

@@ -16,6 +16,23 @@ struct ModelConfig;
 
 namespace detllm::engine {
 
+// The `verified` mode (LLM-42, determinism/modes.h, docs/modes.md): deterministic requests
+// decode on the fast numerics; every `window` candidate tokens are verified on the invariant
+// numerics, several requests' windows together in one step.
+struct VerifyConfig {
+  int32_t window = 16;  // candidate tokens per verification window (>= 1)
+  // A group (one verification step) holds up to group_tokens recomputed rows (window + 1 per
+  // request) and up to group_max_requests windows; it starts once group_min_requests windows
+  // are ready, once group_tokens rows are ready, once a ready window has waited
+  // max_wait_steps steps, or when no other deterministic sequence is producing candidates.
+  int32_t group_tokens = 256;
+  int32_t group_min_requests = 4;
+  int32_t group_max_requests = 16;
+  int32_t max_wait_steps = 8;
+
+  void validate() const;  // throws detllm::Error
+};
+
 struct EngineConfig {
   SchedulerConfig scheduler;  // kv.n_blocks == 0: derived from kv_cache_tokens
   int32_t kv_cache_tokens = 8192;  // KV pool capacity in tokens when kv.n_blocks == 0
@@ -39,6 +56,8 @@ struct EngineConfig {
   // refuses deterministic requests. kNotRun (library use, tests) gates nothing; resolved()
   // makes it kDisabled when policy.self_check is off.
   SelfCheckVerdict self_check;
+  // Verification windows and groups; used only when policy.mode is `verified`.
+  VerifyConfig verify;
 
   // Fills derived fields (n_blocks, max_model_len) for `model` and validates everything.
   // Throws detllm::Error naming the bad setting.

@@ -239,6 +239,20 @@ void KvCacheManager::free_sequence(SeqId id) {
   tables_.erase(it);
 }
 
+void KvCacheManager::truncate(SeqId id, int32_t n_tokens) {
+  SeqBlocks& t = table(id);
+  const int32_t bs = config_.block_size;
+  check(n_tokens >= 0, "kv cache: truncate of sequence {} to {} tokens", id, n_tokens);
+  const auto keep = static_cast<size_t>((n_tokens + bs - 1) / bs);
+  while (t.blocks.size() > keep) {
+    release(t.blocks.back());
+    t.blocks.pop_back();
+  }
+  const auto full = static_cast<size_t>(n_tokens / bs);
+  t.hashes.resize(std::min(t.hashes.size(), full));
+  t.n_blocks_published = std::min(t.n_blocks_published, static_cast<int32_t>(full));
+}
+
 // ---- allocation for writes ----
 
 // A block in the write range costs one pool block when it does not exist yet, or when it must be

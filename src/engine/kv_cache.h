@@ -116,6 +116,10 @@ class KvCacheManager {
   // (a key already cached by another block leaves this block private).
   void mark_computed(SeqId id, std::span<const int32_t> tokens, int32_t n_computed);
 
+  // Rollback (the verified mode): positions from n_tokens on are gone. Blocks holding only
+  // such positions are released (last first); keys of blocks past n_tokens are forgotten.
+  void truncate(SeqId id, int32_t n_tokens);
+
   bool has_sequence(SeqId id) const { return tables_.count(id) != 0; }
   std::span<const int32_t> block_table(SeqId id) const;  // logical -> physical
   // Keys of the sequence's first full blocks known so far (at least the computed ones).

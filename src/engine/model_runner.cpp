@@ -19,7 +19,8 @@ ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t bloc
       padding_(padding),
       kv_(model.ops(), model.config(), n_blocks, block_size, pad_slots_for(model, padding)) {}
 
-void ModelRunner::run(const StepPlan& plan) {
+void ModelRunner::run(const StepPlan& plan, NumericsMode numerics) {
+  model_.ops().set_gemm_numerics(numerics);
   for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
   logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding_);
   on_host_.assign(static_cast<size_t>(logits_.n_rows), false);

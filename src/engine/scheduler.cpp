@@ -61,6 +61,7 @@ SeqId Scheduler::add(std::vector<int32_t> prompt, const SequenceOptions& options
   s.id = next_id_++;
   s.n_prompt = static_cast<int32_t>(prompt.size());
   s.tokens = std::move(prompt);
+  s.n_committed = s.n_prompt;
   s.options = options;
   s.status = SeqStatus::kWaiting;
   const SeqId id = s.id;
@@ -81,7 +82,9 @@ SeqId Scheduler::fork(SeqId parent_id) {
   c.n_prompt = parent.n_prompt;
   c.options = parent.options;
   c.status = parent.status;
+  c.n_committed = parent.n_committed;
   if (parent.status == SeqStatus::kRunning) {
+    c.n_trusted = parent.n_trusted;
     c.n_computed = parent.n_computed;
     c.n_cached_tokens = parent.n_cached_tokens;
     kv_.fork(parent_id, c.id, c.n_computed);
@@ -101,6 +104,11 @@ void Scheduler::preempt_last_running(StepPlan& plan) {
   running_.pop_back();
   kv_.free_sequence(id);
   s.n_computed = 0;
+  s.n_trusted = 0;
+  s.held = false;
+  // Verified mode: candidates are not recomputed — the invariant recompute of the committed
+  // tokens samples the next token itself.
+  if (s.options.speculative) s.tokens.resize(static_cast<size_t>(s.n_committed));
   s.status = SeqStatus::kWaiting;
   ++s.n_preemptions;
   waiting_.push_front(id);
@@ -136,6 +144,7 @@ StepPlan Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0 && picks.size() < max_seqs; ++i) {
     const SeqId id = running_[i];
     Sequence& s = seq(id);
+    if (s.held) continue;  // a window waiting for its verification group
     const int32_t want = clamp_chunk(s.n_uncomputed());
     if (want == 0) continue;  // waiting for append_token() or finish()
     int32_t n = kv_.max_tokens_fitting(id, s.n_computed, want);
@@ -168,6 +177,7 @@ StepPlan Scheduler::schedule() {
     kv_.add_sequence(id, s.options.numerics_class, match);
     s.status = SeqStatus::kRunning;
     s.n_computed = hit;
+    s.n_trusted = hit;  // cached blocks hold trusted KV only
     s.n_cached_tokens = hit;
     running_.push_back(id);
     check(kv_.ensure_writable(id, hit, want, plan.copies),
@@ -190,7 +200,7 @@ void Scheduler::schedule_isolated(StepPlan& plan,
     const SeqId id = running_[i];
     Sequence& s = seq(id);
     const int32_t want = s.n_uncomputed();
-    if (want <= 1) continue;
+    if (want <= 1 || s.held) continue;
     while (kv_.max_tokens_fitting(id, s.n_computed, want) < want) {
       const bool self = running_.back() == id;
       preempt_last_running(plan);
@@ -215,6 +225,7 @@ void Scheduler::schedule_isolated(StepPlan& plan,
       kv_.add_sequence(id, s.options.numerics_class, match);
       s.status = SeqStatus::kRunning;
       s.n_computed = hit;
+      s.n_trusted = hit;
       s.n_cached_tokens = hit;
       running_.push_back(id);
       check(kv_.ensure_writable(id, hit, want, plan.copies),
@@ -229,7 +240,7 @@ void Scheduler::schedule_isolated(StepPlan& plan,
   for (size_t i = 0; i < running_.size() && budget > 0 && picks.size() < max_seqs; ++i) {
     const SeqId id = running_[i];
     Sequence& s = seq(id);
-    if (s.n_uncomputed() == 0) continue;  // waiting for append_token() or finish()
+    if (s.n_uncomputed() == 0 || s.held) continue;  // waiting for append_token() or finish()
     bool self_preempted = false;
     while (kv_.max_tokens_fitting(id, s.n_computed, 1) == 0) {
       self_preempted = running_.back() == id;
@@ -280,11 +291,23 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
       plan.seq_of_token.push_back(static_cast<int32_t>(row));
       plan.slots.push_back(table[p / bs] * bs + p % bs);
     }
+    // Speculative: from the last committed token on, each row verifies the next candidate
+    // (or samples the next token).
+    const int32_t spec_first = s.options.speculative ? std::max(s.n_computed, s.n_committed - 1)
+                                                     : s.n_computed + n;
     if (ss.all_logits) {
       ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
+      ss.logits_pos = s.n_computed;
       for (int32_t t = 0; t < n; ++t) plan.logit_rows.push_back(ss.token_begin + t);
+    } else if (spec_first < s.n_computed + n) {
+      ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
+      ss.logits_pos = spec_first;
+      for (int32_t p = spec_first; p < s.n_computed + n; ++p) {
+        plan.logit_rows.push_back(ss.token_begin + p - s.n_computed);
+      }
     } else if (ss.sample) {
       ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
+      ss.logits_pos = s.n_computed + n - 1;
       plan.logit_rows.push_back(ss.token_begin + n - 1);
     }
     s.n_in_flight = n;
@@ -294,36 +317,90 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
   stats_.n_scheduled_tokens += n_tokens;
 }
 
-void Scheduler::complete_step(const StepPlan& plan) {
+void Scheduler::complete_step(const StepPlan& plan, bool trusted) {
   for (const ScheduledSeq& ss : plan.seqs) {
     auto it = seqs_.find(ss.id);
     if (it == seqs_.end() || it->second.n_in_flight == 0) continue;  // finished or aborted
     check(it->second.n_computed == ss.first_pos,
           "scheduler: complete_step() with a stale plan for sequence {}", ss.id);
-    mark_computed(ss.id, ss.first_pos + ss.n_tokens);
+    mark_computed(ss.id, ss.first_pos + ss.n_tokens, trusted);
   }
 }
 
-void Scheduler::mark_computed(SeqId id, int32_t n_computed) {
+namespace {
+// How many leading tokens' KV may enter the prefix cache: all computed ones, or for a
+// speculative sequence the trusted KV of committed tokens.
+int32_t publishable(const Sequence& s) {
+  if (!s.options.speculative) return s.n_computed;
+  return std::min(s.n_trusted, s.n_committed);
+}
+}  // namespace
+
+void Scheduler::mark_computed(SeqId id, int32_t n_computed, bool trusted) {
   Sequence& s = seq(id);
   check(s.status == SeqStatus::kRunning && s.n_in_flight > 0,
         "scheduler: mark_computed() for sequence {} that has nothing in flight", id);
   check(n_computed >= s.n_computed && n_computed <= s.n_computed + s.n_in_flight,
         "scheduler: sequence {}: {} computed tokens is outside the scheduled range [{}, {}]", id,
         n_computed, s.n_computed, s.n_computed + s.n_in_flight);
+  // Trusted: this step ran on the invariant numerics over trusted KV (and committed inputs,
+  // or candidates the engine verifies before committing them).
+  if (trusted && s.n_trusted == s.n_computed) s.n_trusted = n_computed;
   s.n_computed = n_computed;
   s.n_in_flight = 0;
   --n_in_flight_;
-  kv_.mark_computed(id, s.tokens, n_computed);
+  kv_.mark_computed(id, s.tokens, publishable(s));
 }
 
-void Scheduler::append_token(SeqId id, int32_t token) {
+void Scheduler::commit(SeqId id, int32_t n_committed) {
+  Sequence& s = seq(id);
+  check(s.options.speculative && n_committed >= s.n_committed && n_committed <= s.n_tokens(),
+        "scheduler: sequence {}: cannot commit {} tokens (committed {}, tokens {})", id,
+        n_committed, s.n_committed, s.n_tokens());
+  s.n_committed = n_committed;
+  if (s.status == SeqStatus::kRunning) kv_.mark_computed(id, s.tokens, publishable(s));
+}
+
+void Scheduler::rollback(SeqId id, int32_t n_keep) {
+  Sequence& s = seq(id);
+  check(s.options.speculative && s.n_in_flight == 0 && n_keep >= s.n_committed &&
+            n_keep <= s.n_tokens(),
+        "scheduler: sequence {}: cannot roll back to {} tokens (committed {}, tokens {}{})", id,
+        n_keep, s.n_committed, s.n_tokens(), s.n_in_flight > 0 ? ", in flight" : "");
+  s.tokens.resize(static_cast<size_t>(n_keep));
+  s.n_computed = std::min(s.n_computed, n_keep);
+  s.n_trusted = std::min(s.n_trusted, n_keep);
+  if (s.status == SeqStatus::kRunning) kv_.truncate(id, n_keep);
+}
+
+void Scheduler::rewind(SeqId id) {
+  Sequence& s = seq(id);
+  check(s.options.speculative && s.status == SeqStatus::kRunning && s.n_in_flight == 0,
+        "scheduler: sequence {} cannot be rewound (not a running speculative sequence)", id);
+  s.n_computed = s.n_trusted;
+  s.held = false;
+}
+
+void Scheduler::set_held(SeqId id, bool held) {
+  Sequence& s = seq(id);
+  check(s.options.speculative && (s.status == SeqStatus::kRunning || !held),
+        "scheduler: sequence {} cannot be held", id);
+  s.held = held;
+}
+
+void Scheduler::append_token(SeqId id, int32_t token, bool committed) {
   Sequence& s = seq(id);
   check(s.status == SeqStatus::kRunning && s.n_in_flight == 0 && s.n_uncomputed() == 0,
         "scheduler: append_token() to sequence {} before its last token was computed", id);
   check(s.n_generated() < s.options.max_new_tokens,
         "scheduler: sequence {} already has max_new_tokens = {} generated tokens", id,
         s.options.max_new_tokens);
+  if (s.options.speculative && committed) {
+    check(s.n_committed == s.n_tokens(),
+          "scheduler: sequence {}: a committed token after {} pending candidates", id,
+          s.n_tokens() - s.n_committed);
+    s.n_committed = s.n_tokens() + 1;
+  }
   s.tokens.push_back(token);
 }
 
@@ -364,6 +441,13 @@ void Scheduler::check_consistency() const {
           "scheduler check: sequence {}: {} computed + {} in flight > {} tokens", id, s.n_computed,
           s.n_in_flight, s.n_tokens());
     in_flight += s.n_in_flight > 0;
+    if (s.options.speculative) {
+      check(s.n_committed >= s.n_prompt && s.n_committed <= s.n_tokens() &&
+                s.n_trusted <= s.n_computed,
+            "scheduler check: speculative sequence {}: committed {}, trusted {}, computed {}, "
+            "tokens {}",
+            id, s.n_committed, s.n_trusted, s.n_computed, s.n_tokens());
+    }
     if (s.status == SeqStatus::kRunning) {
       check(std::count(running_.begin(), running_.end(), id) == 1,
             "scheduler check: running sequence {} is not listed once", id);

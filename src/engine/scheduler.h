@@ -35,6 +35,12 @@
 //   each step; every request fits the pool alone (checked by add()), so it finishes, then the
 //   next oldest, and so on: no livelock, no starvation.
 //
+// Verified mode (SequenceOptions::speculative, driven by the engine; docs/modes.md): a held
+// sequence (a full candidate window waiting for its verification group) is skipped; rewind()
+// makes its untrusted KV "not computed" so the window's inputs are scheduled like a prefill
+// chunk, with a logit row per position from the last committed token on; commit() and
+// rollback() apply the verdict; preemption drops the candidates (tokens past n_committed).
+//
 // n samples per prompt: fork(parent) after the prompt is computed. The child shares the
 // parent's blocks (ref counts); the shared partial last block is copied on the first write
 // (a BlockCopy in the plan).
@@ -77,6 +83,11 @@ struct ScheduledSeq {
   // Scoring: logits of every scheduled position are wanted (logits_begin … + n_tokens). After a
   // preemption a position may be scheduled again; its logits repeat (bitwise, in invariant mode).
   bool all_logits = false;
+  // Position whose logits are row logits_begin; the rows that follow are consecutive positions.
+  // A speculative sequence (verified mode) gets the logits of every position from its last
+  // committed token on: the rows that verify candidates, then the sampling row.
+  int32_t logits_pos = 0;
+  int32_t logit_row(int32_t pos) const { return logits_begin + pos - logits_pos; }
 };
 
 // Everything the runner needs for one forward step. Row s of block_tables belongs to seqs[s].
@@ -133,14 +144,30 @@ class Scheduler {
 
   StepPlan schedule();
   // The runner computed every token of the plan (sequences finished or aborted since are
-  // skipped). Same as mark_computed(s.id, s.first_pos + s.n_tokens) for each s.
-  void complete_step(const StepPlan& plan);
+  // skipped). Same as mark_computed(s.id, s.first_pos + s.n_tokens, trusted) for each s.
+  // trusted: the step ran on the invariant numerics (always true outside the verified mode).
+  void complete_step(const StepPlan& plan, bool trusted = true);
   // Sequence `id` has KV for its first n_computed tokens; n_computed must lie within what was
-  // scheduled for it. Ends its in-flight state; the rest (if any) is scheduled again.
-  void mark_computed(SeqId id, int32_t n_computed);
+  // scheduled for it. Ends its in-flight state; the rest (if any) is scheduled again. A
+  // speculative sequence's new KV is trusted when `trusted` and its KV before was all trusted.
+  void mark_computed(SeqId id, int32_t n_computed, bool trusted = true);
   // Appends a sampled token. Requires every token of the sequence computed and fewer than
-  // max_new_tokens generated.
-  void append_token(SeqId id, int32_t token);
+  // max_new_tokens generated. Speculative sequences: `committed` (a token sampled from
+  // trusted logits; no candidate may be pending) or a candidate.
+  void append_token(SeqId id, int32_t token, bool committed = true);
+
+  // ---- the verified mode (speculative sequences; engine.cpp drives it) ----
+  // The first n_committed tokens are final (candidates verified): n_committed may only grow,
+  // up to the sequence's tokens.
+  void commit(SeqId id, int32_t n_committed);
+  // Drops every token from n_keep on (n_keep >= n_committed): computed and trusted counts are
+  // cut to it and KV blocks past it released. Not while in flight.
+  void rollback(SeqId id, int32_t n_keep);
+  // Treats the untrusted KV as not computed (n_computed = n_trusted; tokens kept): the next
+  // schedule() recomputes the window's inputs like a prefill chunk. Releases a held sequence.
+  void rewind(SeqId id);
+  // A held sequence is not scheduled (a full window waiting for its verification group).
+  void set_held(SeqId id, bool held);
   void finish(SeqId id);  // done (stop condition met): releases its blocks, forgets it
   void abort(SeqId id);   // cancelled: same, counted apart
 

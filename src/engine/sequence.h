@@ -31,6 +31,11 @@ struct SequenceOptions {
   // Part of every block key (design.md Rule 4): KV computed under different numerics (mode,
   // kernel family, dtype) is never shared. The engine derives it from the numerics policy.
   uint64_t numerics_class = 0;
+  // The `verified` mode's deterministic sequences: tokens past n_committed are candidates
+  // (decoded on the fast numerics, not yet verified) and KV past n_trusted was computed on
+  // the fast numerics or from candidates. Only trusted KV enters the prefix cache; a
+  // preemption drops the candidates. See Sequence::n_committed.
+  bool speculative = false;
 };
 
 struct Sequence {
@@ -46,6 +51,16 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   int32_t n_cached_tokens = 0;  // prefix-cache hit at the last admission
   int32_t n_preemptions = 0;
+  // Speculative sequences only (options.speculative; otherwise unused):
+  //   tokens   [ prompt | committed generated | candidates ]
+  //            0        n_prompt              n_committed   n_tokens
+  //   KV       [ trusted (invariant numerics over committed tokens) | untrusted ]
+  //            0                                                    n_trusted <= n_computed
+  // Between steps n_trusted <= n_committed - 1 while candidates exist.
+  int32_t n_committed = 0;
+  int32_t n_trusted = 0;
+  // A full window waiting for its verification group: not scheduled until released.
+  bool held = false;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_generated() const { return n_tokens() - n_prompt; }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "determinism/policy.h"
 
 namespace detllm {
 struct SampleRowParams;  // engine/sample_row.h
@@ -141,9 +142,22 @@ class Ops {
   virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
                            const SampleRowParams* params, SampleRowResult* out);
 
+  // ---- optional: per-step GEMM numerics (the `verified` mode, determinism/modes.h) -----
+  // Selects the numerics of the following matmul calls on the SAME weights: kInvariant (the
+  // batch-invariant GEMM) or kFast (library heuristics). Only GEMMs differ between the two;
+  // every other op is the same kernel in both. Host backends: a no-op (their kernels are
+  // invariant by construction) that still records the selection; CUDA: switches matmul
+  // between the invariant path and default cuBLAS (an ops object made in fast mode stays fast).
+  virtual void set_gemm_numerics(NumericsMode mode) { gemm_numerics_ = mode; }
+  // The selection in force (part of the CUDA graph key: a graph replays the GEMMs it saw).
+  virtual NumericsMode gemm_numerics() const { return gemm_numerics_; }
+
   // ---- optional: step graphs (GraphCapture below) ------------------------------------
   // nullptr when every op runs eagerly (the host backends); CUDA: CUDA graphs.
   virtual GraphCapture* graph_capture() { return nullptr; }
+
+ private:
+  NumericsMode gemm_numerics_ = NumericsMode::kInvariant;
 };
 
 // RAII owner of backend memory (host or device) from Ops::alloc_bytes.

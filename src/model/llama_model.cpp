@@ -21,13 +21,16 @@ struct LlamaModel::Workspace {
 };
 
 // Padded decode steps. One workspace for every graph (sized for the largest bucket) and, per
-// (padded shape, KV storage), the step's metadata buffer and its graph: a replay reads the
+// (padded shape, KV storage, GEMM numerics), the step's metadata buffer and its graph: a replay reads the
 // metadata at that fixed address, refreshed from pinned staging before each replay.
 struct LlamaModel::GraphState {
   struct Entry {
     PaddedStepKey key;
     std::vector<const float*> kv_pools;  // (2 n_layers) the KV storage the graph writes
     int32_t kv_blocks = 0, kv_block_size = 0;
+    // The GEMM numerics selected when it was captured (Ops::set_gemm_numerics, the verified
+    // mode switches per step): a graph replays the GEMM executions it recorded.
+    NumericsMode gemm_numerics = NumericsMode::kInvariant;
     kernels::Buffer meta;                // PaddedStep::meta in backend memory
     std::unique_ptr<kernels::OpsGraph> graph;
   };
@@ -49,7 +52,7 @@ struct LlamaModel::GraphState {
     const int32_t kv_blocks = kv.n_layers() > 0 ? kv.layer(0).n_blocks : 0;
     for (auto& e : entries)
       if (e->key == key && e->kv_pools == pools && e->kv_blocks == kv_blocks &&
-          e->kv_block_size == kv.block_size())
+          e->kv_block_size == kv.block_size() && e->gemm_numerics == ops.gemm_numerics())
         return *e;
     if (entries.size() >= kMaxEntries) entries.clear();  // rare: many KV storages or widths
     auto e = std::make_unique<Entry>();
@@ -57,6 +60,7 @@ struct LlamaModel::GraphState {
     e->kv_pools = std::move(pools);
     e->kv_blocks = kv_blocks;
     e->kv_block_size = kv.block_size();
+    e->gemm_numerics = ops.gemm_numerics();
     e->meta = {ops, padded_meta_size(key) * sizeof(int32_t)};
     entries.push_back(std::move(e));
     return *entries.back();

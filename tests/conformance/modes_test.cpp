@@ -33,16 +33,7 @@ TEST(DeterminismModes, PolicyPerMode) {
     EXPECT_EQ(p.mode, m);
     EXPECT_NE(p.describe().find(std::string("mode=") + std::string(determinism_mode_name(m))),
               std::string::npos);
-    if (m == DeterminismMode::kVerified) {
-      try {
-        p.validate();
-        ADD_FAILURE() << "verified must be refused";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("not implemented yet"), std::string::npos);
-      }
-    } else {
-      EXPECT_NO_THROW(p.validate()) << determinism_mode_name(m);
-    }
+    EXPECT_NO_THROW(p.validate()) << determinism_mode_name(m);
   }
   // The default policy is unchanged; fast numerics for deterministic requests stay refused
   // outside the modes that run library kernels by choice.
@@ -53,6 +44,14 @@ TEST(DeterminismModes, PolicyPerMode) {
   DeterminismPolicy padded = policy_for_mode(DeterminismMode::kPadded);
   padded.deterministic_mode = NumericsMode::kInvariant;
   EXPECT_THROW(padded.validate(), Error);
+  // verified: deterministic requests verified on the invariant path, the others fast.
+  const DeterminismPolicy verified = policy_for_mode(DeterminismMode::kVerified);
+  EXPECT_EQ(verified.deterministic_mode, NumericsMode::kInvariant);
+  EXPECT_EQ(verified.default_mode, NumericsMode::kFast);
+  EXPECT_TRUE(verified.self_check);
+  DeterminismPolicy bad = verified;
+  bad.default_mode = NumericsMode::kInvariant;
+  EXPECT_THROW(bad.validate(), Error);
   // Fingerprint names: the default modes keep theirs, the others get their own.
   EXPECT_EQ(fingerprint_mode_name(DeterminismPolicy{}, true), "invariant");
   EXPECT_EQ(fingerprint_mode_name(policy_for_mode(DeterminismMode::kFast), true), "fast");
@@ -68,7 +67,8 @@ TEST(DeterminismModes, MappingToBackendAndEngine) {
   EXPECT_EQ(mode_info(DeterminismMode::kFast).backend.numerics, NumericsMode::kFast);
   EXPECT_EQ(mode_info(DeterminismMode::kPadded).backend.numerics, NumericsMode::kFast);
   EXPECT_TRUE(mode_info(DeterminismMode::kInvariant).backend.gemm_lt);
-  EXPECT_FALSE(mode_info(DeterminismMode::kVerified).implemented);
+  EXPECT_TRUE(mode_info(DeterminismMode::kVerified).implemented);
+  EXPECT_EQ(mode_info(DeterminismMode::kVerified).backend.numerics, NumericsMode::kInvariant);
 
   engine::EngineConfig c;
   c.scheduler.max_seqs = 12;
@@ -82,7 +82,12 @@ TEST(DeterminismModes, MappingToBackendAndEngine) {
   EXPECT_FALSE(c.scheduler.isolate_prefill);
   EXPECT_EQ(c.decode_fixed_rows, 0);
   EXPECT_EQ(c.policy.deterministic_mode, NumericsMode::kInvariant);
-  EXPECT_THROW(apply_mode(DeterminismMode::kVerified, c), Error);
+  engine::EngineConfig v;
+  apply_mode(DeterminismMode::kVerified, v);
+  EXPECT_EQ(v.policy.mode, DeterminismMode::kVerified);
+  EXPECT_TRUE(v.scheduler.kv.enable_prefix_cache);  // kept on
+  EXPECT_FALSE(v.scheduler.isolate_prefill);
+  EXPECT_EQ(v.decode_fixed_rows, 0);
 }
 
 // Every step of an isolated-prefill scheduler is one whole prompt alone, or decodes only —

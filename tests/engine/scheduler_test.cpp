@@ -558,3 +558,105 @@ TEST(SchedulerSimulation, ScheduleDoesNotDependOnPhysicalLayout) {
 
 }  // namespace
 }  // namespace detllm::engine
+
+namespace detllm::engine {
+namespace {
+
+// The verified mode's bookkeeping (speculative sequences): candidates, trusted KV, held
+// windows, rewind for verification, rollback at a mismatch, preemption dropping candidates,
+// and only trusted KV of committed tokens entering the prefix cache.
+TEST(Scheduler, SpeculativeWindowRewindRollback) {
+  Scheduler s(make_config(32, /*block_size=*/4));
+  SequenceOptions o = gen(20);
+  o.speculative = true;
+  const SeqId id = s.add(iota_tokens(6), o);
+  StepPlan p = s.schedule();  // the prompt, on the invariant numerics
+  ASSERT_EQ(p.seqs[0].n_tokens, 6);
+  EXPECT_EQ(p.seqs[0].logits_pos, 5);
+  s.complete_step(p, /*trusted=*/true);
+  EXPECT_EQ(s.sequence(id).n_trusted, 6);
+  s.append_token(id, 1);  // committed (sampled from trusted logits)
+  EXPECT_EQ(s.sequence(id).n_committed, 7);
+  // Three fast decode steps: untrusted KV, candidates.
+  for (int i = 0; i < 3; ++i) {
+    p = s.schedule();
+    ASSERT_EQ(p.seqs[0].n_tokens, 1);
+    s.complete_step(p, /*trusted=*/false);
+    s.append_token(id, 10 + i, /*committed=*/false);
+  }
+  const Sequence& q = s.sequence(id);
+  EXPECT_EQ(q.n_tokens(), 10);
+  EXPECT_EQ(q.n_committed, 7);
+  EXPECT_EQ(q.n_trusted, 6);
+  EXPECT_EQ(q.n_computed, 9);
+  // Only the first block (positions 0-3, trusted, committed) is in the prefix cache.
+  EXPECT_EQ(s.kv_cache().stats().n_cached, 1);
+  EXPECT_THROW(s.append_token(id, 5, /*committed=*/true), Error);  // candidates pending
+  s.set_held(id, true);
+  EXPECT_TRUE(s.schedule().empty());  // a held window is not scheduled
+  s.rewind(id);
+  p = s.schedule();  // the window's inputs: positions 6…9, one verification chunk
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].first_pos, 6);
+  EXPECT_EQ(p.seqs[0].n_tokens, 4);
+  EXPECT_EQ(p.seqs[0].logits_pos, 6);
+  EXPECT_EQ(p.logit_rows, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(p.seqs[0].sample);
+  s.complete_step(p, /*trusted=*/true);
+  EXPECT_EQ(q.n_trusted, 10);
+  // The verifier agrees on position 7, rejects position 8: commit 7, roll back from 8.
+  s.commit(id, 8);
+  EXPECT_EQ(s.kv_cache().stats().n_cached, 2);  // positions 4-7 now trusted and committed
+  s.rollback(id, 8);
+  EXPECT_EQ(q.n_tokens(), 8);
+  EXPECT_EQ(q.n_computed, 8);
+  EXPECT_EQ(q.n_trusted, 8);
+  EXPECT_EQ(s.kv_cache().block_table(id).size(), 2u);  // the block of positions 8… released
+  s.append_token(id, 42, /*committed=*/true);
+  EXPECT_EQ(q.n_committed, 9);
+  s.check_consistency();
+  // A candidate, then preemption: the candidate is dropped, the committed tokens recomputed.
+  p = s.schedule();
+  s.complete_step(p, /*trusted=*/false);
+  s.append_token(id, 77, /*committed=*/false);
+  const SeqId other = s.add(iota_tokens(3, 300), gen(2));
+  (void)other;
+  s.rewind(id);
+  EXPECT_THROW(s.rollback(id, 8), Error);  // below the committed tokens
+  s.check_consistency();
+}
+
+TEST(Scheduler, SpeculativePreemptionDropsCandidates) {
+  // 5 blocks of 4: b (older) and a (speculative, newer) grow until the pool runs out; the
+  // newest running sequence, a, is preempted and loses its candidates.
+  Scheduler s(make_config(5, /*block_size=*/4, /*budget=*/64, /*max_seqs=*/4));
+  const SeqId b = s.add(iota_tokens(8, 200), gen(12));
+  SequenceOptions o = gen(12);
+  o.speculative = true;
+  const SeqId a = s.add(iota_tokens(4), o);
+  bool first = true;
+  bool preempted = false;
+  for (int step = 0; step < 20 && !preempted; ++step) {
+    StepPlan p = s.schedule();
+    s.complete_step(p, /*trusted=*/first);
+    for (SeqId id : p.preempted) {
+      ASSERT_EQ(id, a);
+      const Sequence& qa = s.sequence(a);
+      EXPECT_EQ(qa.status, SeqStatus::kWaiting);
+      EXPECT_EQ(qa.n_tokens(), qa.n_committed);  // candidates dropped
+      EXPECT_EQ(qa.n_committed, 5);
+      EXPECT_EQ(qa.n_trusted, 0);
+      preempted = true;
+    }
+    for (const ScheduledSeq& ss : p.seqs) {
+      if (!ss.sample) continue;
+      s.append_token(ss.id, 50 + step, /*committed=*/ss.id == b || first);
+    }
+    first = false;
+    s.check_consistency();
+  }
+  EXPECT_TRUE(preempted);
+}
+
+}  // namespace
+}  // namespace detllm::engine

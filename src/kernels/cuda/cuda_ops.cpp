@@ -84,10 +84,7 @@ class CudaOps final : public Ops {
           "(Hopper: H100/H200) only", device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (mode_ == NumericsMode::kFast) {
-      cublas_check(cublasCreate(&cublas_), "cublasCreate");
-      cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
-    }
+    if (mode_ == NumericsMode::kFast) ensure_cublas();
     if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
         gemm_splits_override_ == 0) {
       lt_gemm_ = std::make_unique<cuda::LtGemm>(
@@ -111,6 +108,21 @@ class CudaOps final : public Ops {
     rope_dev_.release();
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  // An invariant ops object (the verified mode) runs default cuBLAS while kFast is selected;
+  // a fast one stays fast whatever is selected (it has no verified plans to fall back on).
+  void set_gemm_numerics(NumericsMode mode) override { gemm_numerics_ = mode; }
+  NumericsMode gemm_numerics() const override {
+    return mode_ == NumericsMode::kFast ? NumericsMode::kFast : gemm_numerics_;
+  }
+
+  // The cuBLAS handle, made on first use (fast mode: at construction; verified: on the first
+  // fast step, always eagerly before any graph capture of a fast step).
+  void ensure_cublas() {
+    if (cublas_) return;
+    cublas_check(cublasCreate(&cublas_), "cublasCreate");
+    cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
   }
 
   std::string_view name() const override {
@@ -187,7 +199,9 @@ class CudaOps final : public Ops {
           "CUDA matmul: x and w must be 16-byte aligned");
     if (m == 0) return;
     const auto* wd = static_cast<const uint16_t*>(w.data);
-    if (mode_ == NumericsMode::kFast) {
+    // The verified mode selects fast numerics per step on an invariant ops object.
+    if (mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast) {
+      ensure_cublas();
       auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
       cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
       // Column-major view: yᵀ (N, m) = W (N, K) · xᵀ (K, m); W row-major (N, K) is col-major
@@ -336,6 +350,7 @@ class CudaOps final : public Ops {
  private:
   int device_;
   NumericsMode mode_;
+  NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
