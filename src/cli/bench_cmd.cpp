@@ -284,6 +284,8 @@ int run_bench_command(const BenchOptions& o) {
     ModeModel mm = build_mode_model(src, backend);
     cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
     const engine::EngineConfig resolved = cfg.resolved(mm.model->config());
+    // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
+    mm.model->prepare_gemms(resolved.scheduler.max_tokens_per_step);
 
     bench::ModeReport mr;
     mr.mode = mode_name;

@@ -106,6 +106,14 @@ int run_serve(ServeOptions& o) {
   o.engine.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   o.engine.policy.deterministic_by_default = o.deterministic_default;
   o.engine.self_check = startup_self_check(*b.llama, o.engine, "detllm serve");
+  {  // GEMM plans for every step size now (CUDA: verified cuBLASLt plans), not on first use.
+    const auto t0 = std::chrono::steady_clock::now();
+    b.llama->prepare_gemms(o.engine.scheduler.max_tokens_per_step);
+    if (o.backend.backend != "cpu")
+      std::fprintf(stderr, "detllm serve: GEMM plans for steps of up to %d tokens ready in %.1f s\n",
+                   o.engine.scheduler.max_tokens_per_step,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get());
   const engine::EngineConfig& cfg = loop.config();
 

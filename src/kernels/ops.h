@@ -152,6 +152,12 @@ class Ops {
   // The selection in force (part of the CUDA graph key: a graph replays the GEMMs it saw).
   virtual NumericsMode gemm_numerics() const { return gemm_numerics_; }
 
+  // ---- optional: ahead-of-time GEMM preparation -----------------------------------------
+  // Makes whatever per-(weight shape, row count) choices the backend would otherwise make on
+  // first use, for every m up to max_m, so that no request pays for them (CUDA: verifies and
+  // times the cuBLASLt plans of every M bucket, gemm_lt.h). Changes no bit. Host: nothing.
+  virtual void prepare_matmul(const WeightMatrix& /*w*/, int32_t /*max_m*/) {}
+
   // ---- optional: step graphs (GraphCapture below) ------------------------------------
   // nullptr when every op runs eagerly (the host backends); CUDA: CUDA graphs.
   virtual GraphCapture* graph_capture() { return nullptr; }

@@ -1,6 +1,7 @@
 // Llama-family forward pass on kernels::Ops (see llama_model.h).
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -201,6 +202,21 @@ kernels::WeightMatrix LlamaModel::generate_matrix(const SyntheticTensor& t) {
 
 LlamaModel::LinearView LlamaModel::generate(const SyntheticLinear& l) {
   return {generate_matrix(l.w), l.bias.empty() ? nullptr : generate_vector(l.bias)};
+}
+
+void LlamaModel::prepare_gemms(int32_t max_rows) const {
+  if (layers_.empty()) return;
+  // Every layer has the shapes of layer 0; one call per distinct (out, in) shape.
+  const LayerView& l = layers_[0];
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  for (const kernels::WeightMatrix* w : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w,
+                                         &l.w_up.w, &l.w_down.w, &lm_head_}) {
+    const std::pair<int64_t, int64_t> shape{w->rows, w->cols};
+    if (std::find(seen.begin(), seen.end(), shape) != seen.end()) continue;
+    seen.push_back(shape);
+    ops_.prepare_matmul(*w, max_rows);
+  }
+  ops_.synchronize();
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,

@@ -32,6 +32,10 @@ class LlamaModel {
   ~LlamaModel();
 
   const ModelConfig& config() const { return config_; }
+  // Makes the backend's per-(weight shape, row count) GEMM choices for steps of up to
+  // max_rows tokens now rather than on first use (Ops::prepare_matmul; CUDA: the verified
+  // cuBLASLt plans), so no request pays for them. Changes no bit. Call before serving.
+  void prepare_gemms(int32_t max_rows) const;
   kernels::Ops& ops() const { return ops_; }
 
   // The logits of one step, left in backend memory: (n_rows, vocab) fp32, row r for entry r of

@@ -169,6 +169,22 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
   EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
 }
 
+// prepare_matmul makes the plan of every M bucket up to max_m ahead of time (1, 2, 4, …, 512
+// for max_m = 300), so a serving engine never tunes inside a request.
+TEST(CudaGemmLt, PrepareMakesEveryBucketAhead) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = invariant_ops();
+  DeviceArray<uint16_t> w(*ops, to_bf16(fast_random_floats(size_t(512) * 1024, 61, -0.05f, 0.05f)));
+  const WeightMatrix wm{w.data(), DType::kBF16, 512, 1024};
+  EXPECT_TRUE(cuda_gemm_plan_report(*ops).empty());
+  ops->prepare_matmul(wm, 300);
+  const auto plans = cuda_gemm_plan_report(*ops);
+  ASSERT_EQ(plans.size(), 10u);  // buckets 1 … 512
+  for (const auto& line : plans) std::printf("[plan] %s\n", line.c_str());
+  ops->prepare_matmul(wm, 300);  // already made: nothing new
+  EXPECT_EQ(cuda_gemm_plan_report(*ops).size(), 10u);
+}
+
 // The fast path (default cuBLAS) is not batch-invariant on realistic shapes: row 0 of X[:M]·Wᵀ
 // changes with M. Prints the first differing M for each shape; at least one must differ.
 TEST(CudaGemmFastPath, DefaultCublasIsNotBatchInvariant) {

@@ -228,6 +228,15 @@ class CudaOps final : public Ops {
     cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
   }
 
+  void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
+    if (!lt_gemm_ || w.dtype != DType::kBF16 || max_m <= 0) return;
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    for (int32_t b = 1;; b *= 2) {
+      lt_gemm_->prefers_lt(b, wd, w.rows, w.cols);  // tunes the bucket's plan if missing
+      if (b >= max_m || b >= cuda::lt_bucket(max_m)) break;
+    }
+  }
+
   std::vector<cuda::LtPlanReport> gemm_plans() const {
     return lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
   }
