@@ -14,6 +14,24 @@
 
 namespace detllm::conformance {
 
+engine::EngineConfig base_engine_config() {
+  engine::EngineConfig e;
+  e.scheduler.kv.block_size = 4;
+  e.kv_cache_tokens = 4096;
+  e.scheduler.max_tokens_per_step = 4096;
+  e.scheduler.max_seqs = 64;
+  e.scheduler.chunk_size = 0;
+  return e;
+}
+
+Execution base_execution(std::string label, int n_threads) {
+  Execution e;
+  e.label = std::move(label);
+  e.engine = base_engine_config();
+  e.n_threads = n_threads;
+  return e;
+}
+
 RunResult run(const Target& target, const Execution& exec,
               const std::vector<engine::Request>& requests) {
   const size_t n = requests.size();

@@ -62,6 +62,12 @@ struct Execution {
   std::vector<engine::Request> warmup;
 };
 
+// The engine every conformance check starts from and changes one thing of: blocks of 4, a
+// 4096-token pool and step budget, 64 sequences, whole prompts (no chunk limit).
+engine::EngineConfig base_engine_config();
+// An Execution on base_engine_config() with this label and CPU thread count.
+Execution base_execution(std::string label, int n_threads = 2);
+
 // Everything observed of one request.
 struct RequestTrace {
   std::vector<std::vector<int32_t>> tokens;  // (n samples) generated tokens

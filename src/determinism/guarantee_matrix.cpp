@@ -15,22 +15,8 @@
 namespace detllm::conformance {
 namespace {
 
-engine::EngineConfig base_engine() {
-  engine::EngineConfig e;
-  e.scheduler.kv.block_size = 4;
-  e.kv_cache_tokens = 4096;
-  e.scheduler.max_tokens_per_step = 4096;
-  e.scheduler.max_seqs = 64;
-  e.scheduler.chunk_size = 0;
-  return e;
-}
-
 Execution exec(std::string label, int n_threads = 2) {
-  Execution e;
-  e.label = std::move(label);
-  e.engine = base_engine();
-  e.n_threads = n_threads;
-  return e;
+  return base_execution(std::move(label), n_threads);
 }
 
 WorkloadSpec workload_spec(const VariationSpec& s) {

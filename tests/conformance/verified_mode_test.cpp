@@ -31,11 +31,7 @@ namespace {
 constexpr float kPerturbation = 2e-3f;
 
 engine::EngineConfig base_engine() {
-  engine::EngineConfig e;
-  e.scheduler.kv.block_size = 4;
-  e.kv_cache_tokens = 4096;
-  e.scheduler.max_tokens_per_step = 4096;
-  e.scheduler.max_seqs = 64;
+  engine::EngineConfig e = base_engine_config();
   e.self_check = SelfCheckVerdict::disabled();
   return e;
 }
