@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
@@ -188,14 +188,15 @@ int main(int argc, char** argv) {
     copy_tbs = 2.0 * bytes / t * 1e-6;
   }
   fmt::print("device copy: {:.2f} TB/s (read + write)\n\n", copy_tbs);
-  std::string table = "| decode batch | context | µs | KV GB/s | % of copy roofline |\n|---|---|---|---|---|\n";
+  std::string table =
+      "| decode batch | context | µs | KV GB/s | % of copy roofline |\n|---|---|---|---|---|\n";
   for (int batch : {1, 8, 64, 256}) {
     for (int ctx : {512, 2048, 8192}) {
       if (size_t(batch) * ctx > size_t(256) * 2048) continue;  // keep the cache ≤ 8 GiB
       const double t = run_case(*ops, batch, ctx, 1);
       const double bytes = 2.0 * batch * ctx * kKvHeads * kHeadDim * 4;
-      const std::string row = fmt::format("| {} | {} | {:.1f} | {:.0f} | {:.1f}% |\n", batch, ctx, t,
-                                          bytes / t * 1e-3, bytes / t * 1e-6 / copy_tbs * 100);
+      const std::string row = fmt::format("| {} | {} | {:.1f} | {:.0f} | {:.1f}% |\n", batch, ctx,
+                                          t, bytes / t * 1e-3, bytes / t * 1e-6 / copy_tbs * 100);
       fmt::print("{}", row);
       table += row;
     }

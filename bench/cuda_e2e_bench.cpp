@@ -116,8 +116,8 @@ class DecodeStep {
     p.seed = 1;
     std::vector<SampleRowParams> params;
     for (size_t i = 0; i < rows.size(); ++i) {
-      params.push_back(sample_row_params(p, static_cast<uint32_t>(positions_[0] + 1),
-                                         static_cast<uint32_t>(i)));
+      params.push_back(
+          sample_row_params(p, static_cast<uint32_t>(positions_[0] + 1), static_cast<uint32_t>(i)));
     }
     std::vector<SampleRowResult> out(rows.size());
     auto step = [&] {

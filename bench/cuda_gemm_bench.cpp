@@ -127,8 +127,13 @@ int main(int argc, char** argv) {
     fill(h, 1, 1.0f);
     inv->upload(x.data(), h.data(), h.size() * 4);
   }
-  std::string sweep = "| shape (K->N) | M | v0 µs | v1 µs | v2 µs | v3 µs | default µs | cuBLAS µs |\n|---|---|---|---|---|---|---|---|\n";
-  std::string table = "| shape (K->N) | M | ours µs | kernel µs | cuBLAS µs | ours TFLOP/s | cuBLAS TFLOP/s | ours GB/s | cuBLAS GB/s | speed ratio (cuBLAS t / ours t) |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  std::string sweep =
+      "| shape (K->N) | M | v0 µs | v1 µs | v2 µs | v3 µs | default µs | cuBLAS µs "
+      "|\n|---|---|---|---|---|---|---|---|\n";
+  std::string table =
+      "| shape (K->N) | M | ours µs | kernel µs | cuBLAS µs | ours TFLOP/s | cuBLAS TFLOP/s | ours "
+      "GB/s | cuBLAS GB/s | speed ratio (cuBLAS t / ours t) "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Shape& s : shapes) {
     const size_t w_bytes = size_t(s.n) * s.k * 2;
     const std::vector<Buffer> ws = weight_copies(*inv, s, 2);
@@ -153,8 +158,8 @@ int main(int argc, char** argv) {
       const double bytes = double(w_bytes) + 4.0 * m * s.k + 4.0 * m * s.n;
       const std::string row = fmt::format(
           "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} |\n",
-          s.name, m, t_ours, t_kernel, t_cub, flop / t_ours * 1e-6, flop / t_cub * 1e-6, bytes / t_ours * 1e-3,
-          bytes / t_cub * 1e-3, t_cub / t_ours);
+          s.name, m, t_ours, t_kernel, t_cub, flop / t_ours * 1e-6, flop / t_cub * 1e-6,
+          bytes / t_ours * 1e-3, bytes / t_cub * 1e-3, t_cub / t_ours);
       fmt::print("{}", row);
       std::fflush(stdout);
       table += row;
@@ -163,7 +168,9 @@ int main(int argc, char** argv) {
   // Design experiment (design.md section 6, (a) vs (b)): the same shapes with no K split at all
   // (S = 1: narrow tiles must fill the GPU alone) against the shape's fixed split count.
   // S = 1 changes the numerics, so this is a measurement, not a mode.
-  std::string splits_table = "| shape (K->N) | M | S | best µs (variant) | S=1 best µs (variant) |\n|---|---|---|---|---|\n";
+  std::string splits_table =
+      "| shape (K->N) | M | S | best µs (variant) | S=1 best µs (variant) "
+      "|\n|---|---|---|---|---|\n";
   for (const Shape& s : {shapes[0], shapes[1], shapes[3]}) {
     if (!sweep_variants) break;
     const std::vector<Buffer> ws = weight_copies(*inv, s, 3);
@@ -190,9 +197,9 @@ int main(int argc, char** argv) {
           }
         }
       }
-      splits_table += fmt::format("| {} | {} | {} | {:.1f} (v{}) | {:.1f} (v{}) |\n", s.name, m,
-                                  cuda::gemm_split_count(s.n, s.k), best[0], best_v[0], best[1],
-                                  best_v[1]);
+      splits_table +=
+          fmt::format("| {} | {} | {} | {:.1f} (v{}) | {:.1f} (v{}) |\n", s.name, m,
+                      cuda::gemm_split_count(s.n, s.k), best[0], best_v[0], best[1], best_v[1]);
     }
   }
   if (sweep_variants) {

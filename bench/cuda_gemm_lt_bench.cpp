@@ -35,21 +35,21 @@ namespace kc = detllm::kernels::cuda;
 
 namespace {
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
-#define CB(x)                                                                              \
-  do {                                                                                     \
-    cublasStatus_t s_ = (x);                                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                     \
+#define CB(x)                                                                                    \
+  do {                                                                                           \
+    cublasStatus_t s_ = (x);                                                                     \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                           \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasGetStatusString(s_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 struct Shape {
@@ -86,21 +86,29 @@ AlgoInfo info_of(const cublasLtMatmulAlgo_t& a) {
   AlgoInfo i;
   size_t w = 0;
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &i.id, sizeof(i.id), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &i.tile, sizeof(i.tile), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &i.splitk, sizeof(i.splitk), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &i.red, sizeof(i.red), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &i.swizzle, sizeof(i.swizzle), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &i.custom, sizeof(i.custom), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &i.stages, sizeof(i.stages), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &i.inner, sizeof(i.inner), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &i.cluster, sizeof(i.cluster), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &i.tile, sizeof(i.tile),
+                                       &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &i.splitk,
+                                       sizeof(i.splitk), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &i.red,
+                                       sizeof(i.red), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &i.swizzle,
+                                       sizeof(i.swizzle), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &i.custom,
+                                       sizeof(i.custom), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &i.stages,
+                                       sizeof(i.stages), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &i.inner,
+                                       sizeof(i.inner), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &i.cluster,
+                                       sizeof(i.cluster), &w);
   return i;
 }
 
 std::string describe(const AlgoInfo& i) {
-  return fmt::format("algo {} tile {} stages {} splitK {} red {} swz {} cust {} inner {} cluster {}",
-                     i.id, i.tile, i.stages, i.splitk, i.red, i.swizzle, i.custom, i.inner,
-                     i.cluster);
+  return fmt::format(
+      "algo {} tile {} stages {} splitK {} red {} swz {} cust {} inner {} cluster {}", i.id, i.tile,
+      i.stages, i.splitk, i.red, i.swizzle, i.custom, i.inner, i.cluster);
 }
 
 // One cuBLASLt problem: y (m, n) fp32 row-major = x (m, kk) bf16 · w (n, kk) bf16ᵀ, where x
@@ -113,9 +121,9 @@ struct LtProblem {
     const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
     CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
     CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)));
-    CB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, kk, n, ld));   // W window, op T → n × kk
-    CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, kk, m, ld));   // x window → kk × m
-    CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, n, m, n));      // yᵀ column-major = y row-major
+    CB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, kk, n, ld));  // W window, op T → n × kk
+    CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, kk, m, ld));  // x window → kk × m
+    CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, n, m, n));     // yᵀ column-major = y row-major
   }
   ~LtProblem() {
     cublasLtMatrixLayoutDestroy(a);
@@ -131,8 +139,8 @@ std::vector<cublasLtMatmulAlgo_t> heuristics(cublasLtHandle_t lt, const LtProble
                                              size_t ws_bytes, int want) {
   cublasLtMatmulPreference_t pref;
   CB(cublasLtMatmulPreferenceCreate(&pref));
-  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                          &ws_bytes, sizeof(ws_bytes)));
+  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                          sizeof(ws_bytes)));
   std::vector<cublasLtMatmulHeuristicResult_t> r(static_cast<size_t>(want));
   int got = 0;
   const cublasStatus_t st =
@@ -141,7 +149,8 @@ std::vector<cublasLtMatmulAlgo_t> heuristics(cublasLtHandle_t lt, const LtProble
   std::vector<cublasLtMatmulAlgo_t> out;
   if (st != CUBLAS_STATUS_SUCCESS) return out;
   for (int i = 0; i < got; ++i)
-    if (r[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS) out.push_back(r[static_cast<size_t>(i)].algo);
+    if (r[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+      out.push_back(r[static_cast<size_t>(i)].algo);
   return out;
 }
 
@@ -215,15 +224,16 @@ int main(int argc, char** argv) {
                                      {"gate_up", 28672, 4096},
                                      {"down", 4096, 14336},
                                      {"lm_head", 128256, 4096}};
-  const std::vector<int64_t> ms = quick ? std::vector<int64_t>{256, 4096}
-                                        : std::vector<int64_t>{1, 8, 32, 64, 128, 256, 512, 1024, 4096};
+  const std::vector<int64_t> ms =
+      quick ? std::vector<int64_t>{256, 4096}
+            : std::vector<int64_t>{1, 8, 32, 64, 128, 256, 512, 1024, 4096};
   const int64_t m_max = 4096;
   std::vector<std::string> summary;
   Timer timer;
 
   for (const Shape& s : shapes) {
-    if (splits_override > 0 && (s.k % (int64_t{splits_override} * 256) != 0 ||
-                                kc::gemm_split_count(s.n, s.k) == 1))
+    if (splits_override > 0 &&
+        (s.k % (int64_t{splits_override} * 256) != 0 || kc::gemm_split_count(s.n, s.k) == 1))
       continue;  // the experiment is about the split shapes
     const int S = kc::gemm_effective_splits(s.n, s.k, splits_override);
     const int64_t ks = s.k / S;
@@ -237,7 +247,8 @@ int main(int argc, char** argv) {
     float* x32 = dev<float>(xf.size());
     uint16_t* x16 = dev<uint16_t>(xb.size());
     // Copies of W rotated per call so that timings stream W from HBM, not from the L2.
-    const int n_copies = static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / (wb.size() * 2) + 1));
+    const int n_copies =
+        static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / (wb.size() * 2) + 1));
     uint16_t* w_all = dev<uint16_t>(wb.size() * size_t(n_copies));
     uint16_t* w = w_all;
     auto wc = [&](int i) { return w_all + size_t(i % n_copies) * wb.size(); };
@@ -268,8 +279,8 @@ int main(int argc, char** argv) {
       const double t_cublas = timer.us(
           [&](int i) {
             CB(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(m), int(s.k), &one, wc(i),
-                            CUDA_R_16BF, int(s.k), x16, CUDA_R_16BF, int(s.k), &zero, y,
-                            CUDA_R_32F, int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                            CUDA_R_16BF, int(s.k), x16, CUDA_R_16BF, int(s.k), &zero, y, CUDA_R_32F,
+                            int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
           },
           iters);
       const double t_ours = timer.us(
@@ -357,8 +368,9 @@ int main(int argc, char** argv) {
     cudaFree(scratch.partials);
     cudaFree(scratch.counters);
   }
-  fmt::print("\n| shape | M | cuBLAS µs | ours ratio | best bit-equal Lt ratio | candidate |\n"
-             "|---|---|---|---|---|---|\n");
+  fmt::print(
+      "\n| shape | M | cuBLAS µs | ours ratio | best bit-equal Lt ratio | candidate |\n"
+      "|---|---|---|---|---|---|\n");
   for (const auto& l : summary) fmt::print("{}\n", l);
   cublasLtDestroy(lt);
   cublasDestroy(cb);

@@ -36,7 +36,7 @@ std::vector<DeterminismMode> parse_modes(const std::string& list) {
 
 // The backend of a mode: the CPU kernels (every mode), or CUDA with the mode's numerics.
 std::function<std::unique_ptr<kernels::Ops>(int)> ops_for(const std::string& backend,
-                                                           DeterminismMode mode, int device) {
+                                                          DeterminismMode mode, int device) {
   if (backend == "cpu") return [](int n) { return kernels::make_cpu_ops(n); };
   const BackendNumerics b = mode_info(mode).backend;
   return [b, device](int) {
@@ -60,17 +60,28 @@ int run(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--model") model_name = next();
-    else if (a == "--backend") backend = next();
-    else if (a == "--modes") modes_arg = next();
-    else if (a == "--requests") spec.n_requests = std::stoi(next());
-    else if (a == "--max-prompt") spec.max_prompt = std::stoi(next());
-    else if (a == "--max-new") spec.max_new_tokens = std::stoi(next());
-    else if (a == "--seed") spec.seed = std::stoull(next());
-    else if (a == "--wide-layers") wide_layers = std::stoi(next());
-    else if (a == "--wide-vocab") wide_vocab = std::stoi(next());
-    else if (a == "--device") device = std::stoi(next());
-    else throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
+    if (a == "--model")
+      model_name = next();
+    else if (a == "--backend")
+      backend = next();
+    else if (a == "--modes")
+      modes_arg = next();
+    else if (a == "--requests")
+      spec.n_requests = std::stoi(next());
+    else if (a == "--max-prompt")
+      spec.max_prompt = std::stoi(next());
+    else if (a == "--max-new")
+      spec.max_new_tokens = std::stoi(next());
+    else if (a == "--seed")
+      spec.seed = std::stoull(next());
+    else if (a == "--wide-layers")
+      wide_layers = std::stoi(next());
+    else if (a == "--wide-vocab")
+      wide_vocab = std::stoi(next());
+    else if (a == "--device")
+      device = std::stoi(next());
+    else
+      throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
   if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");
   if (backend == "cuda" && kernels::cuda_device_count() == 0) {
@@ -93,16 +104,19 @@ int run(int argc, char** argv) {
   const GuaranteeMatrix m = run_matrix(target_for, modes, build_variations(spec), on_cell);
 
   std::printf("## Guarantee matrix: %s\n\n", model->name.c_str());
-  std::printf("Backend: %s. Model: %s.\n", backend == "cpu" ? "cpu (the CPU kernels in every "
-              "mode)" : kernels::cuda_device_description(device).c_str(),
+  std::printf("Backend: %s. Model: %s.\n",
+              backend == "cpu" ? "cpu (the CPU kernels in every "
+                                 "mode)"
+                               : kernels::cuda_device_description(device).c_str(),
               model->conditions.c_str());
-  std::printf("Workloads: random_workload, %d requests per case (V2/V5/V6 +1, V10 +3 with half "
-              "non-deterministic), prompts 1-%d tokens (V3: %d) with shared prefixes, up to %d "
-              "new tokens, greedy and seeded sampling, seed %llu; block size 4, max_seqs 64. "
-              "Each cell: every case of the variation, deterministic requests compared bit for "
-              "bit (tokens, logprobs, fp32 logits at every position); first mismatch below.\n\n",
-              spec.n_requests, spec.max_prompt, 2 * spec.max_prompt, spec.max_new_tokens,
-              static_cast<unsigned long long>(spec.seed));
+  std::printf(
+      "Workloads: random_workload, %d requests per case (V2/V5/V6 +1, V10 +3 with half "
+      "non-deterministic), prompts 1-%d tokens (V3: %d) with shared prefixes, up to %d "
+      "new tokens, greedy and seeded sampling, seed %llu; block size 4, max_seqs 64. "
+      "Each cell: every case of the variation, deterministic requests compared bit for "
+      "bit (tokens, logprobs, fp32 logits at every position); first mismatch below.\n\n",
+      spec.n_requests, spec.max_prompt, 2 * spec.max_prompt, spec.max_new_tokens,
+      static_cast<unsigned long long>(spec.seed));
   std::printf("Modes: ");
   for (DeterminismMode mode : modes) {
     const ModeInfo& info = mode_info(mode);

@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <random>
@@ -35,7 +35,7 @@ struct DemoResult {
   int n_runs = 0;
   int n_distinct = 0;
   int n_distinct_logprobs = 0;  // distinct sequences of the probe's token logprobs (bits)
-  int first_divergence = -1;  // -1: all equal
+  int first_divergence = -1;    // -1: all equal
   std::string error;
   double seconds = 0;
 };
@@ -51,17 +51,28 @@ int run(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--model") model_name = next();
-    else if (a == "--backend") backend = next();
-    else if (a == "--modes") modes_arg = next();
-    else if (a == "--runs") n_runs = std::stoi(next());
-    else if (a == "--prompt-len") prompt_len = std::stoi(next());
-    else if (a == "--max-new") max_new = std::stoi(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--wide-layers") wide_layers = std::stoi(next());
-    else if (a == "--wide-vocab") wide_vocab = std::stoi(next());
-    else if (a == "--device") device = std::stoi(next());
-    else throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
+    if (a == "--model")
+      model_name = next();
+    else if (a == "--backend")
+      backend = next();
+    else if (a == "--modes")
+      modes_arg = next();
+    else if (a == "--runs")
+      n_runs = std::stoi(next());
+    else if (a == "--prompt-len")
+      prompt_len = std::stoi(next());
+    else if (a == "--max-new")
+      max_new = std::stoi(next());
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--wide-layers")
+      wide_layers = std::stoi(next());
+    else if (a == "--wide-vocab")
+      wide_vocab = std::stoi(next());
+    else if (a == "--device")
+      device = std::stoi(next());
+    else
+      throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
   if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");
   if (backend == "cuda" && kernels::cuda_device_count() == 0) {
@@ -133,7 +144,8 @@ int run(int argc, char** argv) {
         e.engine.scheduler.max_tokens_per_step = chunks[r % 3] == 0 ? 4096 : 64;
         e.check_kv_every_step = false;
         std::mt19937 arr(static_cast<uint32_t>(r));
-        for (size_t i = 0; i < reqs.size(); ++i) e.arrival.push_back(static_cast<int32_t>(arr() % 6));
+        for (size_t i = 0; i < reqs.size(); ++i)
+          e.arrival.push_back(static_cast<int32_t>(arr() % 6));
         apply_mode(mode, e.engine);
         const auto trace = conformance::run(t, e, reqs).traces.at(probe_at);
         completions.push_back(trace.tokens.at(0));
@@ -172,26 +184,29 @@ int run(int argc, char** argv) {
   }
 
   std::printf("## Nondeterminism demo: %s\n\n", model->name.c_str());
-  std::printf("Backend: %s. Model: %s. One greedy prompt of %d random tokens, %d new tokens "
-              "(EOS ignored), sent %d times; run r: %s other random requests (loads 0/1/7/31 "
-              "cycled, 30%% non-deterministic, prompts up to 64 tokens), chunk size 0/16/5 "
-              "cycled (budget 4096/64), random arrival steps 0-5, the probe at position r mod "
-              "(n+1); block size 16, max_seqs 64. Same loads in every mode.\n\n",
-              backend == "cpu" ? "cpu" : kernels::cuda_device_description(device).c_str(),
-              model->conditions.c_str(), prompt_len, max_new, n_runs, "n");
-  std::printf("| mode | runs | distinct completions | first diverging position | distinct logprob sequences (bits) |\n|---|---|---|---|---|\n");
+  std::printf(
+      "Backend: %s. Model: %s. One greedy prompt of %d random tokens, %d new tokens "
+      "(EOS ignored), sent %d times; run r: %s other random requests (loads 0/1/7/31 "
+      "cycled, 30%% non-deterministic, prompts up to 64 tokens), chunk size 0/16/5 "
+      "cycled (budget 4096/64), random arrival steps 0-5, the probe at position r mod "
+      "(n+1); block size 16, max_seqs 64. Same loads in every mode.\n\n",
+      backend == "cpu" ? "cpu" : kernels::cuda_device_description(device).c_str(),
+      model->conditions.c_str(), prompt_len, max_new, n_runs, "n");
+  std::printf(
+      "| mode | runs | distinct completions | first diverging position | distinct logprob "
+      "sequences (bits) |\n|---|---|---|---|---|\n");
   for (DeterminismMode mode : modes) {
     const DemoResult& r = results[mode];
     if (!r.error.empty()) {
- std::printf("| `%s` | — | ERROR: %s | — | — |\n", std::string(determinism_mode_name(mode)).c_str(),
-                  r.error.c_str());
+      std::printf("| `%s` | — | ERROR: %s | — | — |\n",
+                  std::string(determinism_mode_name(mode)).c_str(), r.error.c_str());
       continue;
     }
-    std::printf("| `%s` | %d | %d | %s | %d |\n", std::string(determinism_mode_name(mode)).c_str(),
-                r.n_runs, r.n_distinct,
-                r.first_divergence < 0 ? "— (all equal)"
-                                       : std::to_string(r.first_divergence).c_str(),
-                r.n_distinct_logprobs);
+    std::printf(
+        "| `%s` | %d | %d | %s | %d |\n", std::string(determinism_mode_name(mode)).c_str(),
+        r.n_runs, r.n_distinct,
+        r.first_divergence < 0 ? "— (all equal)" : std::to_string(r.first_divergence).c_str(),
+        r.n_distinct_logprobs);
   }
   return 0;
 }

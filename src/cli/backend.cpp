@@ -1,6 +1,6 @@
-// `--backend` / `--numerics` / `--mode` for the CLI commands and the factory behind them (backend.h).
-// DETLLM_HAVE_CUDA comes from the detllm_cuda target, which the CLI links when it exists
-// (CMakeLists.txt); this file is the only #if on it outside src/kernels/cuda.
+// `--backend` / `--numerics` / `--mode` for the CLI commands and the factory behind them
+// (backend.h). DETLLM_HAVE_CUDA comes from the detllm_cuda target, which the CLI links when it
+// exists (CMakeLists.txt); this file is the only #if on it outside src/kernels/cuda.
 #include "cli/backend.h"
 
 #include <fmt/format.h>
@@ -88,9 +88,9 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, i
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
   b.build = "sm_90a";
-  b.description = fmt::format("cuda; device {}: {}; numerics={}{}", o.device, device,
-                              numerics_mode_name(mode),
-                              numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "");
+  b.description =
+      fmt::format("cuda; device {}: {}; numerics={}{}", o.device, device, numerics_mode_name(mode),
+                  numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "");
   return b;
 #else
   (void)mode;

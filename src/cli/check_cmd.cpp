@@ -29,11 +29,11 @@ int run_check(const CheckOptions& o) {
   // needed (the checks run on random data), so its weights stay on the host.
   Backend backend = make_backend(o.backend, parse_numerics_mode(o.backend.numerics), o.threads);
   Progress progress("loading model");
-  ModelBundle b = open_model_bundle(o.model, o.threads,
-                                    [&](size_t d, size_t t) { progress.update(d, t); });
+  ModelBundle b =
+      open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
   const ModelConfig& c = b.model->config;
-  progress.finish(fmt::format("{} ({} layers, dim {}, vocab {})", b.model->name, c.n_layers,
-                              c.dim, c.vocab_size));
+  progress.finish(fmt::format("{} ({} layers, dim {}, vocab {})", b.model->name, c.n_layers, c.dim,
+                              c.vocab_size));
   const SelfCheckOptions opts = self_check_options_for(c, o.block_size);
   std::fprintf(stderr, "detllm check: %zu checks on %s\n",
                opts.gemms.size() + opts.attention.size() + opts.rmsnorm_dims.size(),

@@ -48,8 +48,8 @@ int run_generate(const GenerateOptions& o) {
   Backend backend = det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
                              : make_backend(o.backend, mode, o.threads);
   Progress progress("loading model");
-  ModelBundle b = open_model_bundle(o.model, o.threads,
-                                    [&](size_t d, size_t t) { progress.update(d, t); });
+  ModelBundle b =
+      open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
   install_backend(b, backend);
   const ModelConfig& c = b.model->config;
   progress.finish(fmt::format("{} ({}, {} layers, dim {}, vocab {})", b.model->name,
@@ -73,8 +73,8 @@ int run_generate(const GenerateOptions& o) {
   cfg.scheduler.max_tokens_per_step = 512;
   // A failed self-check makes add_request refuse a deterministic request with the reason; a
   // non-deterministic run (--numerics fast) has nothing to verify.
-  cfg.policy.self_check = o.self_check && cfg.policy.deterministic_by_default &&
-                         mode == NumericsMode::kInvariant;
+  cfg.policy.self_check =
+      o.self_check && cfg.policy.deterministic_by_default && mode == NumericsMode::kInvariant;
   cfg.self_check = startup_self_check(*b.llama, cfg, "detllm generate");
   engine::Engine eng(*b.llama, cfg, b.tokenizer.get());
 
@@ -108,8 +108,8 @@ int run_generate(const GenerateOptions& o) {
                "[detllm] prompt %zu tokens, prefill %.1f tok/s (%.0f ms to first token); "
                "generated %d tokens, decode %.1f tok/s; finish: %s; threads %d\n",
                req.prompt.size(), n_generated ? req.prompt.size() / prefill_s : 0.0,
-               prefill_s * 1e3, n_generated,
-               n_generated > 1 ? (n_generated - 1) / decode_s : 0.0, finish.c_str(), o.threads);
+               prefill_s * 1e3, n_generated, n_generated > 1 ? (n_generated - 1) / decode_s : 0.0,
+               finish.c_str(), o.threads);
   return 0;
 }
 
@@ -132,7 +132,8 @@ Command add_generate_command(CLI::App& app) {
                   "Sampling temperature; 0 = greedy (argmax, lowest token id on ties)")
       ->check(CLI::Range(0.0f, 100.0f))
       ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: keep the smallest set of tokens whose "
+  cmd->add_option("--top-p", o->top_p,
+                  "Nucleus sampling: keep the smallest set of tokens whose "
                   "probability reaches P (1 = off)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
@@ -143,7 +144,8 @@ Command add_generate_command(CLI::App& app) {
                   "Keep tokens with probability >= MIN_P x the top probability (0 = off)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
-  cmd->add_option("-s,--seed", o->seed, "Seed of the per-token Philox streams; same seed, same "
+  cmd->add_option("-s,--seed", o->seed,
+                  "Seed of the per-token Philox streams; same seed, same "
                   "output")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
@@ -156,10 +158,11 @@ Command add_generate_command(CLI::App& app) {
                       "Numerics path: invariant (batch-invariant kernels: a deterministic "
                       "request) or fast (cuda: default cuBLAS GEMM, no guarantee: the request "
                       "is not deterministic). The CPU runs the same kernels for both");
-  cmd->add_flag_function("--no-self-check", [o](std::int64_t) { o->self_check = false; },
-                         "Skip the startup self-check (bit-invariance of the kernels on this "
-                         "machine, see `detllm check`); the output is then not verified to be "
-                         "reproducible");
+  cmd->add_flag_function(
+      "--no-self-check", [o](std::int64_t) { o->self_check = false; },
+      "Skip the startup self-check (bit-invariance of the kernels on this "
+      "machine, see `detllm check`); the output is then not verified to be "
+      "reproducible");
   return {cmd, [o] { return run_generate(*o); }};
 }
 

@@ -8,8 +8,9 @@
 #include "core/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"detllm — an LLM inference engine whose deterministic requests are bitwise "
-               "reproducible"};
+  CLI::App app{
+      "detllm — an LLM inference engine whose deterministic requests are bitwise "
+      "reproducible"};
   app.set_version_flag("--version", std::string(detllm::engine_version()));
   app.require_subcommand(1);
   const std::vector<detllm::cli::Command> commands = {

@@ -67,7 +67,8 @@ void wait_and_drain(server::ServerContext& ctx, server::HttpServer& http,
                  ctx.loop->n_tickets());
     ctx.loop->cancel_all();
     const auto grace = Clock::now() + std::chrono::seconds(2);
-    while (!idle() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!idle() && Clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   http.stop();
 }
@@ -98,8 +99,8 @@ int run_serve(ServeOptions& o) {
       det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
                : make_backend(o.backend, backend_mode_for(o.backend, o.engine.policy), o.threads);
   Progress progress("loading model");
-  ModelBundle b = open_model_bundle(o.model, o.threads,
-                                    [&](size_t d, size_t t) { progress.update(d, t); });
+  ModelBundle b =
+      open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
   install_backend(b, backend);
   progress.finish(b.model->name);
 
@@ -110,7 +111,8 @@ int run_serve(ServeOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     b.llama->prepare_gemms(o.engine.scheduler.max_tokens_per_step);
     if (o.backend.backend != "cpu")
-      std::fprintf(stderr, "detllm serve: GEMM plans for steps of up to %d tokens ready in %.1f s\n",
+      std::fprintf(stderr,
+                   "detllm serve: GEMM plans for steps of up to %d tokens ready in %.1f s\n",
                    o.engine.scheduler.max_tokens_per_step,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -161,8 +163,7 @@ int run_serve(ServeOptions& o) {
                ctx.max_model_len, cfg.scheduler.kv.n_blocks, cfg.scheduler.kv.block_size,
                ctx.fingerprint_deterministic.c_str(), o.threads, ctx.options.http_threads,
                ctx.options.api_key.empty() ? "" : ", API key required");
-  std::fprintf(stderr, "detllm serve: listening on http://%s:%d\n", ctx.options.host.c_str(),
-               port);
+  std::fprintf(stderr, "detllm serve: listening on http://%s:%d\n", ctx.options.host.c_str(), port);
   std::fflush(stderr);
 
   std::atomic<bool> serving{true};
@@ -247,10 +248,12 @@ Command add_serve_command(CLI::App& app) {
                   "Longest prompt + output in tokens (0 = the model's context)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  cmd->add_option("--prefix-cache", o->prefix_cache, "Reuse the KV of shared prompt prefixes "
+  cmd->add_option("--prefix-cache", o->prefix_cache,
+                  "Reuse the KV of shared prompt prefixes "
                   "(true|false; results are the same either way)")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads of the engine (results do not depend "
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads of the engine (results do not depend "
                   "on it)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -263,11 +266,11 @@ Command add_serve_command(CLI::App& app) {
                       "ones always run invariant): invariant, or fast (no guarantee; the CPU "
                       "runs the same kernels for both; cuda: not with serve yet, as one GPU "
                       "backend runs one mode)");
-  cmd->add_flag_function("--no-self-check",
-                         [o](std::int64_t) { o->engine.policy.self_check = false; },
-                         "Skip the startup self-check (bit-invariance of the kernels on this "
-                         "machine, see `detllm check`); deterministic requests are then served "
-                         "unverified");
+  cmd->add_flag_function(
+      "--no-self-check", [o](std::int64_t) { o->engine.policy.self_check = false; },
+      "Skip the startup self-check (bit-invariance of the kernels on this "
+      "machine, see `detllm check`); deterministic requests are then served "
+      "unverified");
   return {cmd, [o] { return run_serve(*o); }};
 }
 

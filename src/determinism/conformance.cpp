@@ -35,13 +35,17 @@ Execution base_execution(std::string label, int n_threads) {
 RunResult run(const Target& target, const Execution& exec,
               const std::vector<engine::Request>& requests) {
   const size_t n = requests.size();
-  check(exec.arrival.empty() || exec.arrival.size() == n, "{}: arrival has {} entries for {} "
-        "requests", exec.label, exec.arrival.size(), n);
+  check(exec.arrival.empty() || exec.arrival.size() == n,
+        "{}: arrival has {} entries for {} "
+        "requests",
+        exec.label, exec.arrival.size(), n);
   check(exec.add_order.empty() || exec.add_order.size() == n, "{}: bad add_order", exec.label);
   const int n_sources = (target.weights != nullptr) + (target.recipe != nullptr) +
                         static_cast<int>(static_cast<bool>(target.shared_model));
-  check(target.config != nullptr && n_sources == 1, "{}: a conformance Target needs a config "
-        "and exactly one of weights, recipe and shared_model ({} given)", target.name, n_sources);
+  check(target.config != nullptr && n_sources == 1,
+        "{}: a conformance Target needs a config "
+        "and exactly one of weights, recipe and shared_model ({} given)",
+        target.name, n_sources);
   // Declared in this order so that the model goes before its ops.
   std::unique_ptr<kernels::Ops> ops;
   std::unique_ptr<LlamaModel> own_model;
@@ -90,8 +94,7 @@ RunResult run(const Target& target, const Execution& exec,
     cb.on_logits = [&t, i, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
       auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
       // A scoring row computed again after preemption must repeat its bits (V6).
-      check(inserted || std::memcmp(it->second.data(), logits.data(),
-                                    logits.size_bytes()) == 0,
+      check(inserted || std::memcmp(it->second.data(), logits.data(), logits.size_bytes()) == 0,
             "{}: request {} position {}: logits changed when recomputed", exec.label, i, pos);
     };
     cb.on_prompt_logprobs = [&t](std::span<const engine::PromptLogprob> lp) {
@@ -132,8 +135,8 @@ RunResult run(const Target& target, const Execution& exec,
 
 std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
   if (a.tokens.size() != b.tokens.size()) {
-    return Mismatch{fmt::format("sample counts differ: {} vs {}", a.tokens.size(),
-                                b.tokens.size())};
+    return Mismatch{
+        fmt::format("sample counts differ: {} vs {}", a.tokens.size(), b.tokens.size())};
   }
   for (size_t s = 0; s < a.tokens.size(); ++s) {
     const auto& ta = a.tokens[s];
@@ -154,8 +157,8 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
   for (const auto& [key, la] : a.logits) {
     auto it = b.logits.find(key);
     if (it == b.logits.end()) {
-      return Mismatch{fmt::format("sample {} position {}: logits only in the first run",
-                                  key.first, key.second)};
+      return Mismatch{fmt::format("sample {} position {}: logits only in the first run", key.first,
+                                  key.second)};
     }
     const auto& lb = it->second;
     if (la.size() != lb.size()) return Mismatch{"logit vector sizes differ"};

@@ -52,10 +52,10 @@ struct Target {
 // deterministic request none of it may change a single bit.
 struct Execution {
   std::string label;
-  engine::EngineConfig engine;     // chunk size, budget, KV pool, prefix cache, block shuffling
-  int n_threads = 2;               // V11
-  std::vector<int32_t> arrival;    // per request: the step before which it is added (V2); {} = 0
-  std::vector<size_t> add_order;   // order of add_request within a step (V2); {} = as given
+  engine::EngineConfig engine;      // chunk size, budget, KV pool, prefix cache, block shuffling
+  int n_threads = 2;                // V11
+  std::vector<int32_t> arrival;     // per request: the step before which it is added (V2); {} = 0
+  std::vector<size_t> add_order;    // order of add_request within a step (V2); {} = as given
   bool check_kv_every_step = true;  // KV accounting checked after every step
   // Run to completion in the same engine before the workload (untraced): a warm prefix cache
   // (V5) or a KV pool whose blocks have been used and released in some order (V7).

@@ -70,8 +70,10 @@ std::optional<std::string> compare_generation_scoring(const std::vector<engine::
         const auto& ls = it->second;
         for (size_t v = 0; v < lg.size(); ++v) {
           if (std::memcmp(&lg[v], &ls[v], 4) != 0) {
-            return fmt::format("request {} sample {} position {}: logit[{}] generated {:.9g} vs "
-                               "scored {:.9g}", i, k, pos, v, lg[v], ls[v]);
+            return fmt::format(
+                "request {} sample {} position {}: logit[{}] generated {:.9g} vs "
+                "scored {:.9g}",
+                i, k, pos, v, lg[v], ls[v]);
           }
         }
         const float lp_gen = gen.traces[i].logprobs[k][t];
@@ -111,7 +113,8 @@ std::optional<std::string> run_case(const Target& t, const VariationCase& c) {
   const RunResult rb = run(t, c.b, c.workload);
   for (size_t i = 0; i < c.workload.size(); ++i) {
     if (!c.workload[i].deterministic.value_or(true)) continue;
-    if (auto m = compare(ra.traces[i], rb.traces[i])) return fmt::format("request {}: {}", i, m->what);
+    if (auto m = compare(ra.traces[i], rb.traces[i]))
+      return fmt::format("request {}: {}", i, m->what);
   }
   return std::nullopt;
 }
@@ -124,13 +127,16 @@ void apply_to(DeterminismMode mode, Execution& e, bool keeps_graph_mode) {
 
 std::string cell_short(const CellResult& r) {
   switch (r.state) {
-    case CellResult::State::kHolds: return "holds";
+    case CellResult::State::kHolds:
+      return "holds";
     case CellResult::State::kFails: {
       const size_t colon = r.detail.find(':');
       return fmt::format("**FAILS** ({})", std::string_view(r.detail).substr(0, colon));
     }
-    case CellResult::State::kNotApplicable: return "n/a";
-    case CellResult::State::kError: return "ERROR";
+    case CellResult::State::kNotApplicable:
+      return "n/a";
+    case CellResult::State::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -150,8 +156,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     for (size_t k : {size_t{1}, size_t{3}, reqs.size() - 1}) {
       if (k >= reqs.size()) continue;
       std::vector<engine::Request> sub(reqs.begin(), reqs.begin() + static_cast<ptrdiff_t>(k) + 1);
-      v.cases.push_back(pair_case(fmt::format("{} neighbours", k), sub, exec("alone"),
-                                  exec("neighbours"), true));
+      v.cases.push_back(
+          pair_case(fmt::format("{} neighbours", k), sub, exec("alone"), exec("neighbours"), true));
     }
     out.push_back(std::move(v));
   }
@@ -163,8 +169,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     for (int round = 0; round < 2; ++round) {
       Execution b = exec("arrival");
       shuffle_arrival(b, reqs.size(), rng, 9);
-      v.cases.push_back(pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b,
-                                  true));
+      v.cases.push_back(
+          pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b, true));
     }
     out.push_back(std::move(v));
   }
@@ -194,8 +200,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     Execution b = exec("score");
     b.engine.scheduler.chunk_size = 5;
     b.engine.scheduler.max_tokens_per_step = 24;
-    VariationCase c = pair_case("generate vs score", random_workload(seed + 4, w),
-                                exec("generate"), b, false);
+    VariationCase c =
+        pair_case("generate vs score", random_workload(seed + 4, w), exec("generate"), b, false);
     c.b_scores_a = true;
     v.cases.push_back(std::move(c));
     out.push_back(std::move(v));
@@ -235,8 +241,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     Execution b = exec("tiny KV");
     b.engine.kv_cache_tokens = 0;
     b.engine.scheduler.kv.n_blocks = 14;  // 56 tokens: the longest request fits alone, not all
-    v.cases.push_back(pair_case("14-block KV pool", random_workload(seed + 6, w), exec("alone"),
-                                b, true));
+    v.cases.push_back(
+        pair_case("14-block KV pool", random_workload(seed + 6, w), exec("alone"), b, true));
     out.push_back(std::move(v));
   }
   {  // V7: shuffled physical blocks after a fragmenting warm-up.
@@ -249,8 +255,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
       WorkloadSpec wu = ws;
       wu.n_requests = 4;
       b.warmup = random_workload(seed + 100 + shuffle, wu);
-      v.cases.push_back(pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b,
-                                  true));
+      v.cases.push_back(
+          pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b, true));
     }
     out.push_back(std::move(v));
   }
@@ -295,10 +301,14 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
 
 std::string CellResult::text() const {
   switch (state) {
-    case State::kHolds: return "holds";
-    case State::kFails: return fmt::format("FAILS: {}", detail);
-    case State::kNotApplicable: return fmt::format("n/a: {}", detail);
-    case State::kError: return fmt::format("ERROR: {}", detail);
+    case State::kHolds:
+      return "holds";
+    case State::kFails:
+      return fmt::format("FAILS: {}", detail);
+    case State::kNotApplicable:
+      return fmt::format("n/a: {}", detail);
+    case State::kError:
+      return fmt::format("ERROR: {}", detail);
   }
   return "?";
 }
@@ -345,11 +355,10 @@ CellResult run_variation(const Target& target, DeterminismMode mode, const Varia
   return done(r);
 }
 
-GuaranteeMatrix run_matrix(const TargetForMode& target_for,
-                           const std::vector<DeterminismMode>& modes,
-                           std::vector<Variation> variations,
-                           const std::function<void(const Variation&, DeterminismMode,
-                                                    const CellResult&)>& on_cell) {
+GuaranteeMatrix run_matrix(
+    const TargetForMode& target_for, const std::vector<DeterminismMode>& modes,
+    std::vector<Variation> variations,
+    const std::function<void(const Variation&, DeterminismMode, const CellResult&)>& on_cell) {
   GuaranteeMatrix m;
   m.modes = modes;
   m.variations = std::move(variations);
@@ -410,8 +419,8 @@ Target MatrixModel::target() const {
   return t;
 }
 
-std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path,
-                                               int32_t wide_layers, int32_t wide_vocab) {
+std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path, int32_t wide_layers,
+                                               int32_t wide_vocab) {
   auto m = std::make_unique<MatrixModel>();
   m->name = name_or_path;
   if (name_or_path == "wide") {
@@ -431,8 +440,8 @@ std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path,
     if (n == name_or_path) {
       m->config = synthetic_config(n);
       m->weights = make_synthetic_weights(m->config, 42);
-      m->conditions = fmt::format("synthetic {} (dim {}, {} layers, vocab {}), seed 42",
-                                  n, m->config.dim, m->config.n_layers, m->config.vocab_size);
+      m->conditions = fmt::format("synthetic {} (dim {}, {} layers, vocab {}), seed 42", n,
+                                  m->config.dim, m->config.n_layers, m->config.vocab_size);
       return m;
     }
   }
@@ -440,9 +449,9 @@ std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path,
   m->name = loaded->name;
   m->config = loaded->config;
   m->weights = std::move(loaded->weights);
-  m->conditions = fmt::format("{} (dim {}, {} layers, vocab {}), weights hash {:016x}",
-                              loaded->name, m->config.dim, m->config.n_layers,
-                              m->config.vocab_size, loaded->weights_hash);
+  m->conditions =
+      fmt::format("{} (dim {}, {} layers, vocab {}), weights hash {:016x}", loaded->name,
+                  m->config.dim, m->config.n_layers, m->config.vocab_size, loaded->weights_hash);
   return m;
 }
 

@@ -46,10 +46,10 @@ struct Variation {
 
 struct VariationSpec {
   int32_t vocab_size = 0;
-  int32_t n_requests = 7;      // workload size of most cases
+  int32_t n_requests = 7;  // workload size of most cases
   int32_t max_prompt = 40;
   int32_t max_new_tokens = 12;
-  bool cpu_threads = false;    // add V11 (CPU thread counts)
+  bool cpu_threads = false;  // add V11 (CPU thread counts)
   uint64_t seed = 1;
 };
 
@@ -70,8 +70,8 @@ struct CellResult {
 CellResult run_variation(const Target& target, DeterminismMode mode, const Variation& v);
 
 struct GuaranteeMatrix {
-  std::vector<DeterminismMode> modes;  // columns
-  std::vector<Variation> variations;   // rows (cases kept for the conditions line)
+  std::vector<DeterminismMode> modes;          // columns
+  std::vector<Variation> variations;           // rows (cases kept for the conditions line)
   std::vector<std::vector<CellResult>> cells;  // [variation][mode]
 
   // A markdown table V × mode, then a line per failure with its first mismatch. Cells that
@@ -83,10 +83,10 @@ struct GuaranteeMatrix {
 using TargetForMode = std::function<Target(DeterminismMode)>;
 // Runs every (variation, mode); a mode not implemented gives n/a cells. on_cell, when
 // given, is called after each cell (progress output).
-GuaranteeMatrix run_matrix(const TargetForMode& target_for, const std::vector<DeterminismMode>& modes,
-                           std::vector<Variation> variations,
-                           const std::function<void(const Variation&, DeterminismMode,
-                                                    const CellResult&)>& on_cell = {});
+GuaranteeMatrix run_matrix(
+    const TargetForMode& target_for, const std::vector<DeterminismMode>& modes,
+    std::vector<Variation> variations,
+    const std::function<void(const Variation&, DeterminismMode, const CellResult&)>& on_cell = {});
 
 // The model a matrix or demo runs (benchmarks): a tiny synthetic config by name
 // (tiny-llama, tiny-qwen2, tiny-qwen3: host weights), "wide" — llama-3.1-8b's 4096-wide
@@ -96,13 +96,12 @@ struct MatrixModel {
   std::string name;
   std::string conditions;  // one line: shapes, weights source
   ModelConfig config;
-  ModelWeights weights;    // tiny or real models
+  ModelWeights weights;                    // tiny or real models
   std::optional<SyntheticWeights> recipe;  // "wide"
   // A Target on this model (no ops factory, no policy yet). The model must outlive it.
   Target target() const;
 };
 std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path,
-                                               int32_t wide_layers = 2,
-                                               int32_t wide_vocab = 4096);
+                                               int32_t wide_layers = 2, int32_t wide_vocab = 4096);
 
 }  // namespace detllm::conformance

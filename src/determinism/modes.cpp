@@ -9,18 +9,41 @@ namespace detllm {
 namespace {
 
 const std::array<ModeInfo, 5> kModes = {{
-    {DeterminismMode::kFast, {NumericsMode::kFast, false, false}, false, false, true,
-     "library heuristics (default cuBLAS), no constraint", "none; the speed reference"},
-    {DeterminismMode::kInvariant, {NumericsMode::kInvariant, true, false}, false, false, true,
-     "batch-invariant kernels by construction (design.md Rules 1-2)", "V1-V11"},
-    {DeterminismMode::kBiNaive, {NumericsMode::kInvariant, false, true}, false, false, true,
+    {DeterminismMode::kFast,
+     {NumericsMode::kFast, false, false},
+     false,
+     false,
+     true,
+     "library heuristics (default cuBLAS), no constraint",
+     "none; the speed reference"},
+    {DeterminismMode::kInvariant,
+     {NumericsMode::kInvariant, true, false},
+     false,
+     false,
+     true,
+     "batch-invariant kernels by construction (design.md Rules 1-2)",
+     "V1-V11"},
+    {DeterminismMode::kBiNaive,
+     {NumericsMode::kInvariant, false, true},
+     false,
+     false,
+     true,
      "one fixed GEMM tile config (128x128) for every shape, no split-K, fixed attention split",
      "V1-V11; slow"},
-    {DeterminismMode::kPadded, {NumericsMode::kFast, false, false}, true, true, true,
+    {DeterminismMode::kPadded,
+     {NumericsMode::kFast, false, false},
+     true,
+     true,
+     true,
      "CoRun: isolated whole-prompt prefill, decode at one padded shape with CUDA graphs, "
      "library kernels, prefix cache off",
-     "V1, V2, V8, V10; not V3-V5", true},
-    {DeterminismMode::kVerified, {NumericsMode::kInvariant, true, false}, false, false, true,
+     "V1, V2, V8, V10; not V3-V5",
+     true},
+    {DeterminismMode::kVerified,
+     {NumericsMode::kInvariant, true, false},
+     false,
+     false,
+     true,
      "LLM-42: deterministic requests decode fast, windows verified on the invariant path in "
      "groups, rollback at the first mismatch; others fast",
      "as its verifier (invariant): V1-V11 for deterministic requests"},
@@ -28,7 +51,9 @@ const std::array<ModeInfo, 5> kModes = {{
 
 }  // namespace
 
-std::span<const ModeInfo> all_mode_infos() { return kModes; }
+std::span<const ModeInfo> all_mode_infos() {
+  return kModes;
+}
 
 const ModeInfo& mode_info(DeterminismMode mode) {
   for (const ModeInfo& m : kModes)

@@ -43,8 +43,8 @@ struct ModeInfo {
   bool isolate_prefill = false;     // SchedulerConfig::isolate_prefill
   bool fixed_decode_shape = false;  // decode padded to max_seqs rows, graphs on
   bool implemented = true;
-  std::string_view what;      // one line: the strategy
-  std::string_view expected;  // design.md's expected guarantee
+  std::string_view what;          // one line: the strategy
+  std::string_view expected;      // design.md's expected guarantee
   bool prefix_cache_off = false;  // the peers' way: no prefix cache (CoRun)
 };
 

@@ -9,8 +9,10 @@ namespace detllm {
 
 std::string_view numerics_mode_name(NumericsMode mode) {
   switch (mode) {
-    case NumericsMode::kInvariant: return "invariant";
-    case NumericsMode::kFast: return "fast";
+    case NumericsMode::kInvariant:
+      return "invariant";
+    case NumericsMode::kFast:
+      return "fast";
   }
   return "?";
 }
@@ -23,11 +25,16 @@ NumericsMode parse_numerics_mode(std::string_view name) {
 
 std::string_view determinism_mode_name(DeterminismMode mode) {
   switch (mode) {
-    case DeterminismMode::kInvariant: return "invariant";
-    case DeterminismMode::kFast: return "fast";
-    case DeterminismMode::kBiNaive: return "bi-naive";
-    case DeterminismMode::kPadded: return "padded";
-    case DeterminismMode::kVerified: return "verified";
+    case DeterminismMode::kInvariant:
+      return "invariant";
+    case DeterminismMode::kFast:
+      return "fast";
+    case DeterminismMode::kBiNaive:
+      return "bi-naive";
+    case DeterminismMode::kPadded:
+      return "padded";
+    case DeterminismMode::kVerified:
+      return "verified";
   }
   return "?";
 }
@@ -51,8 +58,8 @@ void DeterminismPolicy::validate() const {
         determinism_mode_name(mode), numerics_mode_name(deterministic_mode));
   // verified: deterministic requests are verified on the invariant numerics (their fast
   // candidates never reach the caller); the others run fast.
-  check(mode != DeterminismMode::kVerified || (deterministic_mode == NumericsMode::kInvariant &&
-                                               default_mode == NumericsMode::kFast),
+  check(mode != DeterminismMode::kVerified ||
+            (deterministic_mode == NumericsMode::kInvariant && default_mode == NumericsMode::kFast),
         "determinism mode 'verified' verifies deterministic requests on the invariant numerics "
         "and serves the others on the fast one (det=invariant, other=fast)");
 }

@@ -53,8 +53,8 @@ std::vector<int32_t> permutation(int32_t n, uint64_t seed) {
   std::vector<int32_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   for (int32_t i = n - 1; i > 0; --i) {
-    const auto j = static_cast<int32_t>(mix64(seed + static_cast<uint64_t>(i)) %
-                                        static_cast<uint64_t>(i + 1));
+    const auto j =
+        static_cast<int32_t>(mix64(seed + static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
     std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(j)]);
   }
   return p;
@@ -124,8 +124,8 @@ bool same_bits(SelfCheckResult& r, const std::string& variant, const float* expe
     if (std::memcmp(expected + i, got + i, sizeof(float)) != 0) {
       const int64_t row = i / row_len;
       r.mismatch = SelfCheckMismatch{
-          variant, row_of.empty() ? first_row + row : row_of[static_cast<size_t>(row)],
-          i % row_len, expected[i], got[i]};
+          variant, row_of.empty() ? first_row + row : row_of[static_cast<size_t>(row)], i % row_len,
+          expected[i], got[i]};
       return false;
     }
   }
@@ -155,8 +155,8 @@ void check_gemm(Ops& ops, const SelfCheckGemm& g, uint64_t seed, SelfCheckResult
   check(g.n > 0 && g.k > 0 && g.max_m > 0, "self-check GEMM {}: bad shape n {} k {} max_m {}",
         g.name, g.n, g.k, g.max_m);
   const int64_t big_m = g.max_m, n = g.n, k = g.k;
-  const std::vector<float> x = random_floats(static_cast<size_t>(big_m * k), stream(seed, 1),
-                                             -1.0f, 1.0f);
+  const std::vector<float> x =
+      random_floats(static_cast<size_t>(big_m * k), stream(seed, 1), -1.0f, 1.0f);
   const Buffer x_dev = to_backend(ops, x);
   const Buffer w_dev = random_weight(ops, n, k, stream(seed, 2));
   const Buffer bias_dev =
@@ -226,13 +226,12 @@ struct AttnVariant {
 // paged cache; run() plays a variant's steps and returns sequence 0's output rows.
 class AttentionWorld {
  public:
-  AttentionWorld(Ops& ops, const SelfCheckAttention& a, std::vector<int32_t> lengths,
-                 uint64_t seed)
+  AttentionWorld(Ops& ops, const SelfCheckAttention& a, std::vector<int32_t> lengths, uint64_t seed)
       : ops_(ops), a_(a), lengths_(std::move(lengths)), seed_(seed) {
-    check(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 &&
-              a.head_dim > 0 && a.block_size > 0 && a.length > 0,
-          "self-check attention: bad geometry {}/{}x{} block {} length {}", a.n_heads,
-          a.n_kv_heads, a.head_dim, a.block_size, a.length);
+    check(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.head_dim > 0 &&
+              a.block_size > 0 && a.length > 0,
+          "self-check attention: bad geometry {}/{}x{} block {} length {}", a.n_heads, a.n_kv_heads,
+          a.head_dim, a.block_size, a.length);
     q_row_ = int64_t{a.n_heads} * a.head_dim;
     kv_row_ = int64_t{a.n_kv_heads} * a.head_dim;
     for (size_t s = 0; s < lengths_.size(); ++s) {
@@ -264,8 +263,8 @@ class AttentionWorld {
     const std::vector<float> nan(cache_floats, std::numeric_limits<float>::quiet_NaN());
     const Buffer k_cache = to_backend(ops_, nan), v_cache = to_backend(ops_, nan);
     const Buffer tables_dev = to_backend(ops_, tables);
-    const kernels::KvCacheLayer cache{k_cache.f32(), v_cache.f32(), n_blocks_, a_.block_size,
-                                      a_.n_kv_heads, a_.head_dim};
+    const kernels::KvCacheLayer cache{k_cache.f32(), v_cache.f32(), n_blocks_,
+                                      a_.block_size, a_.n_kv_heads, a_.head_dim};
     // Step buffers, sized for the largest step.
     const auto nt = static_cast<size_t>(n_tokens_max_);
     Buffer q(ops_, nt * q_row_ * 4), k(ops_, nt * kv_row_ * 4), vv(ops_, nt * kv_row_ * 4);
@@ -299,9 +298,9 @@ class AttentionWorld {
         std::copy_n(v_[s].begin() + p * kv_row_, kv_row_, vh.begin() + t * kv_row_);
         positions[t] = p;
         seqs[t] = s;
-        slots[t] = tables[static_cast<size_t>(s * max_blocks_ + p / a_.block_size)] *
-                       a_.block_size +
-                   p % a_.block_size;
+        slots[t] =
+            tables[static_cast<size_t>(s * max_blocks_ + p / a_.block_size)] * a_.block_size +
+            p % a_.block_size;
       }
       ops_.upload(q.data(), qh.data(), qh.size() * 4);
       ops_.upload(k.data(), kh.data(), kh.size() * 4);
@@ -309,8 +308,8 @@ class AttentionWorld {
       ops_.upload(pos_dev.data(), positions.data(), positions.size() * 4);
       ops_.upload(seq_dev.data(), seqs.data(), seqs.size() * 4);
       ops_.upload(slot_dev.data(), slots.data(), slots.size() * 4);
-      const kernels::StepBatch batch{n,          pos_dev.i32(), seq_dev.i32(), slot_dev.i32(),
-                                     n_seqs,     max_blocks_,   tables_dev.i32()};
+      const kernels::StepBatch batch{n,      pos_dev.i32(), seq_dev.i32(),   slot_dev.i32(),
+                                     n_seqs, max_blocks_,   tables_dev.i32()};
       ops_.kv_append(k.f32(), vv.f32(), batch, cache);
       ops_.attention(q.f32(), cache, batch, a_.n_heads, scale, out.f32());
       const std::vector<float> oh = from_backend(ops_, out.f32(), static_cast<size_t>(n * q_row_));
@@ -337,7 +336,8 @@ class AttentionWorld {
 // Steps covering [0, length) of `seq` in chunks of `size`.
 std::vector<std::vector<Chunk>> chunked(int32_t seq, int32_t length, int32_t size) {
   std::vector<std::vector<Chunk>> steps;
-  for (int32_t s = 0; s < length; s += size) steps.push_back({{seq, s, std::min(size, length - s)}});
+  for (int32_t s = 0; s < length; s += size)
+    steps.push_back({{seq, s, std::min(size, length - s)}});
   return steps;
 }
 
@@ -354,8 +354,8 @@ void check_attention(Ops& ops, const SelfCheckAttention& a, uint64_t seed, SelfC
   variants.push_back({"shuffled pages", chunked(0, len, len), stream(seed, 30), false});
   // Mixed with a second sequence (chunks of 37 and 23 side by side), tokens in shuffled order
   // within each step, on shuffled pages.
-  AttnVariant mixed{"batch with another sequence, shuffled tokens and pages", {}, stream(seed, 31),
-                    true};
+  AttnVariant mixed{
+      "batch with another sequence, shuffled tokens and pages", {}, stream(seed, 31), true};
   for (int32_t a0 = 0, b0 = 0; a0 < len || b0 < len_b; a0 += 37, b0 += 23) {
     std::vector<Chunk> step;
     if (b0 < len_b) step.push_back({1, b0, std::min(23, len_b - b0)});
@@ -380,8 +380,8 @@ void check_rmsnorm(Ops& ops, int32_t dim, int32_t max_rows, uint64_t seed, SelfC
   const float eps = 1e-5f;
   const auto n_all = static_cast<size_t>(int64_t{max_rows} * dim);
   const Buffer x = to_backend(ops, random_floats(n_all, stream(seed, 40), -2.0f, 2.0f));
-  const Buffer w = to_backend(ops, random_floats(static_cast<size_t>(dim), stream(seed, 41),
-                                                 0.5f, 1.5f));
+  const Buffer w =
+      to_backend(ops, random_floats(static_cast<size_t>(dim), stream(seed, 41), 0.5f, 1.5f));
   Buffer y(ops, n_all * 4);
   ops.rmsnorm(x.f32(), w.f32(), max_rows, dim, eps, y.f32());
   const std::vector<float> full = from_backend(ops, y.f32(), n_all);
@@ -451,17 +451,16 @@ SelfCheckReport run_self_check(kernels::Ops& ops, const SelfCheckOptions& opts) 
   }
   for (const SelfCheckAttention& a : opts.attention) {
     const uint64_t seed = stream(opts.seed, 200, index++);
-    report.checks.push_back(run_one(
-        fmt::format("attention {}/{}x{} block {}, {} positions", a.n_heads, a.n_kv_heads,
-                    a.head_dim, a.block_size, a.length),
-        ops, [&](SelfCheckResult& r) { check_attention(ops, a, seed, r); }));
+    report.checks.push_back(
+        run_one(fmt::format("attention {}/{}x{} block {}, {} positions", a.n_heads, a.n_kv_heads,
+                            a.head_dim, a.block_size, a.length),
+                ops, [&](SelfCheckResult& r) { check_attention(ops, a, seed, r); }));
   }
   for (int32_t dim : opts.rmsnorm_dims) {
     const uint64_t seed = stream(opts.seed, 300, index++);
-    report.checks.push_back(
-        run_one(fmt::format("rmsnorm {}", dim), ops, [&](SelfCheckResult& r) {
-          check_rmsnorm(ops, dim, opts.rmsnorm_max_rows, seed, r);
-        }));
+    report.checks.push_back(run_one(fmt::format("rmsnorm {}", dim), ops, [&](SelfCheckResult& r) {
+      check_rmsnorm(ops, dim, opts.rmsnorm_max_rows, seed, r);
+    }));
   }
   report.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return report;
@@ -477,7 +476,9 @@ std::string SelfCheckResult::failure() const {
                      m.reference, m.value);
 }
 
-bool SelfCheckReport::passed() const { return n_failed() == 0; }
+bool SelfCheckReport::passed() const {
+  return n_failed() == 0;
+}
 
 int32_t SelfCheckReport::n_failed() const {
   return static_cast<int32_t>(
@@ -496,8 +497,7 @@ std::string SelfCheckReport::summary() const {
     return fmt::format("FAILED {} of {} checks ({}): {}: {}", n_failed(), checks.size(), backend,
                        f->name, f->failure());
   }
-  return fmt::format("{} checks passed in {:.2f} s ({})", checks.size(), elapsed_ms / 1e3,
-                     backend);
+  return fmt::format("{} checks passed in {:.2f} s ({})", checks.size(), elapsed_ms / 1e3, backend);
 }
 
 std::string SelfCheckReport::describe() const {
@@ -517,10 +517,14 @@ std::string SelfCheckReport::describe() const {
 
 std::string_view self_check_state_name(SelfCheckState state) {
   switch (state) {
-    case SelfCheckState::kNotRun: return "not_run";
-    case SelfCheckState::kPassed: return "passed";
-    case SelfCheckState::kFailed: return "failed";
-    case SelfCheckState::kDisabled: return "disabled";
+    case SelfCheckState::kNotRun:
+      return "not_run";
+    case SelfCheckState::kPassed:
+      return "passed";
+    case SelfCheckState::kFailed:
+      return "failed";
+    case SelfCheckState::kDisabled:
+      return "disabled";
   }
   return "?";
 }

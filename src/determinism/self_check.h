@@ -54,19 +54,19 @@ SelfCheckOptions self_check_options_for(const ModelConfig& config, int32_t block
 
 // The first output element whose bits differ from the reference computation.
 struct SelfCheckMismatch {
-  std::string variant;    // what was compared with the reference, e.g. "m=8 vs m=256"
-  int64_t row = 0;        // GEMM/RMSNorm: row of the reference batch; attention: position
-  int64_t column = 0;     // element within the row
+  std::string variant;  // what was compared with the reference, e.g. "m=8 vs m=256"
+  int64_t row = 0;      // GEMM/RMSNorm: row of the reference batch; attention: position
+  int64_t column = 0;   // element within the row
   float reference = 0.0f;
-  float value = 0.0f;     // the variant's value
+  float value = 0.0f;  // the variant's value
 };
 
 struct SelfCheckResult {
-  std::string name;         // e.g. "gemm q_proj,o_proj 4096->4096", "attention 32/8x128 ..."
+  std::string name;  // e.g. "gemm q_proj,o_proj 4096->4096", "attention 32/8x128 ..."
   bool passed = false;
-  int32_t n_variants = 0;   // computations compared with the reference
+  int32_t n_variants = 0;                     // computations compared with the reference
   std::optional<SelfCheckMismatch> mismatch;  // the first one, when it failed on bits
-  std::string error;        // when an op threw (counts as a failure)
+  std::string error;                          // when an op threw (counts as a failure)
   double elapsed_ms = 0.0;
 
   // "m=8 vs m=256: row 3 column 17: 0.123456789 vs 0.123456791" / the error / "".
@@ -94,7 +94,7 @@ SelfCheckReport run_self_check(kernels::Ops& ops, const SelfCheckOptions& opts);
 
 // What the engine needs to know of the self-check.
 enum class SelfCheckState : uint8_t {
-  kNotRun,    // nobody ran it (library use, tests): gates nothing
+  kNotRun,  // nobody ran it (library use, tests): gates nothing
   kPassed,
   kFailed,    // deterministic requests are refused
   kDisabled,  // DeterminismPolicy::self_check is off (--no-self-check)

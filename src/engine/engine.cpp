@@ -102,7 +102,7 @@ bool Engine::step() {
   if (verified()) launch_verification(false);
   StepPlan plan = scheduler_.schedule();
   for (SeqId id : plan.preempted) unpark(id);  // the scheduler dropped its candidates
-  if (plan.empty() && !parked_.empty()) {  // only held windows are left: verify them now
+  if (plan.empty() && !parked_.empty()) {      // only held windows are left: verify them now
     launch_verification(true);
     plan = scheduler_.schedule();
     for (SeqId id : plan.preempted) unpark(id);
@@ -237,8 +237,7 @@ void Engine::handle_verified_rows(RequestId rid, RequestState& r, int32_t sample
   const int32_t n_tokens = q.n_tokens();
   size_t d = 0;
   // Row for position t - 1 predicts token t: a candidate while t < n_tokens, else new.
-  for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens;
-       ++t) {
+  for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens; ++t) {
     const int32_t row = s.logit_row(t - 1);
     if (t == n_tokens) {
       handle_sample(rid, r, sample_index, row, t, draws.subspan(d));
@@ -418,8 +417,7 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
   }
 }
 
-FinishReason Engine::stop_reason(const RequestState& r, const SampleState& s,
-                                 int32_t token) const {
+FinishReason Engine::stop_reason(const RequestState& r, const SampleState& s, int32_t token) const {
   if (!r.req.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
     return FinishReason::kStop;
   }
@@ -446,8 +444,7 @@ void Engine::finish_sample(RequestId rid, RequestState& r, int32_t sample_index,
   SampleState& s = r.samples[sample_index];
   const Sequence& seq = scheduler_.sequence(s.seq);
   const Usage usage{static_cast<int32_t>(r.req.prompt.size()),
-                    static_cast<int32_t>(s.generated.size()), r.cached_tokens,
-                    seq.n_preemptions};
+                    static_cast<int32_t>(s.generated.size()), r.cached_tokens, seq.n_preemptions};
   stats_.n_cached_tokens += sample_index == 0 ? r.cached_tokens : 0;
   unpark(s.seq);
   scheduler_.finish(s.seq);

@@ -39,8 +39,8 @@ struct EngineStats {
   int64_t n_requests = 0;
   int64_t n_prompt_tokens = 0;
   int64_t n_generated_tokens = 0;
-  int64_t n_computed_tokens = 0;  // tokens run through the model (incl. recompute)
-  int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
+  int64_t n_computed_tokens = 0;          // tokens run through the model (incl. recompute)
+  int64_t n_cached_tokens = 0;            // prompt tokens skipped thanks to the prefix cache
   int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
   // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
   int64_t n_logit_rows_downloaded = 0;
@@ -50,16 +50,15 @@ struct EngineStats {
   int64_t n_invariant_steps = 0;
   int64_t n_fast_steps = 0;
   int64_t n_verify_steps = 0;
-  int64_t n_verify_windows = 0;     // windows sent to verification
-  int64_t n_verify_tokens = 0;      // rows recomputed to verify them (window + 1 each)
-  int64_t n_candidate_tokens = 0;   // tokens decoded on the fast numerics (candidates)
-  int64_t n_committed_tokens = 0;   // generated tokens of deterministic requests, verified
-  int64_t n_rollbacks = 0;          // verifications that found a mismatch
+  int64_t n_verify_windows = 0;      // windows sent to verification
+  int64_t n_verify_tokens = 0;       // rows recomputed to verify them (window + 1 each)
+  int64_t n_candidate_tokens = 0;    // tokens decoded on the fast numerics (candidates)
+  int64_t n_committed_tokens = 0;    // generated tokens of deterministic requests, verified
+  int64_t n_rollbacks = 0;           // verifications that found a mismatch
   int64_t n_rolled_back_tokens = 0;  // candidates discarded (at and after a mismatch)
   // Share of all computed tokens that were verification recompute.
   double verify_share() const {
-    return n_computed_tokens == 0 ? 0.0
-                                  : static_cast<double>(n_verify_tokens) / n_computed_tokens;
+    return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;
   }
 };
 
@@ -67,8 +66,7 @@ class Engine {
  public:
   // The model (and its ops) and the tokenizer must outlive the engine. Without a tokenizer,
   // stop strings are refused and there is no EOS token.
-  Engine(const LlamaModel& model, const EngineConfig& config,
-         const Tokenizer* tokenizer = nullptr);
+  Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer = nullptr);
   ~Engine();
 
   // Validates and queues a request; callbacks fire from step(). Throws detllm::Error, and
@@ -107,7 +105,7 @@ class Engine {
     RequestCallbacks cb;
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
-  bool speculative = false;  // verified mode, deterministic: candidates + verification
+    bool speculative = false;  // verified mode, deterministic: candidates + verification
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;
@@ -121,7 +119,7 @@ class Engine {
     std::vector<int32_t> rows;            // (draws) logit row
     std::vector<SampleRowParams> params;  // (draws)
     std::vector<SampleRowResult> row_results;  // (draws) backend sampling
-    std::vector<SampleResult> results;    // (draws)
+    std::vector<SampleResult> results;         // (draws)
   };
   // Plans the step's draws (the n samples of a prompt draw from its last row) and makes them:
   // one Ops::sample_rows call, or sample() on host logits when config_.host_sampling.

@@ -11,11 +11,11 @@ namespace detllm::engine {
 void VerifyConfig::validate() const {
   check(window >= 1, "verify.window must be >= 1 (got {})", window);
   check(group_tokens >= window + 1,
-        "verify.group_tokens {} must hold at least one window (window + 1 = {} rows)",
-        group_tokens, window + 1);
+        "verify.group_tokens {} must hold at least one window (window + 1 = {} rows)", group_tokens,
+        window + 1);
   check(group_min_requests >= 1 && group_max_requests >= group_min_requests,
-        "verify: need 1 <= group_min_requests ({}) <= group_max_requests ({})",
-        group_min_requests, group_max_requests);
+        "verify: need 1 <= group_min_requests ({}) <= group_max_requests ({})", group_min_requests,
+        group_max_requests);
   check(max_wait_steps >= 0, "verify.max_wait_steps must be >= 0 (got {})", max_wait_steps);
 }
 

@@ -34,7 +34,7 @@ struct VerifyConfig {
 };
 
 struct EngineConfig {
-  SchedulerConfig scheduler;  // kv.n_blocks == 0: derived from kv_cache_tokens
+  SchedulerConfig scheduler;       // kv.n_blocks == 0: derived from kv_cache_tokens
   int32_t kv_cache_tokens = 8192;  // KV pool capacity in tokens when kv.n_blocks == 0
   int32_t max_model_len = 0;       // longest prompt + output; 0 = the model's context
   DeterminismPolicy policy;

@@ -33,7 +33,7 @@ struct SampleRowResult {
   float logprob = 0.0f;  // of `token`, under the raw logits
   SampleRowStatus status = SampleRowStatus::kOk;
   int32_t n_top = 0;  // valid entries of top_tokens / top_logprobs: min(n_logprobs, vocab)
-  int32_t top_tokens[SamplingParams::kMaxLogprobs] = {};    // (logprob desc, token asc)
+  int32_t top_tokens[SamplingParams::kMaxLogprobs] = {};  // (logprob desc, token asc)
   float top_logprobs[SamplingParams::kMaxLogprobs] = {};
 };
 

@@ -190,7 +190,8 @@ class RankOrder {
 // C_n: exact mass of s(0) .. s(n-1).
 U128 prefix_mass(RankOrder& order, size_t n, float max, double temperature) {
   U128 sum;
-  for (size_t j = 0; j < n; ++j) sum = sampler_math::add(sum, mass(order[j].logit, max, temperature));
+  for (size_t j = 0; j < n; ++j)
+    sum = sampler_math::add(sum, mass(order[j].logit, max, temperature));
   return sum;
 }
 
@@ -400,7 +401,8 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
     // C[n] = mass of s(0) .. s(n-1), n = 0 .. V.
     std::vector<U128> c(vocab + 1);
     for (size_t j = 0; j < vocab; ++j) {
-      c[j + 1] = sampler_math::add(c[j], mass(logits[static_cast<size_t>(rank[j])], max, temperature));
+      c[j + 1] =
+          sampler_math::add(c[j], mass(logits[static_cast<size_t>(rank[j])], max, temperature));
     }
     // 1. top-k.
     const size_t k_size =
@@ -424,8 +426,7 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
       }
     }
     // 4-5. mass and draw.
-    const U128 target =
-        sampler_math::draw_target(c[n], draw_bits(params, position, sample_index));
+    const U128 target = sampler_math::draw_target(c[n], draw_bits(params, position, sample_index));
     size_t j = 0;
     while (!(c[j + 1] > target)) ++j;
     check(j < n, "sampling reference: the draw fell outside the kept set");

@@ -190,8 +190,7 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::schedule_isolated(StepPlan& plan,
-                                  std::vector<std::pair<SeqId, int32_t>>& picks) {
+void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks) {
   const int32_t bs = config_.kv.block_size;
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
   // 1. A running sequence with several tokens left (a prefill cut short by mark_computed):
@@ -293,8 +292,8 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
     }
     // Speculative: from the last committed token on, each row verifies the next candidate
     // (or samples the next token).
-    const int32_t spec_first = s.options.speculative ? std::max(s.n_computed, s.n_committed - 1)
-                                                     : s.n_computed + n;
+    const int32_t spec_first =
+        s.options.speculative ? std::max(s.n_computed, s.n_committed - 1) : s.n_computed + n;
     if (ss.all_logits) {
       ss.logits_begin = static_cast<int32_t>(plan.logit_rows.size());
       ss.logits_pos = s.n_computed;

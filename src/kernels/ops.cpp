@@ -20,7 +20,9 @@ void* Ops::alloc_bytes(size_t n_bytes) {
   return p;
 }
 
-void Ops::free_bytes(void* p) { std::free(p); }
+void Ops::free_bytes(void* p) {
+  std::free(p);
+}
 
 void Ops::upload(void* dst, const void* src_host, size_t n_bytes) {
   if (n_bytes) std::memcpy(dst, src_host, n_bytes);
@@ -34,8 +36,7 @@ void Ops::copy(void* dst, const void* src, size_t n_bytes) {
   if (n_bytes) std::memmove(dst, src, n_bytes);
 }
 
-void Ops::fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
-                       float scale) {
+void Ops::fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center, float scale) {
   check(dtype == DType::kF32 || dtype == DType::kBF16,
         "fill_uniform: dtype {} unsupported (f32 or bf16)", dtype_name(dtype));
   for (int64_t i = 0; i < n; ++i) {

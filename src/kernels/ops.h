@@ -62,7 +62,7 @@ struct StepBatch {
   const int32_t* seq_of_token = nullptr;  // (n_tokens) row of block_tables
   const int32_t* slots = nullptr;         // (n_tokens) KV slot this token's K/V is written to
   int32_t n_seqs = 0;
-  int32_t max_blocks = 0;                   // row length of block_tables
+  int32_t max_blocks = 0;                 // row length of block_tables
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks) physical block ids
 };
 
@@ -172,7 +172,10 @@ class Buffer {
   Buffer() = default;
   Buffer(Ops& ops, size_t n_bytes) : ops_(&ops), p_(ops.alloc_bytes(n_bytes)), n_(n_bytes) {}
   ~Buffer() { reset(); }
-  Buffer(Buffer&& o) noexcept : ops_(o.ops_), p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  Buffer(Buffer&& o) noexcept : ops_(o.ops_), p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
@@ -193,7 +196,9 @@ class Buffer {
     n_ = 0;
   }
   template <typename T = void>
-  T* data() const { return static_cast<T*>(p_); }
+  T* data() const {
+    return static_cast<T*>(p_);
+  }
   float* f32() const { return static_cast<float*>(p_); }
   int32_t* i32() const { return static_cast<int32_t*>(p_); }
   size_t size_bytes() const { return n_; }

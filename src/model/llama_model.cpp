@@ -15,15 +15,15 @@ struct LlamaModel::Workspace {
   int32_t capacity_meta = 0;  // tokens (metadata; eager steps only)
   int32_t capacity_rows = 0;
   int32_t capacity_seq_entries = 0;
-  kernels::Buffer x, xb, q, k, v, att, proj, gate, up;          // activations (n, ·)
+  kernels::Buffer x, xb, q, k, v, att, proj, gate, up;           // activations (n, ·)
   kernels::Buffer tokens, positions, seq_of_token, slots, rows;  // (n) int32 metadata
   kernels::Buffer block_tables;                                  // (n_seqs * max_blocks)
   kernels::Buffer out_rows, logits;                              // (n_rows, dim / vocab)
 };
 
 // Padded decode steps. One workspace for every graph (sized for the largest bucket) and, per
-// (padded shape, KV storage, GEMM numerics), the step's metadata buffer and its graph: a replay reads the
-// metadata at that fixed address, refreshed from pinned staging before each replay.
+// (padded shape, KV storage, GEMM numerics), the step's metadata buffer and its graph: a replay
+// reads the metadata at that fixed address, refreshed from pinned staging before each replay.
 struct LlamaModel::GraphState {
   struct Entry {
     PaddedStepKey key;
@@ -32,7 +32,7 @@ struct LlamaModel::GraphState {
     // The GEMM numerics selected when it was captured (Ops::set_gemm_numerics, the verified
     // mode switches per step): a graph replays the GEMM executions it recorded.
     NumericsMode gemm_numerics = NumericsMode::kInvariant;
-    kernels::Buffer meta;                // PaddedStep::meta in backend memory
+    kernels::Buffer meta;  // PaddedStep::meta in backend memory
     std::unique_ptr<kernels::OpsGraph> graph;
   };
   static constexpr size_t kMaxEntries = 64;  // row buckets × table widths × KV storages
@@ -131,7 +131,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
         r.layers[0].wq.bias.empty() != c.qkv_bias));
   check(shapes_match,
         "synthetic recipe does not match the model config ({} layers, dim {}, vocab {}): build "
-        "it with synthetic_recipe(config, seed)", c.n_layers, c.dim, c.vocab_size);
+        "it with synthetic_recipe(config, seed)",
+        c.n_layers, c.dim, c.vocab_size);
   tok_embd_ = generate_matrix(r.tok_embd);
   for (const SyntheticLayer& l : r.layers) {
     LayerView v{};
@@ -174,8 +175,7 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
     for (size_t i = 0; i < n; ++i) h[i] = f32_to_bf16(t.data[i]);
     ops_.upload(owned_.back().data(), h.data(), n * sizeof(uint16_t));
   } else {
-    throw_error("backend {} asks for unsupported weight dtype {}", ops_.name(),
-                dtype_name(dt));
+    throw_error("backend {} asks for unsupported weight dtype {}", ops_.name(), dtype_name(dt));
   }
   return {owned_.back().data(), dt, rows, cols};
 }
@@ -209,8 +209,8 @@ void LlamaModel::prepare_gemms(int32_t max_rows) const {
   // Every layer has the shapes of layer 0; one call per distinct (out, in) shape.
   const LayerView& l = layers_[0];
   std::vector<std::pair<int64_t, int64_t>> seen;
-  for (const kernels::WeightMatrix* w : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w,
-                                         &l.w_up.w, &l.w_down.w, &lm_head_}) {
+  for (const kernels::WeightMatrix* w :
+       {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w, &lm_head_}) {
     const std::pair<int64_t, int64_t> shape{w->rows, w->cols};
     if (std::find(seen.begin(), seen.end(), shape) != seen.end()) continue;
     seen.push_back(shape);
@@ -271,10 +271,9 @@ LlamaModel::StepLogits LlamaModel::forward(std::span<const int32_t> tokens,
   pad_step(*key, tokens, host_batch, logit_rows, kv.pad_block(), kv.block_size(), step);
   ++stats_.n_padded_steps;
   // The real logit rows come first; the pad rows' logits after them are never read.
-  const float* out =
-      capture == nullptr
-          ? forward_eager(step.tokens(), step.batch(step.meta.data()), step.logit_rows(), kv)
-          : forward_graph(step, kv);
+  const float* out = capture == nullptr ? forward_eager(step.tokens(), step.batch(step.meta.data()),
+                                                        step.logit_rows(), kv)
+                                        : forward_graph(step, kv);
   return {out, n_out, c.vocab_size};
 }
 
@@ -321,7 +320,8 @@ const float* LlamaModel::forward_eager(std::span<const int32_t> tokens,
   grow_activations(ws, n, n_out);
   const int32_t n_table = host_batch.n_seqs * host_batch.max_blocks;
   if (n_table > ws.capacity_seq_entries) {
-    ws.block_tables = {ops_, static_cast<size_t>(std::max(n_table, 2 * ws.capacity_seq_entries)) * 4};
+    ws.block_tables = {ops_,
+                       static_cast<size_t>(std::max(n_table, 2 * ws.capacity_seq_entries)) * 4};
     ws.capacity_seq_entries = std::max(n_table, 2 * ws.capacity_seq_entries);
   }
   // Step metadata into backend memory.

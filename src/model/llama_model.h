@@ -53,8 +53,8 @@ class LlamaModel {
   // download_logits only where someone reads them.
   // padding: how a decode step executes (model/step_padding.h): padded to a row bucket (or to
   // one fixed shape: the padded mode) and, on a backend with Ops::graph_capture(), replayed
-  // from a graph captured per (padded shape, KV storage) — the same bits as eager (V8). Pad rows write to kv's pad slots; their logits
-  // are not part of the result.
+  // from a graph captured per (padded shape, KV storage) — the same bits as eager (V8). Pad rows
+  // write to kv's pad slots; their logits are not part of the result.
   StepLogits forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
                      std::span<const int32_t> logit_rows, KvStorage& kv,
                      DecodePadding padding = {}) const;
@@ -71,9 +71,9 @@ class LlamaModel {
   // Counters of how steps ran (tests check that padding / graphs were really exercised, and
   // that a step whose logits nobody reads downloads none).
   struct StepStats {
-    int64_t n_padded_steps = 0;    // decode steps run padded to a bucket
-    int64_t n_graph_captures = 0;  // graphs captured (first step of a bucket, or recapture)
-    int64_t n_graph_replays = 0;   // steps run by replaying a graph
+    int64_t n_padded_steps = 0;           // decode steps run padded to a bucket
+    int64_t n_graph_captures = 0;         // graphs captured (first step of a bucket, or recapture)
+    int64_t n_graph_replays = 0;          // steps run by replaying a graph
     int64_t n_logit_rows_downloaded = 0;  // logit rows copied to the host (download_logits)
   };
   const StepStats& step_stats() const { return stats_; }
@@ -86,9 +86,9 @@ class LlamaModel {
   struct LayerView {
     const float* attn_norm;  // (dim)
     LinearView wq, wk, wv, wo, w_gate, w_up, w_down;
-    const float* q_norm;     // (head_dim) or nullptr
-    const float* k_norm;     // (head_dim) or nullptr
-    const float* ffn_norm;   // (dim)
+    const float* q_norm;    // (head_dim) or nullptr
+    const float* k_norm;    // (head_dim) or nullptr
+    const float* ffn_norm;  // (dim)
   };
   // Activations of one step, in backend memory, grown to the largest step seen.
   struct Workspace;
@@ -112,7 +112,7 @@ class LlamaModel {
   const float* place(const std::vector<float>& v);
   kernels::WeightMatrix place(const HostTensor& t);
   LinearView place(const Linear& l);
-  const float* generate_vector(const SyntheticTensor& t);            // fp32
+  const float* generate_vector(const SyntheticTensor& t);           // fp32
   kernels::WeightMatrix generate_matrix(const SyntheticTensor& t);  // the backend's dtype
   LinearView generate(const SyntheticLinear& l);
 

@@ -13,14 +13,19 @@ constexpr std::array<int32_t, 9> kRowBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256
 
 const char* graph_mode_name(GraphMode mode) {
   switch (mode) {
-    case GraphMode::kAuto: return "auto";
-    case GraphMode::kOn: return "on";
-    case GraphMode::kOff: return "off";
+    case GraphMode::kAuto:
+      return "auto";
+    case GraphMode::kOn:
+      return "on";
+    case GraphMode::kOff:
+      return "off";
   }
   return "?";
 }
 
-std::span<const int32_t> decode_row_buckets() { return kRowBuckets; }
+std::span<const int32_t> decode_row_buckets() {
+  return kRowBuckets;
+}
 
 int32_t row_bucket(int32_t n_rows) {
   if (n_rows <= 0) return 0;
@@ -66,8 +71,8 @@ std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch,
   if (!pads(padding.mode, backend_graphs)) return {};
   const int32_t n = batch.n_tokens;
   if (n == 0 || n != batch.n_seqs) return {};  // decode steps only: one token per sequence
-  const int32_t rows = padding.fixed_rows > 0 ? (n <= padding.fixed_rows ? padding.fixed_rows : 0)
-                                              : row_bucket(n);
+  const int32_t rows =
+      padding.fixed_rows > 0 ? (n <= padding.fixed_rows ? padding.fixed_rows : 0) : row_bucket(n);
   if (rows == 0 || rows - n > pad_slots) return {};
   return PaddedStepKey{rows, table_bucket(batch.max_blocks)};
 }

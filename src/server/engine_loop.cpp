@@ -33,7 +33,9 @@ EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& conf
   thread_ = std::thread([this] { run(); });
 }
 
-EngineLoop::~EngineLoop() { stop(); }
+EngineLoop::~EngineLoop() {
+  stop();
+}
 
 std::shared_ptr<Ticket> EngineLoop::submit(std::vector<engine::Request> requests) {
   auto t = std::make_shared<Ticket>();
@@ -220,8 +222,12 @@ void EngineLoop::run() {
     }
     for (auto& c : cmds) {
       switch (c.kind) {
-        case Command::Kind::kAdd: add(c.ticket); break;
-        case Command::Kind::kCancel: cancel_now(c.ticket); break;
+        case Command::Kind::kAdd:
+          add(c.ticket);
+          break;
+        case Command::Kind::kCancel:
+          cancel_now(c.ticket);
+          break;
         case Command::Kind::kCancelAll:
           for (auto& t : live_) cancel_now(t);
           break;

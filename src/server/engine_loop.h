@@ -26,7 +26,7 @@ namespace detllm::server {
 struct EngineEvent {
   enum class Kind : uint8_t { kAccepted, kRejected, kToken, kPromptLogprobs, kFinish };
   Kind kind = Kind::kAccepted;
-  int32_t prompt_index = 0;  // which of the ticket's requests
+  int32_t prompt_index = 0;                            // which of the ticket's requests
   engine::TokenEvent token;                            // kToken
   std::vector<engine::PromptLogprob> prompt_logprobs;  // kPromptLogprobs
   int32_t sample_index = 0;                            // kFinish

@@ -48,7 +48,8 @@ void Generation::start() {
             // replica may), naming the field that lets the client be served here.
             throw ApiError(503, e.error, "service_unavailable", "deterministic",
                            "self_check_failed");
-          case EngineEvent::Rejection::kInvalid: break;
+          case EngineEvent::Rejection::kInvalid:
+            break;
         }
         throw ApiError(400, e.error, "invalid_request_error");
       }
@@ -71,8 +72,11 @@ bool Generation::poll(std::chrono::milliseconds timeout) {
 void Generation::apply(EngineEvent& e) {
   const size_t p = static_cast<size_t>(e.prompt_index);
   switch (e.kind) {
-    case EngineEvent::Kind::kAccepted: break;
-    case EngineEvent::Kind::kRejected: error_ = e.error; break;
+    case EngineEvent::Kind::kAccepted:
+      break;
+    case EngineEvent::Kind::kRejected:
+      error_ = e.error;
+      break;
     case EngineEvent::Kind::kPromptLogprobs:
       prompts_[p].logprobs = std::move(e.prompt_logprobs);
       prompts_[p].logprobs_ready = true;

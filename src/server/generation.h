@@ -18,15 +18,15 @@
 namespace detllm::server {
 
 struct PromptState {
-  std::vector<int32_t> ids;  // (n_prompt) prompt token ids
-  std::string text;          // the prompt as text (given, or decoded from ids)
+  std::vector<int32_t> ids;                     // (n_prompt) prompt token ids
+  std::string text;                             // the prompt as text (given, or decoded from ids)
   std::vector<engine::PromptLogprob> logprobs;  // (n_prompt - 1) when asked (echo + logprobs)
   bool logprobs_ready = false;                  // the prompt-logprobs event arrived
   int32_t cached_tokens = 0;                    // prefix-cache hits
 };
 
 struct ChoiceState {
-  int32_t index = 0;         // OpenAI choice index: prompt_index * n + sample_index
+  int32_t index = 0;  // OpenAI choice index: prompt_index * n + sample_index
   int32_t prompt_index = 0;
   std::vector<engine::TokenEvent> tokens;  // every generated token (id, logprob, top)
   std::string text;                        // text released so far (cut at a stop string)

@@ -75,14 +75,11 @@ HttpReply handle_tokenize(ServerContext& ctx, std::string_view body) {
     ids = ctx.tokenizer->encode(ctx.chat->render(req.messages, req.add_generation_prompt),
                                 /*add_special_tokens=*/false);
   }
-  return json_reply({{"tokens", ids},
-                     {"count", ids.size()},
-                     {"max_model_len", ctx.max_model_len}});
+  return json_reply({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.max_model_len}});
 }
 
 HttpReply handle_detokenize(ServerContext& ctx, std::string_view body) {
-  const DetokenizeRequest req =
-      parse_detokenize_request(parse_json_body(body), ctx.options.limits);
+  const DetokenizeRequest req = parse_detokenize_request(parse_json_body(body), ctx.options.limits);
   check_model(ctx, req.model);
   for (size_t i = 0; i < req.tokens.size(); ++i) {
     if (req.tokens[i] >= ctx.vocab_size) {

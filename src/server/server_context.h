@@ -39,7 +39,7 @@ struct ServerContext {
   EngineLoop* loop = nullptr;
   const ChatPrompt* chat = nullptr;  // nullptr: the model has no chat template
   int32_t vocab_size = 0;
-  int32_t max_model_len = 0;      // prompt + output tokens
+  int32_t max_model_len = 0;  // prompt + output tokens
   bool deterministic_by_default = true;
   std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests
   std::string fingerprint_other;          // ... of the others
@@ -48,7 +48,7 @@ struct ServerContext {
   // The startup self-check (self_check_state_name of EngineConfig::self_check): "passed",
   // "failed" (the engine refuses deterministic requests), "not_run", "disabled".
   std::string self_check_status = "not_run";
-  int64_t started_at = 0;                 // unix seconds
+  int64_t started_at = 0;  // unix seconds
   SeedSource seeds;
   Metrics metrics;
   std::atomic<bool> draining{false};  // SIGTERM received: new requests get 503

@@ -29,9 +29,9 @@ inline ::testing::AssertionResult same_traces(const std::vector<engine::Request>
                                               const std::vector<RequestTrace>& ref,
                                               const RunResult& got) {
   if (got.traces.size() != reqs.size() || ref.size() != reqs.size()) {
-    return ::testing::AssertionFailure() << "trace counts differ: " << ref.size() << " vs "
-                                         << got.traces.size() << " for " << reqs.size()
-                                         << " requests";
+    return ::testing::AssertionFailure()
+           << "trace counts differ: " << ref.size() << " vs " << got.traces.size() << " for "
+           << reqs.size() << " requests";
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (!reqs[i].deterministic.value_or(true)) continue;
@@ -90,9 +90,8 @@ inline ::testing::AssertionResult generation_equals_scoring(
         }
         if (lg->second.size() != ls->second.size() ||
             std::memcmp(lg->second.data(), ls->second.data(), lg->second.size() * 4) != 0) {
-          return ::testing::AssertionFailure() << "request " << i << " sample " << k
-                                               << " position " << pos
-                                               << ": generation logits != scoring logits";
+          return ::testing::AssertionFailure() << "request " << i << " sample " << k << " position "
+                                               << pos << ": generation logits != scoring logits";
         }
         const float lp_gen = g.logprobs[k][t];
         const float lp_score = s.prompt_logprobs[pos - 1].logprob;

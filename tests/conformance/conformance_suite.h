@@ -1,5 +1,5 @@
-// The determinism conformance suite (design.md V1–V10, V8 included), shared by every backend: each test
-// binary includes this header once, defines suite_make_ops / suite_backend_available for its
+// The determinism conformance suite (design.md V1–V10, V8 included), shared by every backend: each
+// test binary includes this header once, defines suite_make_ops / suite_backend_available for its
 // backend, and instantiates the suite (tests/conformance: CPU; tests/cuda: the GPU). Every
 // deterministic request's fp32 logits at every output position, its tokens and logprobs are
 // compared bit for bit between executions that differ in one variation — and, in the property
@@ -31,7 +31,6 @@ namespace {
 Execution exec(std::string label, int n_threads = 2) {
   return base_execution(std::move(label), n_threads);
 }
-
 
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
@@ -238,7 +237,7 @@ TEST_P(Conformance, V8_GraphsAndPadding) {
     Execution on = exec("graphs on");
     on.engine.cuda_graphs = round == 2 ? GraphMode::kAuto : GraphMode::kOn;
     on.engine.scheduler.max_seqs = 3 + round * 2;  // 3 rows in bucket 4, 5 in 8, 7 in 8
-    on.add_order.resize(reqs.size());                // rows in other orders
+    on.add_order.resize(reqs.size());              // rows in other orders
     std::iota(on.add_order.begin(), on.add_order.end(), 0);
     std::shuffle(on.add_order.begin(), on.add_order.end(), rng);
     for (size_t i = 0; i < reqs.size(); ++i) on.arrival.push_back(static_cast<int32_t>(rng() % 5));
@@ -304,7 +303,6 @@ TEST_P(Conformance, Property_RandomWorkloadsAndExecutions) {
     if (HasFatalFailure()) return;
   }
 }
-
 
 inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;

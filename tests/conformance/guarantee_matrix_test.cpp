@@ -86,10 +86,10 @@ TEST_F(GuaranteeMatrixTest, CpuModesHoldEverything) {
   for (size_t i = 0; i < m.variations.size(); ++i) {
     for (size_t j = 0; j < modes.size(); ++j) {
       const CellResult& c = m.cells[i][j];
-      const std::string where = fmt::format("{} × {}: {}", m.variations[i].id,
-                                            determinism_mode_name(modes[j]), c.text());
+      const std::string where =
+          fmt::format("{} × {}: {}", m.variations[i].id, determinism_mode_name(modes[j]), c.text());
       if (modes[j] == DeterminismMode::kPadded &&
-                 (m.variations[i].id == "V3" || m.variations[i].id == "V5")) {
+          (m.variations[i].id == "V3" || m.variations[i].id == "V5")) {
         // padded never chunks a prefill and runs without the prefix cache (CoRun).
         EXPECT_EQ(c.state, CellResult::State::kNotApplicable) << where;
       } else {
@@ -101,8 +101,8 @@ TEST_F(GuaranteeMatrixTest, CpuModesHoldEverything) {
 }
 
 TEST_F(GuaranteeMatrixTest, BatchDependentBackendFails) {
-  const GuaranteeMatrix m = run_matrix(targets(true), {DeterminismMode::kInvariant},
-                                       build_variations(spec()));
+  const GuaranteeMatrix m =
+      run_matrix(targets(true), {DeterminismMode::kInvariant}, build_variations(spec()));
   const std::string md = m.markdown();
   std::printf("%s", md.c_str());
   EXPECT_NE(md.find("**FAILS**"), std::string::npos);

@@ -21,8 +21,8 @@ TEST(DeterminismModes, NamesParseAndPrint) {
     names.insert(determinism_mode_name(m));
     EXPECT_EQ(parse_determinism_mode(determinism_mode_name(m)), m);
   }
-  EXPECT_EQ(names, (std::set<std::string_view>{"fast", "invariant", "bi-naive", "padded",
-                                               "verified"}));
+  EXPECT_EQ(names,
+            (std::set<std::string_view>{"fast", "invariant", "bi-naive", "padded", "verified"}));
   EXPECT_THROW(parse_determinism_mode("bi_naive"), Error);
   EXPECT_THROW(parse_determinism_mode(""), Error);
 }

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "conformance/delegating_ops.h"
 #include "determinism/self_check.h"
 #include "engine/engine.h"
-#include "conformance/delegating_ops.h"
 #include "kernels/ops.h"
 #include "model/synthetic.h"
 
@@ -88,7 +88,8 @@ std::string failing(const SelfCheckReport& r) {
 TEST(SelfCheck, PassesOnCpuForTinyModels) {
   auto ops = kernels::make_cpu_ops(2);
   for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
-    const SelfCheckReport r = run_self_check(*ops, self_check_options_for(synthetic_config(name), 4));
+    const SelfCheckReport r =
+        run_self_check(*ops, self_check_options_for(synthetic_config(name), 4));
     EXPECT_TRUE(r.passed()) << name << "\n" << r.describe();
     EXPECT_EQ(r.backend, ops->name());
     for (const auto& c : r.checks) {
@@ -137,7 +138,8 @@ TEST(SelfCheck, DefaultModelShapesPassWellUnderTwoSeconds) {
 
 TEST(SelfCheck, CatchesBatchDependentGemm) {
   BatchDependentGemm ops;
-  const SelfCheckReport r = run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
   std::printf("%s", r.describe().c_str());
   ASSERT_FALSE(r.passed()) << "the self-check missed a batch-dependent GEMM";
   // Every GEMM checked up to m = 256 fails (the reference batch is off by one ulp; m = 1 is the
@@ -161,7 +163,8 @@ TEST(SelfCheck, CatchesBatchDependentGemm) {
 
 TEST(SelfCheck, CatchesQueryCountDependentAttention) {
   QueryCountDependentAttention ops;
-  const SelfCheckReport r = run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
   ASSERT_FALSE(r.passed()) << "the self-check missed a chunk-dependent attention";
   const SelfCheckResult* f = r.first_failure();
   EXPECT_EQ(f->name.rfind("attention ", 0), 0u) << f->name;
@@ -174,7 +177,8 @@ TEST(SelfCheck, CatchesQueryCountDependentAttention) {
 
 TEST(SelfCheck, CatchesLayoutDependentAttention) {
   LayoutDependentAttention ops;
-  const SelfCheckReport r = run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
   ASSERT_FALSE(r.passed()) << "the self-check missed a page-layout-dependent attention";
   EXPECT_EQ(r.n_failed(), 1) << failing(r);
   ASSERT_TRUE(r.first_failure()->mismatch.has_value());
@@ -183,7 +187,8 @@ TEST(SelfCheck, CatchesLayoutDependentAttention) {
 
 TEST(SelfCheck, CatchesRowCountDependentNorm) {
   RowCountDependentNorm ops;
-  const SelfCheckReport r = run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
   ASSERT_FALSE(r.passed());
   EXPECT_EQ(r.n_failed(), 1) << failing(r);
   EXPECT_EQ(r.first_failure()->name.rfind("rmsnorm ", 0), 0u) << r.first_failure()->name;
@@ -196,7 +201,8 @@ TEST(SelfCheck, AnOpThatThrowsFailsItsCheck) {
       throw std::runtime_error("driver said no");
     }
   } ops;
-  const SelfCheckReport r = run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4));
   ASSERT_FALSE(r.passed());
   EXPECT_NE(r.first_failure()->failure().find("driver said no"), std::string::npos);
   EXPECT_NE(r.describe().find("FAILED"), std::string::npos);
@@ -276,7 +282,7 @@ TEST_F(SelfCheckEngine, FailedCheckRefusesDeterministicRequestsOnly) {
     } catch (const engine::SelfCheckRefusal& ex) {
       const std::string msg = ex.what();
       EXPECT_NE(msg.find("self-check failed"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("gemm "), std::string::npos) << msg;  // what failed
+      EXPECT_NE(msg.find("gemm "), std::string::npos) << msg;         // what failed
       EXPECT_NE(msg.find("detllm check"), std::string::npos) << msg;  // what to do
     }
   }

@@ -16,13 +16,13 @@
 #include <random>
 #include <string>
 
+#include "conformance/verified_run.h"
 #include "core/error.h"
 #include "determinism/conformance.h"
 #include "determinism/modes.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
-#include "conformance/verified_run.h"
 #include "perturbed_fast_ops.h"
 
 namespace detllm::conformance {
@@ -59,8 +59,8 @@ class VerifiedMode : public ::testing::TestWithParam<std::string> {
     return run_verified_workload(model, mode, ec, reqs, warmup, arrival);
   }
   // Every deterministic request of `got` equals `ref` bit for bit.
-  void expect_same(const std::vector<engine::Request>& reqs, const Outcome& ref,
-                   const Outcome& got, const std::string& context) {
+  void expect_same(const std::vector<engine::Request>& reqs, const Outcome& ref, const Outcome& got,
+                   const std::string& context) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (!reqs[i].deterministic.value_or(true)) continue;
       const auto m = compare(ref.traces[i], got.traces[i]);
@@ -84,8 +84,8 @@ TEST_P(VerifiedMode, EqualsInvariantAcrossWindows) {
       ec.verify.window = window;
       ec.verify.group_tokens = std::max(64, window + 1);
       const Outcome got = run(DeterminismMode::kVerified, ec, reqs);
-      const std::string label = "seed " + std::to_string(seed) + " window " +
-                                std::to_string(window);
+      const std::string label =
+          "seed " + std::to_string(seed) + " window " + std::to_string(window);
       print_verified_stats(GetParam() + " " + label, got);
       expect_same(reqs, ref, got, label);
       EXPECT_GT(got.stats.n_candidate_tokens, 0) << label;
@@ -188,8 +188,7 @@ TEST_P(VerifiedMode, PrefixCacheWarmAndPartial) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].max_tokens == 0 || ref.traces[i].tokens[0].size() < 8) continue;
     engine::Request r = reqs[i];
-    r.prompt.insert(r.prompt.end(), ref.traces[i].tokens[0].begin(),
-                    ref.traces[i].tokens[0].end());
+    r.prompt.insert(r.prompt.end(), ref.traces[i].tokens[0].begin(), ref.traces[i].tokens[0].end());
     r.max_tokens = 4;
     r.n = 1;
     r.prompt_logprobs = -1;
@@ -246,8 +245,8 @@ TEST_P(VerifiedMode, NonDeterministicNeighboursServed) {
   EXPECT_GT(got.stats.n_fast_steps, 0);
 }
 
-// Property rounds (30 per model): random engine settings (chunk, budget, max_seqs, pool size and layout,
-// window and group settings, prefix cache on/off, warm-up), random arrivals, a share of
+// Property rounds (30 per model): random engine settings (chunk, budget, max_seqs, pool size and
+// layout, window and group settings, prefix cache on/off, warm-up), random arrivals, a share of
 // non-deterministic neighbours and several perturbation sizes (rare to constant rejection):
 // every deterministic request equals the invariant mode's, run alone.
 TEST_P(VerifiedMode, PropertyRounds) {

@@ -96,11 +96,10 @@ inline void print_verified_stats(const std::string& label, const Outcome& o) {
       "[verified] %-28s steps %lld (invariant %lld, fast %lld, verify %lld) windows %lld "
       "rollbacks %lld candidates %lld committed %lld rolled back %lld verify tokens %lld "
       "(%.1f%% of %lld computed) preemptions %lld cached %lld\n",
-      label.c_str(), static_cast<long long>(s.n_steps),
-      static_cast<long long>(s.n_invariant_steps), static_cast<long long>(s.n_fast_steps),
-      static_cast<long long>(s.n_verify_steps), static_cast<long long>(s.n_verify_windows),
-      static_cast<long long>(s.n_rollbacks), static_cast<long long>(s.n_candidate_tokens),
-      static_cast<long long>(s.n_committed_tokens),
+      label.c_str(), static_cast<long long>(s.n_steps), static_cast<long long>(s.n_invariant_steps),
+      static_cast<long long>(s.n_fast_steps), static_cast<long long>(s.n_verify_steps),
+      static_cast<long long>(s.n_verify_windows), static_cast<long long>(s.n_rollbacks),
+      static_cast<long long>(s.n_candidate_tokens), static_cast<long long>(s.n_committed_tokens),
       static_cast<long long>(s.n_rolled_back_tokens), static_cast<long long>(s.n_verify_tokens),
       100.0 * s.verify_share(), static_cast<long long>(s.n_computed_tokens),
       static_cast<long long>(o.preemptions), static_cast<long long>(o.cached_tokens));

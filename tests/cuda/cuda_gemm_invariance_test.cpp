@@ -24,13 +24,15 @@ struct GemmShape {
   int max_m;
 };
 
-void PrintTo(const GemmShape& s, std::ostream* os) { *os << s.name; }
+void PrintTo(const GemmShape& s, std::ostream* os) {
+  *os << s.name;
+}
 
 std::vector<int> m_values(int max_m) {
   std::vector<int> ms;
   for (int m = 1; m <= 64; ++m) ms.push_back(m);
-  for (int m : {65, 96, 127, 128, 129, 200, 255, 256, 257, 300, 511, 512, 513, 1000, 1024, 2047,
-                2048, 4095, 4096, 6000, 8191, 8192})
+  for (int m : {65,  96,  127,  128,  129,  200,  255,  256,  257,  300,  511,
+                512, 513, 1000, 1024, 2047, 2048, 4095, 4096, 6000, 8191, 8192})
     ms.push_back(m);
   std::vector<int> out;
   for (int m : ms)
@@ -93,27 +95,30 @@ TEST_P(CudaGemmInvariance, RowsIdenticalForEveryMAndPosition) {
   EXPECT_EQ(first_bit_difference(again.data(), full.data(), int64_t(max_m) * s.n), -1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CudaGemmInvariance,
-    ::testing::Values(GemmShape{"tiny_64x64", 64, 64, 1024}, GemmShape{"tiny_ffn_64x160", 64, 160, 1024},
-                      GemmShape{"ragged_37x520", 37, 520, 700},
-                      GemmShape{"llama8b_qkv_6144x4096", 6144, 4096, 8192},
-                      GemmShape{"llama8b_o_4096x4096", 4096, 4096, 8192},
-                      GemmShape{"llama8b_gate_14336x4096", 14336, 4096, 4096},
-                      GemmShape{"llama8b_down_4096x14336", 4096, 14336, 8192},
-                      GemmShape{"llama8b_lm_head_128256x4096", 128256, 4096, 600}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemmInvariance,
+                         ::testing::Values(GemmShape{"tiny_64x64", 64, 64, 1024},
+                                           GemmShape{"tiny_ffn_64x160", 64, 160, 1024},
+                                           GemmShape{"ragged_37x520", 37, 520, 700},
+                                           GemmShape{"llama8b_qkv_6144x4096", 6144, 4096, 8192},
+                                           GemmShape{"llama8b_o_4096x4096", 4096, 4096, 8192},
+                                           GemmShape{"llama8b_gate_14336x4096", 14336, 4096, 4096},
+                                           GemmShape{"llama8b_down_4096x14336", 4096, 14336, 8192},
+                                           GemmShape{"llama8b_lm_head_128256x4096", 128256, 4096,
+                                                     600}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Every tile variant of every size class (the ones the benchmark tunes among) gives the bits
 // of the default plan: tile shapes, warp layouts, pipeline depths and split placement are free.
 TEST(CudaGemmVariants, EveryVariantGivesTheSameBits) {
   DETLLM_SKIP_WITHOUT_GPU();
-  for (const GemmShape s : {GemmShape{"o", 4096, 4096, 1000}, GemmShape{"down", 4096, 14336, 600},
-                            GemmShape{"ragged", 200, 520, 600}, GemmShape{"lm_head_part", 20000, 4096, 300}}) {
+  for (const GemmShape s :
+       {GemmShape{"o", 4096, 4096, 1000}, GemmShape{"down", 4096, 14336, 600},
+        GemmShape{"ragged", 200, 520, 600}, GemmShape{"lm_head_part", 20000, 4096, 300}}) {
     auto base = invariant_ops();
     const std::vector<float> xh = fast_random_floats(size_t(s.max_m) * s.k, 41);
     DeviceArray<float> x(*base, xh);
-    DeviceArray<uint16_t> w(*base, to_bf16(fast_random_floats(size_t(s.n) * s.k, 42, -0.05f, 0.05f)));
+    DeviceArray<uint16_t> w(*base,
+                            to_bf16(fast_random_floats(size_t(s.n) * s.k, 42, -0.05f, 0.05f)));
     DeviceArray<float> bias(*base, random_floats(s.n, 43));
     DeviceArray<float> y(*base, size_t(s.max_m) * s.n);
     const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
@@ -146,10 +151,12 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
   CudaOptions o;
   o.gemm_lt = false;
   auto kernel_only = make_cuda_ops(o);
-  for (const GemmShape s : {GemmShape{"qkv", 6144, 4096, 3000}, GemmShape{"o", 4096, 4096, 3000},
-                            GemmShape{"down", 4096, 14336, 2100}, GemmShape{"gate", 14336, 4096, 1100}}) {
+  for (const GemmShape s :
+       {GemmShape{"qkv", 6144, 4096, 3000}, GemmShape{"o", 4096, 4096, 3000},
+        GemmShape{"down", 4096, 14336, 2100}, GemmShape{"gate", 14336, 4096, 1100}}) {
     DeviceArray<float> x(*planned, fast_random_floats(size_t(s.max_m) * s.k, 51));
-    DeviceArray<uint16_t> w(*planned, to_bf16(fast_random_floats(size_t(s.n) * s.k, 52, -0.05f, 0.05f)));
+    DeviceArray<uint16_t> w(*planned,
+                            to_bf16(fast_random_floats(size_t(s.n) * s.k, 52, -0.05f, 0.05f)));
     DeviceArray<float> bias(*planned, random_floats(s.n, 53));
     DeviceArray<float> y(*planned, size_t(s.max_m) * s.n);
     const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
@@ -195,7 +202,8 @@ TEST(CudaGemmFastPath, DefaultCublasIsNotBatchInvariant) {
                             GemmShape{"down_proj 14336->4096", 4096, 14336, 4096},
                             GemmShape{"qkv 4096->6144", 6144, 4096, 4096}}) {
     DeviceArray<float> x(*ops, fast_random_floats(size_t(s.max_m) * s.k, 31));
-    DeviceArray<uint16_t> w(*ops, to_bf16(fast_random_floats(size_t(s.n) * s.k, 32, -0.05f, 0.05f)));
+    DeviceArray<uint16_t> w(*ops,
+                            to_bf16(fast_random_floats(size_t(s.n) * s.k, 32, -0.05f, 0.05f)));
     DeviceArray<float> y(*ops, size_t(s.max_m) * s.n);
     const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
     ops->matmul(x.data(), 1, wm, nullptr, y.data());

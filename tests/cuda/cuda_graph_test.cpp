@@ -110,11 +110,11 @@ TEST(CudaGraph, FastModeReplays) {
   LlamaModel model(cfg, w, *ops);
   const int32_t bs = 4;
   testing::DecodeWorld world(6, 200, bs, cfg.vocab_size, 6);
-  KvStorage eager(*ops, cfg, world.n_blocks(), bs), padded(*ops, cfg, world.n_blocks(), bs,
-                                                          max_pad_rows());
+  KvStorage eager(*ops, cfg, world.n_blocks(), bs),
+      padded(*ops, cfg, world.n_blocks(), bs, max_pad_rows());
   for (int round = 0; round < 8; ++round) {
-    const testing::TestStep st = round == 0 ? world.step({0, 1, 2, 3, 4, 5}, 1)
-                                            : world.step(world.pick(round % 2 ? 3 : 5));
+    const testing::TestStep st =
+        round == 0 ? world.step({0, 1, 2, 3, 4, 5}, 1) : world.step(world.pick(round % 2 ? 3 : 5));
     std::vector<float> a, b;
     model.forward(st.tokens, st.batch(), st.logit_rows, eager, a, GraphMode::kOff);
     model.forward(st.tokens, st.batch(), st.logit_rows, padded, b, GraphMode::kOn);

@@ -105,8 +105,7 @@ class Llama8bConformance : public ::testing::Test {
     config_ = std::make_unique<ModelConfig>(synthetic_config("llama-3.1-8b"));
     ops_ = kernels::cuda_testing::invariant_ops();
     const auto t0 = std::chrono::steady_clock::now();
-    model_ = std::make_unique<LlamaModel>(*config_, synthetic_recipe(*config_, kWeightSeed),
-                                          *ops_);
+    model_ = std::make_unique<LlamaModel>(*config_, synthetic_recipe(*config_, kWeightSeed), *ops_);
     ops_->synchronize();
     std::printf("[llama-8b] weights generated on the GPU in %.2f s\n", seconds_since(t0));
   }
@@ -168,11 +167,12 @@ class Llama8bConformance : public ::testing::Test {
   RunResult timed_run(const Execution& e, const std::vector<engine::Request>& reqs) {
     const auto t0 = std::chrono::steady_clock::now();
     RunResult r = run(target_, e, reqs);
-    std::printf("[llama-8b] %-34s %3lld steps, %2lld preemptions, %4lld cached tokens, "
-                "%2lld graph replays: %.2f s\n",
-                e.label.c_str(), static_cast<long long>(r.n_steps),
-                static_cast<long long>(r.n_preemptions), static_cast<long long>(r.n_cached_tokens),
-                static_cast<long long>(r.n_graph_replays), seconds_since(t0));
+    std::printf(
+        "[llama-8b] %-34s %3lld steps, %2lld preemptions, %4lld cached tokens, "
+        "%2lld graph replays: %.2f s\n",
+        e.label.c_str(), static_cast<long long>(r.n_steps), static_cast<long long>(r.n_preemptions),
+        static_cast<long long>(r.n_cached_tokens), static_cast<long long>(r.n_graph_replays),
+        seconds_since(t0));
     return r;
   }
 
@@ -204,8 +204,7 @@ TEST_F(Llama8bConformance, V3_Chunking) {
   const auto& reqs = requests();
   const auto& ref = reference();
   for (const auto& [chunk, budget] : {std::pair{7, 20}, std::pair{64, 100}, std::pair{0, 512}}) {
-    Execution e = exec("V3 chunk " + std::to_string(chunk) + ", budget " +
-                       std::to_string(budget));
+    Execution e = exec("V3 chunk " + std::to_string(chunk) + ", budget " + std::to_string(budget));
     e.engine.scheduler.chunk_size = chunk;
     e.engine.scheduler.max_tokens_per_step = budget;
     ASSERT_TRUE(same_traces(reqs, ref, timed_run(e, reqs))) << e.label;

@@ -42,14 +42,30 @@ void fill_row(Rng& rng, float* row, size_t vocab) {
     const double u = rng.uniform();
     float v = 0.0f;
     switch (kind) {
-      case 0: v = static_cast<float>(u * 20.0 - 10.0); break;                 // spread
-      case 1: v = static_cast<float>(std::floor(u * 6.0)); break;             // many ties
-      case 2: v = static_cast<float>(u * 0.01); break;                        // nearly flat
-      case 3: v = rng.below(4) == 0 ? kNegInf : static_cast<float>(u * 5.0); break;  // masked
-      case 4: v = static_cast<float>(i / 3) * 0.01f; break;                   // ascending ties
-      case 5: v = static_cast<float>(-u * u * 60.0); break;                   // peaked
-      case 6: v = rng.below(100) == 0 ? static_cast<float>(u) : kNegInf; break;  // mostly masked
-      default: v = static_cast<float>(u * 30.0 - 15.0) * 0.5f; break;         // model-like
+      case 0:
+        v = static_cast<float>(u * 20.0 - 10.0);
+        break;  // spread
+      case 1:
+        v = static_cast<float>(std::floor(u * 6.0));
+        break;  // many ties
+      case 2:
+        v = static_cast<float>(u * 0.01);
+        break;  // nearly flat
+      case 3:
+        v = rng.below(4) == 0 ? kNegInf : static_cast<float>(u * 5.0);
+        break;  // masked
+      case 4:
+        v = static_cast<float>(i / 3) * 0.01f;
+        break;  // ascending ties
+      case 5:
+        v = static_cast<float>(-u * u * 60.0);
+        break;  // peaked
+      case 6:
+        v = rng.below(100) == 0 ? static_cast<float>(u) : kNegInf;
+        break;  // mostly masked
+      default:
+        v = static_cast<float>(u * 30.0 - 15.0) * 0.5f;
+        break;  // model-like
     }
     if (rng.below(50) == 0) v = rng.below(2) ? 0.0f : -0.0f;  // signed zeros
     row[i] = v;
@@ -78,9 +94,9 @@ SampleRowParams random_params(Rng& rng, size_t vocab) {
 }
 
 std::string describe(const SampleRowParams& p) {
-  return "T " + std::to_string(p.temperature) + " top_k " + std::to_string(p.top_k) +
-         " top_p " + std::to_string(p.top_p) + " min_p " + std::to_string(p.min_p) +
-         " n_logprobs " + std::to_string(p.n_logprobs);
+  return "T " + std::to_string(p.temperature) + " top_k " + std::to_string(p.top_k) + " top_p " +
+         std::to_string(p.top_p) + " min_p " + std::to_string(p.min_p) + " n_logprobs " +
+         std::to_string(p.n_logprobs);
 }
 
 void expect_same(const SampleRowResult& gpu, const SampleRowResult& cpu, const std::string& where) {
@@ -110,8 +126,9 @@ void check_batch(Ops& ops, Rng& rng, size_t vocab, size_t rows, const std::strin
   for (size_t r = 0; r < rows; ++r) {
     const SampleRowResult cpu =
         sample_row(std::span<const float>(logits.data() + r * vocab, vocab), params[r]);
-    expect_same(gpu[r], cpu, label + " vocab " + std::to_string(vocab) + " row " +
-                                 std::to_string(r) + " " + describe(params[r]));
+    expect_same(gpu[r], cpu,
+                label + " vocab " + std::to_string(vocab) + " row " + std::to_string(r) + " " +
+                    describe(params[r]));
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -166,8 +183,8 @@ TEST(CudaSampling, SameRowDifferentParamsInOneLaunch) {
   std::vector<SampleRowResult> gpu(kRows);
   ops->sample_rows(d_logits.data(), kRows, kVocab, params.data(), gpu.data());
   for (size_t r = 0; r < kRows; ++r) {
-    expect_same(gpu[r], sample_row(row, params[r]), "row " + std::to_string(r) + " " +
-                                                        describe(params[r]));
+    expect_same(gpu[r], sample_row(row, params[r]),
+                "row " + std::to_string(r) + " " + describe(params[r]));
   }
 }
 
@@ -206,11 +223,11 @@ TEST(CudaSampling, TimePerRowAtLlama3Vocab) {
     float min_p;
     int32_t n_logprobs;
   };
-  for (const Case& c : {Case{"greedy", 0.0f, 0, 1.0f, 0.0f, 0},
-                        Case{"T=0.8", 0.8f, 0, 1.0f, 0.0f, 0},
-                        Case{"T=0.8 top_k=50 top_p=0.95", 0.8f, 50, 0.95f, 0.0f, 0},
-                        Case{"T=1 top_p=0.9 logprobs=5", 1.0f, 0, 0.9f, 0.0f, 5},
-                        Case{"T=1.2 min_p=0.05", 1.2f, 0, 1.0f, 0.05f, 0}}) {
+  for (const Case& c :
+       {Case{"greedy", 0.0f, 0, 1.0f, 0.0f, 0}, Case{"T=0.8", 0.8f, 0, 1.0f, 0.0f, 0},
+        Case{"T=0.8 top_k=50 top_p=0.95", 0.8f, 50, 0.95f, 0.0f, 0},
+        Case{"T=1 top_p=0.9 logprobs=5", 1.0f, 0, 0.9f, 0.0f, 5},
+        Case{"T=1.2 min_p=0.05", 1.2f, 0, 1.0f, 0.05f, 0}}) {
     std::vector<SampleRowParams> params(kRows);
     for (size_t r = 0; r < kRows; ++r) {
       SamplingParams p;
@@ -228,15 +245,16 @@ TEST(CudaSampling, TimePerRowAtLlama3Vocab) {
     for (int i = 0; i < kRepeats; ++i) {
       ops->sample_rows(d_logits.data(), kRows, kVocab, params.data(), out.data());
     }
-    const double us = std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - start).count() / kRepeats;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        kRepeats;
     std::printf("sample_rows vocab %zu batch %zu %-28s %9.1f us per batch, %6.2f us per row\n",
                 kVocab, kRows, c.name, us, us / kRows);
     // spot-check the timed results against the CPU
     for (size_t r : {size_t{0}, size_t{131}, kRows - 1}) {
       expect_same(out[r],
-                  sample_row(std::span<const float>(logits.data() + r * kVocab, kVocab),
-                             params[r]),
+                  sample_row(std::span<const float>(logits.data() + r * kVocab, kVocab), params[r]),
                   std::string(c.name) + " row " + std::to_string(r));
     }
   }

@@ -53,8 +53,7 @@ TEST_P(CudaVerified, EqualsInvariantTinyModels) {
   spec.max_new_tokens = 40;
   spec.nondet_share = 0.25;
   const auto reqs = random_workload(7, spec);
-  const Outcome ref =
-      run_verified_workload(model, DeterminismMode::kInvariant, gpu_engine(), reqs);
+  const Outcome ref = run_verified_workload(model, DeterminismMode::kInvariant, gpu_engine(), reqs);
   for (int32_t window : {4, 16}) {
     engine::EngineConfig ec = gpu_engine();
     ec.verify.window = window;
@@ -83,8 +82,7 @@ TEST(CudaVerifiedWide, EqualsInvariantOnLlama8bLayers) {
   spec.max_new_tokens = 48;
   spec.nondet_share = 0.25;
   const auto reqs = random_workload(9, spec);
-  const Outcome ref =
-      run_verified_workload(model, DeterminismMode::kInvariant, gpu_engine(), reqs);
+  const Outcome ref = run_verified_workload(model, DeterminismMode::kInvariant, gpu_engine(), reqs);
   for (int32_t window : {8, 32}) {
     engine::EngineConfig ec = gpu_engine();
     ec.verify.window = window;

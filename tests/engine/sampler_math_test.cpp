@@ -80,7 +80,8 @@ TEST(SamplerMathExact, TopPThresholdIsTheExactCeiling) {
   for (int i = 0; i < 100000; ++i) {
     const u128_t z = rng.value(94);
     float p = std::bit_cast<float>(static_cast<uint32_t>(rng.bits64()) & 0x3f7fffffu);  // [0, 1)
-    if (i % 10 == 0) p = std::bit_cast<float>(static_cast<uint32_t>(rng.below(0x800000)));  // subnormal
+    if (i % 10 == 0)
+      p = std::bit_cast<float>(static_cast<uint32_t>(rng.below(0x800000)));  // subnormal
     if (!(p > 0.0f)) continue;
     // p = m 2^-shift; ceil(m z / 2^shift) with m z < 2^118.
     const uint32_t b = std::bit_cast<uint32_t>(p);
@@ -117,7 +118,8 @@ TEST(SamplerMathExact, DrawTargetIsTheExactFloor) {
     const u128_t s = rng.value(94) | 1;
     const u128_t t = wide(sm::draw_target(narrow(s), u53));
     EXPECT_LT(t, s);
-    const long double approx = static_cast<long double>(u53) * 0x1p-53L * static_cast<long double>(s);
+    const long double approx =
+        static_cast<long double>(u53) * 0x1p-53L * static_cast<long double>(s);
     EXPECT_NEAR(static_cast<double>(static_cast<long double>(t) - approx), 0.0,
                 static_cast<double>(approx * 1e-15L) + 1.0);
   }
@@ -139,11 +141,17 @@ TEST(SamplerMathExact, PhiloxDrawEqualsCorePhilox) {
 
 TEST(SamplerMathExact, RankKeyOrdersLikeTheFloatComparison) {
   Rng rng(6);
-  const float special[] = {0.0f, -0.0f, -std::numeric_limits<float>::infinity(),
+  const float special[] = {0.0f,
+                           -0.0f,
+                           -std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::denorm_min(),
                            -std::numeric_limits<float>::denorm_min(),
-                           std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
-                           1.0f, -1.0f, 1e-30f, -1e-30f};
+                           std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max(),
+                           1.0f,
+                           -1.0f,
+                           1e-30f,
+                           -1e-30f};
   std::vector<float> values(std::begin(special), std::end(special));
   for (int i = 0; i < 2000; ++i) {
     float v = std::bit_cast<float>(static_cast<uint32_t>(rng.bits64()));
@@ -166,9 +174,9 @@ TEST(SamplerMathExact, MassesAreFixedPointWeights) {
   EXPECT_EQ(sm::mass_of_weight(1.0), uint64_t{1} << 63);
   EXPECT_EQ(sm::mass_of_weight(0.0), 0u);
   EXPECT_EQ(sm::mass_of_weight(0.5), uint64_t{1} << 62);
-  EXPECT_EQ(sm::mass_of_weight(0x1p-64), 0u);                   // below the resolution
-  EXPECT_EQ(sm::mass_of_weight(0x1.8p-63), 1u);                 // truncated
-  EXPECT_EQ(sm::mass(3.0f, 3.0f, 0.7), uint64_t{1} << 63);      // the max: weight 1
+  EXPECT_EQ(sm::mass_of_weight(0x1p-64), 0u);               // below the resolution
+  EXPECT_EQ(sm::mass_of_weight(0x1.8p-63), 1u);             // truncated
+  EXPECT_EQ(sm::mass(3.0f, 3.0f, 0.7), uint64_t{1} << 63);  // the max: weight 1
   EXPECT_EQ(sm::mass(-std::numeric_limits<float>::infinity(), 3.0f, 1.0), 0u);
   // log_normalizer: Z1 = 2^63 (one token) gives log 1 = 0.
   EXPECT_EQ(sm::log_normalizer(sm::u128(uint64_t{1} << 63)), 0.0);

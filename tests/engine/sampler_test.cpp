@@ -574,7 +574,7 @@ void expect_same(const SampleResult& fast, const SampleResult& ref, const std::s
 
 TEST(Sampler, FastPathMatchesReferenceOnRandomCases) {
   TestRng rng(7);
-  static const size_t kVocabs[] = {1,   2,   3,   7,    63,   64,   65,   129,
+  static const size_t kVocabs[] = {1,   2,   3,   7,   63,   64,   65,   129,
                                    255, 256, 257, 513, 1000, 1023, 1025, 4099};
   for (int trial = 0; trial < 3000; ++trial) {
     const size_t vocab = kVocabs[rng.below(std::size(kVocabs))];
@@ -641,8 +641,8 @@ TEST(Sampler, OpsSampleRowsHostDefaultEqualsSample) {
   for (size_t r = 0; r < kRows; ++r) {
     const std::vector<float> row = random_logits(rng, kVocab);
     logits.insert(logits.end(), row.begin(), row.end());
-    params.push_back(sample_row_params(random_params(rng, kVocab),
-                                       static_cast<uint32_t>(rng.below(1000)), 0));
+    params.push_back(
+        sample_row_params(random_params(rng, kVocab), static_cast<uint32_t>(rng.below(1000)), 0));
   }
   auto ops = kernels::make_ref_ops();
   std::vector<SampleRowResult> out(kRows);

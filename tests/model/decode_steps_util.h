@@ -61,7 +61,8 @@ class DecodeWorld {
   TestStep step(const std::vector<int32_t>& seqs, int32_t n = 1) {
     TestStep st;
     st.n_seqs = static_cast<int32_t>(seqs.size());
-    for (int32_t s : seqs) st.max_blocks = std::max(st.max_blocks, (len_[s] + n - 1) / block_size_ + 1);
+    for (int32_t s : seqs)
+      st.max_blocks = std::max(st.max_blocks, (len_[s] + n - 1) / block_size_ + 1);
     st.tables.assign(static_cast<size_t>(st.n_seqs) * st.max_blocks, -1);
     for (int32_t r = 0; r < st.n_seqs; ++r) {
       const int32_t s = seqs[r];

@@ -59,7 +59,8 @@ TEST(SelfCheckServer, PassedShowsInMetricsAndHealth) {
   // The real check on the server's own ops and model shapes, as detllm serve runs it.
   TinyServer probe;
   const SelfCheckReport report = run_self_check(
-      *probe.ops, self_check_options_for(probe.config, TinyServer::default_engine().scheduler.kv.block_size));
+      *probe.ops,
+      self_check_options_for(probe.config, TinyServer::default_engine().scheduler.kv.block_size));
   ASSERT_TRUE(report.passed()) << report.describe();
   TinyServer s(with_verdict(SelfCheckVerdict::of(report)));
   EXPECT_EQ(s.ctx->self_check_status, "passed");
@@ -83,11 +84,10 @@ TEST(SelfCheckServer, FailedRefusesDeterministicWith503) {
 
   // Deterministic by default, explicitly, streamed, and on the chat-free completions path with
   // several prompts: all refused, nothing left in the engine.
-  for (const char* body :
-       {R"({"prompt": [1, 2, 3], "max_tokens": 2})",
-        R"({"prompt": [1, 2, 3], "max_tokens": 2, "deterministic": true})",
-        R"({"prompt": [1, 2, 3], "max_tokens": 2, "stream": true})",
-        R"({"prompt": [[1, 2], [3, 4]], "max_tokens": 2, "seed": 5})"}) {
+  for (const char* body : {R"({"prompt": [1, 2, 3], "max_tokens": 2})",
+                           R"({"prompt": [1, 2, 3], "max_tokens": 2, "deterministic": true})",
+                           R"({"prompt": [1, 2, 3], "max_tokens": 2, "stream": true})",
+                           R"({"prompt": [[1, 2], [3, 4]], "max_tokens": 2, "seed": 5})"}) {
     try {
       handle_completions(*s.ctx, body);
       ADD_FAILURE() << "accepted: " << body;
@@ -108,8 +108,8 @@ TEST(SelfCheckServer, FailedRefusesDeterministicWith503) {
   EXPECT_EQ(s.loop->n_tickets(), 0);
 
   // Non-deterministic requests are served.
-  HttpReply r = handle_completions(
-      *s.ctx, R"({"prompt": [1, 2, 3], "max_tokens": 3, "deterministic": false,
+  HttpReply r =
+      handle_completions(*s.ctx, R"({"prompt": [1, 2, 3], "max_tokens": 3, "deterministic": false,
                   "ignore_eos": true})");
   ASSERT_EQ(r.status, 200);
   const json j = json::parse(body_of(r));
@@ -121,8 +121,8 @@ TEST(SelfCheckServer, DisabledAndNotRunServeEverything) {
   off.policy.self_check = false;  // --no-self-check
   TinyServer s(off);
   EXPECT_EQ(s.ctx->self_check_status, "disabled");
-  EXPECT_TRUE(has_line(handle_metrics(*s.ctx).body,
-                       "detllm_self_check_status{state=\"disabled\"} 0"));
+  EXPECT_TRUE(
+      has_line(handle_metrics(*s.ctx).body, "detllm_self_check_status{state=\"disabled\"} 0"));
   HttpReply r = handle_completions(*s.ctx, R"({"prompt": [1, 2], "max_tokens": 1})");
   EXPECT_EQ(r.status, 200);
   body_of(r);

@@ -47,16 +47,24 @@ inline std::unique_ptr<Tokenizer> byte_tokenizer() {
   const nlohmann::json tj = {
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
       {"pre_tokenizer",
-       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", false},
+        {"trim_offsets", true},
         {"use_regex", true}}},
       {"decoder",
-       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
         {"use_regex", true}}},
       {"added_tokens",
-       {{{"id", 256}, {"content", "<|end|>"}, {"single_word", false}, {"lstrip", false},
-         {"rstrip", false}, {"normalized", false}, {"special", true}}}}};
-  return Tokenizer::from_json_string(tj.dump(), "byte_tokenizer",
-                                     R"({"eos_token": "<|end|>"})");
+       {{{"id", 256},
+         {"content", "<|end|>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", true}}}}};
+  return Tokenizer::from_json_string(tj.dump(), "byte_tokenizer", R"({"eos_token": "<|end|>"})");
 }
 
 // A synthetic model served by an EngineLoop, with a ServerContext ready for the handlers.

@@ -27,19 +27,18 @@ cudaError_t launch_rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
                         const int32_t* positions, const float* inv_freq, int32_t rot_dim,
                         cudaStream_t stream);
 // cache_k/v [n_slots, row] ← k/v (n_tokens, row) at slots; row = n_kv_heads * head_dim.
-cudaError_t launch_kv_append(const float* k, const float* v, const int32_t* slots,
-                             int32_t n_tokens, int64_t row, int64_t n_slots, float* cache_k,
-                             float* cache_v, cudaStream_t stream);
+cudaError_t launch_kv_append(const float* k, const float* v, const int32_t* slots, int32_t n_tokens,
+                             int64_t row, int64_t n_slots, float* cache_k, float* cache_v,
+                             cudaStream_t stream);
 cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t n, float* out,
                             cudaStream_t stream);
 cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
-cudaError_t launch_gather_rows(const float* x, int32_t dim, const int32_t* rows,
-                               int32_t n_rows, float* out, cudaStream_t stream);
+cudaError_t launch_gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                               float* out, cudaStream_t stream);
 // out (n) bf16 bits = round-to-nearest-even(x (n)).
 cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
 // y (m, n) += bias (n), row-broadcast.
-cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n,
-                            cudaStream_t stream);
+cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
 
 // ---- synthetic.cu --------------------------------------------------------------------
 // dst (n) = synthetic weights, element i = synthetic_value(key, i, center, scale)
@@ -58,9 +57,9 @@ int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
 bool gemm_shape_supported(int64_t n, int64_t k);
 
 struct GemmScratch {
-  uint16_t* x_bf16 = nullptr;  // (m, k) bf16 activations, needs m * k elements
-  float* partials = nullptr;   // (splits, m, n) fp32 split partials
-  int32_t* counters = nullptr; // (tiles) zeroed arrival counters, reset by the kernel
+  uint16_t* x_bf16 = nullptr;   // (m, k) bf16 activations, needs m * k elements
+  float* partials = nullptr;    // (splits, m, n) fp32 split partials
+  int32_t* counters = nullptr;  // (tiles) zeroed arrival counters, reset by the kernel
 };
 // Bytes of scratch a call needs (x_bf16, partials, counters).
 struct GemmScratchNeed {
@@ -80,7 +79,7 @@ cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, 
 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {
-  const float* q = nullptr;  // (n_tokens, n_heads, head_dim)
+  const float* q = nullptr;        // (n_tokens, n_heads, head_dim)
   const float* k_cache = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim]
   const float* v_cache = nullptr;
   const int32_t* positions = nullptr;     // (n_tokens)

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_graph.h"
 #include "engine/sample_row.h"
+#include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
 
@@ -28,7 +28,8 @@ void cuda_check(cudaError_t err, const char* what) {
 
 void cublas_check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw_error("cuBLAS error in {}: {} ({})", what, cublasGetStatusString(st), static_cast<int>(st));
+    throw_error("cuBLAS error in {}: {} ({})", what, cublasGetStatusString(st),
+                static_cast<int>(st));
 }
 
 // A growable device scratch buffer (contents not kept when it grows; grown zeroed).
@@ -42,7 +43,8 @@ class Scratch {
       cuda_check(cudaStreamIsCapturing(stream, &capture), "scratch grow (capture status)");
       check(capture == cudaStreamCaptureStatusNone,
             "CUDA backend: scratch must grow to {} bytes inside a graph capture; run the same "
-            "ops once eagerly before capturing them", bytes);
+            "ops once eagerly before capturing them",
+            bytes);
       cuda_check(cudaStreamSynchronize(stream), "scratch grow (sync)");
       release();
       const size_t want = std::max(bytes, bytes_ * 2);
@@ -67,21 +69,24 @@ class Scratch {
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(const CudaOptions& options)
-      : device_(options.device), mode_(options.mode),
+      : device_(options.device),
+        mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override) {
     const int n = cuda_device_count();
-    check(n > 0, "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
-                 "cpu backend on this machine");
+    check(n > 0,
+          "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
+          "cpu backend on this machine");
     check(device_ >= 0 && device_ < n, "CUDA backend: device {} does not exist ({} visible)",
           device_, n);
     cudaDeviceProp prop{};
     cuda_check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
     check(prop.major == 9 && prop.minor == 0,
           "CUDA backend: device {} ({}) is sm_{}{}; detllm's kernels are built for sm_90a "
-          "(Hopper: H100/H200) only", device_, prop.name, prop.major, prop.minor);
+          "(Hopper: H100/H200) only",
+          device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (mode_ == NumericsMode::kFast) ensure_cublas();
@@ -156,7 +161,8 @@ class CudaOps final : public Ops {
   }
   void download(void* dst_host, const void* src, size_t n_bytes) override {
     if (n_bytes == 0) return;
-    cuda_check(cudaMemcpyAsync(dst_host, src, n_bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    cuda_check(cudaMemcpyAsync(dst_host, src, n_bytes, cudaMemcpyDeviceToHost, stream_),
+               "download");
     cuda_check(cudaStreamSynchronize(stream_), "download (sync)");
   }
   void copy(void* dst, const void* src, size_t n_bytes) override {
@@ -169,9 +175,9 @@ class CudaOps final : public Ops {
                     float scale) override {
     check(dtype == DType::kF32 || dtype == DType::kBF16,
           "CUDA fill_uniform: dtype {} unsupported (f32 or bf16)", dtype_name(dtype));
-    cuda_check(cuda::launch_fill_uniform(dst, dtype == DType::kBF16, n, key, center, scale,
-                                         stream_),
-               "fill_uniform");
+    cuda_check(
+        cuda::launch_fill_uniform(dst, dtype == DType::kBF16, n, key, center, scale, stream_),
+        "fill_uniform");
   }
 
   // ---- ops --------------------------------------------------------------------------
@@ -192,7 +198,8 @@ class CudaOps final : public Ops {
               float* y) override {
     check(w.dtype == DType::kBF16,
           "CUDA matmul: weights must be bf16 on the device (got {}); upload them through "
-          "Ops::weight_dtype()", dtype_name(w.dtype));
+          "Ops::weight_dtype()",
+          dtype_name(w.dtype));
     check(cuda::gemm_shape_supported(w.rows, w.cols),
           "CUDA matmul: in_features {} must be a multiple of 8", w.cols);
     check(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
@@ -207,12 +214,12 @@ class CudaOps final : public Ops {
       // Column-major view: yᵀ (N, m) = W (N, K) · xᵀ (K, m); W row-major (N, K) is col-major
       // (K, N), hence op T. Default algorithm: cuBLAS's own heuristic choice.
       const float alpha = 1.0f, beta = 0.0f;
-      cublas_check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), m,
-                                static_cast<int>(w.cols), &alpha, wd, CUDA_R_16BF,
-                                static_cast<int>(w.cols), xb, CUDA_R_16BF,
-                                static_cast<int>(w.cols), &beta, y, CUDA_R_32F,
-                                static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
+      cublas_check(
+          cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), m,
+                       static_cast<int>(w.cols), &alpha, wd, CUDA_R_16BF, static_cast<int>(w.cols),
+                       xb, CUDA_R_16BF, static_cast<int>(w.cols), &beta, y, CUDA_R_32F,
+                       static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
       if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
       return;
     }
@@ -277,20 +284,19 @@ class CudaOps final : public Ops {
                  const KvCacheLayer& cache) override {
     const int64_t row = int64_t{cache.n_kv_heads} * cache.head_dim;
     cuda_check(cuda::launch_kv_append(k, v, batch.slots, batch.n_tokens, row,
-                                      int64_t{cache.n_blocks} * cache.block_size, cache.k,
-                                      cache.v, stream_),
+                                      int64_t{cache.n_blocks} * cache.block_size, cache.k, cache.v,
+                                      stream_),
                "kv_append");
   }
 
-  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
-                 int32_t n_heads, float scale, float* out) override {
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch, int32_t n_heads,
+                 float scale, float* out) override {
     check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0 &&
               n_heads / cache.n_kv_heads <= 32,
           "CUDA attention: n_heads {} must be a multiple (≤ 32×) of n_kv_heads {}", n_heads,
           cache.n_kv_heads);
     check(cuda::attention_head_dim_supported(cache.head_dim),
-          "CUDA attention: head_dim {} unsupported (a multiple of 4, at most 256)",
-          cache.head_dim);
+          "CUDA attention: head_dim {} unsupported (a multiple of 4, at most 256)", cache.head_dim);
     cuda::AttentionArgs a;
     a.q = q;
     a.k_cache = cache.k;
@@ -307,8 +313,8 @@ class CudaOps final : public Ops {
     a.max_blocks = batch.max_blocks;
     a.n_blocks = cache.n_blocks;
     a.scale = scale;
-    float* scratch =
-        static_cast<float*>(attn_.get(sizeof(float) * cuda::attention_scratch_floats(a, force_attention_split_), stream_));
+    float* scratch = static_cast<float*>(attn_.get(
+        sizeof(float) * cuda::attention_scratch_floats(a, force_attention_split_), stream_));
     cuda_check(cuda::launch_attention(a, scratch, force_attention_split_, stream_), "attention");
   }
 
@@ -326,8 +332,8 @@ class CudaOps final : public Ops {
   }
 
   // Samples on the device (sampling.cu): uploads the rows' params, downloads only the results.
-  void sample_rows(const float* logits, int32_t rows, int32_t vocab,
-                   const SampleRowParams* params, SampleRowResult* out) override {
+  void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
+                   SampleRowResult* out) override {
     check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
     if (rows == 0) return;
     for (int32_t r = 0; r < rows; ++r) sampling_params_of(params[r]).validate();
@@ -380,10 +386,11 @@ std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
   const auto* c = dynamic_cast<const CudaOps*>(&ops);
   if (c == nullptr) return out;
   for (const auto& r : c->gemm_plans())
-    out.push_back(fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
-                              "bit-equal | kernel {:.1f} us, chosen {:.1f} us",
-                              r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates,
-                              r.kernel_us, r.chosen_us));
+    out.push_back(
+        fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
+                    "bit-equal | kernel {:.1f} us, chosen {:.1f} us",
+                    r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates, r.kernel_us,
+                    r.chosen_us));
   return out;
 }
 

@@ -16,7 +16,7 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{64} << 20;
 constexpr int32_t kMaxBucket = 8192;
 constexpr int64_t kMaxTuneOutput = int64_t{256} << 20;  // y elements per tuning buffer (1 GiB)
-constexpr int kHeuristics = 8;                           // algorithms asked per problem
+constexpr int kHeuristics = 8;                          // algorithms asked per problem
 constexpr int kTimedRuns = 5;
 
 void lt_check(cublasStatus_t st, const char* what) {
@@ -35,11 +35,14 @@ struct Layouts {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   Layouts(int64_t m, int64_t n, int64_t kk, int64_t ld) {
     lt_check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, static_cast<uint64_t>(kk),
-                                        static_cast<uint64_t>(n), ld), "layout A");
+                                        static_cast<uint64_t>(n), ld),
+             "layout A");
     lt_check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, static_cast<uint64_t>(kk),
-                                        static_cast<uint64_t>(m), ld), "layout B");
+                                        static_cast<uint64_t>(m), ld),
+             "layout B");
     lt_check(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, static_cast<uint64_t>(n),
-                                        static_cast<uint64_t>(m), n), "layout C");
+                                        static_cast<uint64_t>(m), n),
+             "layout C");
   }
   ~Layouts() {
     cublasLtMatrixLayoutDestroy(a);
@@ -57,10 +60,10 @@ std::string algo_text(const cublasLtMatmulAlgo_t& a) {
   size_t w = 0;
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                       sizeof(splitk), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                       sizeof(red), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk),
+                                       &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red),
+                                       &w);
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
                                        sizeof(cluster), &w);
   return fmt::format("algo {} tile {} splitK {} reduction {} cluster {}", id, tile, splitk, red,
@@ -81,12 +84,16 @@ void fill_random(std::vector<float>& v, uint64_t seed) {
 // Device buffers of one tuning session, freed at the end.
 struct DeviceBuf {
   void* p = nullptr;
-  explicit DeviceBuf(size_t bytes) { cu_check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "tuning cudaMalloc"); }
+  explicit DeviceBuf(size_t bytes) {
+    cu_check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "tuning cudaMalloc");
+  }
   ~DeviceBuf() { cudaFree(p); }
   DeviceBuf(const DeviceBuf&) = delete;
   DeviceBuf& operator=(const DeviceBuf&) = delete;
   template <typename T>
-  T* as() const { return static_cast<T*>(p); }
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 }  // namespace
@@ -137,18 +144,17 @@ cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_
   const float one = 1.0f, zero = 0.0f;
   if (!e.chain) {
     Layouts l(m, n, k, k);
-    const cublasStatus_t st =
-        cublasLtMatmul(lt_, op, &one, w, l.a, x_bf16, l.b, &zero, y, l.c, y, l.c, &e.algo,
-                       workspace_, workspace_bytes_, stream_);
+    const cublasStatus_t st = cublasLtMatmul(lt_, op, &one, w, l.a, x_bf16, l.b, &zero, y, l.c, y,
+                                             l.c, &e.algo, workspace_, workspace_bytes_, stream_);
     return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
   }
   const int64_t ks = k / e.splits;
   Layouts l(m, n, ks, k);
   for (int s = 0; s < e.splits; ++s) {
     const float beta = s == 0 ? 0.0f : 1.0f;  // y = acc_s + y: ((p0 + p1) + p2) + …
-    const cublasStatus_t st = cublasLtMatmul(lt_, op, &one, w + s * ks, l.a, x_bf16 + s * ks,
-                                             l.b, s == 0 ? &zero : &beta, y, l.c, y, l.c, &e.algo,
-                                             workspace_, workspace_bytes_, stream_);
+    const cublasStatus_t st =
+        cublasLtMatmul(lt_, op, &one, w + s * ks, l.a, x_bf16 + s * ks, l.b, s == 0 ? &zero : &beta,
+                       y, l.c, y, l.c, &e.algo, workspace_, workspace_bytes_, stream_);
     if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
   }
   return cudaSuccess;
@@ -163,8 +169,8 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
   lt_check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)),
            "transb");
   const int splits = gemm_split_count(n, k);
-  const int32_t m = static_cast<int32_t>(
-      std::max<int64_t>(1, std::min<int64_t>(bucket, kMaxTuneOutput / n)));
+  const int32_t m =
+      static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(bucket, kMaxTuneOutput / n)));
   LtPlanReport& rep = plan->report;
   rep.n = n;
   rep.k = k;
@@ -179,7 +185,8 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
   cu_check(cudaMemcpyAsync(x32.p, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice, stream_),
            "tuning upload");
   cu_check(launch_f32_to_bf16(x32.as<float>(), static_cast<int64_t>(xh.size()), x16.as<uint16_t>(),
-                              stream_), "tuning f32_to_bf16");
+                              stream_),
+           "tuning f32_to_bf16");
   cu_check(kernel_(x32.as<float>(), m, w, n, k, y_ref.as<float>()), "tuning reference");
   std::vector<float> ref(size_t(m) * n), got(ref.size());
   cu_check(cudaMemcpyAsync(ref.data(), y_ref.p, ref.size() * 4, cudaMemcpyDeviceToHost, stream_),
@@ -220,7 +227,7 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
     std::vector<cublasLtMatmulHeuristicResult_t> r(kHeuristics);
     int got_n = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, l.a, l.b, l.c, l.c, pref,
-                                                            kHeuristics, r.data(), &got_n);
+                                                             kHeuristics, r.data(), &got_n);
     cublasLtMatmulPreferenceDestroy(pref);
     std::vector<cublasLtMatmulAlgo_t> out;
     if (st == CUBLAS_STATUS_SUCCESS)
@@ -248,7 +255,8 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
       if (configure(e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, k)) candidates.push_back(e);
       continue;
     }
-    for (uint32_t red : {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
+    for (uint32_t red :
+         {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
       Exec e{false, splits, a0, ""};
       if (configure(e.algo, static_cast<uint32_t>(splits), red, k)) candidates.push_back(e);
     }
@@ -274,8 +282,9 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
     if (m2 < m) {
       cudaMemsetAsync(y.p, 0xff, size_t(m2) * n * 4, stream_);
       if (launch(p.op, c, x16.as<uint16_t>(), m2, w, n, k, y.as<float>()) != cudaSuccess) continue;
-      cu_check(cudaMemcpyAsync(got.data(), y.p, size_t(m2) * n * 4, cudaMemcpyDeviceToHost,
-                               stream_), "tuning download");
+      cu_check(
+          cudaMemcpyAsync(got.data(), y.p, size_t(m2) * n * 4, cudaMemcpyDeviceToHost, stream_),
+          "tuning download");
       cu_check(cudaStreamSynchronize(stream_), "tuning sync");
       if (std::memcmp(got.data(), ref.data(), size_t(m2) * n * 4) != 0) continue;
     }
