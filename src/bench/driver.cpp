@@ -150,6 +150,10 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   res.n_computed_tokens = es.n_computed_tokens;
   res.n_cached_tokens = es.n_cached_tokens;
   res.n_preemptions = eng.scheduler().stats().n_preemptions;
+  res.n_verify_windows = es.n_verify_windows;
+  res.n_verify_tokens = es.n_verify_tokens;
+  res.n_rollbacks = es.n_rollbacks;
+  res.n_rolled_back_tokens = es.n_rolled_back_tokens;
   res.prefix_hit_tokens = kv.n_hit_tokens;
   res.prefix_query_tokens = kv.n_query_tokens;
   res.step_ms = summarize(step_ms);

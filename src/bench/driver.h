@@ -81,6 +81,12 @@ struct RunResult {
   int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
   int64_t n_preemptions = 0;
   int64_t prefix_hit_tokens = 0, prefix_query_tokens = 0;
+  // The verified mode (LLM-42; zero elsewhere): windows verified, rows recomputed to verify them,
+  // verifications that found a mismatch, candidates discarded — LLM-42's table 2.
+  int64_t n_verify_windows = 0, n_verify_tokens = 0, n_rollbacks = 0, n_rolled_back_tokens = 0;
+  double verify_share() const {
+    return n_computed_tokens ? static_cast<double>(n_verify_tokens) / n_computed_tokens : 0.0;
+  }
   LatencySummary step_ms;
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order

@@ -171,6 +171,12 @@ nlohmann::json report_json(const BenchReport& rep) {
           {"n_computed_tokens", r.n_computed_tokens},
           {"n_cached_tokens", r.n_cached_tokens},
           {"n_preemptions", r.n_preemptions},
+          {"verified",
+           {{"windows", r.n_verify_windows},
+            {"verify_tokens", r.n_verify_tokens},
+            {"rollbacks", r.n_rollbacks},
+            {"rolled_back_tokens", r.n_rolled_back_tokens},
+            {"verify_share", r.verify_share()}}},
           {"prefix_cache",
            {{"hit_tokens", r.prefix_hit_tokens},
             {"query_tokens", r.prefix_query_tokens},
@@ -235,6 +241,25 @@ std::string report_markdown(const BenchReport& rep) {
             r.total_tokens_per_s, ratio_cell(ratio_vs(first, r)), ratio_cell(ratio_vs(fast, r)),
             r.n_steps, r.n_preemptions, 100.0 * r.prefix_hit_rate(), r.prefix_hit_tokens,
             r.prefix_query_tokens);
+      }
+    }
+  }
+  bool any_verified = false;
+  for (const ModeReport& m : rep.modes)
+    for (const RunResult& r : m.runs) any_verified = any_verified || r.n_verify_windows > 0;
+  if (any_verified) {
+    fmt::format_to(out,
+                   "\n## Verified mode: verification and rollback (LLM-42's table 2)\n\n"
+                   "| mode | run | det % | windows | rollbacks | rolled-back tokens | "
+                   "verification tokens | share of computed tokens |\n"
+                   "|---|---|---|---|---|---|---|---|\n");
+    for (const ModeReport& m : rep.modes) {
+      for (const RunResult& r : m.runs) {
+        if (r.n_verify_windows == 0) continue;
+        fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {} | {:.1f}% |\n", m.mode,
+                       r.online() ? fmt::format("{} req/s", r.rate) : std::string("offline"),
+                       share_cell(r.det_share), r.n_verify_windows, r.n_rollbacks,
+                       r.n_rolled_back_tokens, r.n_verify_tokens, 100.0 * r.verify_share());
       }
     }
   }

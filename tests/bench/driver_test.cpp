@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "bench/driver.h"
+#include "determinism/modes.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
@@ -75,6 +76,23 @@ TEST_F(BenchDriver, OfflineTokenCountsAddUp) {
     EXPECT_LE(t.last_token_s, t.finish_s);
     EXPECT_LE(t.finish_s, r.duration_s);
   }
+}
+
+// Under the verified mode the run reports its verification (LLM-42's table 2); other modes
+// report none.
+TEST_F(BenchDriver, VerifiedRunReportsVerification) {
+  const RunResult plain = run_offline(*model_, engine_, workload_, 100, 9, {}, {});
+  EXPECT_EQ(plain.n_verify_windows, 0);
+  EXPECT_EQ(plain.verify_share(), 0.0);
+  engine::EngineConfig verified = engine_;
+  apply_mode(DeterminismMode::kVerified, verified);
+  const RunResult r = run_offline(*model_, verified, workload_, 100, 9, {}, {});
+  EXPECT_EQ(r.output_tokens, plain.output_tokens);
+  EXPECT_GT(r.n_verify_windows, 0);
+  EXPECT_GT(r.n_verify_tokens, 0);
+  EXPECT_GT(r.verify_share(), 0.0);
+  EXPECT_LT(r.verify_share(), 1.0);
+  EXPECT_EQ(r.n_rollbacks, 0);  // on the CPU the fast and invariant GEMMs are the same kernels
 }
 
 TEST_F(BenchDriver, OnlineArrivalsAndClasses) {
