@@ -21,33 +21,15 @@
 #include "determinism/guarantee_matrix.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "mode_bench_util.h"
 
 using namespace detllm;
 using namespace detllm::conformance;
 
 namespace {
 
-std::vector<DeterminismMode> parse_modes(const std::string& list) {
-  std::vector<DeterminismMode> out;
-  std::stringstream ss(list);
-  for (std::string name; std::getline(ss, name, ',');) out.push_back(parse_determinism_mode(name));
-  return out;
-}
-
-// The backend of a mode: the CPU kernels (every mode), or CUDA with the mode's numerics.
-std::function<std::unique_ptr<kernels::Ops>(int)> ops_for(const std::string& backend,
-                                                          DeterminismMode mode, int device) {
-  if (backend == "cpu") return [](int n) { return kernels::make_cpu_ops(n); };
-  const BackendNumerics b = mode_info(mode).backend;
-  return [b, device](int) {
-    kernels::CudaOptions o;
-    o.device = device;
-    o.mode = b.numerics;
-    o.gemm_lt = b.gemm_lt;
-    o.gemm_fixed_tile = b.gemm_fixed_tile;
-    return kernels::make_cuda_ops(o);
-  };
-}
+using bench_util::ops_for;
+using bench_util::parse_modes;
 
 int run(int argc, char** argv) {
   std::string model_name = "tiny-llama", backend = "cuda";
@@ -83,11 +65,7 @@ int run(int argc, char** argv) {
     else
       throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
-  if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");
-  if (backend == "cuda" && kernels::cuda_device_count() == 0) {
-    std::printf("no CUDA device visible: run with --backend cpu, or on the GPU machine\n");
-    return 2;
-  }
+  if (!bench_util::backend_usable(backend)) return 2;
   const std::vector<DeterminismMode> modes = parse_modes(modes_arg);
   const auto model = make_matrix_model(model_name, wide_layers, wide_vocab);
   spec.vocab_size = model->config.vocab_size;

@@ -25,6 +25,7 @@
 #include "determinism/guarantee_matrix.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "mode_bench_util.h"
 
 using namespace detllm;
 using namespace detllm::conformance;
@@ -74,16 +75,8 @@ int run(int argc, char** argv) {
     else
       throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
-  if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");
-  if (backend == "cuda" && kernels::cuda_device_count() == 0) {
-    std::printf("no CUDA device visible: run with --backend cpu, or on the GPU machine\n");
-    return 2;
-  }
-  std::vector<DeterminismMode> modes;
-  {
-    std::stringstream ss(modes_arg);
-    for (std::string n; std::getline(ss, n, ',');) modes.push_back(parse_determinism_mode(n));
-  }
+  if (!bench_util::backend_usable(backend)) return 2;
+  const std::vector<DeterminismMode> modes = bench_util::parse_modes(modes_arg);
   const auto model = make_matrix_model(model_name, wide_layers, wide_vocab);
   const int32_t vocab = model->config.vocab_size;
 
@@ -108,20 +101,8 @@ int run(int argc, char** argv) {
     try {
       Target t = model->target();
       t.policy = policy_for_mode(mode);
-      t.policy.validate();  // `verified`: not implemented yet
-      const BackendNumerics b = mode_info(mode).backend;
-      if (backend == "cpu") {
-        t.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
-      } else {
-        t.make_ops = [b, device](int) {
-          kernels::CudaOptions o;
-          o.device = device;
-          o.mode = b.numerics;
-          o.gemm_lt = b.gemm_lt;
-          o.gemm_fixed_tile = b.gemm_fixed_tile;
-          return kernels::make_cuda_ops(o);
-        };
-      }
+      t.policy.validate();  // refuses an inconsistent policy, saying why
+      t.make_ops = bench_util::ops_for(backend, mode, device);
       std::vector<std::vector<int32_t>> completions;
       std::vector<std::vector<uint32_t>> logprob_bits;
       for (int r = 0; r < n_runs; ++r) {

@@ -79,12 +79,8 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, i
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
 #if defined(DETLLM_HAVE_CUDA)
-  kernels::CudaOptions co;
-  co.device = o.device;
-  co.mode = mode;
-  co.gemm_lt = numerics.gemm_lt;
-  co.gemm_fixed_tile = numerics.gemm_fixed_tile;
-  b.ops = kernels::make_cuda_ops(co);  // throws, saying why, without a usable GPU
+  b.ops = kernels::make_cuda_ops(
+      kernels::cuda_options_for(numerics, o.device));  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
   b.build = "sm_90a";

@@ -130,6 +130,7 @@ RunResult run(const Target& target, const Execution& exec,
   res.n_cached_tokens = eng.stats().n_cached_tokens - warmup_cached;
   res.n_padded_steps = model.step_stats().n_padded_steps - warmup_padded;
   res.n_graph_replays = model.step_stats().n_graph_replays - warmup_replays;
+  res.engine_stats = eng.stats();
   return res;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "engine/request.h"
 #include "kernels/ops.h"
@@ -87,6 +88,7 @@ struct RunResult {
   int64_t max_tokens_in_step = 0;
   int64_t n_padded_steps = 0;   // decode steps padded to a bucket (V8: EngineConfig::cuda_graphs)
   int64_t n_graph_replays = 0;  // of which replayed from a captured graph (CUDA)
+  engine::EngineStats engine_stats;  // the engine's counters at the end (warm-up included)
 };
 
 // Runs `requests` (capture_logits is forced on) to completion under `exec`. Throws

@@ -100,19 +100,9 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
-    LayerView v{};
-    v.attn_norm = place(l.attn_norm);
-    v.wq = place(l.wq);
-    v.wk = place(l.wk);
-    v.wv = place(l.wv);
-    v.wo = place(l.wo);
-    v.q_norm = l.q_norm.empty() ? nullptr : place(l.q_norm);
-    v.k_norm = l.k_norm.empty() ? nullptr : place(l.k_norm);
-    v.ffn_norm = place(l.ffn_norm);
-    v.w_gate = place(l.w_gate);
-    v.w_up = place(l.w_up);
-    v.w_down = place(l.w_down);
-    layers_.push_back(v);
+    layers_.push_back(layer_view(
+        l, [&](const std::vector<float>& t) { return place(t); },
+        [&](const Linear& t) { return place(t); }));
   }
   out_norm_ = place(w.out_norm);
   lm_head_ = w.lm_head.w.data.empty() ? tok_embd_ : place(w.lm_head.w);
@@ -135,19 +125,9 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
         c.n_layers, c.dim, c.vocab_size);
   tok_embd_ = generate_matrix(r.tok_embd);
   for (const SyntheticLayer& l : r.layers) {
-    LayerView v{};
-    v.attn_norm = generate_vector(l.attn_norm);
-    v.wq = generate(l.wq);
-    v.wk = generate(l.wk);
-    v.wv = generate(l.wv);
-    v.wo = generate(l.wo);
-    v.q_norm = l.q_norm.empty() ? nullptr : generate_vector(l.q_norm);
-    v.k_norm = l.k_norm.empty() ? nullptr : generate_vector(l.k_norm);
-    v.ffn_norm = generate_vector(l.ffn_norm);
-    v.w_gate = generate(l.w_gate);
-    v.w_up = generate(l.w_up);
-    v.w_down = generate(l.w_down);
-    layers_.push_back(v);
+    layers_.push_back(layer_view(
+        l, [&](const SyntheticTensor& t) { return generate_vector(t); },
+        [&](const SyntheticLinear& t) { return generate(t); }));
   }
   out_norm_ = generate_vector(r.out_norm);
   lm_head_ = r.lm_head.empty() ? tok_embd_ : generate_matrix(r.lm_head);

@@ -90,6 +90,24 @@ class LlamaModel {
     const float* k_norm;    // (head_dim) or nullptr
     const float* ffn_norm;  // (dim)
   };
+  // A layer's view from host weights (LayerWeights) or a recipe (SyntheticLayer): `vec` puts
+  // a norm vector and `lin` a linear layer into backend memory; absent q/k norms stay null.
+  template <typename Layer, typename VecFn, typename LinFn>
+  static LayerView layer_view(const Layer& l, VecFn vec, LinFn lin) {
+    LayerView v{};
+    v.attn_norm = vec(l.attn_norm);
+    v.wq = lin(l.wq);
+    v.wk = lin(l.wk);
+    v.wv = lin(l.wv);
+    v.wo = lin(l.wo);
+    v.q_norm = l.q_norm.empty() ? nullptr : vec(l.q_norm);
+    v.k_norm = l.k_norm.empty() ? nullptr : vec(l.k_norm);
+    v.ffn_norm = vec(l.ffn_norm);
+    v.w_gate = lin(l.w_gate);
+    v.w_up = lin(l.w_up);
+    v.w_down = lin(l.w_down);
+    return v;
+  }
   // Activations of one step, in backend memory, grown to the largest step seen.
   struct Workspace;
   // Padded decode steps: padded metadata, fixed-size workspace and captured graphs.

@@ -1,7 +1,7 @@
-// A test backend that forwards every op to the CPU backend. The negative controls
-// (negative_control_test.cpp, guarantee_matrix_test.cpp, self_check_test.cpp) and the verified
-// mode's perturbed fast path (perturbed_fast_ops.h) derive from it and override the one op
-// they make non-invariant, so each of them states only what it changes.
+// A test backend that forwards every op to another one (the CPU backend by default). The
+// negative controls (negative_control_test.cpp, guarantee_matrix_test.cpp, self_check_test.cpp),
+// the verified mode's perturbed fast path (perturbed_fast_ops.h) and the bf16 host backend of
+// tests/model/synthetic_backend_test.cpp derive from it and override only what they change.
 #pragma once
 
 #include <cmath>
@@ -16,7 +16,9 @@ namespace detllm::conformance {
 class DelegatingOps : public kernels::Ops {
  public:
   explicit DelegatingOps(int n_threads = 2, std::string name = "delegating-cpu")
-      : inner_(kernels::make_cpu_ops(n_threads)), name_(std::move(name)) {}
+      : DelegatingOps(kernels::make_cpu_ops(n_threads), std::move(name)) {}
+  DelegatingOps(std::unique_ptr<kernels::Ops> inner, std::string name)
+      : inner_(std::move(inner)), name_(std::move(name)) {}
   std::string_view name() const override { return name_; }
   void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
                  float* out) override {

@@ -2,7 +2,8 @@
 // tests/cuda/cuda_verified_mode_test.cpp): runs a workload through an Engine on a given model
 // under a determinism mode and records every request's trace (conformance::RequestTrace:
 // tokens, logprobs, fp32 logits per output position, prompt logprobs, finish) plus the engine's
-// statistics (rollbacks, verification steps…), which the conformance harness does not report.
+// statistics (rollbacks, verification steps…) — the conformance harness's run() on a shared
+// model, under the mode's engine configuration.
 #pragma once
 
 #include <cstdio>
@@ -34,59 +35,22 @@ inline Outcome run_verified_workload(LlamaModel& model, DeterminismMode mode,
                                      const std::vector<engine::Request>& warmup = {},
                                      const std::vector<int32_t>& arrival = {}) {
   apply_mode(mode, ec);
-  engine::Engine eng(model, ec);
-  for (const auto& w : warmup) eng.add_request(w, {});
-  eng.run_until_idle();
-  const int64_t warm_cached = eng.stats().n_cached_tokens;
-
+  Target target;
+  target.name = std::string(determinism_mode_name(mode));
+  target.config = &model.config();
+  target.shared_model = [&model]() -> LlamaModel& { return model; };
+  target.policy = ec.policy;  // the harness runs the Target's policy
+  Execution exec;
+  exec.label = target.name;
+  exec.engine = ec;
+  exec.warmup = warmup;
+  exec.arrival = arrival;
+  RunResult r = run(target, exec, reqs);
   Outcome out;
-  out.traces.resize(reqs.size());
-  size_t n_added = 0;
-  std::vector<bool> added(reqs.size(), false);
-  auto add = [&](size_t i) {
-    engine::Request r = reqs[i];
-    r.capture_logits = true;
-    RequestTrace& t = out.traces[i];
-    t.tokens.assign(r.n, {});
-    t.logprobs.assign(r.n, {});
-    t.finish.assign(r.n, engine::FinishReason::kNone);
-    t.cached_tokens.assign(r.n, 0);
-    engine::RequestCallbacks cb;
-    cb.on_token = [&t](const engine::TokenEvent& e) {
-      t.tokens[e.sample_index].push_back(e.token);
-      t.logprobs[e.sample_index].push_back(e.logprob);
-    };
-    cb.on_logits = [&t](int32_t sample, int32_t pos, std::span<const float> logits) {
-      auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
-      check(inserted || std::memcmp(it->second.data(), logits.data(), logits.size_bytes()) == 0,
-            "logits of sample {} position {} changed when emitted again", sample, pos);
-    };
-    cb.on_prompt_logprobs = [&t](std::span<const engine::PromptLogprob> lp) {
-      t.prompt_logprobs.assign(lp.begin(), lp.end());
-    };
-    cb.on_finish = [&t](int32_t sample, engine::FinishReason reason, const engine::Usage& u) {
-      t.finish[sample] = reason;
-      t.cached_tokens[sample] = u.cached_tokens;
-    };
-    eng.add_request(std::move(r), std::move(cb));
-    added[i] = true;
-    ++n_added;
-  };
-  for (int64_t step = 0;; ++step) {
-    check(step < 100000, "the workload did not finish");
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (!added[i] && (arrival.empty() || arrival[i] <= step)) add(i);
-    }
-    const bool ran = eng.step();
-    eng.scheduler().check_consistency();
-    if (n_added == reqs.size() && !eng.has_work()) break;
-    check(ran || n_added < reqs.size(), "the engine stalled with work left");
-  }
-  const engine::KvCacheStats kv = eng.scheduler().kv_cache().stats();
-  check(kv.n_referenced == 0 && kv.n_free + kv.n_cached_idle == kv.n_blocks, "KV blocks leaked");
-  out.stats = eng.stats();
-  out.preemptions = eng.scheduler().stats().n_preemptions;
-  out.cached_tokens = eng.stats().n_cached_tokens - warm_cached;
+  out.traces = std::move(r.traces);
+  out.stats = r.engine_stats;
+  out.preemptions = r.n_preemptions;
+  out.cached_tokens = r.n_cached_tokens;
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "conformance/delegating_ops.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "kernels/synthetic_values.h"
@@ -111,44 +112,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // A host backend that asks for bf16 weights in "device" memory, as the CUDA backend does, so the
 // upload conversion and fill_uniform's bf16 rounding are exercised on the CPU.
-class Bf16HostOps final : public kernels::Ops {
+class Bf16HostOps final : public conformance::DelegatingOps {
  public:
-  explicit Bf16HostOps(std::unique_ptr<kernels::Ops> inner) : in_(std::move(inner)) {}
-  std::string_view name() const override { return "cpu-bf16-test"; }
+  explicit Bf16HostOps(std::unique_ptr<kernels::Ops> inner)
+      : DelegatingOps(std::move(inner), "cpu-bf16-test") {}
   bool host_memory() const override { return false; }
   DType weight_dtype() const override { return DType::kBF16; }
-  void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
-                 float* out) override {
-    in_->embedding(t, ids, n, out);
-  }
-  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
-               float* out) override {
-    in_->rmsnorm(x, w, n, dim, eps, out);
-  }
-  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    in_->matmul(x, m, w, bias, y);
-  }
-  void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
-            const kernels::RopeTable& table) override {
-    in_->rope(x, n, n_heads, head_dim, positions, table);
-  }
-  void kv_append(const float* k, const float* v, const kernels::StepBatch& batch,
-                 const kernels::KvCacheLayer& cache) override {
-    in_->kv_append(k, v, batch, cache);
-  }
-  void attention(const float* q, const kernels::KvCacheLayer& cache,
-                 const kernels::StepBatch& batch, int32_t n_heads, float scale,
-                 float* out) override {
-    in_->attention(q, cache, batch, n_heads, scale, out);
-  }
-  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
-    in_->silu_mul(gate, up, n, out);
-  }
-  void add(float* x, const float* y, int64_t n) override { in_->add(x, y, n); }
-
- private:
-  std::unique_ptr<kernels::Ops> in_;
 };
 
 std::vector<int32_t> prompt(int32_t vocab) {

@@ -17,24 +17,9 @@ namespace {
 using json = nlohmann::json;
 using testing::TinyServer;
 
-// Pumps a reply's body to the end.
-std::string body_of(HttpReply& r) {
-  if (!r.stream) return r.body;
-  std::string out;
-  for (int i = 0; i < 100000; ++i) {
-    const PumpResult p = r.stream->pump(
-        [&](std::string_view s) {
-          out += s;
-          return true;
-        },
-        std::chrono::milliseconds(20));
-    if (p != PumpResult::kMore) break;
-  }
-  return out;
-}
+using testing::body_of;
 
-json call(ServerContext& ctx, HttpReply (*h)(ServerContext&, std::string_view),
-          const json& body) {
+json call(ServerContext& ctx, HttpReply (*h)(ServerContext&, std::string_view), const json& body) {
   HttpReply r = h(ctx, body.dump());
   EXPECT_EQ(r.status, 200);
   return json::parse(body_of(r));
@@ -102,8 +87,12 @@ Sample sample_of_completion_choice(const json& choice) {
 TEST(Handlers, CompletionMatchesTheEngineAlone) {
   TinyServer s;
   const json resp = call(*s.ctx, handle_completions,
-                         {{"model", "tiny"}, {"prompt", {5, 6, 7, 8}}, {"max_tokens", 6},
-                          {"temperature", 0.8}, {"seed", 1234}, {"logprobs", 2},
+                         {{"model", "tiny"},
+                          {"prompt", {5, 6, 7, 8}},
+                          {"max_tokens", 6},
+                          {"temperature", 0.8},
+                          {"seed", 1234},
+                          {"logprobs", 2},
                           {"ignore_eos", true}});
   EXPECT_EQ(resp["object"], "text_completion");
   EXPECT_EQ(resp["model"], "tiny");
@@ -131,8 +120,11 @@ TEST(Handlers, CompletionMatchesTheEngineAlone) {
 
 TEST(Handlers, DrawnSeedIsReturnedAndReplays) {
   TinyServer s;
-  const json body = {{"prompt", {1, 2, 3}}, {"max_tokens", 5}, {"logprobs", 0},
-                     {"ignore_eos", true}, {"model", "default"}};
+  const json body = {{"prompt", {1, 2, 3}},
+                     {"max_tokens", 5},
+                     {"logprobs", 0},
+                     {"ignore_eos", true},
+                     {"model", "default"}};
   const json a = call(*s.ctx, handle_completions, body);
   const uint64_t seed = a["seed"].get<uint64_t>();
   EXPECT_LT(seed, uint64_t{1} << 53);
@@ -146,8 +138,12 @@ TEST(Handlers, DrawnSeedIsReturnedAndReplays) {
 TEST(Handlers, ManyPromptsAndSamples) {
   TinyServer s;
   const json resp = call(*s.ctx, handle_completions,
-                         {{"prompt", {{1, 2}, {3, 4, 5}}}, {"n", 3}, {"max_tokens", 3},
-                          {"seed", 9}, {"ignore_eos", true}, {"logprobs", 0}});
+                         {{"prompt", {{1, 2}, {3, 4, 5}}},
+                          {"n", 3},
+                          {"max_tokens", 3},
+                          {"seed", 9},
+                          {"ignore_eos", true},
+                          {"logprobs", 0}});
   ASSERT_EQ(resp["choices"].size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(resp["choices"][i]["index"], i);
   EXPECT_EQ(resp["usage"]["prompt_tokens"], 5);
@@ -166,8 +162,7 @@ TEST(Handlers, ManyPromptsAndSamples) {
 TEST(Handlers, EchoScoresThePrompt) {
   TinyServer s;
   const json resp = call(*s.ctx, handle_completions,
-                         {{"prompt", "hello"}, {"max_tokens", 0}, {"echo", true},
-                          {"logprobs", 1}});
+                         {{"prompt", "hello"}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}});
   const json& lp = resp["choices"][0]["logprobs"];
   EXPECT_EQ(resp["choices"][0]["text"], "hello");
   ASSERT_EQ(lp["tokens"].size(), 5u);
@@ -181,8 +176,8 @@ TEST(Handlers, EchoScoresThePrompt) {
 
 TEST(Handlers, StreamingMatchesWhole) {
   TinyServer s;
-  json body = {{"prompt", "abc"}, {"max_tokens", 8}, {"seed", 5}, {"ignore_eos", true},
-               {"logprobs", 0}, {"n", 2}};
+  json body = {{"prompt", "abc"},    {"max_tokens", 8}, {"seed", 5},
+               {"ignore_eos", true}, {"logprobs", 0},   {"n", 2}};
   const json whole = call(*s.ctx, handle_completions, body);
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
@@ -222,8 +217,7 @@ TEST(Handlers, Errors) {
   EXPECT_EQ(code, "model_not_found");
   EXPECT_EQ(status_of(*s.ctx, handle_completions, R"({"prompt": [1, 600]})"), 400);
   EXPECT_EQ(status_of(*s.ctx, handle_completions, R"({"prompt": ""})"), 400);
-  EXPECT_EQ(status_of(*s.ctx, handle_completions,
-                      R"({"prompt": [1], "max_tokens": 4000})", &code),
+  EXPECT_EQ(status_of(*s.ctx, handle_completions, R"({"prompt": [1], "max_tokens": 4000})", &code),
             400);
   EXPECT_EQ(code, "context_length_exceeded");
   const std::string long_prompt = json{{"prompt", std::vector<int>(2100, 1)}}.dump();
@@ -245,10 +239,11 @@ TEST(Handlers, Errors) {
 
 TEST(Handlers, ClientGoneAbortsAndFreesKv) {
   TinyServer s;
-  HttpReply r = handle_completions(
-      *s.ctx, json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8, 9}}, {"max_tokens", 1500},
-                   {"ignore_eos", true}, {"stream", true}}
-                  .dump());
+  HttpReply r = handle_completions(*s.ctx, json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8, 9}},
+                                                {"max_tokens", 1500},
+                                                {"ignore_eos", true},
+                                                {"stream", true}}
+                                               .dump());
   int writes = 0;
   PumpResult p = PumpResult::kMore;
   for (int i = 0; i < 1000 && p == PumpResult::kMore; ++i) {
@@ -274,9 +269,14 @@ TEST(Handlers, ConcurrentRequestsEqualAlone) {
   for (int i = 0; i < kClients; ++i) {
     std::vector<int> prompt;
     for (int j = 0; j <= i % 5 + 2; ++j) prompt.push_back((i * 37 + j * 11) % 500);
-    bodies.push_back({{"prompt", prompt}, {"max_tokens", 4 + i % 4}, {"seed", 100 + i},
-                      {"temperature", i % 3 == 0 ? 0.0 : 0.9}, {"top_k", i % 2 ? 20 : 0},
-                      {"logprobs", 1}, {"ignore_eos", true}, {"stream", i % 2 == 0},
+    bodies.push_back({{"prompt", prompt},
+                      {"max_tokens", 4 + i % 4},
+                      {"seed", 100 + i},
+                      {"temperature", i % 3 == 0 ? 0.0 : 0.9},
+                      {"top_k", i % 2 ? 20 : 0},
+                      {"logprobs", 1},
+                      {"ignore_eos", true},
+                      {"stream", i % 2 == 0},
                       {"deterministic", i % 4 != 3}});
   }
   std::vector<std::vector<int>> got(kClients);

@@ -19,21 +19,7 @@ namespace {
 using json = nlohmann::json;
 using testing::TinyServer;
 
-// Pumps a reply's body to the end.
-std::string body_of(HttpReply& r) {
-  if (!r.stream) return r.body;
-  std::string out;
-  for (int i = 0; i < 100000; ++i) {
-    const PumpResult p = r.stream->pump(
-        [&](std::string_view chunk) {
-          out += chunk;
-          return true;
-        },
-        std::chrono::milliseconds(20));
-    if (p != PumpResult::kMore) break;
-  }
-  return out;
-}
+using testing::body_of;
 
 bool has_line(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;

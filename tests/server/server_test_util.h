@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "server/engine_loop.h"
+#include "server/handlers.h"
 #include "server/server_context.h"
 #include "tokenizer/tokenizer.h"
 
@@ -106,5 +108,21 @@ struct TinyServer {
     return e;
   }
 };
+
+// A reply's whole body: the body itself, or a stream pumped to its end.
+inline std::string body_of(HttpReply& r) {
+  if (!r.stream) return r.body;
+  std::string out;
+  for (int i = 0; i < 100000; ++i) {
+    const PumpResult p = r.stream->pump(
+        [&](std::string_view chunk) {
+          out += chunk;
+          return true;
+        },
+        std::chrono::milliseconds(20));
+    if (p != PumpResult::kMore) break;
+  }
+  return out;
+}
 
 }  // namespace detllm::server::testing

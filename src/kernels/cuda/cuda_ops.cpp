@@ -381,6 +381,15 @@ class CudaOps final : public Ops {
 
 }  // namespace
 
+CudaOptions cuda_options_for(const BackendNumerics& numerics, int device) {
+  CudaOptions o;
+  o.device = device;
+  o.mode = numerics.numerics;
+  o.gemm_lt = numerics.gemm_lt;
+  o.gemm_fixed_tile = numerics.gemm_fixed_tile;
+  return o;
+}
+
 std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
   std::vector<std::string> out;
   const auto* c = dynamic_cast<const CudaOps*>(&ops);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "determinism/modes.h"
 #include "determinism/policy.h"
 #include "kernels/ops.h"
 
@@ -38,6 +39,9 @@ struct CudaOptions {
 
 // The gemm_variant value gemm.cu's planner reads as "the one fixed tile" (gemm_fixed_tile).
 inline constexpr int kGemmVariantFixedTile = 4;
+
+// The options that run a determinism mode's backend numerics (determinism/modes.h) on `device`.
+CudaOptions cuda_options_for(const BackendNumerics& numerics, int device);
 
 // Throws detllm::Error when the device is missing or is not a Hopper GPU (the kernels are
 // built for sm_90a only).

@@ -1,0 +1,46 @@
+// Shared by the mode benchmarks (cuda_guarantee_matrix_bench, cuda_nondeterminism_bench):
+// the --modes list and the backend that runs a mode (the CPU kernels in every mode, or CUDA
+// with the mode's numerics, determinism/modes.h).
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "determinism/modes.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+
+namespace detllm::bench_util {
+
+// "fast,invariant" → the modes, in order; throws detllm::Error naming an unknown one.
+inline std::vector<DeterminismMode> parse_modes(const std::string& list) {
+  std::vector<DeterminismMode> out;
+  std::stringstream ss(list);
+  for (std::string name; std::getline(ss, name, ',');) out.push_back(parse_determinism_mode(name));
+  return out;
+}
+
+// A Target::make_ops for `mode` on `backend` ("cpu" or "cuda").
+inline std::function<std::unique_ptr<kernels::Ops>(int)> ops_for(const std::string& backend,
+                                                                 DeterminismMode mode, int device) {
+  if (backend == "cpu") return [](int n) { return kernels::make_cpu_ops(n); };
+  const kernels::CudaOptions o = kernels::cuda_options_for(mode_info(mode).backend, device);
+  return [o](int) { return kernels::make_cuda_ops(o); };
+}
+
+// Validates --backend; false (after saying so) when CUDA was asked for and no GPU is visible.
+inline bool backend_usable(const std::string& backend) {
+  if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");
+  if (backend == "cuda" && kernels::cuda_device_count() == 0) {
+    std::printf("no CUDA device visible: run with --backend cpu, or on the GPU machine\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace detllm::bench_util
