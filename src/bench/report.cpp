@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "determinism/modes.h"
 #include "model/step_padding.h"
 
 namespace detllm::bench {
@@ -74,20 +75,30 @@ std::string share_cell(double s) {
 
 }  // namespace
 
+nlohmann::json verify_config_json(const engine::VerifyConfig& v) {
+  return {{"window", v.window},
+          {"group_tokens", v.group_tokens},
+          {"group_min_requests", v.group_min_requests},
+          {"group_max_requests", v.group_max_requests},
+          {"max_wait_steps", v.max_wait_steps}};
+}
+
 nlohmann::json engine_config_json(const engine::EngineConfig& c) {
   const engine::SchedulerConfig& s = c.scheduler;
-  return {{"max_tokens_per_step", s.max_tokens_per_step},
-          {"max_seqs", s.max_seqs},
-          {"chunk_size", s.chunk_size},
-          {"isolate_prefill", s.isolate_prefill},
-          {"kv_block_size", s.kv.block_size},
-          {"kv_blocks", s.kv.n_blocks},
-          {"kv_cache_tokens", s.kv.capacity_tokens()},
-          {"prefix_cache", s.kv.enable_prefix_cache},
-          {"max_model_len", c.max_model_len},
-          {"cuda_graphs", graph_mode_name(c.cuda_graphs)},
-          {"decode_fixed_rows", c.decode_fixed_rows},
-          {"host_sampling", c.host_sampling}};
+  nlohmann::json j = {{"max_tokens_per_step", s.max_tokens_per_step},
+                      {"max_seqs", s.max_seqs},
+                      {"chunk_size", s.chunk_size},
+                      {"det_isolated_prefill", mode_info(c.policy.mode).isolate_prefill},
+                      {"kv_block_size", s.kv.block_size},
+                      {"kv_blocks", s.kv.n_blocks},
+                      {"kv_cache_tokens", s.kv.capacity_tokens()},
+                      {"prefix_cache", s.kv.enable_prefix_cache},
+                      {"max_model_len", c.max_model_len},
+                      {"cuda_graphs", graph_mode_name(c.cuda_graphs)},
+                      {"decode_fixed_rows", c.decode_fixed_rows},
+                      {"host_sampling", c.host_sampling}};
+  if (c.policy.mode == DeterminismMode::kVerified) j["verify"] = verify_config_json(c.verify);
+  return j;
 }
 
 std::string current_git_commit() {
@@ -138,13 +149,19 @@ nlohmann::json report_json(const BenchReport& rep) {
   nlohmann::json results = nlohmann::json::array();
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeReport& m : rep.modes) {
+    const std::string base_mode = m.determinism_mode.empty() ? m.mode : m.determinism_mode;
+    const nlohmann::json verify = m.verify ? verify_config_json(*m.verify) : nlohmann::json();
     nlohmann::json cond = shared;
     cond["mode"] = m.mode;
+    cond["determinism_mode"] = base_mode;
+    cond["verify"] = verify;
     cond["policy"] = m.policy;
     cond["backend_description"] = m.backend;
     cond["self_check"] = m.self_check;
     cond["engine"] = m.engine;
     modes.push_back({{"mode", m.mode},
+                     {"determinism_mode", base_mode},
+                     {"verify", verify},
                      {"policy", m.policy},
                      {"backend_description", m.backend},
                      {"self_check", m.self_check},
@@ -154,6 +171,7 @@ nlohmann::json report_json(const BenchReport& rep) {
       const double vs_first = ratio_vs(first, r), vs_fast = ratio_vs(fast, r);
       nlohmann::json j = {
           {"mode", m.mode},
+          {"determinism_mode", base_mode},
           {"kind", r.online() ? "online" : "offline"},
           {"rate", r.rate},
           {"det_share", r.det_share},
@@ -250,14 +268,22 @@ std::string report_markdown(const BenchReport& rep) {
   if (any_verified) {
     fmt::format_to(out,
                    "\n## Verified mode: verification and rollback (LLM-42's table 2)\n\n"
-                   "| mode | run | det % | windows | rollbacks | rolled-back tokens | "
-                   "verification tokens | share of computed tokens |\n"
-                   "|---|---|---|---|---|---|---|---|\n");
+                   "| mode | window | group tokens | group requests | run | det % | windows | "
+                   "rollbacks | rolled-back tokens | verification tokens | share of computed "
+                   "tokens |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const ModeReport& m : rep.modes) {
+      const std::string window = m.verify ? std::to_string(m.verify->window) : "–";
+      const std::string group = m.verify ? std::to_string(m.verify->group_tokens) : "–";
+      const std::string group_requests =
+          m.verify
+              ? fmt::format("{}…{}", m.verify->group_min_requests, m.verify->group_max_requests)
+              : std::string("–");
       for (const RunResult& r : m.runs) {
         if (r.n_verify_windows == 0) continue;
-        fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {} | {:.1f}% |\n", m.mode,
-                       r.online() ? fmt::format("{} req/s", r.rate) : std::string("offline"),
+        fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f}% |\n",
+                       m.mode, window, group, group_requests,
+                       r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline"),
                        share_cell(r.det_share), r.n_verify_windows, r.n_rollbacks,
                        r.n_rolled_back_tokens, r.n_verify_tokens, 100.0 * r.verify_share());
       }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,22 +15,23 @@
 
 namespace detllm::bench {
 
-// What this version measures and what it does not (printed and stored with every report).
-inline constexpr const char* kEngineWideModeCaveat =
-    "modes apply engine-wide in this version: one engine in one mode serves every request, so "
-    "under fast, invariant, bi-naive and padded the deterministic share changes only which "
-    "requests are marked deterministic (the self-check gates them), not the kernels, batches "
-    "or prefix-cache class they get (verified is the exception: it verifies the "
-    "deterministic requests and runs the others fast); the mixed per-class execution of "
-    "issue 6 (deterministic requests on the invariant path, the others on the fast one, in one "
-    "engine, for every mode) is future work";
+// How the deterministic share acts (printed and stored with every report).
+inline constexpr const char* kMixedTrafficNote =
+    "mixed traffic: deterministic requests run under the mode, the others on the fast numerics "
+    "and unconstrained in every step that holds no deterministic row, so a step with one "
+    "deterministic row runs as that row needs (one step, one set of GEMMs; docs/modes.md, "
+    "Mixed traffic)";
 
-// The engine settings a result depends on, from a resolved EngineConfig.
+// The engine settings a result depends on, from a resolved EngineConfig ("verify" only under
+// the verified mode).
 nlohmann::json engine_config_json(const engine::EngineConfig& config);
+nlohmann::json verify_config_json(const engine::VerifyConfig& verify);
 
 struct ModeReport {
-  std::string mode;             // determinism_mode_name
-  std::string policy;           // DeterminismPolicy::describe()
+  std::string mode;              // the run's label (bench/mode_runs.h): "fast", "verified(g=128)"
+  std::string determinism_mode;  // determinism_mode_name; "" = mode
+  std::optional<engine::VerifyConfig> verify;  // the verified mode's settings
+  std::string policy;                          // DeterminismPolicy::describe()
   std::string backend;          // the backend's one-line description (device, numerics)
   std::string self_check;       // self_check_state_name (and the failure, if any)
   nlohmann::json engine;        // engine_config_json of the resolved config
@@ -51,7 +53,7 @@ struct BenchReport {
   std::string sampling;  // "greedy" or temperature/top-p/seed
   uint64_t seed = 0;
   bool warmup = false;  // an untimed warm-up run per mode before the measured ones
-  std::string caveat = kEngineWideModeCaveat;
+  std::string caveat = kMixedTrafficNote;
   std::vector<ModeReport> modes;  // in --modes order
 };
 

@@ -57,15 +57,18 @@ std::string_view workload_kind_name(WorkloadKind kind) {
       return "long";
     case WorkloadKind::kShareGpt:
       return "sharegpt";
+    case WorkloadKind::kFile:
+      return "file";
   }
   return "?";
 }
 
 WorkloadKind parse_workload_kind(std::string_view name) {
-  for (WorkloadKind k : {WorkloadKind::kFixed, WorkloadKind::kLong, WorkloadKind::kShareGpt}) {
+  for (WorkloadKind k :
+       {WorkloadKind::kFixed, WorkloadKind::kLong, WorkloadKind::kShareGpt, WorkloadKind::kFile}) {
     if (workload_kind_name(k) == name) return k;
   }
-  throw_error("unknown workload '{}' (valid: sharegpt, fixed, long)", name);
+  throw_error("unknown workload '{}' (valid: sharegpt, fixed, long, file)", name);
 }
 
 int64_t Workload::n_prompt_tokens() const {
@@ -115,6 +118,8 @@ Workload random_token_workload(WorkloadKind kind, const std::vector<LengthPair>&
   check(vocab_size >= 1, "random_token_workload: empty vocabulary");
   Workload w;
   w.name = std::string(workload_kind_name(kind));
+  w.vocab_size = vocab_size;
+  w.seed = seed;
   std::mt19937_64 rng(stream_seed(seed, kStreamTokens));
   for (const LengthPair& p : lengths) {
     check(p.input + p.output <= max_context,
@@ -130,7 +135,8 @@ Workload random_token_workload(WorkloadKind kind, const std::vector<LengthPair>&
 }
 
 Workload synthetic_workload(const WorkloadOptions& o, int32_t vocab_size, int32_t max_context) {
-  check(o.kind != WorkloadKind::kShareGpt, "synthetic_workload: sharegpt needs the dataset");
+  check(o.kind == WorkloadKind::kFixed || o.kind == WorkloadKind::kLong,
+        "synthetic_workload: {} is not made from options alone", workload_kind_name(o.kind));
   Workload w;
   if (o.kind == WorkloadKind::kFixed) {
     w = random_token_workload(o.kind, fixed_lengths(o.n, o.input_len, o.output_len), vocab_size,
@@ -168,6 +174,9 @@ Workload sharegpt_workload(const ShareGptFile& file, const std::string& path,
   std::mt19937_64 rng(stream_seed(o.seed, kStreamTokens));
   Workload w;
   w.name = "sharegpt";
+  w.vocab_size = vocab_size;
+  w.seed = o.seed;
+  w.counted_with = counter ? counter_name : std::string("ceil(bytes / 4)");
   size_t n_seen = 0, n_rejected = 0, n_bad_text = 0, n_capped = 0;
   for (size_t idx : order) {
     if (static_cast<int32_t>(w.requests.size()) == o.n) break;

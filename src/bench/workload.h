@@ -5,6 +5,7 @@
 //   fixed     every request --input-len prompt tokens, --output-len output tokens
 //   long      inputs uniform in 4096…8192 tokens, outputs uniform in 16…64
 //   sharegpt  ShareGPT V3 lengths (bench/sharegpt.h; vLLM's filter, as bench/engine_bench.cpp)
+//   file      the requests of a request file written by --save-requests (bench/request_file.h)
 // Prompts are random token ids, except sharegpt on a model with a tokenizer, where the prompt
 // is the tokenized human turn.
 #pragma once
@@ -22,8 +23,8 @@ class Tokenizer;
 
 namespace detllm::bench {
 
-enum class WorkloadKind : uint8_t { kFixed, kLong, kShareGpt };
-std::string_view workload_kind_name(WorkloadKind kind);   // "fixed", "long", "sharegpt"
+enum class WorkloadKind : uint8_t { kFixed, kLong, kShareGpt, kFile };
+std::string_view workload_kind_name(WorkloadKind kind);   // "fixed", "long", "sharegpt", "file"
 WorkloadKind parse_workload_kind(std::string_view name);  // throws detllm::Error
 
 struct WorkloadOptions {
@@ -41,9 +42,12 @@ struct BenchRequest {
 };
 
 struct Workload {
-  std::string name;         // workload_kind_name
+  std::string name;         // workload_kind_name (file: "<original name> (file <file name>)")
   std::string description;  // one line: how the requests were made (part of the conditions)
   std::vector<BenchRequest> requests;
+  int32_t vocab_size = 0;    // the vocabulary the ids were drawn from / tokenized with
+  std::string counted_with;  // sharegpt: what counted the lengths; "" for random lengths
+  uint64_t seed = 0;         // the seed the requests were made with
 
   int64_t n_prompt_tokens() const;
   int64_t n_output_tokens() const;

@@ -45,17 +45,6 @@ bool cuda_backend_built() {
 #endif
 }
 
-NumericsMode backend_mode_for(const BackendOptions& o, const DeterminismPolicy& policy) {
-  if (o.backend != "cuda") return policy.deterministic_mode;
-  check(policy.default_mode == policy.deterministic_mode,
-        "--backend cuda runs one numerics mode for every request, and deterministic requests "
-        "need the {} kernels: --numerics {} cannot serve both. Use --numerics {} (or, for one "
-        "fast non-deterministic generation, detllm generate --backend cuda --numerics fast)",
-        numerics_mode_name(policy.deterministic_mode), numerics_mode_name(policy.default_mode),
-        numerics_mode_name(policy.deterministic_mode));
-  return policy.deterministic_mode;
-}
-
 std::optional<DeterminismMode> selected_mode(const BackendOptions& o) {
   if (o.mode.empty()) return std::nullopt;
   return parse_determinism_mode(o.mode);

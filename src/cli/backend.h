@@ -39,13 +39,6 @@ struct Backend {
   std::string description;       // one line for logs and the server's info endpoint
 };
 
-// The mode the backend's kernels run to serve every request of `policy`. One backend object
-// serves all requests: the CPU runs its invariant kernels in every mode; on CUDA the policy's
-// two modes must agree, and deterministic requests need invariant — so `--numerics fast` with
-// `--backend cuda` is refused for serving, saying why (detllm generate allows it: its one
-// request is then not deterministic).
-NumericsMode backend_mode_for(const BackendOptions& o, const DeterminismPolicy& policy);
-
 // The --mode given, if any (parsed; throws detllm::Error for an unknown name).
 std::optional<DeterminismMode> selected_mode(const BackendOptions& o);
 

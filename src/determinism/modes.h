@@ -5,19 +5,26 @@
 // mode through here. The guarantee each mode is expected to keep is design.md's; the matrix
 // (guarantee_matrix.h) measures what it actually keeps.
 //
-//   mode       numerics               GEMM (CUDA)                      execution constraints
+//   mode       numerics of det. rows  GEMM (CUDA)                      execution constraints
 //   fast       fast (library)         default cuBLAS                   none
 //   invariant  invariant              ours / verified cuBLASLt plans   none
 //   bi-naive   invariant              ours, ONE tile (128×128), S = 1   none
-//   padded     fast (library)         default cuBLAS                   isolated whole prefill;
-//                                                                      decode padded to ONE
-//                                                                      shape (max_seqs rows),
-//                                                                      CUDA graphs
+//   padded     fast (library)         default cuBLAS                   deterministic requests:
+//                                                                      isolated whole prefill,
+//                                                                      no prefix-cache hit;
+//                                                                      their decode steps at
+//                                                                      ONE shape (max_seqs
+//                                                                      rows), CUDA graphs
 //   verified   invariant + fast       ours / verified plans, and       none (prefix cache on,
 //              per step               default cuBLAS in fast steps     graphs keyed per
 //                                     (Ops::set_gemm_numerics)         numerics); engine:
 //                                                                      candidates, windows,
 //                                                                      groups, rollback
+//
+// Mixed traffic, every mode: requests that are not deterministic run on the fast numerics and
+// unconstrained in steps that hold no deterministic row; a step with a deterministic row runs
+// as that row needs (one step, one set of GEMMs). The backend is built with the mode's
+// numerics and switched per step (Ops::set_gemm_numerics).
 #pragma once
 
 #include <span>
@@ -40,12 +47,16 @@ struct BackendNumerics {
 struct ModeInfo {
   DeterminismMode mode;
   BackendNumerics backend;
-  bool isolate_prefill = false;     // SchedulerConfig::isolate_prefill
-  bool fixed_decode_shape = false;  // decode padded to max_seqs rows, graphs on
+  // Deterministic requests are isolated sequences (SequenceOptions::isolated): each prefill
+  // alone and whole, decode rows only in decode-only steps, no prefix-cache hit.
+  bool isolate_prefill = false;
+  bool fixed_decode_shape = false;  // steps with deterministic decode rows padded to max_seqs
   bool implemented = true;
-  std::string_view what;          // one line: the strategy
-  std::string_view expected;      // design.md's expected guarantee
-  bool prefix_cache_off = false;  // the peers' way: no prefix cache (CoRun)
+  std::string_view what;      // one line: the strategy
+  std::string_view expected;  // design.md's expected guarantee
+  // The peers' way (CoRun): deterministic requests never use the prefix cache (their
+  // isolation skips it); the others still do.
+  bool prefix_cache_off = false;
 };
 
 // Every mode, in kAllDeterminismModes order; mode_info(m) is one of them.
@@ -58,8 +69,9 @@ const ModeInfo& mode_info(DeterminismMode mode);
 DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base = {});
 
 // Applies `mode` to an engine configuration: the policy (policy_for_mode of its current one)
-// and the execution constraints — padded: scheduler.isolate_prefill, decode padded to exactly
-// scheduler.max_seqs rows (decode_fixed_rows) with cuda_graphs = on. Other settings are kept.
+// and the execution constraints — padded: decode steps with deterministic rows padded to
+// exactly scheduler.max_seqs rows (decode_fixed_rows) with cuda_graphs = on; the engine
+// isolates its deterministic requests (ModeInfo::isolate_prefill). Other settings are kept.
 // verified needs no constraint here (the engine runs it: EngineConfig::verify).
 void apply_mode(DeterminismMode mode, engine::EngineConfig& config);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "determinism/modes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::engine {
@@ -36,6 +37,9 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   // Verified mode: deterministic requests decode fast and verify (their trusted KV is
   // invariant: class of the invariant numerics); the others run fast, never verified.
   opts.speculative = verified() && is_deterministic(request);
+  // padded (CoRun): deterministic requests prefill alone and decode at the fixed shape; the
+  // others are scheduled around them as usual.
+  opts.isolated = mode_info(config_.policy.mode).isolate_prefill && is_deterministic(request);
   const SeqId seq = scheduler_.add(request.prompt, opts);
 
   const RequestId id = next_id_++;
@@ -45,6 +49,7 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.samples.resize(r.req.n);
   r.samples[0].seq = seq;
   r.speculative = opts.speculative;
+  r.deterministic = is_deterministic(r.req);
   r.n_live = r.req.n;
   if (r.req.prompt_logprobs >= 0) {
     r.prompt_logprobs.resize(r.req.prompt.size() - 1);
@@ -108,9 +113,10 @@ bool Engine::step() {
     for (SeqId id : plan.preempted) unpark(id);
   }
   if (plan.empty()) return false;
-  const NumericsMode numerics = verified() ? step_numerics(plan) : NumericsMode::kInvariant;
+  const StepClass cls = step_class(plan);
+  ++(cls.numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
+  stats_.n_deterministic_steps += cls.deterministic;
   if (verified()) {
-    ++(numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
     for (const ScheduledSeq& s : plan.seqs) {
       const Sequence& q = scheduler_.sequence(s.id);
       if (q.options.speculative && s.first_pos == q.n_trusted && q.n_committed < q.n_tokens()) {
@@ -119,8 +125,8 @@ bool Engine::step() {
       }
     }
   }
-  runner_.run(plan, numerics);  // the logits stay in backend memory
-  scheduler_.complete_step(plan, numerics == NumericsMode::kInvariant);
+  runner_.run(plan, cls.numerics, cls.fixed_shape);  // the logits stay in backend memory
+  scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();
   const int64_t downloaded = runner_.n_logit_rows_downloaded();
@@ -153,9 +159,28 @@ bool Engine::step() {
   return true;
 }
 
+Engine::StepClass Engine::step_class(const StepPlan& plan) const {
+  StepClass c;
+  for (const ScheduledSeq& s : plan.seqs) {
+    auto owner = seq_owner_.find(s.id);
+    if (owner == seq_owner_.end() || !requests_.at(owner->second.first).deterministic) continue;
+    c.deterministic = true;
+    c.fixed_shape = c.fixed_shape || scheduler_.sequence(s.id).options.isolated;
+  }
+  if (verified()) {
+    c.numerics = verified_step_numerics(plan);
+    return c;
+  }
+  // One step, one set of GEMMs: a row of a deterministic request puts the whole step on the
+  // deterministic numerics (and, padded, at the fixed decode shape); a step of other requests
+  // only runs on theirs (docs/modes.md, "Mixed traffic").
+  c.numerics = c.deterministic ? config_.policy.deterministic_mode : config_.policy.default_mode;
+  return c;
+}
+
 // ---- the verified mode (docs/modes.md) ----
 
-NumericsMode Engine::step_numerics(const StepPlan& plan) const {
+NumericsMode Engine::verified_step_numerics(const StepPlan& plan) const {
   for (const ScheduledSeq& s : plan.seqs) {
     const Sequence& q = scheduler_.sequence(s.id);
     if (!q.options.speculative || s.first_pos != q.n_trusted) continue;

@@ -44,11 +44,13 @@ struct EngineStats {
   int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
   // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
   int64_t n_logit_rows_downloaded = 0;
-  // The verified mode (docs/modes.md). Steps run on the invariant numerics (prefills of
-  // deterministic requests, verification) or the fast one; a verification step is an
-  // invariant step that verifies at least one window.
+  // Steps on the invariant numerics and on the fast one (every mode: a step with a
+  // deterministic row runs the deterministic numerics, docs/modes.md "Mixed traffic").
+  // The verified mode (docs/modes.md): a verification step is an invariant step that verifies
+  // at least one window.
   int64_t n_invariant_steps = 0;
   int64_t n_fast_steps = 0;
+  int64_t n_deterministic_steps = 0;  // steps holding a row of a deterministic request
   int64_t n_verify_steps = 0;
   int64_t n_verify_windows = 0;      // windows sent to verification
   int64_t n_verify_tokens = 0;       // rows recomputed to verify them (window + 1 each)
@@ -106,6 +108,7 @@ class Engine {
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
+    bool deterministic = false;
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;
@@ -134,9 +137,18 @@ class Engine {
   // Releases ready windows for verification when their group is complete (VerifyConfig).
   // force: release the oldest group now (nothing else is left to schedule).
   void launch_verification(bool force);
-  // Numerics of the step: invariant when a speculative sequence computes prompt, recompute
-  // or verification rows over trusted KV; fast otherwise.
-  NumericsMode step_numerics(const StepPlan& plan) const;
+  // How a step runs. Not verified: the deterministic numerics when a row belongs to a
+  // deterministic request, the others' numerics otherwise; fixed_shape when a row belongs to
+  // an isolated (padded-mode) sequence — a decode step then runs at decode_fixed_rows rows.
+  struct StepClass {
+    NumericsMode numerics = NumericsMode::kInvariant;
+    bool fixed_shape = false;
+    bool deterministic = false;  // a row of a deterministic request
+  };
+  StepClass step_class(const StepPlan& plan) const;
+  // Verified: invariant when a speculative sequence computes prompt, recompute or
+  // verification rows over trusted KV; fast otherwise.
+  NumericsMode verified_step_numerics(const StepPlan& plan) const;
   // A speculative sequence's chunk that ran on the invariant numerics over trusted KV: its
   // rows verify candidates in order (commit on match; at the first mismatch the verifier's
   // token replaces the candidate and the rest is rolled back), then sample the next token.

@@ -19,10 +19,11 @@ ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t bloc
       padding_(padding),
       kv_(model.ops(), model.config(), n_blocks, block_size, pad_slots_for(model, padding)) {}
 
-void ModelRunner::run(const StepPlan& plan, NumericsMode numerics) {
+void ModelRunner::run(const StepPlan& plan, NumericsMode numerics, bool fixed_shape) {
   model_.ops().set_gemm_numerics(numerics);
   for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
-  logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding_);
+  const DecodePadding padding = fixed_shape ? padding_ : DecodePadding{padding_.mode, 0};
+  logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding);
   on_host_.assign(static_cast<size_t>(logits_.n_rows), false);
 }
 

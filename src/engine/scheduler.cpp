@@ -65,6 +65,7 @@ SeqId Scheduler::add(std::vector<int32_t> prompt, const SequenceOptions& options
   s.options = options;
   s.status = SeqStatus::kWaiting;
   const SeqId id = s.id;
+  if (s.options.isolated) ++n_isolated_;
   seqs_.emplace(id, std::move(s));
   waiting_.push_back(id);
   ++stats_.n_added;
@@ -93,6 +94,7 @@ SeqId Scheduler::fork(SeqId parent_id) {
     waiting_.insert(std::find(waiting_.begin(), waiting_.end(), parent_id) + 1, c.id);
   }
   const SeqId id = c.id;
+  if (c.options.isolated) ++n_isolated_;
   seqs_.emplace(id, std::move(c));
   ++stats_.n_forked;
   return id;
@@ -123,16 +125,44 @@ StepPlan Scheduler::schedule() {
         n_in_flight_);
   StepPlan plan;
   plan.step = stats_.n_steps++;
+  std::vector<std::pair<SeqId, int32_t>> picks;  // (sequence, tokens) in plan order
+  if (n_isolated_ > 0) {
+    schedule_isolated(plan, picks);
+  } else {
+    schedule_batched(plan, picks, /*others_only=*/false);
+  }
+  build_rows(picks, plan);
+  return plan;
+}
+
+PrefixMatch Scheduler::prefix_match(const Sequence& s) const {
+  // all_logits: every position's logits are needed. isolated (CoRun): the prefill must be
+  // whole, so a cache hit would change its shape (the peers turn the cache off).
+  if (s.options.all_logits || s.options.isolated) return {};
+  return kv_.match_prefix(s.tokens, s.options.numerics_class);
+}
+
+void Scheduler::admit(SeqId id, const PrefixMatch& match, int32_t want, StepPlan& plan,
+                      std::vector<std::pair<SeqId, int32_t>>& picks) {
+  Sequence& s = seq(id);
+  const int32_t hit = match.n_tokens;
+  waiting_.pop_front();
+  kv_.add_sequence(id, s.options.numerics_class, match);
+  s.status = SeqStatus::kRunning;
+  s.n_computed = hit;
+  s.n_trusted = hit;  // cached blocks hold trusted KV only
+  s.n_cached_tokens = hit;
+  running_.push_back(id);
+  check(kv_.ensure_writable(id, hit, want, plan.copies),
+        "scheduler: internal error: blocks for admitted sequence {} vanished", id);
+  picks.emplace_back(id, want);
+}
+
+void Scheduler::schedule_batched(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks,
+                                 bool others_only) {
   const int32_t bs = config_.kv.block_size;
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
   int32_t budget = config_.max_tokens_per_step;
-  std::vector<std::pair<SeqId, int32_t>> picks;  // (sequence, tokens) in plan order
-  if (config_.isolate_prefill) {
-    schedule_isolated(plan, picks);
-    build_rows(picks, plan);
-    return plan;
-  }
-
   auto clamp_chunk = [&](int32_t want) {
     want = std::min(want, budget);
     if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
@@ -145,6 +175,7 @@ StepPlan Scheduler::schedule() {
     const SeqId id = running_[i];
     Sequence& s = seq(id);
     if (s.held) continue;  // a window waiting for its verification group
+    if (others_only && s.options.isolated) continue;
     const int32_t want = clamp_chunk(s.n_uncomputed());
     if (want == 0) continue;  // waiting for append_token() or finish()
     int32_t n = kv_.max_tokens_fitting(id, s.n_computed, want);
@@ -162,44 +193,39 @@ StepPlan Scheduler::schedule() {
     budget -= n;
   }
 
-  // 2. Admission, FCFS. Not in a step that had to preempt: the pool is short.
+  // 2. Admission, FCFS. Not in a step that had to preempt: the pool is short. An isolated
+  // head is admitted alone (schedule_isolated); the ones behind it wait for it.
   while (plan.preempted.empty() && !waiting_.empty() && budget > 0 && picks.size() < max_seqs &&
          running_.size() < max_seqs) {
     const SeqId id = waiting_.front();
-    Sequence& s = seq(id);
-    PrefixMatch match;
-    if (!s.options.all_logits) match = kv_.match_prefix(s.tokens, s.options.numerics_class);
+    const Sequence& s = sequence(id);
+    if (others_only && s.options.isolated) break;
+    const PrefixMatch match = prefix_match(s);
     const int32_t hit = match.n_tokens;
     const int32_t want = clamp_chunk(s.n_tokens() - hit);
     const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
     if (need > kv_.n_available_blocks() - match.n_idle) break;  // the head waits for blocks
-    waiting_.pop_front();
-    kv_.add_sequence(id, s.options.numerics_class, match);
-    s.status = SeqStatus::kRunning;
-    s.n_computed = hit;
-    s.n_trusted = hit;  // cached blocks hold trusted KV only
-    s.n_cached_tokens = hit;
-    running_.push_back(id);
-    check(kv_.ensure_writable(id, hit, want, plan.copies),
-          "scheduler: internal error: blocks for admitted sequence {} vanished", id);
-    picks.emplace_back(id, want);
+    admit(id, match, want, plan, picks);
     budget -= want;
   }
-
-  build_rows(picks, plan);
-  return plan;
 }
 
 void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks) {
   const int32_t bs = config_.kv.block_size;
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
-  // 1. A running sequence with several tokens left (a prefill cut short by mark_computed):
-  // it runs alone, whole, preempting the newest sequences if its blocks do not fit.
+  // 1. A running sequence with several tokens left (a prefill cut short by mark_computed): an
+  // isolated one runs alone, whole, preempting the newest sequences if its blocks do not fit;
+  // another one makes this a step of the other sequences.
   for (size_t i = 0; i < running_.size(); ++i) {
     const SeqId id = running_[i];
     Sequence& s = seq(id);
     const int32_t want = s.n_uncomputed();
     if (want <= 1 || s.held) continue;
+    if (!s.options.isolated) {
+      schedule_batched(plan, picks, /*others_only=*/true);
+      if (!picks.empty()) return;
+      break;  // it was preempted: decode what is left
+    }
     while (kv_.max_tokens_fitting(id, s.n_computed, want) < want) {
       const bool self = running_.back() == id;
       preempt_last_running(plan);
@@ -210,27 +236,27 @@ void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, i
     picks.emplace_back(id, want);
     return;
   }
-  // 2. The waiting head, alone and whole, if its blocks fit and a sequence slot is free.
+  // 2. The waiting head, if a sequence slot is free and its first chunk fits: an isolated one
+  // is admitted alone and whole; another one starts a step of the other sequences (batched,
+  // chunked, the prefix cache used). Else the decode step below.
   if (plan.preempted.empty() && !waiting_.empty() && running_.size() < max_seqs) {
     const SeqId id = waiting_.front();
-    Sequence& s = seq(id);
-    PrefixMatch match;
-    if (!s.options.all_logits) match = kv_.match_prefix(s.tokens, s.options.numerics_class);
+    const Sequence& s = sequence(id);
+    const PrefixMatch match = prefix_match(s);
     const int32_t hit = match.n_tokens;
-    const int32_t want = s.n_tokens() - hit;
+    int32_t want = s.n_tokens() - hit;
+    if (!s.options.isolated) {
+      want = std::min(want, config_.max_tokens_per_step);
+      if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
+    }
     const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
     if (need <= kv_.n_available_blocks() - match.n_idle) {
-      waiting_.pop_front();
-      kv_.add_sequence(id, s.options.numerics_class, match);
-      s.status = SeqStatus::kRunning;
-      s.n_computed = hit;
-      s.n_trusted = hit;
-      s.n_cached_tokens = hit;
-      running_.push_back(id);
-      check(kv_.ensure_writable(id, hit, want, plan.copies),
-            "scheduler: internal error: blocks for admitted sequence {} vanished", id);
-      picks.emplace_back(id, want);
-      return;
+      if (s.options.isolated) {
+        admit(id, match, want, plan, picks);
+        return;
+      }
+      schedule_batched(plan, picks, /*others_only=*/true);
+      if (!picks.empty()) return;
     }
   }
   // 3. A decode step: every running sequence with one token to compute, oldest first, under
@@ -412,6 +438,7 @@ void Scheduler::remove(SeqId id) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
   }
   if (s.n_in_flight > 0) --n_in_flight_;
+  if (s.options.isolated) --n_isolated_;
   seqs_.erase(id);
 }
 
@@ -431,8 +458,9 @@ void Scheduler::check_consistency() const {
   check(running_.size() + waiting_.size() == seqs_.size(),
         "scheduler check: {} running + {} waiting != {} sequences", running_.size(),
         waiting_.size(), seqs_.size());
-  int32_t in_flight = 0;
+  int32_t in_flight = 0, isolated = 0;
   for (const auto& [id, s] : seqs_) {
+    isolated += s.options.isolated;
     check(s.id == id && s.n_prompt >= 1 && s.n_prompt <= s.n_tokens() &&
               s.n_tokens() <= s.max_tokens(),
           "scheduler check: sequence {} has bad token counts", id);
@@ -464,6 +492,8 @@ void Scheduler::check_consistency() const {
   }
   check(in_flight == n_in_flight_, "scheduler check: {} sequences in flight, counter says {}",
         in_flight, n_in_flight_);
+  check(isolated == n_isolated_, "scheduler check: {} isolated sequences, counter says {}",
+        isolated, n_isolated_);
 }
 
 }  // namespace detllm::engine

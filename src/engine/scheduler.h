@@ -25,12 +25,16 @@
 //      cached prefix is reused (n_computed = hit tokens, always leaving >= 1 token to compute);
 //      not for all_logits sequences, which need every position's logits and recompute all.
 //      A waiting sequence is admitted only if its whole first chunk fits.
-//   Isolated prefill (SchedulerConfig::isolate_prefill, the `padded` mode — CoRun): a step
-//   either computes ONE sequence's whole uncomputed prompt (or recompute) and nothing else —
-//   batch 1, never chunked, chunk_size and the token budget ignored for it — or is a decode
-//   step (every running sequence with one token to compute). Prefill first: while the waiting
-//   head fits (blocks, max_seqs) it is admitted alone; a running sequence with more than one
-//   token left (after a partial mark_computed) likewise runs alone.
+//   Isolated sequences (SequenceOptions::isolated: the `padded` mode's deterministic requests
+//   — CoRun): while any is live, a step either computes ONE isolated sequence's whole
+//   uncomputed prompt (or recompute) and nothing else — batch 1, never chunked, no prefix-cache
+//   hit, chunk_size and the token budget ignored for it — or is a decode step (every running
+//   sequence with one token to compute), or is a step of the OTHER sequences only (policy 1-2
+//   restricted to them: chunked, batched, cached). Prefill first: a running sequence with more
+//   than one token left goes first (alone if isolated, else an others' step); then the waiting
+//   head if it fits (alone if isolated, else an others' step admitting FCFS up to the next
+//   isolated head); else the decode step. So an isolated sequence's rows only ever run alone or
+//   in a decode-only step, whatever the others do; with no isolated sequence live, policy 1-2.
 //   Liveness: the oldest running sequence is never preempted by another and gets >= 1 token
 //   each step; every request fits the pool alone (checked by add()), so it finishes, then the
 //   next oldest, and so on: no livelock, no starvation.
@@ -63,8 +67,6 @@ struct SchedulerConfig {
   int32_t max_tokens_per_step = 2048;  // token budget of one step (>= 1)
   int32_t max_seqs = 256;              // sequences per step and running at once (>= 1)
   int32_t chunk_size = 0;              // prefill chunk limit; 0 = whole prompt within the budget
-  // Each prefill runs alone, whole (batch 1, not chunked); decode steps hold decodes only.
-  bool isolate_prefill = false;
 
   void validate() const;  // throws detllm::Error
 };
@@ -188,8 +190,17 @@ class Scheduler {
   Sequence& seq(SeqId id);
   void preempt_last_running(StepPlan& plan);
   void remove(SeqId id);
-  // schedule() under isolate_prefill: picks for one isolated prefill, or for a decode step.
+  // Policy 1-2 (others_only: skipping isolated sequences, admitting up to an isolated head).
+  void schedule_batched(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks,
+                        bool others_only);
+  // schedule() while an isolated sequence is live: one isolated prefill, an others' step, or
+  // a decode step.
   void schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks);
+  // The prefix-cache hit a waiting sequence may reuse (none for all_logits and isolated).
+  PrefixMatch prefix_match(const Sequence& s) const;
+  // Admits the waiting head `id` with `match`, scheduling `want` tokens of it.
+  void admit(SeqId id, const PrefixMatch& match, int32_t want, StepPlan& plan,
+             std::vector<std::pair<SeqId, int32_t>>& picks);
   void build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, StepPlan& plan);
 
   SchedulerConfig config_;
@@ -198,6 +209,7 @@ class Scheduler {
   std::vector<SeqId> running_;  // admission order; preemption takes from the back
   std::deque<SeqId> waiting_;   // FCFS; preempted sequences go to the front
   int32_t n_in_flight_ = 0;     // sequences with n_in_flight > 0
+  int32_t n_isolated_ = 0;      // live sequences with options.isolated
   SeqId next_id_ = 0;
   SchedulerStats stats_;
 };

@@ -36,6 +36,10 @@ struct SequenceOptions {
   // the fast numerics or from candidates. Only trusted KV enters the prefix cache; a
   // preemption drops the candidates. See Sequence::n_committed.
   bool speculative = false;
+  // The `padded` mode's deterministic sequences (CoRun, determinism/modes.h): the prefill runs
+  // alone and whole, decode rows only in decode-only steps, never a prefix-cache hit (see
+  // scheduler.h, "Isolated sequences"). The other sequences are scheduled as usual around them.
+  bool isolated = false;
 };
 
 struct Sequence {

@@ -57,7 +57,8 @@ bool pads(GraphMode mode, bool backend_graphs) {
 
 int32_t pad_slots_needed(const DecodePadding& padding, bool backend_graphs) {
   if (!pads(padding.mode, backend_graphs)) return 0;
-  return padding.fixed_rows > 0 ? std::max(padding.fixed_rows - 1, 0) : max_pad_rows();
+  // Fixed rows: the fixed shape's pads, and the buckets' for steps run without it.
+  return std::max(padding.fixed_rows - 1, max_pad_rows());
 }
 
 std::optional<PaddedStepKey> plan_padded_step(const kernels::StepBatch& batch, GraphMode mode,

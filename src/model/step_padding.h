@@ -55,7 +55,8 @@ struct DecodePadding {
   int32_t fixed_rows;  // > 0: pad every decode step of ≤ fixed_rows rows to exactly that
 };
 // Pad slots a KvStorage must reserve so that `padding` can pad every decode step it promises
-// to: 0 when it never pads; max_pad_rows() for buckets; fixed_rows - 1 (at least that) fixed.
+// to: 0 when it never pads; max_pad_rows() for buckets; with fixed rows the larger of that
+// and fixed_rows - 1 (steps run without the fixed shape use the buckets).
 int32_t pad_slots_needed(const DecodePadding& padding, bool backend_graphs);
 
 // The one decision: pad (and, with `backend_graphs`, capture/replay) this step? Yes when the

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "bench/driver.h"
+#include "bench/mode_runs.h"
 #include "determinism/modes.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
@@ -93,6 +94,29 @@ TEST_F(BenchDriver, VerifiedRunReportsVerification) {
   EXPECT_GT(r.verify_share(), 0.0);
   EXPECT_LT(r.verify_share(), 1.0);
   EXPECT_EQ(r.n_rollbacks, 0);  // on the CPU the fast and invariant GEMMs are the same kernels
+}
+
+// --verify-window / --verify-group-tokens reach the engine: each planned verified run gets its
+// window and group size; the window changes how many windows are verified.
+TEST_F(BenchDriver, VerifySettingsReachTheEngine) {
+  VerifyOptions v;
+  v.window = 2;
+  v.group_tokens = {3, 64};
+  const std::vector<ModeRun> runs = plan_mode_runs({DeterminismMode::kVerified}, v);
+  ASSERT_EQ(runs.size(), 2u);
+  engine::EngineConfig base = engine_;
+  apply_mode(DeterminismMode::kVerified, base);
+  const RunResult default_window = run_offline(*model_, base, workload_, 100, 9, {}, {});
+  for (const ModeRun& run : runs) {
+    engine::EngineConfig c = base;
+    c.verify = verify_config_for(run, v, c.verify);
+    EXPECT_EQ(c.verify.window, 2);
+    const RunResult r = run_offline(*model_, c, workload_, 100, 9, {}, {});
+    EXPECT_EQ(r.output_tokens, workload_.n_output_tokens()) << run.label;
+    // Windows of 2 candidates: more of them than with the default window of 16.
+    EXPECT_GT(r.n_verify_windows, default_window.n_verify_windows) << run.label;
+    EXPECT_LE(r.n_verify_tokens, r.n_verify_windows * 3) << run.label;  // window + 1 rows each
+  }
 }
 
 TEST_F(BenchDriver, OnlineArrivalsAndClasses) {

@@ -1,5 +1,5 @@
 // detllm bench reports (src/bench/report.h): every JSON result carries its conditions, ratios
-// against the first mode and vs fast, the engine-wide-mode caveat, the markdown tables.
+// against the first mode and vs fast, the mixed-traffic note, the markdown tables.
 #include <gtest/gtest.h>
 
 #include "bench/report.h"
@@ -56,7 +56,7 @@ BenchReport sample_report() {
 TEST(BenchReport, JsonResultsCarryConditionsAndRatios) {
   const nlohmann::json j = report_json(sample_report());
   EXPECT_EQ(j["tool"], "detllm bench");
-  EXPECT_NE(j["caveat"].get<std::string>().find("future work"), std::string::npos);
+  EXPECT_NE(j["caveat"].get<std::string>().find("no deterministic row"), std::string::npos);
   EXPECT_EQ(j["conditions"]["git_commit"], "abc123");
   ASSERT_EQ(j["results"].size(), 6u);
   ASSERT_EQ(j["modes"].size(), 2u);
@@ -100,8 +100,58 @@ TEST(BenchReport, MarkdownHasBothTablesAndTheCaveat) {
   EXPECT_NE(md.find("## Online latency"), std::string::npos) << md;
   EXPECT_NE(md.find("| invariant | 8 | 50 | det | 2 | 4.0 | 9.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| invariant | 8 | 50 | other | 2 | 2.0 | 7.0 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("engine-wide"), std::string::npos) << md;
+  EXPECT_NE(md.find("mixed traffic"), std::string::npos) << md;
   EXPECT_NE(md.find("commit abc123"), std::string::npos) << md;
+}
+
+// --verify-group-tokens: one labelled verified report per group size, one row each in the
+// verification table, its settings in the JSON conditions.
+TEST(BenchReport, VerifiedRunsPerGroupSize) {
+  BenchReport rep = sample_report();
+  for (int32_t g : {64, 128}) {
+    ModeReport m = rep.modes.front();
+    m.mode = "verified(g=" + std::to_string(g) + ")";
+    m.determinism_mode = "verified";
+    engine::VerifyConfig v;
+    v.group_tokens = g;
+    v.window = 8;
+    m.verify = v;
+    m.runs = {run(0, 100, 50)};
+    m.runs[0].n_verify_windows = g / 8;
+    m.runs[0].n_verify_tokens = g;
+    m.runs[0].n_computed_tokens = 1000;
+    m.runs[0].n_rollbacks = 1;
+    m.runs[0].n_rolled_back_tokens = 3;
+    rep.modes.push_back(m);
+  }
+  const std::string md = report_markdown(rep);
+  EXPECT_NE(md.find("## Verified mode"), std::string::npos) << md;
+  EXPECT_NE(md.find("| verified(g=64) | 8 | 64 | 4…16 | offline | 100 | 8 | 1 | 3 | 64 | 6.4% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| verified(g=128) | 8 | 128 | 4…16 | offline | 100 | 16 | 1 | 3 | 128 | "
+                    "12.8% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| verified(g=128) | 100 | 4 |"), std::string::npos) << md;  // offline row
+  const nlohmann::json j = report_json(rep);
+  ASSERT_EQ(j["results"].size(), 8u);
+  const nlohmann::json& r = j["results"][7];
+  EXPECT_EQ(r["mode"], "verified(g=128)");
+  EXPECT_EQ(r["determinism_mode"], "verified");
+  EXPECT_EQ(r["conditions"]["verify"]["group_tokens"], 128);
+  EXPECT_EQ(r["conditions"]["verify"]["window"], 8);
+  EXPECT_EQ(r["conditions"]["determinism_mode"], "verified");
+  EXPECT_TRUE(j["results"][0]["conditions"]["verify"].is_null());
+  EXPECT_EQ(j["results"][0]["determinism_mode"], "invariant");
+}
+
+TEST(BenchReport, EngineJsonHasVerifyOnlyUnderVerified) {
+  engine::EngineConfig c;
+  EXPECT_FALSE(engine_config_json(c).contains("verify"));
+  c.policy.mode = DeterminismMode::kVerified;
+  c.verify.group_tokens = 96;
+  EXPECT_EQ(engine_config_json(c)["verify"]["group_tokens"], 96);
 }
 
 TEST(BenchReport, GitCommitNeverThrows) {

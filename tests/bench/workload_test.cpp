@@ -33,6 +33,8 @@ TEST(BenchWorkload, FixedHasTheLengthsAndIdsInTheVocabulary) {
   EXPECT_EQ(w.max_request_tokens(), 26);
   EXPECT_NE(w.requests[0].prompt, w.requests[1].prompt);  // random ids, not one prompt
   EXPECT_NE(w.description.find("fixed"), std::string::npos);
+  EXPECT_EQ(w.vocab_size, 100);
+  EXPECT_TRUE(w.counted_with.empty());
 }
 
 TEST(BenchWorkload, SameSeedSameRequestsOtherSeedOthers) {
@@ -113,6 +115,8 @@ TEST(BenchWorkload, ParsesKinds) {
   EXPECT_EQ(parse_workload_kind("sharegpt"), WorkloadKind::kShareGpt);
   EXPECT_EQ(parse_workload_kind("fixed"), WorkloadKind::kFixed);
   EXPECT_EQ(parse_workload_kind("long"), WorkloadKind::kLong);
+  EXPECT_EQ(parse_workload_kind("file"), WorkloadKind::kFile);
+  EXPECT_EQ(workload_kind_name(WorkloadKind::kFile), "file");
   EXPECT_THROW(parse_workload_kind("random"), Error);
 }
 
@@ -146,6 +150,8 @@ TEST(BenchWorkload, ShareGptFilterCapAndRandomIds) {
   const std::vector<std::pair<size_t, int32_t>> want = {{10, 12}, {20, 12}, {25, 9}};
   EXPECT_EQ(got, want);
   EXPECT_NE(w.description.find("ceil(bytes / 4)"), std::string::npos) << w.description;
+  EXPECT_EQ(w.counted_with, "ceil(bytes / 4)");  // what a request file's header records
+  EXPECT_EQ(w.vocab_size, 300);
   o.n = 4;  // only three pass the filter
   EXPECT_THROW(sharegpt_workload(small_file(), "mem", nullptr, "", false, o, 300, 2048), Error);
   o.n = 3;  // a 64-token context leaves only (20 + 15) and (25 + 9)

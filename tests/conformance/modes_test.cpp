@@ -34,6 +34,8 @@ TEST(DeterminismModes, PolicyPerMode) {
     EXPECT_NE(p.describe().find(std::string("mode=") + std::string(determinism_mode_name(m))),
               std::string::npos);
     EXPECT_NO_THROW(p.validate()) << determinism_mode_name(m);
+    // Mixed traffic: the requests that are not deterministic run fast in every mode.
+    EXPECT_EQ(p.default_mode, NumericsMode::kFast) << determinism_mode_name(m);
   }
   // The default policy is unchanged; fast numerics for deterministic requests stay refused
   // outside the modes that run library kernels by choice.
@@ -73,85 +75,114 @@ TEST(DeterminismModes, MappingToBackendAndEngine) {
   engine::EngineConfig c;
   c.scheduler.max_seqs = 12;
   apply_mode(DeterminismMode::kPadded, c);
-  EXPECT_TRUE(c.scheduler.isolate_prefill);
+  EXPECT_TRUE(mode_info(DeterminismMode::kPadded).isolate_prefill);  // per request (engine)
+  EXPECT_TRUE(c.scheduler.kv.enable_prefix_cache);                   // the others keep it
   EXPECT_EQ(c.decode_fixed_rows, 12);
   EXPECT_EQ(c.cuda_graphs, GraphMode::kOn);
   EXPECT_EQ(c.policy.mode, DeterminismMode::kPadded);
   EXPECT_FALSE(c.policy.self_check);  // library kernels: nothing to verify
   apply_mode(DeterminismMode::kInvariant, c);
-  EXPECT_FALSE(c.scheduler.isolate_prefill);
+  EXPECT_FALSE(mode_info(DeterminismMode::kInvariant).isolate_prefill);
   EXPECT_EQ(c.decode_fixed_rows, 0);
   EXPECT_EQ(c.policy.deterministic_mode, NumericsMode::kInvariant);
   engine::EngineConfig v;
   apply_mode(DeterminismMode::kVerified, v);
   EXPECT_EQ(v.policy.mode, DeterminismMode::kVerified);
   EXPECT_TRUE(v.scheduler.kv.enable_prefix_cache);  // kept on
-  EXPECT_FALSE(v.scheduler.isolate_prefill);
+  EXPECT_FALSE(mode_info(DeterminismMode::kVerified).isolate_prefill);
   EXPECT_EQ(v.decode_fixed_rows, 0);
 }
 
-// Every step of an isolated-prefill scheduler is one whole prompt alone, or decodes only —
-// under a chunk size and budget that would otherwise chunk and mix, with preemption.
+// Isolated sequences (the padded mode's deterministic requests) among others, under a chunk
+// size and budget that chunk and mix the others, with preemption and a shared prefix: an
+// isolated sequence's rows only ever run alone and whole (a prefill, never a cache hit) or in
+// a decode-only step; the others are chunked, batched and served from the cache around them.
 TEST(DeterminismModes, SchedulerIsolatesWholePrefills) {
   for (int32_t n_blocks : {64, 12}) {
-    engine::SchedulerConfig sc;
-    sc.kv.block_size = 4;
-    sc.kv.n_blocks = n_blocks;
-    sc.max_tokens_per_step = 8;
-    sc.chunk_size = 3;
-    sc.max_seqs = 4;
-    sc.isolate_prefill = true;
-    engine::Scheduler s(sc);
-    std::mt19937 rng(5);
-    std::vector<engine::SeqId> ids;
-    for (int i = 0; i < 6; ++i) {
-      std::vector<int32_t> prompt(5 + rng() % 20);
-      for (auto& t : prompt) t = static_cast<int32_t>(rng() % 100);
-      engine::SequenceOptions o;
-      o.max_new_tokens = 6;
-      ids.push_back(s.add(prompt, o));
-    }
-    int n_prefill = 0, n_decode = 0;
-    for (int step = 0; step < 500 && s.has_unfinished(); ++step) {
-      const engine::StepPlan plan = s.schedule();
-      if (plan.empty()) continue;
-      bool decode_only = true;
-      for (const auto& ss : plan.seqs) decode_only = decode_only && ss.n_tokens == 1;
-      if (!decode_only) {
-        ASSERT_EQ(plan.n_seqs(), 1) << "a prefill step holds other sequences";
-        const auto& ss = plan.seqs[0];
-        EXPECT_EQ(ss.first_pos + ss.n_tokens, s.sequence(ss.id).n_tokens())
-            << "a prefill step does not hold the whole (remaining) prompt";
-        EXPECT_TRUE(ss.sample);
-        ++n_prefill;
-      } else {
-        ++n_decode;
-        EXPECT_LE(plan.n_seqs(), sc.max_seqs);
+    for (int every : {1, 2, 3}) {  // every k-th sequence isolated: all, half, a third
+      SCOPED_TRACE(::testing::Message() << "n_blocks " << n_blocks << " every " << every);
+      engine::SchedulerConfig sc;
+      sc.kv.block_size = 4;
+      sc.kv.n_blocks = n_blocks;
+      sc.max_tokens_per_step = 8;
+      sc.chunk_size = 3;
+      sc.max_seqs = 4;
+      engine::Scheduler s(sc);
+      std::mt19937 rng(5);
+      const std::vector<int32_t> shared = {9, 8, 7, 6, 5, 4, 3, 2};  // two full blocks
+      std::set<engine::SeqId> isolated;
+      for (int i = 0; i < 9; ++i) {
+        std::vector<int32_t> prompt = shared;
+        prompt.resize(shared.size() + 5 + rng() % 12);
+        for (size_t t = shared.size(); t < prompt.size(); ++t)
+          prompt[t] = static_cast<int32_t>(rng() % 100);
+        engine::SequenceOptions o;
+        o.max_new_tokens = 6;
+        o.isolated = i % every == 0;
+        const engine::SeqId id = s.add(prompt, o);
+        if (o.isolated) isolated.insert(id);
       }
-      s.complete_step(plan);
-      s.check_consistency();
-      for (const auto& ss : plan.seqs) {
-        if (!ss.sample || !s.contains(ss.id)) continue;
-        const engine::Sequence& q = s.sequence(ss.id);
-        if (q.n_generated() >= q.options.max_new_tokens) {
-          s.finish(ss.id);
+      int n_isolated_prefill = 0, n_decode = 0, n_others_chunked = 0;
+      int64_t others_cached = 0;
+      for (int step = 0; step < 1000 && s.has_unfinished(); ++step) {
+        const engine::StepPlan plan = s.schedule();
+        s.check_consistency();
+        if (plan.empty()) continue;
+        bool decode_only = true, has_isolated = false;
+        for (const auto& ss : plan.seqs) {
+          decode_only = decode_only && ss.n_tokens == 1;
+          has_isolated = has_isolated || isolated.count(ss.id) != 0;
+        }
+        if (has_isolated && !decode_only) {
+          ASSERT_EQ(plan.n_seqs(), 1) << "an isolated prefill step holds other sequences";
+          const auto& ss = plan.seqs[0];
+          EXPECT_EQ(ss.first_pos, 0) << "an isolated prefill started from a cache hit";
+          EXPECT_EQ(ss.first_pos + ss.n_tokens, s.sequence(ss.id).n_tokens())
+              << "an isolated prefill step does not hold the whole prompt";
+          EXPECT_TRUE(ss.sample);
+          ++n_isolated_prefill;
+        } else if (has_isolated) {
+          ++n_decode;
+          EXPECT_LE(plan.n_seqs(), sc.max_seqs);
         } else {
-          s.append_token(ss.id, 7);
+          for (const auto& ss : plan.seqs) {
+            n_others_chunked += ss.n_tokens > 1 && !ss.sample;
+            if (ss.first_pos > 0 && ss.first_pos == s.sequence(ss.id).n_cached_tokens &&
+                s.sequence(ss.id).n_generated() == 0)
+              others_cached += 1;
+          }
+        }
+        s.complete_step(plan);
+        s.check_consistency();
+        for (const auto& ss : plan.seqs) {
+          if (!ss.sample || !s.contains(ss.id)) continue;
+          const engine::Sequence& q = s.sequence(ss.id);
+          if (q.n_generated() >= q.options.max_new_tokens) {
+            s.finish(ss.id);
+          } else {
+            s.append_token(ss.id, 7);
+          }
         }
       }
+      EXPECT_FALSE(s.has_unfinished());
+      EXPECT_GE(n_isolated_prefill, static_cast<int>(isolated.size()));
+      EXPECT_GT(n_decode, 0);
+      if (every > 1) {
+        EXPECT_GT(n_others_chunked, 0) << "the other sequences were not chunked";
+      }
+      if (every > 1 && n_blocks == 64) {
+        EXPECT_GT(others_cached, 0) << "no cache hit for the other sequences";
+      }
     }
-    EXPECT_FALSE(s.has_unfinished());
-    EXPECT_GE(n_prefill, 6);
-    EXPECT_GT(n_decode, 0);
   }
 }
 
 TEST(DeterminismModes, FixedDecodeShape) {
   const DecodePadding fixed{GraphMode::kOn, 8};
-  EXPECT_EQ(pad_slots_needed(fixed, false), 7);
+  EXPECT_EQ(pad_slots_needed(fixed, false), max_pad_rows());  // steps without it: buckets
   EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kOn, 0}, false), max_pad_rows());
   EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kAuto, 8}, false), 0);  // CPU: eager
-  EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kAuto, 8}, true), 7);
+  EXPECT_EQ(pad_slots_needed(DecodePadding{GraphMode::kAuto, 300}, true), 299);
   for (int32_t n : {1, 3, 5, 8}) {  // every decode step runs at the same 8 rows
     std::vector<int32_t> pos(n, 3), seq(n), slots(n), tables(n, 0);
     for (int32_t i = 0; i < n; ++i) seq[i] = slots[i] = i;

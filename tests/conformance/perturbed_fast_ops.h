@@ -3,9 +3,10 @@
 // without this a verified-mode test would never see a candidate rejected. While the runner
 // has selected NumericsMode::kFast (Ops::set_gemm_numerics), matmul adds to every output a
 // small epsilon that depends on the number of rows m — like a library GEMM whose split-K
-// changes with the batch — scaled by `scale` (relative to |y| + 1). While kInvariant is
-// selected (every other mode, and the verified mode's invariant steps) it is the CPU backend
-// bit for bit.
+// changes with the batch — scaled by `scale` (relative to |y| + 1); at one m every row is
+// treated alike (the padded mode's fixed shape relies on that, as on a real library GEMM). While
+// kInvariant is selected (every other mode, and the verified mode's invariant steps) it is the CPU
+// backend bit for bit.
 #pragma once
 
 #include <cmath>
@@ -31,7 +32,10 @@ class PerturbedFastOps final : public DelegatingOps {
     ++n_fast_;
     const float eps = scale_ * static_cast<float>(1 + m % 5);
     for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) {
-      const float sign = ((i * 2654435761LL + m) >> 7) & 1 ? 1.0f : -1.0f;
+      // A function of (m, output column, value), not of the row's place in the batch: like a
+      // library GEMM whose kernel (tile, split-K) is chosen from m, each row computed alike.
+      const int64_t col = i % w.rows;
+      const float sign = ((col * 2654435761LL + m) >> 7) & 1 ? 1.0f : -1.0f;
       y[i] += sign * eps * (std::fabs(y[i]) + 1.0f);
     }
   }

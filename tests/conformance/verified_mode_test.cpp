@@ -326,7 +326,9 @@ TEST_P(VerifiedMode, FastPathReallyDiffers) {
   s.nondet_share = 1.0;
   s.scoring_share = 0;
   const auto reqs = random_workload(71, s);
-  const Outcome inv = run(DeterminismMode::kInvariant, base_engine(), reqs);
+  std::vector<engine::Request> as_det = reqs;  // the same requests, deterministic: invariant
+  for (auto& r : as_det) r.deterministic = true;
+  const Outcome inv = run(DeterminismMode::kInvariant, base_engine(), as_det);
   const Outcome fast = run(DeterminismMode::kVerified, base_engine(), reqs);
   EXPECT_EQ(fast.stats.n_verify_windows, 0);
   EXPECT_EQ(fast.stats.n_candidate_tokens, 0);

@@ -1,0 +1,149 @@
+// Mixed traffic in every mode (docs/modes.md, "Mixed traffic"): requests that are not
+// deterministic run on the fast numerics, unconstrained, in the steps that hold no
+// deterministic row; deterministic requests must not notice (V10). The backend is the CPU
+// backend whose fast GEMMs really differ (PerturbedFastOps: an m-dependent epsilon), so a
+// deterministic row that ran on the wrong numerics, or (padded) at a shape of the others'
+// making, changes bits. For each mode: the deterministic requests run alone, then among
+// non-deterministic neighbours that arrive before, with and after them; their traces (tokens,
+// logprobs, fp32 logits of every output position) must be equal bit for bit, and the run must
+// really have had steps of the others only — on the fast numerics where the mode's differ.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "conformance/verified_run.h"
+#include "determinism/conformance.h"
+#include "determinism/modes.h"
+#include "engine/engine.h"
+#include "model/llama_model.h"
+#include "model/synthetic.h"
+#include "perturbed_fast_ops.h"
+
+namespace detllm::conformance {
+namespace {
+
+constexpr float kPerturbation = 2e-3f;
+
+struct Case {
+  std::string model;
+  DeterminismMode mode;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.model + "_" + std::string(determinism_mode_name(info.param.mode));
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+class MixedTraffic : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    config_ = synthetic_config(GetParam().model);
+    weights_ = make_synthetic_weights(config_, 42);
+  }
+  engine::EngineConfig engine_config() const {
+    engine::EngineConfig e = base_engine_config();
+    e.self_check = SelfCheckVerdict::disabled();
+    e.scheduler.max_seqs = 8;
+    e.scheduler.max_tokens_per_step = 48;
+    e.scheduler.chunk_size = 16;  // the others' prompts are chunked
+    e.kv_cache_tokens = 4096;     // no preemption (padded does not promise V6)
+    return e;
+  }
+  Outcome run(DeterminismMode mode, const std::vector<engine::Request>& reqs,
+              const std::vector<int32_t>& arrival = {}) {
+    PerturbedFastOps ops(2, kPerturbation);
+    LlamaModel model(config_, weights_, ops);
+    return run_verified_workload(model, mode, engine_config(), reqs, {}, arrival);
+  }
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+TEST_P(MixedTraffic, DeterministicRequestsDoNotNoticeTheOthers) {
+  const DeterminismMode mode = GetParam().mode;
+  WorkloadSpec spec;
+  spec.n_requests = 12;
+  spec.vocab_size = config_.vocab_size;
+  spec.max_prompt = 40;
+  spec.max_new_tokens = 24;
+  spec.nondet_share = 0.5;
+  spec.scoring_share = 0.1;
+  std::vector<engine::Request> reqs = random_workload(303, spec);
+  // Arrivals: others first and last, deterministic ones in between and staggered.
+  std::vector<int32_t> arrival(reqs.size());
+  std::vector<engine::Request> det;
+  std::vector<int32_t> det_arrival;
+  int32_t n_det = 0, n_other = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const bool d = reqs[i].deterministic.value_or(true);
+    arrival[i] = d ? 3 + 5 * n_det++ : (n_other++ % 2 == 0 ? 0 : 40);
+    if (d) {
+      det.push_back(reqs[i]);
+      det_arrival.push_back(0);
+    }
+  }
+  ASSERT_GE(n_det, 3);
+  ASSERT_GE(n_other, 3);
+
+  const Outcome alone = run(mode, det, det_arrival);
+  const Outcome mixed = run(mode, reqs, arrival);
+  size_t j = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (!reqs[i].deterministic.value_or(true)) {
+      for (engine::FinishReason f : mixed.traces[i].finish)
+        EXPECT_NE(f, engine::FinishReason::kNone) << "request " << i << " not served";
+      continue;
+    }
+    const auto m = compare(alone.traces[j], mixed.traces[i]);
+    ASSERT_FALSE(m.has_value()) << "deterministic request " << i << ": " << m->what;
+    ++j;
+  }
+  // The run had steps of the others only, and they ran on the fast numerics.
+  const engine::EngineStats& s = mixed.stats;
+  EXPECT_GT(s.n_deterministic_steps, 0);
+  EXPECT_LT(s.n_deterministic_steps, s.n_steps) << "no step of the others only";
+  EXPECT_GE(s.n_fast_steps, s.n_steps - s.n_deterministic_steps);
+  if (mode == DeterminismMode::kInvariant || mode == DeterminismMode::kBiNaive) {
+    EXPECT_EQ(s.n_invariant_steps, s.n_deterministic_steps);
+  }
+}
+
+// Control: the others' results are not those of deterministic requests — they ran fast (or,
+// padded, at shapes of the batch's making) — so the bit-equality above is not vacuous.
+TEST_P(MixedTraffic, TheOthersReallyRanOnTheFastPath) {
+  const DeterminismMode mode = GetParam().mode;
+  WorkloadSpec spec;
+  spec.n_requests = 8;
+  spec.vocab_size = config_.vocab_size;
+  spec.max_new_tokens = 16;
+  spec.nondet_share = 1.0;
+  spec.scoring_share = 0;
+  const std::vector<engine::Request> others = random_workload(304, spec);
+  std::vector<engine::Request> as_det = others;
+  for (auto& r : as_det) r.deterministic = true;
+  // padded: the deterministic version runs isolated at the fixed shape; the others batched.
+  const Outcome det =
+      run(mode == DeterminismMode::kPadded ? mode : DeterminismMode::kInvariant, as_det);
+  const Outcome got = run(mode, others);
+  EXPECT_EQ(got.stats.n_deterministic_steps, 0);
+  int n_differ = 0;
+  for (size_t i = 0; i < others.size(); ++i)
+    n_differ += compare(det.traces[i], got.traces[i]).has_value();
+  EXPECT_GT(n_differ, 0) << "the others' results equal the deterministic ones: this test "
+                            "cannot tell the two paths apart";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, MixedTraffic,
+                         ::testing::Values(Case{"tiny-llama", DeterminismMode::kInvariant},
+                                           Case{"tiny-llama", DeterminismMode::kBiNaive},
+                                           Case{"tiny-llama", DeterminismMode::kPadded},
+                                           Case{"tiny-llama", DeterminismMode::kVerified},
+                                           Case{"tiny-qwen2", DeterminismMode::kInvariant},
+                                           Case{"tiny-qwen3", DeterminismMode::kPadded}),
+                         case_name);
+
+}  // namespace
+}  // namespace detllm::conformance
