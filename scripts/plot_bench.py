@@ -22,8 +22,9 @@ every result carries its own conditions. Writes into DIR (default docs/img), pri
 Every figure carries, under the plots, the conditions its data were measured under, as the JSON
 records them: device (GPU or CPU backend, host), model, workload, sampling, engine settings,
 version and git commit. Results of different conditions (backend, device, model, workload) are
-separate series, tagged with what differs; the same mode from two files of the same conditions is
-tagged with the file name. A section the input lacks (no offline or no online results) is skipped
+separate series, tagged with what differs; the same mode from several files of the same conditions
+is one series (a sweep split over runs), tagged with the file name only where two files measured
+the same point. A section the input lacks (no offline or no online results) is skipped
 with a note on stderr.
 
 Exit status: 0 when at least one figure was written; 2 for unusable input (a file that cannot be
@@ -293,12 +294,15 @@ def assign_series(runs):
                 files = sorted({os.path.basename(r.file) for r in runs if r.group == gi})
                 vals = ["+".join(files)]
             tags[gi] = ", ".join(vals)
-    # The same mode of one group from several files: tell the files apart.
-    files_of = {}
+    # The same mode of one group from several files is one series (a sweep split over runs)
+    # unless two files measured the same point: then tell the files apart.
+    files_of, points_of = {}, {}
     for r in runs:
         files_of.setdefault((r.group, r.mode), set()).add(r.file)
+        points_of.setdefault((r.group, r.mode, r.kind, r.share, r.rate), set()).add(r.file)
+    clash = {(g, m) for (g, m, _k, _s, _r), files in points_of.items() if len(files) > 1}
     for r in runs:
-        files = files_of[(r.group, r.mode)]
+        files = files_of[(r.group, r.mode)] if (r.group, r.mode) in clash else {r.file}
         label = r.mode
         if tags[r.group]:
             label += f" [{tags[r.group]}]"

@@ -11,11 +11,17 @@ carry=$root/build-gpu-carry
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON -DDETLLM_BENCH=ON >/dev/null
 bins="cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench cuda_guarantee_matrix_bench cuda_nondeterminism_bench"
 # shellcheck disable=SC2086
-ninja -C "$build" -j"${JOBS:-2}" test_cuda $bins
+ninja -C "$build" -j"${JOBS:-2}" test_cuda detllm $bins
 rm -rf "$carry"
 mkdir -p "$carry/lib"
-cp "$build/tests/test_cuda" "$carry/"
+# The commit the binaries are built from (the GPU machine's copy of the tree may carry stale git
+# metadata): scripts/gpu/bench_modes.sh hands it to detllm bench as DETLLM_GIT_COMMIT.
+head=$(git -C "$src" rev-parse --short=12 HEAD)
+[ -z "$(git -C "$src" status --porcelain --untracked-files=no)" ] || head=$head-dirty
+echo "$head" >"$carry/COMMIT"
+cp "$build/tests/test_cuda" "$build/detllm" "$carry/"
 for b in $bins; do cp "$build/bench/$b" "$carry/"; done
+bins="$bins detllm"
 # shellcheck disable=SC2086
 (cd "$carry" && strip test_cuda $bins)
 # Every shared library they load except the C runtime and CUDA's own (the GPU image has those).

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iterator>
@@ -102,6 +103,10 @@ nlohmann::json engine_config_json(const engine::EngineConfig& c) {
 }
 
 std::string current_git_commit() {
+  // A copy of the tree without its git history (a GPU machine): the builder says which commit.
+  if (const char* env = std::getenv("DETLLM_GIT_COMMIT"); env != nullptr && *env != '\0') {
+    return env;
+  }
   namespace fs = std::filesystem;
   std::vector<std::string> dirs = {"."};
   std::error_code ec;

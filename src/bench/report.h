@@ -57,9 +57,10 @@ struct BenchReport {
   std::vector<ModeReport> modes;  // in --modes order
 };
 
-// The commit of the source tree: `git rev-parse` in the current directory, then beside the
-// executable, "-dirty" appended when files differ; "unknown" when git or the repository is not
-// there (never throws).
+// The commit of the source tree: $DETLLM_GIT_COMMIT when set (a copy of the tree without its
+// history: scripts/gpu/prebuild.sh records the commit), else `git rev-parse` in the current
+// directory, then beside the executable, "-dirty" appended when files differ; "unknown" when
+// git or the repository is not there (never throws).
 std::string current_git_commit();
 std::string utc_now_iso8601();
 

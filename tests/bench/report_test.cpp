@@ -2,6 +2,8 @@
 // against the first mode and vs fast, the mixed-traffic note, the markdown tables.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "bench/report.h"
 
 namespace detllm::bench {
@@ -158,6 +160,10 @@ TEST(BenchReport, GitCommitNeverThrows) {
   const std::string c = current_git_commit();
   EXPECT_FALSE(c.empty());
   EXPECT_EQ(utc_now_iso8601().size(), 20u);  // 2026-01-02T03:04:05Z
+  setenv("DETLLM_GIT_COMMIT", "0123456789ab", 1);
+  EXPECT_EQ(current_git_commit(), "0123456789ab");
+  unsetenv("DETLLM_GIT_COMMIT");
+  EXPECT_NE(current_git_commit(), "0123456789ab");
 }
 
 }  // namespace

@@ -479,6 +479,18 @@ def test_same_conditions_same_mode_in_two_files_are_told_apart(pb, tmp_path):
     assert ratio_lines[3][1] == pytest.approx([0.8, 0.8])
 
 
+def test_a_sweep_split_over_files_is_one_series_per_mode(pb, tmp_path):
+    a = make_report(modes=["fast", "invariant"], shares=(0, 2))
+    b = make_report(modes=["fast", "invariant"], shares=(10, 50))
+    c = make_report(modes=["fast", "invariant"], shares=(100,))
+    runs = pb.load([write(tmp_path, n, d) for n, d in
+                    (("a.json", a), ("b.json", b), ("c.json", c))])
+    fig = pb.throughput_figure(runs, [])
+    assert legend_labels(fig) == ["fast", "invariant"]
+    for xs, _ys in series_lines(data_axes(fig)[0]):
+        assert list(xs) == [0, 2, 10, 50, 100]
+
+
 def test_nulls_odd_labels_and_repeats_are_drawn_not_errors(pb, tmp_path):
     d = make_report(modes=["fast", "invariant", "$x$_{odd}"], shares=(0, 50, 100), rates=(2, 8))
     d["results"][1]["output_tokens_per_s"] = None  # NaN in nlohmann's JSON
