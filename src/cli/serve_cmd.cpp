@@ -130,6 +130,7 @@ int run_serve(ServeOptions& o) {
   ctx.vocab_size = b.model->config.vocab_size;
   ctx.max_model_len = cfg.max_model_len;
   ctx.deterministic_by_default = cfg.policy.deterministic_by_default;
+  ctx.mode = cfg.policy.mode;
   FingerprintInputs fin;
   fin.weights_hash = b.model->weights_hash;
   fin.backend = backend.fingerprint_name;

@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "core/error.h"
 #include "engine/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -109,9 +110,15 @@ std::vector<std::string> parse_stop(FieldReader& r, const RequestLimits& limits)
   return stop;
 }
 
-bool is_zero(const json& v) { return v.is_number() && v.get<double>() == 0.0; }
-bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
-bool is_empty_object(const json& v) { return v.is_object() && v.empty(); }
+bool is_zero(const json& v) {
+  return v.is_number() && v.get<double>() == 0.0;
+}
+bool is_one(const json& v) {
+  return v.is_number() && v.get<double>() == 1.0;
+}
+bool is_empty_object(const json& v) {
+  return v.is_object() && v.empty();
+}
 
 // Fields both generation endpoints share (max_tokens and logprobs are endpoint-specific).
 GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
@@ -138,8 +145,7 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   g.stream = r.get_bool("stream").value_or(false);
   if (const json* so = r.get_raw("stream_options")) {
     if (!g.stream) {
-      throw_bad_request("stream_options",
-                        "'stream_options' is only allowed when 'stream' is true");
+      throw_bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
     }
     FieldReader s(*so, "stream_options.");
     g.include_usage = s.get_bool("include_usage").value_or(false);
@@ -147,6 +153,18 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
     s.reject_unknown();
   }
   g.deterministic = r.get_bool("deterministic");
+  if (auto m = r.get_string("determinism_mode", 32)) {
+    try {
+      g.determinism_mode = parse_determinism_mode(*m);
+    } catch (const detllm::Error& e) {
+      throw_bad_request("determinism_mode", "'determinism_mode': {}", e.what());
+    }
+    if (g.deterministic == false) {
+      throw_bad_request("determinism_mode",
+                        "'determinism_mode' asks for a deterministic request, but "
+                        "'deterministic' is false: drop one of the two");
+    }
+  }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
   r.ignore("user");
   r.accept_if_neutral("frequency_penalty", is_zero);
@@ -160,8 +178,8 @@ void check_max_tokens(std::optional<int64_t> v, const std::string& name,
                       const RequestLimits& limits, std::optional<int32_t>& out) {
   if (!v) return;
   if (*v > limits.max_tokens) {
-    throw_bad_request(name, "'{}' is {}; this server allows at most {} (--max-tokens-limit)",
-                      name, *v, limits.max_tokens);
+    throw_bad_request(name, "'{}' is {}; this server allows at most {} (--max-tokens-limit)", name,
+                      *v, limits.max_tokens);
   }
   out = static_cast<int32_t>(*v);
 }
@@ -251,8 +269,8 @@ CompletionRequest parse_completion_request(const json& body, const RequestLimits
   const json* prompt = r.get_raw("prompt");
   if (prompt == nullptr) throw_bad_request("prompt", "'prompt' is required");
   c.prompts = parse_prompts(*prompt, limits);
-  check_max_tokens(r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max()),
-                   "max_tokens", limits, c.gen.max_tokens);
+  check_max_tokens(r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max()), "max_tokens",
+                   limits, c.gen.max_tokens);
   if (auto lp = r.get_int("logprobs", 0, SamplingParams::kMaxLogprobs)) {
     c.gen.logprobs = static_cast<int32_t>(*lp);
   }
@@ -260,8 +278,7 @@ CompletionRequest parse_completion_request(const json& body, const RequestLimits
   if (auto best_of = r.get_int("best_of", 1, limits.max_n); best_of && *best_of != c.gen.n) {
     throw_bad_request("best_of", "'best_of' is not supported unless it equals n ({})", c.gen.n);
   }
-  if (auto suffix = r.get_string("suffix", limits.max_string_bytes);
-      suffix && !suffix->empty()) {
+  if (auto suffix = r.get_string("suffix", limits.max_string_bytes); suffix && !suffix->empty()) {
     throw_bad_request("suffix", "'suffix' (insertion) is not supported by this model");
   }
   r.reject_unknown();
@@ -284,8 +301,8 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   if (messages == nullptr) throw_bad_request("messages", "'messages' is required");
   c.messages = parse_messages(*messages, limits);
   // max_completion_tokens supersedes the deprecated max_tokens.
-  check_max_tokens(r.get_int("max_tokens", 1, std::numeric_limits<int32_t>::max()),
-                   "max_tokens", limits, c.gen.max_tokens);
+  check_max_tokens(r.get_int("max_tokens", 1, std::numeric_limits<int32_t>::max()), "max_tokens",
+                   limits, c.gen.max_tokens);
   std::optional<int32_t> mct;
   check_max_tokens(r.get_int("max_completion_tokens", 1, std::numeric_limits<int32_t>::max()),
                    "max_completion_tokens", limits, mct);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "determinism/policy.h"
 #include "server/server_options.h"
 
 namespace detllm::server {
@@ -31,21 +32,24 @@ struct ChatMessageIn {
 
 // Fields shared by both generation endpoints, normalized.
 struct GenerationFields {
-  std::string model;                   // "" = not given (the served model)
-  std::optional<int32_t> max_tokens;   // unset: the endpoint's default
+  std::string model;                  // "" = not given (the served model)
+  std::optional<int32_t> max_tokens;  // unset: the endpoint's default
   float temperature = 1.0f;
   float top_p = 1.0f;
-  int32_t top_k = 0;                   // 0 = off (-1 is accepted and means off too)
+  int32_t top_k = 0;  // 0 = off (-1 is accepted and means off too)
   float min_p = 0.0f;
-  std::optional<uint64_t> seed;        // unset: the server draws one and returns it
+  std::optional<uint64_t> seed;  // unset: the server draws one and returns it
   int32_t n = 1;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (as vLLM)
   bool stream = false;
-  bool include_usage = false;           // stream_options.include_usage
-  std::optional<bool> deterministic;    // extension: unset = the server's default
-  bool ignore_eos = false;              // extension (as vLLM)
-  int32_t logprobs = -1;                // top logprobs per token; -1 = no logprobs at all
+  bool include_usage = false;         // stream_options.include_usage
+  std::optional<bool> deterministic;  // extension: unset = the server's default
+  // Extension: the determinism mode the caller requires (docs/modes.md); the server runs one
+  // (detllm serve --mode) and refuses a request that asks for another. Implies deterministic.
+  std::optional<DeterminismMode> determinism_mode;
+  bool ignore_eos = false;  // extension (as vLLM)
+  int32_t logprobs = -1;    // top logprobs per token; -1 = no logprobs at all
 };
 
 struct CompletionRequest {
@@ -77,11 +81,9 @@ struct DetokenizeRequest {
 // message says where parsing stopped.
 nlohmann::json parse_json_body(std::string_view body);
 
-CompletionRequest parse_completion_request(const nlohmann::json& body,
-                                           const RequestLimits& limits);
+CompletionRequest parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
 ChatRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits);
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const RequestLimits& limits);
-DetokenizeRequest parse_detokenize_request(const nlohmann::json& body,
-                                           const RequestLimits& limits);
+DetokenizeRequest parse_detokenize_request(const nlohmann::json& body, const RequestLimits& limits);
 
 }  // namespace detllm::server

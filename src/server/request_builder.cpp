@@ -40,14 +40,18 @@ void check_prompt(const ServerContext& ctx, const std::vector<int32_t>& ids,
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= ctx.vocab_size) {
-      throw_bad_request(param, "'{}' holds token id {} (position {}), outside the vocabulary "
-                        "0…{}", param, ids[i], i, ctx.vocab_size - 1);
+      throw_bad_request(param,
+                        "'{}' holds token id {} (position {}), outside the vocabulary "
+                        "0…{}",
+                        param, ids[i], i, ctx.vocab_size - 1);
     }
   }
   const int32_t limit = ctx.options.limits.max_prompt_tokens;
   if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) {
-    throw_bad_request(param, "'{}' has {} tokens; this server accepts at most {} "
-                      "(--max-prompt-tokens)", param, ids.size(), limit);
+    throw_bad_request(param,
+                      "'{}' has {} tokens; this server accepts at most {} "
+                      "(--max-prompt-tokens)",
+                      param, ids.size(), limit);
   }
   if (static_cast<int64_t>(ids.size()) > ctx.max_model_len) {
     throw ApiError(400,
@@ -88,11 +92,20 @@ int32_t resolve_max_tokens(const ServerContext& ctx, const GenerationFields& gen
 }
 
 BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
-                             const std::vector<std::vector<int32_t>>& prompts,
-                             int32_t max_tokens, int32_t prompt_logprobs) {
+                             const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
+                             int32_t prompt_logprobs) {
   BuiltRequests b;
   b.seed = gen.seed ? *gen.seed : ctx.seeds.draw();
-  b.deterministic = gen.deterministic.value_or(ctx.deterministic_by_default);
+  if (gen.determinism_mode && *gen.determinism_mode != ctx.mode) {
+    const std::string_view want = determinism_mode_name(*gen.determinism_mode);
+    throw_bad_request("determinism_mode",
+                      "this server runs determinism mode '{}' and the request asks for '{}': "
+                      "send it to a server started with `detllm serve --mode {}`, or drop "
+                      "'determinism_mode' to accept '{}'",
+                      determinism_mode_name(ctx.mode), want, want, determinism_mode_name(ctx.mode));
+  }
+  b.deterministic =
+      gen.determinism_mode.has_value() || gen.deterministic.value_or(ctx.deterministic_by_default);
   for (const auto& ids : prompts) {
     engine::Request r;
     r.prompt = ids;

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "determinism/policy.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/server_options.h"
@@ -41,6 +42,7 @@ struct ServerContext {
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;  // prompt + output tokens
   bool deterministic_by_default = true;
+  DeterminismMode mode = DeterminismMode::kInvariant;  // detllm serve --mode (docs/modes.md)
   std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests
   std::string fingerprint_other;          // ... of the others
   std::string policy_description;         // X-Detllm-Determinism

@@ -164,6 +164,13 @@ def test_errors_have_openai_shape(server, client):
         client.completions.create(model="default", prompt="x", max_tokens=1,
                                   extra_body={"bogus_field": 1})
     assert "bogus_field" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:  # the server runs --mode invariant
+        client.completions.create(model="default", prompt="x", max_tokens=1,
+                                  extra_body={"determinism_mode": "padded"})
+    assert e.value.param == "determinism_mode" and "--mode padded" in str(e.value)
+    ok = client.completions.create(model="default", prompt="x", max_tokens=1,
+                                   extra_body={"determinism_mode": "invariant"})
+    assert ok.choices[0].finish_reason == "length"
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="default", prompt="hello " * 9000, max_tokens=1)
     assert e.value.code == "context_length_exceeded"

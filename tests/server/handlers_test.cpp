@@ -237,6 +237,33 @@ TEST(Handlers, Errors) {
   EXPECT_EQ(tiny.loop->n_tickets(), 0);
 }
 
+// The determinism_mode extension: a request may require the server's mode (and is then
+// deterministic), and is refused, saying which mode this server runs, when it asks for another.
+TEST(Handlers, DeterminismModeMustBeTheServers) {
+  TinyServer s;
+  ASSERT_EQ(s.ctx->mode, DeterminismMode::kInvariant);
+  std::string code;
+  EXPECT_EQ(status_of(*s.ctx, handle_completions,
+                      R"({"prompt": [1, 2], "max_tokens": 2, "determinism_mode": "invariant"})"),
+            200);
+  try {
+    (void)handle_completions(
+        *s.ctx, R"({"prompt": [1, 2], "max_tokens": 2, "determinism_mode": "verified"})");
+    ADD_FAILURE() << "a request for another mode was served";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "determinism_mode");
+    EXPECT_NE(std::string(e.what()).find("runs determinism mode 'invariant'"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--mode verified"), std::string::npos) << e.what();
+  }
+  // It makes the request deterministic under --deterministic-default false.
+  s.ctx->deterministic_by_default = false;
+  HttpReply r = handle_completions(
+      *s.ctx, R"({"prompt": [1, 2], "max_tokens": 2, "determinism_mode": "invariant"})");
+  EXPECT_EQ(json::parse(body_of(r))["system_fingerprint"], s.ctx->fingerprint_deterministic);
+}
+
 TEST(Handlers, ClientGoneAbortsAndFreesKv) {
   TinyServer s;
   HttpReply r = handle_completions(*s.ctx, json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8, 9}},

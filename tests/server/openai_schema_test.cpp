@@ -10,7 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
-RequestLimits limits() { return RequestLimits{}; }
+RequestLimits limits() {
+  return RequestLimits{};
+}
 
 CompletionRequest completion(const std::string& body) {
   return parse_completion_request(parse_json_body(body), limits());
@@ -52,6 +54,9 @@ TEST(OpenAiSchema, CompletionDefaults) {
   EXPECT_EQ(c.gen.logprobs, -1);
   EXPECT_FALSE(c.echo);
   EXPECT_FALSE(c.gen.deterministic.has_value());
+  EXPECT_FALSE(c.gen.determinism_mode.has_value());
+  EXPECT_EQ(completion(R"({"prompt": "x", "determinism_mode": "bi-naive"})").gen.determinism_mode,
+            DeterminismMode::kBiNaive);
 }
 
 TEST(OpenAiSchema, CompletionAllFields) {
@@ -93,6 +98,12 @@ TEST(OpenAiSchema, PromptForms) {
 
 TEST(OpenAiSchema, MalformedBodies) {
   EXPECT_BAD(parse_json_body(""), "", "empty");
+  EXPECT_BAD(completion(R"({"prompt": "x", "determinism_mode": "bitwise"})"), "determinism_mode",
+             "valid: fast, invariant");
+  EXPECT_BAD(completion(R"({"prompt": "x", "determinism_mode": 1})"), "determinism_mode", "");
+  EXPECT_BAD(completion(R"({"prompt": "x", "determinism_mode": "invariant",
+                            "deterministic": false})"),
+             "determinism_mode", "drop one of the two");
   EXPECT_BAD(parse_json_body(R"({"prompt": "x")"), "", "not valid JSON");
   EXPECT_BAD(parse_json_body(R"({"prompt": "x"} trailing)"), "", "not valid JSON");
   EXPECT_BAD(parse_json_body("{\"prompt\": \"\xC3\x28\"}"), "", "not valid JSON");
@@ -132,10 +143,10 @@ TEST(OpenAiSchema, OutOfRangeValues) {
   EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": -1})"), "max_tokens", "-1");
   EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": 4097})"), "max_tokens",
              "--max-tokens-limit");
-  EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": 99999999999999999999999})"),
-             "max_tokens", "an integer");
-  EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": 18446744073709551615})"),
-             "max_tokens", "18446744073709551615");
+  EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": 99999999999999999999999})"), "max_tokens",
+             "an integer");
+  EXPECT_BAD(completion(R"({"prompt": "x", "max_tokens": 18446744073709551615})"), "max_tokens",
+             "18446744073709551615");
   EXPECT_BAD(completion(R"({"prompt": "x", "top_k": -2})"), "top_k", "-2");
   EXPECT_BAD(completion(R"({"prompt": [], "max_tokens": 1})"), "prompt", "empty list");
   EXPECT_BAD(completion(R"({"prompt": [[]]})"), "prompt[0]", "empty token list");
@@ -171,7 +182,9 @@ TEST(OpenAiSchema, Limits) {
   l.max_prompts = 2;
   l.max_stop = 1;
   l.max_string_bytes = 4;
-  auto parse = [&](const std::string& b) { return parse_completion_request(parse_json_body(b), l); };
+  auto parse = [&](const std::string& b) {
+    return parse_completion_request(parse_json_body(b), l);
+  };
   EXPECT_BAD(parse(R"({"prompt": ["a", "b", "c"]})"), "prompt", "at most 2");
   EXPECT_BAD(parse(R"({"prompt": "a", "stop": ["a", "b"]})"), "stop", "at most 1");
   EXPECT_BAD(parse(R"({"prompt": "abcde"})"), "prompt", "longer than 4 bytes");
@@ -191,9 +204,9 @@ TEST(OpenAiSchema, ChatMessages) {
   EXPECT_EQ(*c.gen.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_EQ(c.gen.logprobs, 2);
   EXPECT_TRUE(c.add_generation_prompt);
-  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})")
-                .gen.logprobs,
-            0);
+  EXPECT_EQ(
+      chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").gen.logprobs,
+      0);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}]})").gen.logprobs, -1);
 }
 
@@ -228,15 +241,15 @@ TEST(OpenAiSchema, ChatErrors) {
 
 TEST(OpenAiSchema, TokenizeAndDetokenize) {
   const RequestLimits l;
-  const TokenizeRequest t =
-      parse_tokenize_request(parse_json_body(R"({"prompt": "hi", "add_special_tokens": false})"), l);
+  const TokenizeRequest t = parse_tokenize_request(
+      parse_json_body(R"({"prompt": "hi", "add_special_tokens": false})"), l);
   EXPECT_EQ(*t.prompt, "hi");
   EXPECT_FALSE(t.add_special_tokens);
   EXPECT_BAD(parse_tokenize_request(parse_json_body(R"({})"), l), "prompt", "exactly one");
-  EXPECT_BAD(parse_tokenize_request(
-                 parse_json_body(R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})"),
-                 l),
-             "prompt", "exactly one");
+  EXPECT_BAD(
+      parse_tokenize_request(
+          parse_json_body(R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})"), l),
+      "prompt", "exactly one");
   EXPECT_EQ(parse_detokenize_request(parse_json_body(R"({"tokens": [1, 2]})"), l).tokens,
             (std::vector<int32_t>{1, 2}));
   EXPECT_BAD(parse_detokenize_request(parse_json_body(R"({"tokens": "12"})"), l), "tokens",
@@ -246,8 +259,8 @@ TEST(OpenAiSchema, TokenizeAndDetokenize) {
 }
 
 TEST(ApiErrorBody, HasOpenAiShape) {
-  const json j = json::parse(error_body(ApiError(404, "no such model", "invalid_request_error",
-                                                 "model", "model_not_found")));
+  const json j = json::parse(error_body(
+      ApiError(404, "no such model", "invalid_request_error", "model", "model_not_found")));
   EXPECT_EQ(j["error"]["message"], "no such model");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_EQ(j["error"]["param"], "model");
