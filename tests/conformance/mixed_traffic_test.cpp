@@ -52,6 +52,15 @@ class MixedTraffic : public ::testing::TestWithParam<Case> {
     e.kv_cache_tokens = 4096;     // no preemption (padded does not promise V6)
     return e;
   }
+  WorkloadSpec spec(int32_t n, int32_t max_new_tokens, double nondet, double scoring) const {
+    WorkloadSpec w;
+    w.n_requests = n;
+    w.vocab_size = config_.vocab_size;
+    w.max_new_tokens = max_new_tokens;
+    w.nondet_share = nondet;
+    w.scoring_share = scoring;
+    return w;
+  }
   Outcome run(DeterminismMode mode, const std::vector<engine::Request>& reqs,
               const std::vector<int32_t>& arrival = {}) {
     PerturbedFastOps ops(2, kPerturbation);
@@ -64,14 +73,7 @@ class MixedTraffic : public ::testing::TestWithParam<Case> {
 
 TEST_P(MixedTraffic, DeterministicRequestsDoNotNoticeTheOthers) {
   const DeterminismMode mode = GetParam().mode;
-  WorkloadSpec spec;
-  spec.n_requests = 12;
-  spec.vocab_size = config_.vocab_size;
-  spec.max_prompt = 40;
-  spec.max_new_tokens = 24;
-  spec.nondet_share = 0.5;
-  spec.scoring_share = 0.1;
-  std::vector<engine::Request> reqs = random_workload(303, spec);
+  std::vector<engine::Request> reqs = random_workload(303, spec(12, 24, 0.5, 0.1));
   // Arrivals: others first and last, deterministic ones in between and staggered.
   std::vector<int32_t> arrival(reqs.size());
   std::vector<engine::Request> det;
@@ -115,13 +117,7 @@ TEST_P(MixedTraffic, DeterministicRequestsDoNotNoticeTheOthers) {
 // padded, at shapes of the batch's making) — so the bit-equality above is not vacuous.
 TEST_P(MixedTraffic, TheOthersReallyRanOnTheFastPath) {
   const DeterminismMode mode = GetParam().mode;
-  WorkloadSpec spec;
-  spec.n_requests = 8;
-  spec.vocab_size = config_.vocab_size;
-  spec.max_new_tokens = 16;
-  spec.nondet_share = 1.0;
-  spec.scoring_share = 0;
-  const std::vector<engine::Request> others = random_workload(304, spec);
+  const std::vector<engine::Request> others = random_workload(304, spec(8, 16, 1.0, 0.0));
   std::vector<engine::Request> as_det = others;
   for (auto& r : as_det) r.deterministic = true;
   // padded: the deterministic version runs isolated at the fixed shape; the others batched.
