@@ -250,6 +250,20 @@ Command add_serve_command(CLI::App& app) {
                   "Longest prompt + output in tokens (0 = the model's context)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
+  CLI::Option* vw = cmd->add_option("--verify-window", e.verify.window,
+                                    "--mode verified: candidate tokens per verification window")
+                        ->check(CLI::Range(1, 1 << 16))
+                        ->capture_default_str();
+  CLI::Option* vg =
+      cmd->add_option("--verify-group-tokens", e.verify.group_tokens,
+                      "--mode verified: recomputed rows per verification group (docs/perf.md "
+                      "measures 64-512)")
+          ->check(CLI::Range(2, 1 << 20))
+          ->capture_default_str();
+  CLI::Option* vr = cmd->add_option("--verify-group-max-requests", e.verify.group_max_requests,
+                                    "--mode verified: windows per verification group at most")
+                        ->check(CLI::Range(1, 1 << 16))
+                        ->capture_default_str();
   cmd->add_option("--prefix-cache", o->prefix_cache,
                   "Reuse the KV of shared prompt prefixes "
                   "(true|false; results are the same either way)")
@@ -273,7 +287,17 @@ Command add_serve_command(CLI::App& app) {
       "Skip the startup self-check (bit-invariance of the kernels on this "
       "machine, see `detllm check`); deterministic requests are then served "
       "unverified");
-  return {cmd, [o] { return run_serve(*o); }};
+  return {cmd, [o, vw, vg, vr] {
+            if (vw->count() + vg->count() + vr->count() > 0) {
+              check(o->backend.mode == "verified",
+                    "--verify-window, --verify-group-tokens and --verify-group-max-requests "
+                    "set the verified mode's windows: add --mode verified");
+              engine::VerifyConfig& v = o->engine.verify;
+              v.group_min_requests = std::min(v.group_min_requests, v.group_max_requests);
+              v.validate();
+            }
+            return run_serve(*o);
+          }};
 }
 
 }  // namespace detllm::cli
