@@ -147,6 +147,7 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   res.total_tokens_per_s =
       static_cast<double>(res.prompt_tokens + res.output_tokens) / res.duration_s;
   res.n_steps = es.n_steps;
+  res.n_deterministic_steps = es.n_deterministic_steps;
   res.n_computed_tokens = es.n_computed_tokens;
   res.n_cached_tokens = es.n_cached_tokens;
   res.n_preemptions = eng.scheduler().stats().n_preemptions;

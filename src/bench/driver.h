@@ -77,6 +77,9 @@ struct RunResult {
   int64_t prompt_tokens = 0, output_tokens = 0;
   double requests_per_s = 0.0, output_tokens_per_s = 0.0, total_tokens_per_s = 0.0;
   int64_t n_steps = 0;
+  // Steps that held a row of a deterministic request: the steps that ran as the mode needs
+  // (docs/modes.md, "Mixed traffic"); the others ran fast.
+  int64_t n_deterministic_steps = 0;
   int64_t n_computed_tokens = 0;  // run through the model, recompute included
   int64_t n_cached_tokens = 0;    // prompt tokens skipped thanks to the prefix cache
   int64_t n_preemptions = 0;

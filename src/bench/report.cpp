@@ -191,6 +191,7 @@ nlohmann::json report_json(const BenchReport& rep) {
           {"output_tps_vs_first_mode", vs_first < 0 ? nlohmann::json() : nlohmann::json(vs_first)},
           {"output_tps_vs_fast", vs_fast < 0 ? nlohmann::json() : nlohmann::json(vs_fast)},
           {"n_steps", r.n_steps},
+          {"n_deterministic_steps", r.n_deterministic_steps},
           {"n_computed_tokens", r.n_computed_tokens},
           {"n_cached_tokens", r.n_cached_tokens},
           {"n_preemptions", r.n_preemptions},
@@ -248,22 +249,27 @@ std::string report_markdown(const BenchReport& rep) {
   }
   if (any_offline) {
     fmt::format_to(out, "\n## Offline throughput (all requests queued at t = 0)\n\n");
-    fmt::format_to(
-        out,
-        "| mode | det % | requests | duration s | out tok/s | total tok/s | out vs {} | out vs "
-        "fast | steps | preemptions | prefix-cache hits |\n",
-        first_name);
-    fmt::format_to(out, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    // "out vs <first mode>" only when the first mode is not fast (else it repeats vs fast).
+    const bool vs_first_column = first != nullptr && first != fast;
+    fmt::format_to(out,
+                   "| mode | det % | requests | duration s | out tok/s | total tok/s | {}out vs "
+                   "fast | steps | det steps | preemptions | prefix-cache hits |\n",
+                   vs_first_column ? fmt::format("out vs {} | ", first_name) : std::string());
+    fmt::format_to(out, "|---|---|---|---|---|---|{}---|---|---|---|---|\n",
+                   vs_first_column ? "---|" : "");
     for (const ModeReport& m : rep.modes) {
       for (const RunResult& r : m.runs) {
         if (r.online()) continue;
-        fmt::format_to(
-            out,
-            "| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {} | {} | {} | {} | {:.1f}% ({}/{}) |\n",
-            m.mode, share_cell(r.det_share), r.n_requests, r.duration_s, r.output_tokens_per_s,
-            r.total_tokens_per_s, ratio_cell(ratio_vs(first, r)), ratio_cell(ratio_vs(fast, r)),
-            r.n_steps, r.n_preemptions, 100.0 * r.prefix_hit_rate(), r.prefix_hit_tokens,
-            r.prefix_query_tokens);
+        const std::string vs_first =
+            vs_first_column ? ratio_cell(ratio_vs(first, r)) + " | " : std::string();
+        fmt::format_to(out,
+                       "| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {}{} | {} | {} | {} | "
+                       "{:.1f}% ({}/{}) |\n",
+                       m.mode, share_cell(r.det_share), r.n_requests, r.duration_s,
+                       r.output_tokens_per_s, r.total_tokens_per_s, vs_first,
+                       ratio_cell(ratio_vs(fast, r)), r.n_steps, r.n_deterministic_steps,
+                       r.n_preemptions, 100.0 * r.prefix_hit_rate(), r.prefix_hit_tokens,
+                       r.prefix_query_tokens);
       }
     }
   }

@@ -104,6 +104,19 @@ TEST(BenchReport, MarkdownHasBothTablesAndTheCaveat) {
   EXPECT_NE(md.find("| invariant | 8 | 50 | other | 2 | 2.0 | 7.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("mixed traffic"), std::string::npos) << md;
   EXPECT_NE(md.find("commit abc123"), std::string::npos) << md;
+  EXPECT_NE(md.find("| out vs invariant | out vs fast | steps | det steps |"), std::string::npos)
+      << md;
+  // fast first: no "out vs fast" twice.
+  BenchReport rep = sample_report();
+  std::swap(rep.modes[0], rep.modes[1]);
+  rep.modes[1].runs[0].n_deterministic_steps = 3;
+  const std::string md2 = report_markdown(rep);
+  EXPECT_NE(md2.find("| total tok/s | out vs fast | steps | det steps |"), std::string::npos)
+      << md2;
+  EXPECT_EQ(md2.find("out vs fast | out vs fast"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("| invariant | 0 | 4 | 2.000 | 100.0 | 350.0 | 0.500 | 12 | 3 |"),
+            std::string::npos)
+      << md2;
 }
 
 // --verify-group-tokens: one labelled verified report per group size, one row each in the
