@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "decode_step.h"
 #include "engine/sample_row.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -37,6 +38,7 @@
 
 using namespace detllm;
 using namespace detllm::kernels;
+using detllm::bench_util::DecodeStep;
 
 namespace {
 
@@ -53,8 +55,6 @@ void progress(fmt::format_string<Args...> f, Args&&... args) {
              fmt::format(f, std::forward<Args>(args)...));
   std::fflush(stderr);
 }
-
-constexpr int32_t kBlock = 16;
 
 struct Case {
   int batch;
@@ -74,70 +74,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
-// A decode step of `batch` sequences whose next token is at position `context`: each sequence
-// owns its own blocks (contents: zeros), the step writes K/V at `context`.
-class DecodeStep {
- public:
-  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context)
-      : blocks_per_seq_((context + 1 + kBlock - 1) / kBlock),
-        kv_(ops, c, batch * blocks_per_seq_, kBlock, max_pad_rows()) {
-    tables_.resize(static_cast<size_t>(batch) * blocks_per_seq_);
-    std::iota(tables_.begin(), tables_.end(), 0);
-    for (int s = 0; s < batch; ++s) {
-      tokens_.push_back(static_cast<int32_t>((uint64_t{2654435761u} * (s + 1)) % c.vocab_size));
-      positions_.push_back(context);
-      seqs_.push_back(s);
-      slots_.push_back(tables_[static_cast<size_t>(s) * blocks_per_seq_ + context / kBlock] *
-                           kBlock +
-                       context % kBlock);
-    }
-    batch_ = {batch, positions_.data(), seqs_.data(),  slots_.data(),
-              batch, blocks_per_seq_,   tables_.data()};
-  }
-  // Mean ms of `steps` forwards after `warmup` ones; forward() ends with a blocking download.
-  double time_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs, int warmup,
-                 int steps) {
-    std::vector<float> logits;
-    for (int i = 0; i < warmup; ++i) m.forward(tokens_, batch_, rows, kv_, logits, graphs);
-    m.ops().synchronize();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) m.forward(tokens_, batch_, rows, kv_, logits, graphs);
-    m.ops().synchronize();
-    return since(t0) * 1e3 / steps;
-  }
-  // The same with the logits left on the device and every row sampled there in one
-  // Ops::sample_rows call (temperature 0.8, top-p 0.95, seeded): only the results come back.
-  double time_sampled_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
-                         int warmup, int steps) {
-    SamplingParams p;
-    p.temperature = 0.8f;
-    p.top_p = 0.95f;
-    p.seed = 1;
-    std::vector<SampleRowParams> params;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      params.push_back(
-          sample_row_params(p, static_cast<uint32_t>(positions_[0] + 1), static_cast<uint32_t>(i)));
-    }
-    std::vector<SampleRowResult> out(rows.size());
-    auto step = [&] {
-      const LlamaModel::StepLogits l = m.forward(tokens_, batch_, rows, kv_, graphs);
-      m.ops().sample_rows(l.data, l.n_rows, l.vocab, params.data(), out.data());  // blocks
-    };
-    for (int i = 0; i < warmup; ++i) step();
-    m.ops().synchronize();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    m.ops().synchronize();
-    return since(t0) * 1e3 / steps;
-  }
-
- private:
-  int32_t blocks_per_seq_;
-  KvStorage kv_;
-  std::vector<int32_t> tokens_, positions_, seqs_, slots_, tables_;
-  StepBatch batch_;
-};
 
 // Device-to-device copy rate of a 1 GiB buffer, counting bytes read + written (TB/s).
 double copy_tbs(Ops& ops) {

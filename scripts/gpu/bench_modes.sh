@@ -14,6 +14,8 @@
 #   groups   verified: verification group size 64..512, ShareGPT, 100% deterministic
 #   long     long prompts (4-8k in, 16-64 out): fast, invariant, verified (g=64, 256)
 #   small    the real default model (DETLLM_DEFAULT_MODEL), fixed workload, every mode
+#   profile  one decode step op by op on the invariant, switched and fast numerics
+#            (cuda_step_profile_bench; BATCHES, default 1,64,256)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
@@ -21,7 +23,7 @@ mkdir -p "$out"
 carry=$root/build-gpu-carry
 export LD_LIBRARY_PATH=$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f "$carry/COMMIT" ] && export DETLLM_GIT_COMMIT=$(cat "$carry/COMMIT")  # prebuild.sh's
-section=${1:?usage: bench_modes.sh tests|matrix|sweep|online|groups|long|small [args]}
+section=${1:?usage: bench_modes.sh tests|matrix|sweep|online|groups|long|small|profile [args]}
 shift
 modes=fast,invariant,bi-naive,padded,verified
 model=synthetic:llama-3.1-8b
@@ -72,6 +74,10 @@ case $section in
     model=${DETLLM_DEFAULT_MODEL:?set DETLLM_DEFAULT_MODEL to the default model file}
     bench "small" --workload fixed -n "${N:-64}" --input-len 128 --output-len 128 \
       --modes "$modes" --det-share "${SHARES:-0,100}" "$@"
+    ;;
+  profile)
+    "$carry/cuda_step_profile_bench" --batches "${BATCHES:-1,64,256}" "$@" 2>&1 |
+      tee "$out/profile.md"
     ;;
   *)
     echo "unknown section '$section'" >&2

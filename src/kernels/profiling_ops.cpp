@@ -1,0 +1,68 @@
+// ProfilingOps (profiling_ops.h): forward, time, accumulate per op and shape.
+#include "kernels/profiling_ops.h"
+
+#include <fmt/format.h>
+
+namespace detllm::kernels {
+
+void ProfilingOps::add_time(const std::string& key, double ms) {
+  for (OpTime& t : times_) {
+    if (t.key == key) {
+      ++t.calls;
+      t.total_ms += ms;
+      return;
+    }
+  }
+  times_.push_back({key, 1, ms});
+}
+
+void ProfilingOps::embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) {
+  timed("embedding", [&] { inner_.embedding(table, ids, n, out); });
+}
+
+void ProfilingOps::rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+                           float* out) {
+  timed("rmsnorm", [&] { inner_.rmsnorm(x, w, n, dim, eps, out); });
+}
+
+void ProfilingOps::matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
+                          float* y) {
+  // The shape as the GEMM tables of docs/cuda.md write it: K→N, and the row count.
+  timed(fmt::format("matmul {}->{} m={}", w.cols, w.rows, m),
+        [&] { inner_.matmul(x, m, w, bias, y); });
+}
+
+void ProfilingOps::rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
+                        const int32_t* positions, const RopeTable& table) {
+  timed("rope", [&] { inner_.rope(x, n, n_heads, head_dim, positions, table); });
+}
+
+void ProfilingOps::kv_append(const float* k, const float* v, const StepBatch& batch,
+                             const KvCacheLayer& cache) {
+  timed("kv_append", [&] { inner_.kv_append(k, v, batch, cache); });
+}
+
+void ProfilingOps::attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                             int32_t n_heads, float scale, float* out) {
+  timed("attention", [&] { inner_.attention(q, cache, batch, n_heads, scale, out); });
+}
+
+void ProfilingOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  timed("silu_mul", [&] { inner_.silu_mul(gate, up, n, out); });
+}
+
+void ProfilingOps::add(float* x, const float* y, int64_t n) {
+  timed("add", [&] { inner_.add(x, y, n); });
+}
+
+void ProfilingOps::gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                               float* out) {
+  timed("gather_rows", [&] { inner_.gather_rows(x, dim, rows, n_rows, out); });
+}
+
+void ProfilingOps::sample_rows(const float* logits, int32_t rows, int32_t vocab,
+                               const SampleRowParams* params, SampleRowResult* out) {
+  timed("sample_rows", [&] { inner_.sample_rows(logits, rows, vocab, params, out); });
+}
+
+}  // namespace detllm::kernels

@@ -1,0 +1,89 @@
+// ProfilingOps: a backend that forwards every op to another one and times each compute op on
+// the host clock, with inner.synchronize() before and after, so a device backend's time lands
+// on the op that queued it. Keyed by op and shape ("matmul 4096x14336 m=64", "attention"), in
+// the order first seen. For finding where a step's time goes (bench/cuda_step_profile_bench):
+// it serializes the device and adds a sync per op, so only per-op times and their ratios
+// between two runs mean anything, not the step total. Steps run eagerly (no graph_capture).
+// Bits are the inner backend's (tests/kernels/profiling_ops_test.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace detllm::kernels {
+
+struct OpTime {
+  std::string key;  // op name and shape
+  int64_t calls = 0;
+  double total_ms = 0.0;
+};
+
+class ProfilingOps final : public Ops {
+ public:
+  explicit ProfilingOps(Ops& inner) : inner_(inner) {}
+
+  const std::vector<OpTime>& times() const { return times_; }
+  void reset() { times_.clear(); }
+
+  std::string_view name() const override { return inner_.name(); }
+  bool host_memory() const override { return inner_.host_memory(); }
+  DType weight_dtype() const override { return inner_.weight_dtype(); }
+  void* alloc_bytes(size_t n) override { return inner_.alloc_bytes(n); }
+  void free_bytes(void* p) override { inner_.free_bytes(p); }
+  void upload(void* dst, const void* src, size_t n) override { inner_.upload(dst, src, n); }
+  void download(void* dst, const void* src, size_t n) override { inner_.download(dst, src, n); }
+  void copy(void* dst, const void* src, size_t n) override { inner_.copy(dst, src, n); }
+  void synchronize() override { inner_.synchronize(); }
+  void fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
+                    float scale) override {
+    inner_.fill_uniform(dst, dtype, n, key, center, scale);
+  }
+
+  void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override;
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override;
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
+              float* y) override;
+  void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
+            const RopeTable& table) override;
+  void kv_append(const float* k, const float* v, const StepBatch& batch,
+                 const KvCacheLayer& cache) override;
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch, int32_t n_heads,
+                 float scale, float* out) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+  void add(float* x, const float* y, int64_t n) override;
+  void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                   float* out) override;
+  void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
+                   SampleRowResult* out) override;
+
+  void set_gemm_numerics(NumericsMode mode) override { inner_.set_gemm_numerics(mode); }
+  NumericsMode gemm_numerics() const override { return inner_.gemm_numerics(); }
+  void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
+    inner_.prepare_matmul(w, max_m);
+  }
+  GraphCapture* graph_capture() override { return nullptr; }  // eager: every op is seen
+
+ private:
+  // Runs f between two synchronizations and adds its time to `key`.
+  template <typename F>
+  void timed(const std::string& key, F&& f) {
+    inner_.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    inner_.synchronize();
+    add_time(
+        key,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  void add_time(const std::string& key, double ms);
+
+  Ops& inner_;
+  std::vector<OpTime> times_;
+};
+
+}  // namespace detllm::kernels
