@@ -35,6 +35,7 @@
 #include "model/llama_model.h"
 #include "model/step_padding.h"
 #include "model/synthetic.h"
+#include "progress_log.h"
 
 using namespace detllm;
 using namespace detllm::kernels;
@@ -43,17 +44,10 @@ using detllm::bench_util::DecodeStep;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-const Clock::time_point g_start = Clock::now();
+const bench_util::ProgressLog progress("cuda_e2e_bench");
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-template <typename... Args>
-void progress(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "[cuda_e2e_bench {:6.1f}s] {}\n", since(g_start),
-             fmt::format(f, std::forward<Args>(args)...));
-  std::fflush(stderr);
 }
 
 struct Case {

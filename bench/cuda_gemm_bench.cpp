@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -27,21 +28,8 @@ using namespace detllm::kernels;
 
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t n, k;
-};
-
-// Cheap deterministic fill (xorshift), values in [-a, a).
-void fill(std::vector<float>& v, uint64_t seed, float a) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f) * a;
-  }
-}
+using bench_util::fill;
+using bench_util::Shape;
 
 // The bf16 weight of `s` filled from `seed`, plus copies of it, so that rotating over them
 // streams W from HBM rather than from the 60 MB L2 (about 256 MiB in all).

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -52,20 +53,8 @@ namespace {
     }                                                                                            \
   } while (0)
 
-struct Shape {
-  const char* name;
-  int64_t n, k;
-};
-
-void fill(std::vector<float>& v, uint64_t seed, float a) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f) * a;
-  }
-}
+using bench_util::fill;
+using bench_util::Shape;
 
 template <typename T>
 T* dev(size_t count) {

@@ -32,23 +32,17 @@ using bench_util::ops_for;
 using bench_util::parse_modes;
 
 int run(int argc, char** argv) {
-  std::string model_name = "tiny-llama", backend = "cuda";
-  std::string modes_arg = "fast,invariant,bi-naive,padded,verified";
+  bench_util::ModeBenchArgs args;
+  args.modes = "fast,invariant,bi-naive,padded,verified";
   VariationSpec spec;
-  int device = 0, wide_layers = 2, wide_vocab = 4096;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--model")
-      model_name = next();
-    else if (a == "--backend")
-      backend = next();
-    else if (a == "--modes")
-      modes_arg = next();
-    else if (a == "--requests")
+    if (args.parse(a, next)) continue;
+    if (a == "--requests")
       spec.n_requests = std::stoi(next());
     else if (a == "--max-prompt")
       spec.max_prompt = std::stoi(next());
@@ -56,23 +50,17 @@ int run(int argc, char** argv) {
       spec.max_new_tokens = std::stoi(next());
     else if (a == "--seed")
       spec.seed = std::stoull(next());
-    else if (a == "--wide-layers")
-      wide_layers = std::stoi(next());
-    else if (a == "--wide-vocab")
-      wide_vocab = std::stoi(next());
-    else if (a == "--device")
-      device = std::stoi(next());
     else
       throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
-  if (!bench_util::backend_usable(backend)) return 2;
-  const std::vector<DeterminismMode> modes = parse_modes(modes_arg);
-  const auto model = make_matrix_model(model_name, wide_layers, wide_vocab);
+  if (!bench_util::backend_usable(args.backend)) return 2;
+  const std::vector<DeterminismMode> modes = parse_modes(args.modes);
+  const auto model = make_matrix_model(args.model_name, args.wide_layers, args.wide_vocab);
   spec.vocab_size = model->config.vocab_size;
-  spec.cpu_threads = backend == "cpu";
+  spec.cpu_threads = args.backend == "cpu";
   auto target_for = [&](DeterminismMode mode) {
     Target t = model->target();
-    t.make_ops = ops_for(backend, mode, device);
+    t.make_ops = ops_for(args.backend, mode, args.device);
     return t;
   };
   auto on_cell = [](const Variation& v, DeterminismMode mode, const CellResult& c) {
@@ -83,9 +71,9 @@ int run(int argc, char** argv) {
 
   std::printf("## Guarantee matrix: %s\n\n", model->name.c_str());
   std::printf("Backend: %s. Model: %s.\n",
-              backend == "cpu" ? "cpu (the CPU kernels in every "
-                                 "mode)"
-                               : kernels::cuda_device_description(device).c_str(),
+              args.backend == "cpu" ? "cpu (the CPU kernels in every "
+                                      "mode)"
+                                    : kernels::cuda_device_description(args.device).c_str(),
               model->conditions.c_str());
   std::printf(
       "Workloads: random_workload, %d requests per case (V2/V5/V6 +1, V10 +3 with half "

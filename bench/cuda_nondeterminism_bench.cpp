@@ -42,9 +42,9 @@ struct DemoResult {
 };
 
 int run(int argc, char** argv) {
-  std::string model_name = "tiny-llama", backend = "cuda";
-  std::string modes_arg = "fast,invariant,bi-naive,padded";
-  int device = 0, wide_layers = 2, wide_vocab = 4096, n_runs = 32, prompt_len = 24, max_new = 48;
+  bench_util::ModeBenchArgs args;
+  args.modes = "fast,invariant,bi-naive,padded";
+  int n_runs = 32, prompt_len = 24, max_new = 48;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -52,13 +52,8 @@ int run(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--model")
-      model_name = next();
-    else if (a == "--backend")
-      backend = next();
-    else if (a == "--modes")
-      modes_arg = next();
-    else if (a == "--runs")
+    if (args.parse(a, next)) continue;
+    if (a == "--runs")
       n_runs = std::stoi(next());
     else if (a == "--prompt-len")
       prompt_len = std::stoi(next());
@@ -66,18 +61,12 @@ int run(int argc, char** argv) {
       max_new = std::stoi(next());
     else if (a == "--seed")
       seed = std::stoull(next());
-    else if (a == "--wide-layers")
-      wide_layers = std::stoi(next());
-    else if (a == "--wide-vocab")
-      wide_vocab = std::stoi(next());
-    else if (a == "--device")
-      device = std::stoi(next());
     else
       throw std::runtime_error("unknown option " + a + " (see the comment at the top)");
   }
-  if (!bench_util::backend_usable(backend)) return 2;
-  const std::vector<DeterminismMode> modes = bench_util::parse_modes(modes_arg);
-  const auto model = make_matrix_model(model_name, wide_layers, wide_vocab);
+  if (!bench_util::backend_usable(args.backend)) return 2;
+  const std::vector<DeterminismMode> modes = bench_util::parse_modes(args.modes);
+  const auto model = make_matrix_model(args.model_name, args.wide_layers, args.wide_vocab);
   const int32_t vocab = model->config.vocab_size;
 
   // The probe: one greedy prompt, no stop token, max_new tokens.
@@ -102,7 +91,7 @@ int run(int argc, char** argv) {
       Target t = model->target();
       t.policy = policy_for_mode(mode);
       t.policy.validate();  // refuses an inconsistent policy, saying why
-      t.make_ops = bench_util::ops_for(backend, mode, device);
+      t.make_ops = bench_util::ops_for(args.backend, mode, args.device);
       std::vector<std::vector<int32_t>> completions;
       std::vector<std::vector<uint32_t>> logprob_bits;
       for (int r = 0; r < n_runs; ++r) {
@@ -171,7 +160,7 @@ int run(int argc, char** argv) {
       "cycled, 30%% non-deterministic, prompts up to 64 tokens), chunk size 0/16/5 "
       "cycled (budget 4096/64), random arrival steps 0-5, the probe at position r mod "
       "(n+1); block size 16, max_seqs 64. Same loads in every mode.\n\n",
-      backend == "cpu" ? "cpu" : kernels::cuda_device_description(device).c_str(),
+      args.backend == "cpu" ? "cpu" : kernels::cuda_device_description(args.device).c_str(),
       model->conditions.c_str(), prompt_len, max_new, n_runs, "n");
   std::printf(
       "| mode | runs | distinct completions | first diverging position | distinct logprob "

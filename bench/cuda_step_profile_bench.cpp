@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +28,7 @@
 #include "kernels/profiling_ops.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
+#include "progress_log.h"
 
 using namespace detllm;
 using namespace detllm::kernels;
@@ -36,16 +36,7 @@ using detllm::bench_util::DecodeStep;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-const Clock::time_point g_start = Clock::now();
-
-template <typename... Args>
-void progress(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "[cuda_step_profile_bench {:6.1f}s] {}\n",
-             std::chrono::duration<double>(Clock::now() - g_start).count(),
-             fmt::format(f, std::forward<Args>(args)...));
-  std::fflush(stderr);
-}
+const bench_util::ProgressLog progress("cuda_step_profile_bench");
 
 struct Profile {
   std::vector<OpTime> ops;  // per step

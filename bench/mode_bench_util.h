@@ -33,6 +33,35 @@ inline std::function<std::unique_ptr<kernels::Ops>(int)> ops_for(const std::stri
   return [o](int) { return kernels::make_cuda_ops(o); };
 }
 
+// The options both mode benchmarks take: --model, --backend, --modes, --wide-layers,
+// --wide-vocab, --device.
+struct ModeBenchArgs {
+  std::string model_name = "tiny-llama", backend = "cuda";
+  std::string modes;  // the --modes list; each benchmark sets its default
+  int device = 0, wide_layers = 2, wide_vocab = 4096;
+
+  // Takes option `a` (its value from next()) when it is one of the above; false otherwise.
+  template <typename Next>
+  bool parse(const std::string& a, Next&& next) {
+    if (a == "--model") {
+      model_name = next();
+    } else if (a == "--backend") {
+      backend = next();
+    } else if (a == "--modes") {
+      modes = next();
+    } else if (a == "--wide-layers") {
+      wide_layers = std::stoi(next());
+    } else if (a == "--wide-vocab") {
+      wide_vocab = std::stoi(next());
+    } else if (a == "--device") {
+      device = std::stoi(next());
+    } else {
+      return false;
+    }
+    return true;
+  }
+};
+
 // Validates --backend; false (after saying so) when CUDA was asked for and no GPU is visible.
 inline bool backend_usable(const std::string& backend) {
   if (backend != "cpu" && backend != "cuda") throw std::runtime_error("--backend cpu|cuda");

@@ -48,10 +48,7 @@ engine::VerifyConfig verify_config_for(const ModeRun& run, const VerifyOptions& 
   if (run.mode != DeterminismMode::kVerified) return base;
   if (verify.window > 0) base.window = verify.window;
   if (run.group_tokens > 0) base.group_tokens = run.group_tokens;
-  if (verify.group_max_requests > 0) {
-    base.group_max_requests = verify.group_max_requests;
-    base.group_min_requests = std::min(base.group_min_requests, base.group_max_requests);
-  }
+  if (verify.group_max_requests > 0) base.set_group_max_requests(verify.group_max_requests);
   return base;
 }
 

@@ -293,7 +293,7 @@ Command add_serve_command(CLI::App& app) {
                     "--verify-window, --verify-group-tokens and --verify-group-max-requests "
                     "set the verified mode's windows: add --mode verified");
               engine::VerifyConfig& v = o->engine.verify;
-              v.group_min_requests = std::min(v.group_min_requests, v.group_max_requests);
+              v.set_group_max_requests(v.group_max_requests);
               v.validate();
             }
             return run_serve(*o);

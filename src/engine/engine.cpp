@@ -49,7 +49,6 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.samples.resize(r.req.n);
   r.samples[0].seq = seq;
   r.speculative = opts.speculative;
-  r.deterministic = is_deterministic(r.req);
   r.n_live = r.req.n;
   if (r.req.prompt_logprobs >= 0) {
     r.prompt_logprobs.resize(r.req.prompt.size() - 1);
@@ -163,7 +162,9 @@ Engine::StepClass Engine::step_class(const StepPlan& plan) const {
   StepClass c;
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
-    if (owner == seq_owner_.end() || !requests_.at(owner->second.first).deterministic) continue;
+    if (owner == seq_owner_.end() || !is_deterministic(requests_.at(owner->second.first).req)) {
+      continue;
+    }
     c.deterministic = true;
     c.fixed_shape = c.fixed_shape || scheduler_.sequence(s.id).options.isolated;
   }

@@ -108,7 +108,6 @@ class Engine {
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
-    bool deterministic = false;
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;

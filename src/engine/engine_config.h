@@ -30,6 +30,12 @@ struct VerifyConfig {
   int32_t group_max_requests = 16;
   int32_t max_wait_steps = 8;
 
+  // Sets group_max_requests, lowering group_min_requests to it when above (a user who asks
+  // for smaller groups gets them).
+  void set_group_max_requests(int32_t n) {
+    group_max_requests = n;
+    if (group_min_requests > n) group_min_requests = n;
+  }
   void validate() const;  // throws detllm::Error
 };
 

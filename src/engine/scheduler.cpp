@@ -142,6 +142,19 @@ PrefixMatch Scheduler::prefix_match(const Sequence& s) const {
   return kv_.match_prefix(s.tokens, s.options.numerics_class);
 }
 
+int32_t Scheduler::chunk_limit(int32_t want, int32_t budget) const {
+  want = std::min(want, budget);
+  if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
+  return want;
+}
+
+bool Scheduler::head_fits(const PrefixMatch& match, int32_t want) const {
+  const int32_t bs = config_.kv.block_size;
+  const int32_t need =
+      (match.n_tokens + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
+  return need <= kv_.n_available_blocks() - match.n_idle;
+}
+
 void Scheduler::admit(SeqId id, const PrefixMatch& match, int32_t want, StepPlan& plan,
                       std::vector<std::pair<SeqId, int32_t>>& picks) {
   Sequence& s = seq(id);
@@ -160,14 +173,9 @@ void Scheduler::admit(SeqId id, const PrefixMatch& match, int32_t want, StepPlan
 
 void Scheduler::schedule_batched(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks,
                                  bool others_only) {
-  const int32_t bs = config_.kv.block_size;
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
   int32_t budget = config_.max_tokens_per_step;
-  auto clamp_chunk = [&](int32_t want) {
-    want = std::min(want, budget);
-    if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
-    return want;
-  };
+  auto clamp_chunk = [&](int32_t want) { return chunk_limit(want, budget); };
 
   // 1. Running sequences, oldest admission first. Victims come from the back, i.e. from
   // sequences not yet visited (or the current one), so nothing already picked is preempted.
@@ -201,17 +209,14 @@ void Scheduler::schedule_batched(StepPlan& plan, std::vector<std::pair<SeqId, in
     const Sequence& s = sequence(id);
     if (others_only && s.options.isolated) break;
     const PrefixMatch match = prefix_match(s);
-    const int32_t hit = match.n_tokens;
-    const int32_t want = clamp_chunk(s.n_tokens() - hit);
-    const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
-    if (need > kv_.n_available_blocks() - match.n_idle) break;  // the head waits for blocks
+    const int32_t want = clamp_chunk(s.n_tokens() - match.n_tokens);
+    if (!head_fits(match, want)) break;  // the head waits for blocks
     admit(id, match, want, plan, picks);
     budget -= want;
   }
 }
 
 void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks) {
-  const int32_t bs = config_.kv.block_size;
   const auto max_seqs = static_cast<size_t>(config_.max_seqs);
   // 1. A running sequence with several tokens left (a prefill cut short by mark_computed): an
   // isolated one runs alone, whole, preempting the newest sequences if its blocks do not fit;
@@ -243,14 +248,9 @@ void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, i
     const SeqId id = waiting_.front();
     const Sequence& s = sequence(id);
     const PrefixMatch match = prefix_match(s);
-    const int32_t hit = match.n_tokens;
-    int32_t want = s.n_tokens() - hit;
-    if (!s.options.isolated) {
-      want = std::min(want, config_.max_tokens_per_step);
-      if (config_.chunk_size > 0) want = std::min(want, config_.chunk_size);
-    }
-    const int32_t need = (hit + want + bs - 1) / bs - static_cast<int32_t>(match.blocks.size());
-    if (need <= kv_.n_available_blocks() - match.n_idle) {
+    int32_t want = s.n_tokens() - match.n_tokens;
+    if (!s.options.isolated) want = chunk_limit(want, config_.max_tokens_per_step);
+    if (head_fits(match, want)) {
       if (s.options.isolated) {
         admit(id, match, want, plan, picks);
         return;

@@ -198,6 +198,10 @@ class Scheduler {
   void schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks);
   // The prefix-cache hit a waiting sequence may reuse (none for all_logits and isolated).
   PrefixMatch prefix_match(const Sequence& s) const;
+  // min(want, budget, chunk_size when set): a prefill chunk's length.
+  int32_t chunk_limit(int32_t want, int32_t budget) const;
+  // The free blocks hold a waiting sequence's first `want` tokens after its cache hit `match`.
+  bool head_fits(const PrefixMatch& match, int32_t want) const;
   // Admits the waiting head `id` with `match`, scheduling `want` tokens of it.
   void admit(SeqId id, const PrefixMatch& match, int32_t want, StepPlan& plan,
              std::vector<std::pair<SeqId, int32_t>>& picks);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,17 +65,13 @@ class MixedTraffic : public ::testing::TestWithParam<Case> {
     w.scoring_share = scoring;
     return w;
   }
+  // A fresh backend and model per run; `ec` defaults to engine_config().
   Outcome run(DeterminismMode mode, const std::vector<engine::Request>& reqs,
-              const std::vector<int32_t>& arrival = {}) {
+              const std::vector<int32_t>& arrival = {},
+              const std::optional<engine::EngineConfig>& ec = std::nullopt) {
     PerturbedFastOps ops(2, kPerturbation);
     LlamaModel model(config_, weights_, ops);
-    return run_verified_workload(model, mode, engine_config(), reqs, {}, arrival);
-  }
-  Outcome run_alone_with(DeterminismMode mode, const engine::EngineConfig& ec,
-                         const engine::Request& r) {
-    PerturbedFastOps ops(2, kPerturbation);
-    LlamaModel model(config_, weights_, ops);
-    return run_verified_workload(model, mode, ec, {r});
+    return run_verified_workload(model, mode, ec ? *ec : engine_config(), reqs, {}, arrival);
   }
   ModelConfig config_;
   ModelWeights weights_;
@@ -153,16 +150,12 @@ TEST_P(MixedTraffic, PropertyRounds) {
     for (size_t i = 0; i < reqs.size(); ++i)
       arrival.push_back(static_cast<int32_t>(uniform(0, 12)));
     Outcome got;
-    {
-      PerturbedFastOps ops(2, kPerturbation);
-      LlamaModel model(config_, weights_, ops);
-      try {
-        got = run_verified_workload(model, mode, ec, reqs, {}, arrival);
-      } catch (const Error& e) {
-        // A request that can never fit the small pool is refused at add_request: not this test.
-        if (std::string(e.what()).find("request rejected") != std::string::npos) continue;
-        throw;
-      }
+    try {
+      got = run(mode, reqs, arrival, ec);
+    } catch (const Error& e) {
+      // A request that can never fit the small pool is refused at add_request: not this test.
+      if (std::string(e.what()).find("request rejected") != std::string::npos) continue;
+      throw;
     }
     others_steps += got.stats.n_steps - got.stats.n_deterministic_steps;
     const std::string label = "round " + std::to_string(round);
@@ -170,8 +163,8 @@ TEST_P(MixedTraffic, PropertyRounds) {
       if (!reqs[i].deterministic.value_or(true)) continue;
       // padded's fixed decode shape is its max_seqs (CoRun's batch size): alone under the
       // same settings there; the other modes promise the bits under any settings.
-      const Outcome alone = mode == DeterminismMode::kPadded ? run_alone_with(mode, ec, reqs[i])
-                                                             : run(mode, {reqs[i]});
+      const Outcome alone =
+          mode == DeterminismMode::kPadded ? run(mode, {reqs[i]}, {}, ec) : run(mode, {reqs[i]});
       const auto m = compare(alone.traces.at(0), got.traces[i]);
       ASSERT_FALSE(m.has_value()) << label << ": request " << i << ": " << m->what;
       ASSERT_EQ(alone.traces.at(0).finish, got.traces[i].finish) << label << ": request " << i;
