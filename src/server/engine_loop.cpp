@@ -98,22 +98,22 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
     for (size_t i = 0; i < t->requests_.size(); ++i) {
       const auto p = static_cast<int32_t>(i);
       engine::RequestCallbacks cb;
-      cb.on_token = [tp, p](const engine::TokenEvent& ev) {
+      cb.on_token = [this, tp, p](const engine::TokenEvent& ev) {
         EngineEvent e;
         e.kind = EngineEvent::Kind::kToken;
         e.prompt_index = p;
         e.token = ev;
-        tp->push(std::move(e));
+        deliver(tp, std::move(e));
       };
-      cb.on_prompt_logprobs = [tp, p](std::span<const engine::PromptLogprob> lps) {
+      cb.on_prompt_logprobs = [this, tp, p](std::span<const engine::PromptLogprob> lps) {
         EngineEvent e;
         e.kind = EngineEvent::Kind::kPromptLogprobs;
         e.prompt_index = p;
         e.prompt_logprobs.assign(lps.begin(), lps.end());
-        tp->push(std::move(e));
+        deliver(tp, std::move(e));
       };
-      cb.on_finish = [tp, p](int32_t sample, engine::FinishReason reason,
-                             const engine::Usage& usage) {
+      cb.on_finish = [this, tp, p](int32_t sample, engine::FinishReason reason,
+                                   const engine::Usage& usage) {
         --tp->n_live_samples_;
         EngineEvent e;
         e.kind = EngineEvent::Kind::kFinish;
@@ -121,7 +121,7 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
         e.sample_index = sample;
         e.reason = reason;
         e.usage = usage;
-        tp->push(std::move(e));
+        deliver(tp, std::move(e));
       };
       const int32_t n = t->requests_[i].n;
       t->ids_.push_back(engine_.add_request(std::move(t->requests_[i]), std::move(cb)));
@@ -131,10 +131,7 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
     // All or nothing: the requests already added are withdrawn, and their abort events
     // dropped, so the client sees one rejection.
     for (engine::RequestId id : t->ids_) engine_.abort(id);
-    {
-      std::lock_guard lk(t->mu_);
-      t->events_.clear();
-    }
+    std::erase_if(outbox_, [tp](const auto& te) { return te.first == tp; });
     t->ids_.clear();
     t->n_live_samples_ = 0;
     --n_tickets_;  // before the client can see the rejection
@@ -150,7 +147,7 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
   t->requests_.clear();
   EngineEvent e;
   e.kind = EngineEvent::Kind::kAccepted;
-  t->push(std::move(e));
+  deliver(tp, std::move(e));
   live_.push_back(t);
 }
 
@@ -174,8 +171,17 @@ void EngineLoop::fail_all(const std::string& why) {
     EngineEvent e;
     e.kind = EngineEvent::Kind::kRejected;
     e.error = "internal engine error: " + why;
-    t->push(std::move(e));
+    deliver(t.get(), std::move(e));
   }
+}
+
+void EngineLoop::deliver(Ticket* t, EngineEvent e) {
+  outbox_.emplace_back(t, std::move(e));
+}
+
+void EngineLoop::flush_outbox() {
+  for (auto& [t, e] : outbox_) t->push(std::move(e));
+  outbox_.clear();
 }
 
 void EngineLoop::publish(double step_seconds, bool stepped) {
@@ -244,12 +250,15 @@ void EngineLoop::run() {
       }
       seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     }
-    // Tickets whose samples have all finished leave the loop.
-    const auto done = std::remove_if(live_.begin(), live_.end(),
-                                     [](const auto& t) { return t->n_live_samples_ <= 0; });
+    // Tickets whose samples have all finished leave the loop. The snapshot is published
+    // before this iteration's events are delivered, so a client that has seen its response
+    // end reads metrics that count it as finished.
+    const auto done = std::stable_partition(live_.begin(), live_.end(),
+                                            [](const auto& t) { return t->n_live_samples_ > 0; });
     n_tickets_ -= static_cast<int32_t>(live_.end() - done);
-    live_.erase(done, live_.end());
     publish(seconds, stepped);
+    flush_outbox();
+    live_.erase(done, live_.end());
     if (!stepped && engine_.has_work()) {
       // Nothing could be scheduled (should not happen: the scheduler is live); do not spin.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -258,6 +267,7 @@ void EngineLoop::run() {
   // Stopping: abort whatever runs, reject whatever waits.
   for (auto& t : live_) cancel_now(t);
   n_tickets_ -= static_cast<int32_t>(live_.size());
+  flush_outbox();
   live_.clear();
   std::deque<Command> cmds;
   {

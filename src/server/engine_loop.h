@@ -6,6 +6,7 @@
 //
 //   HTTP thread ── submit(requests) ──► command queue ──► engine thread: add_request / abort
 //   HTTP thread ◄── ticket.wait_events() ◄── Ticket events ◄── engine callbacks inside step()
+//                                            (delivered after the step's snapshot is published)
 #pragma once
 
 #include <array>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -125,6 +127,10 @@ class EngineLoop {
   void cancel_now(const std::shared_ptr<Ticket>& t);
   void fail_all(const std::string& why);
   void publish(double step_seconds, bool stepped);
+  // Events made on the engine thread wait in the outbox until the iteration's snapshot is
+  // published (flush_outbox), so metrics never lag what a client has already seen.
+  void deliver(Ticket* t, EngineEvent e);
+  void flush_outbox();
 
   engine::Engine engine_;
   engine::EngineConfig config_;
@@ -136,6 +142,7 @@ class EngineLoop {
   std::atomic<int32_t> n_tickets_{0};
   // Engine thread only:
   std::vector<std::shared_ptr<Ticket>> live_;  // tickets added to the engine, not finished
+  std::vector<std::pair<Ticket*, EngineEvent>> outbox_;  // tickets are held by live_ or a command
   int64_t n_aborted_ = 0;
   int64_t n_engine_errors_ = 0;
   std::thread thread_;

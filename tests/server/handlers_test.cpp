@@ -289,6 +289,25 @@ TEST(Handlers, ClientGoneAbortsAndFreesKv) {
   EXPECT_EQ(snap.n_aborted, 1);
 }
 
+TEST(Handlers, MetricsCountAResponseFinishedOnceItEnds) {
+  // The snapshot /metrics reads is published before a step's events reach the client, so
+  // a client that has read its whole response never sees its sequences still running.
+  TinyServer s;
+  for (int i = 0; i < 40; ++i) {
+    HttpReply r = handle_completions(*s.ctx, json{{"prompt", {1, 2, 3, i % 7}},
+                                                  {"max_tokens", 1 + i % 4},
+                                                  {"n", 1 + i % 2},
+                                                  {"ignore_eos", true},
+                                                  {"stream", i % 3 == 0}}
+                                                 .dump());
+    ASSERT_FALSE(body_of(r).empty());
+    const EngineSnapshot snap = s.loop->snapshot();
+    EXPECT_EQ(snap.n_running, 0) << "request " << i;
+    EXPECT_EQ(snap.n_tickets, 0) << "request " << i;
+    EXPECT_EQ(snap.kv_blocks_used, 0) << "request " << i;
+  }
+}
+
 TEST(Handlers, ConcurrentRequestsEqualAlone) {
   TinyServer s;
   constexpr int kClients = 12;
