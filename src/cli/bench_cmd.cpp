@@ -252,12 +252,17 @@ int run_bench_command(const BenchOptions& o) {
         "weights generated from seed {} in backend memory; no tokenizer (token ids)",
         name, model_arch_name(c.arch), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.vocab_size,
         c.max_position, kSyntheticWeightSeed);
+  } else if (o.save_only) {
+    // Requests need the config and the tokenizer, not the weights.
+    src.bundle = open_model_header(o.model);
   } else {
     Progress progress("loading model");
     src.bundle =
         open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
-    const ModelConfig& c = src.bundle->model->config;
     progress.finish(src.bundle->model->name);
+  }
+  if (src.bundle) {
+    const ModelConfig& c = src.bundle->model->config;
     rep.model_description =
         fmt::format("{} ({}, {} layers, dim {}, vocab {}, context {}), from {}",
                     src.bundle->model->name, model_arch_name(c.arch), c.n_layers, c.dim,

@@ -8,8 +8,12 @@
 
 namespace detllm {
 
-ModelBundle open_model_bundle(const std::string& path_in, int n_threads,
-                              const std::function<void(size_t, size_t)>& progress) {
+namespace {
+
+// The model and its tokenizer; path "" = the default model.
+ModelBundle open_model_and_tokenizer(const std::string& path_in,
+                                     const std::function<void(size_t, size_t)>& progress,
+                                     LoadParts parts) {
   std::string path = path_in;
   if (path.empty()) {
     path = find_default_model();
@@ -18,7 +22,7 @@ ModelBundle open_model_bundle(const std::string& path_in, int n_threads,
           kDefaultModelFile);
   }
   ModelBundle b;
-  b.model = load_model(path, progress);
+  b.model = load_model(path, progress, parts);
   if (b.model->format == ModelFormat::kGguf) {
     b.tokenizer = Tokenizer::from_gguf(*GgufFile::open(path));
   } else {
@@ -26,6 +30,18 @@ ModelBundle open_model_bundle(const std::string& path_in, int n_threads,
     check(std::filesystem::exists(tok), "{}: no tokenizer.json beside the weights", path);
     b.tokenizer = Tokenizer::from_json_file(tok.string());
   }
+  return b;
+}
+
+}  // namespace
+
+ModelBundle open_model_header(const std::string& path) {
+  return open_model_and_tokenizer(path, {}, LoadParts::kConfigOnly);
+}
+
+ModelBundle open_model_bundle(const std::string& path, int n_threads,
+                              const std::function<void(size_t, size_t)>& progress) {
+  ModelBundle b = open_model_and_tokenizer(path, progress, LoadParts::kAll);
   b.ops = kernels::make_cpu_ops(n_threads);
   b.llama = std::make_unique<LlamaModel>(b.model->config, b.model->weights, *b.ops);
   return b;

@@ -24,5 +24,8 @@ struct ModelBundle {
 // path "" = the embedded default model (error telling how to install it when missing).
 ModelBundle open_model_bundle(const std::string& path, int n_threads,
                               const std::function<void(size_t, size_t)>& progress = {});
+// The config and tokenizer only (LoadParts::kConfigOnly): no weights, ops or forward — for
+// work that needs the shapes, vocabulary and text, like making a request file.
+ModelBundle open_model_header(const std::string& path);
 
 }  // namespace detllm

@@ -49,7 +49,9 @@ bool is_gguf_file(const fs::path& p) {
 }  // namespace
 
 std::unique_ptr<LoadedModel> load_model(const std::string& path,
-                                        const std::function<void(size_t, size_t)>& progress) {
+                                        const std::function<void(size_t, size_t)>& progress,
+                                        LoadParts parts) {
+  const bool weights = parts == LoadParts::kAll;
   std::error_code ec;
   check(fs::exists(path, ec), "model path '{}' does not exist", path);
   auto m = std::make_unique<LoadedModel>();
@@ -65,16 +67,18 @@ std::unique_ptr<LoadedModel> load_model(const std::string& path,
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     check(!j.is_discarded(), "{}: config.json is not valid JSON", config_path.string());
     m->config = ModelConfig::from_hf_config(j, config_path.string());
-    auto source = SafetensorsDir::open(path);
-    m->weights = load_weights(*source, WeightNaming::kHuggingFace, m->config, progress);
+    if (weights) {
+      auto source = SafetensorsDir::open(path);
+      m->weights = load_weights(*source, WeightNaming::kHuggingFace, m->config, progress);
+    }
   } else {
     check(is_gguf_file(path), "{}: not a GGUF file (bad magic) and not a model directory", path);
     m->format = ModelFormat::kGguf;
     auto gguf = GgufFile::open(path);
     m->config = ModelConfig::from_gguf(*gguf);
-    m->weights = load_weights(*gguf, WeightNaming::kGguf, m->config, progress);
+    if (weights) m->weights = load_weights(*gguf, WeightNaming::kGguf, m->config, progress);
   }
-  m->weights_hash = hash_weights(m->weights);
+  if (weights) m->weights_hash = hash_weights(m->weights);
   return m;
 }
 

@@ -23,9 +23,14 @@ struct LoadedModel {
   uint64_t weights_hash = 0;  // XXH3 of every weight's fp32 bits, in load order (fingerprint)
 };
 
+// What load_model reads: everything, or the config alone (no tensor is read; weights stay
+// empty and weights_hash 0) for work that needs only the shapes and vocabulary.
+enum class LoadParts : uint8_t { kAll, kConfigOnly };
+
 // progress(done, total) after each tensor. Throws detllm::Error with the path and problem.
-std::unique_ptr<LoadedModel> load_model(
-    const std::string& path, const std::function<void(size_t, size_t)>& progress = {});
+std::unique_ptr<LoadedModel> load_model(const std::string& path,
+                                        const std::function<void(size_t, size_t)>& progress = {},
+                                        LoadParts parts = LoadParts::kAll);
 
 // The default model's path: $DETLLM_DEFAULT_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
 // beside the executable's build directory or the current directory. "" when not installed.

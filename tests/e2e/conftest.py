@@ -25,7 +25,9 @@ def find_binary():
     env = os.environ.get("DETLLM_BIN")
     if env:
         return env
-    for path in sorted(glob.glob(os.path.join(ROOT, "build*", "detllm"))):
+    # build/ (scripts/build.sh's) first: "build-x/" sorts before "build/".
+    for path in [os.path.join(ROOT, "build", "detllm"),
+                 *sorted(glob.glob(os.path.join(ROOT, "build*", "detllm")))]:
         if os.access(path, os.X_OK):
             return path
     return None

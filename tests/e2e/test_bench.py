@@ -5,7 +5,11 @@ and refuses what it cannot run (the 8B synthetic model on the CPU, a 4k prompt i
 context) with a message. A few seconds in all.
 """
 import json
+import os
 
+import pytest
+
+from conftest import DEFAULT_MODEL
 from test_check import run_detllm
 
 TINY = ["bench", "--model", "synthetic:tiny-llama", "--backend", "cpu", "--threads", "2"]
@@ -59,3 +63,21 @@ def test_bench_verified_and_refusals():
     assert r.returncode == 1 and "--backend cuda" in r.stderr, r.stderr
     r = run_detllm(*TINY, "--workload", "long", "--n", "2", timeout=60)
     assert r.returncode == 1 and "context" in r.stderr, r.stderr
+
+
+def test_bench_request_file_of_the_real_model(tmp_path):
+    """--save-only reads the model's config and tokenizer, not its weights; the file then runs."""
+    if not os.path.exists(DEFAULT_MODEL):
+        pytest.skip("the default model is not installed (scripts/setup.sh)")
+    path = tmp_path / "requests.jsonl"
+    shape = ["--workload", "fixed", "--n", "3", "--input-len", "16", "--output-len", "4"]
+    r = run_detllm("bench", *shape, "--save-requests", str(path), "--save-only", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "loading model" not in r.stderr, r.stderr  # no weights read
+    assert "wrote 3 requests" in r.stderr, r.stderr
+    path_json = tmp_path / "run.json"
+    r = run_detllm("bench", "--threads", "2", "--workload", "file", "--requests", str(path),
+                   "--json", str(path_json), timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(path_json.read_text())["results"]
+    assert res and all(x["output_tokens"] == 3 * 4 and x["prompt_tokens"] == 3 * 16 for x in res)
