@@ -9,7 +9,7 @@
 #   tests    the GPU tests (test_cuda; GTEST_FILTER to narrow)
 #   matrix   the guarantee matrix, every mode x V1-V10 (4096-wide layers)
 #   sweep    offline ShareGPT throughput, every mode x deterministic shares (SHARES, default
-#            0,2,10,50,100), N requests (default 512)
+#            0,2,10,50,100), N requests (default 512), each run REPEAT times (default 1)
 #   online   Poisson arrivals at RATES (default 10,30) req/s, SHARE % deterministic (default 50)
 #   groups   verified: verification group size 64..512, ShareGPT, 100% deterministic
 #   long     long prompts (4-8k in, 16-64 out): fast, invariant, verified (g=64, 256)
@@ -56,7 +56,7 @@ case $section in
     ;;
   sweep)
     bench "sweep-$(echo "${SHARES:-all}" | tr , -)" --workload file --requests "$(requests)" -n "${N:-512}" \
-      --modes "${MODES:-$modes}" --det-share "${SHARES:-0,2,10,50,100}" "$@"
+      --modes "${MODES:-$modes}" --det-share "${SHARES:-0,2,10,50,100}" --repeat "${REPEAT:-1}" "$@"
     ;;
   online)
     bench "online" --workload file --requests "$(requests)" -n "${N:-200}" --no-offline \

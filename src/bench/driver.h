@@ -93,6 +93,9 @@ struct RunResult {
   LatencySummary step_ms;
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order
+  // --repeat: the duration of every repetition in run order (this result is the median one,
+  // bench/warmup_repeat.h); empty when the run was made once.
+  std::vector<double> repeat_durations_s;
 
   bool online() const { return rate > 0.0; }
   double prefix_hit_rate() const {

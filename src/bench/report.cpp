@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +73,14 @@ std::string ratio_cell(double r) {
 
 std::string share_cell(double s) {
   return fmt::format("{:g}", s);
+}
+
+// "3: 15.56–16.11" (repetitions: fastest–slowest duration); "1" for a single run.
+std::string repeat_cell(const RunResult& r) {
+  const std::vector<double>& d = r.repeat_durations_s;
+  if (d.empty()) return "1";
+  const auto [lo, hi] = std::minmax_element(d.begin(), d.end());
+  return fmt::format("{}: {:.3f}–{:.3f}", d.size(), *lo, *hi);
 }
 
 }  // namespace
@@ -148,7 +157,9 @@ nlohmann::json report_json(const BenchReport& rep) {
                                  {"output_tokens", rep.output_tokens},
                                  {"sampling", rep.sampling},
                                  {"seed", rep.seed},
-                                 {"warmup", rep.warmup}};
+                                 {"warmup", rep.warmup},
+                                 {"warmup_description", rep.warmup_description},
+                                 {"repeat", rep.repeat}};
   const ModeReport* first = rep.modes.empty() ? nullptr : &rep.modes.front();
   const ModeReport* fast = find_mode(rep, "fast");
   nlohmann::json results = nlohmann::json::array();
@@ -183,6 +194,7 @@ nlohmann::json report_json(const BenchReport& rep) {
           {"n_requests", r.n_requests},
           {"n_deterministic", r.n_deterministic},
           {"duration_s", r.duration_s},
+          {"repeat_durations_s", r.repeat_durations_s},
           {"prompt_tokens", r.prompt_tokens},
           {"output_tokens", r.output_tokens},
           {"requests_per_s", r.requests_per_s},
@@ -233,7 +245,15 @@ std::string report_markdown(const BenchReport& rep) {
   fmt::format_to(out,
                  "- {} requests, {} prompt tokens, {} output tokens; sampling: {}; seed {}; {}\n",
                  rep.n_requests, rep.prompt_tokens, rep.output_tokens, rep.sampling, rep.seed,
-                 rep.warmup ? "one untimed warm-up run per mode" : "no warm-up");
+                 rep.warmup ? (rep.warmup_description.empty() ? std::string("untimed warm-up")
+                                                              : rep.warmup_description)
+                            : std::string("no warm-up"));
+  if (rep.repeat > 1) {
+    fmt::format_to(out,
+                   "- --repeat {}: each offline run made {} times in a row; the table shows the "
+                   "run of median duration, and the spread of all\n",
+                   rep.repeat, rep.repeat);
+  }
   for (const ModeReport& m : rep.modes) {
     fmt::format_to(out, "- mode {}: policy {}; backend {}; self-check {}; engine {}\n", m.mode,
                    m.policy, m.backend, m.self_check, m.engine.dump());
@@ -243,33 +263,37 @@ std::string report_markdown(const BenchReport& rep) {
   const ModeReport* first = rep.modes.empty() ? nullptr : &rep.modes.front();
   const ModeReport* fast = find_mode(rep, "fast");
   const std::string first_name = first ? first->mode : "-";
-  bool any_offline = false, any_online = false;
+  bool any_offline = false, any_online = false, any_repeat = false;
   for (const ModeReport& m : rep.modes) {
-    for (const RunResult& r : m.runs) (r.online() ? any_online : any_offline) = true;
+    for (const RunResult& r : m.runs) {
+      (r.online() ? any_online : any_offline) = true;
+      any_repeat = any_repeat || !r.repeat_durations_s.empty();
+    }
   }
   if (any_offline) {
     fmt::format_to(out, "\n## Offline throughput (all requests queued at t = 0)\n\n");
     // "out vs <first mode>" only when the first mode is not fast (else it repeats vs fast).
     const bool vs_first_column = first != nullptr && first != fast;
     fmt::format_to(out,
-                   "| mode | det % | requests | duration s | out tok/s | total tok/s | {}out vs "
+                   "| mode | det % | requests | duration s | {}out tok/s | total tok/s | {}out vs "
                    "fast | steps | det steps | preemptions | prefix-cache hits |\n",
+                   any_repeat ? "runs: duration s min–max | " : "",
                    vs_first_column ? fmt::format("out vs {} | ", first_name) : std::string());
-    fmt::format_to(out, "|---|---|---|---|---|---|{}---|---|---|---|---|\n",
-                   vs_first_column ? "---|" : "");
+    fmt::format_to(out, "|---|---|---|---|{}---|---|{}---|---|---|---|---|\n",
+                   any_repeat ? "---|" : "", vs_first_column ? "---|" : "");
     for (const ModeReport& m : rep.modes) {
       for (const RunResult& r : m.runs) {
         if (r.online()) continue;
         const std::string vs_first =
             vs_first_column ? ratio_cell(ratio_vs(first, r)) + " | " : std::string();
         fmt::format_to(out,
-                       "| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {}{} | {} | {} | {} | "
+                       "| {} | {} | {} | {:.3f} | {}{:.1f} | {:.1f} | {}{} | {} | {} | {} | "
                        "{:.1f}% ({}/{}) |\n",
                        m.mode, share_cell(r.det_share), r.n_requests, r.duration_s,
-                       r.output_tokens_per_s, r.total_tokens_per_s, vs_first,
-                       ratio_cell(ratio_vs(fast, r)), r.n_steps, r.n_deterministic_steps,
-                       r.n_preemptions, 100.0 * r.prefix_hit_rate(), r.prefix_hit_tokens,
-                       r.prefix_query_tokens);
+                       any_repeat ? repeat_cell(r) + " | " : std::string(), r.output_tokens_per_s,
+                       r.total_tokens_per_s, vs_first, ratio_cell(ratio_vs(fast, r)), r.n_steps,
+                       r.n_deterministic_steps, r.n_preemptions, 100.0 * r.prefix_hit_rate(),
+                       r.prefix_hit_tokens, r.prefix_query_tokens);
       }
     }
   }

@@ -52,7 +52,9 @@ struct BenchReport {
   int64_t n_requests = 0, prompt_tokens = 0, output_tokens = 0;
   std::string sampling;  // "greedy" or temperature/top-p/seed
   uint64_t seed = 0;
-  bool warmup = false;  // an untimed warm-up run per mode before the measured ones
+  bool warmup = false;             // an untimed warm-up run per mode before the measured ones
+  std::string warmup_description;  // what the warm-up ran (bench/warmup_repeat.h)
+  int32_t repeat = 1;              // --repeat: offline runs made this many times, median kept
   std::string caveat = kMixedTrafficNote;
   std::vector<ModeReport> modes;  // in --modes order
 };

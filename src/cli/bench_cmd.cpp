@@ -24,6 +24,7 @@
 #include "bench/report.h"
 #include "bench/request_file.h"
 #include "bench/sharegpt.h"
+#include "bench/warmup_repeat.h"
 #include "bench/workload.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
@@ -66,7 +67,8 @@ struct BenchOptions {
   int kv_cache_tokens = 0;  // 0 = room for every request, capped (bench::default_kv_cache_tokens)
   bool prefix_cache = true;
   bool self_check = true;
-  bool warmup = true;  // one untimed offline run of the first requests per mode
+  bool warmup = true;  // untimed runs of the first requests per mode (bench/warmup_repeat.h)
+  int repeat = 1;      // offline runs made this many times; the median one is reported
   float temperature = 0.0f;
   float top_p = 1.0f;
   std::string json_out;
@@ -296,6 +298,7 @@ int run_bench_command(const BenchOptions& o) {
   rep.output_tokens = workload.n_output_tokens();
   rep.seed = o.w.seed;
   rep.warmup = o.warmup;
+  rep.repeat = o.repeat;
   rep.sampling = o.temperature == 0.0f
                      ? std::string("greedy")
                      : fmt::format("temperature {}, top-p {}, seed {} + request index",
@@ -358,28 +361,40 @@ int run_bench_command(const BenchOptions& o) {
                          : std::string());
 
       if (o.warmup) {
-        // Untimed: first-use costs (allocations, CUDA graph captures, cuBLAS heuristics) stay
-        // out of the measured runs.
-        bench::Workload head = workload;
-        head.requests.resize(std::min<size_t>(head.requests.size(), 8));
-        (void)bench::run_bench(*mm.model, run_cfg, head, {0.0, o.det_shares.front(), o.w.seed},
-                               sampling);
-        log.line("mode {}: warm-up run of {} requests done", run.label, head.requests.size());
+        // Untimed: first-use costs (allocations, CUDA graph captures per numerics, cuBLAS
+        // heuristics) stay out of the measured runs.
+        const bench::Workload head = bench::warmup_workload(workload, resolved.scheduler.max_seqs);
+        rep.warmup_description =
+            bench::warmup_description(static_cast<int32_t>(head.requests.size()));
+        for (double share : bench::warmup_shares(mode)) {
+          // A failed self-check refuses deterministic requests: the measured runs say so.
+          if (share > 0 && resolved.self_check.state == SelfCheckState::kFailed) continue;
+          (void)bench::run_bench(*mm.model, run_cfg, head, {0.0, share, o.w.seed}, sampling);
+          log.line("mode {}: warm-up of {} requests at {:g}% deterministic done", run.label,
+                   head.requests.size(), share);
+        }
       }
 
       auto run_one = [&](double rate, double share) {
         const std::string what =
             rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", run.label, rate, share)
                      : fmt::format("mode {}, offline, det {:g}%", run.label, share);
-        auto progress = [&](const bench::RunProgress& p) {
-          log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", what, p.n_done, p.n_total,
-                   p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
-        };
-        bench::RunResult r = bench::run_bench(*mm.model, run_cfg, workload, {rate, share, o.w.seed},
-                                              sampling, progress);
-        log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", what,
-                 r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
-        mr.runs.push_back(std::move(r));
+        const int n_runs = rate > 0 ? 1 : o.repeat;
+        std::vector<bench::RunResult> results;
+        for (int k = 0; k < n_runs; ++k) {
+          const std::string label =
+              n_runs > 1 ? fmt::format("{} (run {}/{})", what, k + 1, n_runs) : what;
+          auto progress = [&](const bench::RunProgress& p) {
+            log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", label, p.n_done, p.n_total,
+                     p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
+          };
+          bench::RunResult r = bench::run_bench(*mm.model, run_cfg, workload,
+                                                {rate, share, o.w.seed}, sampling, progress);
+          log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
+                   r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
+          results.push_back(std::move(r));
+        }
+        mr.runs.push_back(bench::median_run(std::move(results)));
       };
       if (o.offline) {
         for (double share : o.det_shares) run_one(0.0, share);
@@ -526,7 +541,13 @@ Command add_bench_command(CLI::App& app) {
       "Skip the startup self-check of each mode");
   cmd->add_flag_function(
       "--no-warmup", [o](std::int64_t) { o->warmup = false; },
-      "Skip the untimed warm-up run (the first 8 requests, offline) per mode");
+      "Skip the untimed warm-up per mode (the first max-seqs requests, outputs capped at 16 "
+      "tokens, at 0% and, except in fast, 100% deterministic)");
+  cmd->add_option("--repeat", o->repeat,
+                  "Make each offline run N times in a row and report the one of median "
+                  "duration, with the fastest and slowest (a ratio within that spread is noise)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_option("--verify-window", o->verify.window,
                   "verified: candidate tokens per verification window (default: the engine's)")
       ->check(CLI::Range(1, 1 << 16));

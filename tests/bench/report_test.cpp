@@ -119,6 +119,29 @@ TEST(BenchReport, MarkdownHasBothTablesAndTheCaveat) {
       << md2;
 }
 
+// --repeat: the spread of every repetition beside the median run, in the table and the JSON.
+TEST(BenchReport, RepeatedRunsShowTheirSpread) {
+  BenchReport rep = sample_report();
+  rep.repeat = 3;
+  rep.warmup = true;
+  rep.warmup_description = "untimed warm-up per mode: the first 4 requests";
+  rep.modes[0].runs[0].repeat_durations_s = {2.1, 2.0, 2.4};
+  const std::string md = report_markdown(rep);
+  EXPECT_NE(md.find("--repeat 3"), std::string::npos) << md;
+  EXPECT_NE(md.find("the first 4 requests"), std::string::npos) << md;
+  EXPECT_NE(md.find("| duration s | runs: duration s min–max | out tok/s |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| invariant | 0 | 4 | 2.000 | 3: 2.000–2.400 | 100.0 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| fast | 0 | 4 | 2.000 | 1 | 200.0 |"), std::string::npos) << md;
+  const nlohmann::json j = report_json(rep);
+  EXPECT_EQ(j["conditions"]["repeat"], 3);
+  EXPECT_EQ(j["results"][0]["repeat_durations_s"].size(), 3u);
+  EXPECT_TRUE(j["results"][3]["repeat_durations_s"].empty());
+  // Without repeats the table has no such column.
+  EXPECT_EQ(report_markdown(sample_report()).find("runs: duration"), std::string::npos);
+}
+
 // --verify-group-tokens: one labelled verified report per group size, one row each in the
 // verification table, its settings in the JSON conditions.
 TEST(BenchReport, VerifiedRunsPerGroupSize) {

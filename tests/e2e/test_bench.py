@@ -52,6 +52,26 @@ def test_bench_modes_shares_rates_and_json(tmp_path):
     online = [x for x in res if x["kind"] == "online"]
     assert {x["rate"] for x in online} == {200.0}
     assert all(x["output_tps_vs_fast"] is not None for x in res)
+    assert "warm-up of 6 requests at 100% deterministic" in r.stderr, r.stderr  # not under fast
+    assert r.stderr.count("warm-up of 6 requests") == 3, r.stderr
+
+
+def test_bench_repeat_reports_the_median_and_the_spread(tmp_path):
+    path = tmp_path / "bench.json"
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "4", "--input-len", "16",
+                   "--output-len", "4", "--modes", "fast,invariant", "--det-share", "100",
+                   "--repeat", "3", "--rate", "400", "--json", str(path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| runs: duration s min–max |" in r.stdout, r.stdout
+    assert r.stderr.count("(run 3/3): 4/4 requests done") == 2, r.stderr  # offline only
+    j = json.loads(path.read_text())
+    assert j["conditions"]["repeat"] == 3
+    for x in j["results"]:
+        d = x["repeat_durations_s"]
+        if x["kind"] == "online":
+            assert d == [], x  # online runs are made once
+        else:
+            assert len(d) == 3 and sorted(d)[1] == x["duration_s"], x
 
 
 def test_bench_verified_and_refusals():
