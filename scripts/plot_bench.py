@@ -70,6 +70,7 @@ class Run:
         self.cond = cond  # the file's conditions updated by the result's own
         base = cond.get("determinism_mode")  # "verified" for "verified(g=128)"
         self.base_mode = base if isinstance(base, str) and base else mode
+        self.tps_range = None  # (slowest, fastest) out tok/s of --repeat runs, or None
         self.group = None  # index of its conditions group (set by assign_series)
         self.series = None  # its series label (set by assign_series)
 
@@ -111,6 +112,21 @@ def _object(obj, key, where):
     if not isinstance(v, dict):
         raise InputError(f"{where}: '{key}' must be an object, not {_describe(v)}")
     return v
+
+
+def _repeat_range(r, where):
+    """(slowest, fastest) output tokens/s over a --repeat run's durations; None when it was
+    made once (or the file predates --repeat)."""
+    d = r.get("repeat_durations_s")
+    if d is None or d == []:
+        return None
+    if not isinstance(d, list) or not all(_is_num(x) and x > 0 for x in d):
+        raise InputError(f"{where}: 'repeat_durations_s' must be an array of durations above "
+                         f"0 s, not {json.dumps(d)[:60]}")
+    out = _number(r, "output_tokens", where)
+    if len(d) < 2 or not out > 0:
+        return None
+    return out / max(d), out / min(d)
 
 
 def _check_latency(r, where):
@@ -205,7 +221,9 @@ def load_file(path):
             raise InputError(f"{where}: 'conditions' must be an object, not {_describe(own)}")
         cond.update(own)
         cond.setdefault("caveat", doc.get("caveat"))
-        runs.append(Run(path, i, mode, kind, rate, share, out_tps, latency, cond))
+        run = Run(path, i, mode, kind, rate, share, out_tps, latency, cond)
+        run.tps_range = _repeat_range(r, where) if kind == "offline" else None
+        runs.append(run)
     return runs
 
 
@@ -439,7 +457,10 @@ def conditions_lines(runs, keys, tags):
         if _text(c.get("seed")):
             extra.append("seed " + _text(c.get("seed")))
         if "warmup" in c:
-            extra.append("warm-up run per mode" if c.get("warmup") else "no warm-up")
+            extra.append((_text(c.get("warmup_description")) or "warm-up run per mode")
+                         if c.get("warmup") else "no warm-up")
+        if _is_num(c.get("repeat")) and c.get("repeat") > 1:
+            extra.append(f"offline runs made {c.get('repeat')} times, median shown")
         lines.append(head + f"workload: {wl}" + ("; " + "; ".join(extra) if extra else ""))
         eng = _engine_text(rs)
         if eng:
@@ -589,6 +610,12 @@ def throughput_figure(runs, notes):
                       notes)
         axes[0].plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
                      markersize=6, linewidth=1.6, label=s)
+        for r in rs:  # --repeat: the fastest and slowest of the runs behind the median point
+            if r.tps_range and not math.isnan(r.out_tps):
+                lo, hi = r.tps_range
+                axes[0].errorbar([r.share], [r.out_tps], yerr=[[max(r.out_tps - lo, 0.0)],
+                                                               [max(hi - r.out_tps, 0.0)]],
+                                 fmt="none", ecolor=colour, elinewidth=1.0, capsize=3)
         if has_ratio:
             rp = _points([(r.share, ratios[id(r)]) for r in rs if id(r) in ratios],
                          f"ratio {s}", [])
@@ -613,7 +640,11 @@ def throughput_figure(runs, notes):
         ax.set_ylabel("output tokens/s ÷ fast's at the same share")
         ax.set_title("ratio to fast", fontsize=9)
     title = "Offline throughput vs deterministic-traffic share\n" + subtitle(off, keys)
-    _finish(fig, title, conditions_lines(off, keys, tags), legend=(handles, order))
+    foot = conditions_lines(off, keys, tags)
+    if any(r.tps_range for r in off):
+        foot.append("bars: the fastest and slowest of repeated runs (--repeat); the point is "
+                    "the run of median duration")
+    _finish(fig, title, foot, legend=(handles, order))
     return fig
 
 

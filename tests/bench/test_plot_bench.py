@@ -82,7 +82,11 @@ def make_report(modes=("fast", "invariant"), shares=(100,), rates=(), offline=Tr
               "workload_description": f"{workload}: {n} requests, 512 prompt tokens (random "
                                       "ids, seed 0), 128 output tokens each",
               "n_requests": n, "prompt_tokens": 512 * n, "output_tokens": 128 * n,
-              "sampling": "greedy", "seed": 0, "warmup": True}
+              "sampling": "greedy", "seed": 0, "warmup": True,
+              "warmup_description": "untimed warm-up per mode: the first 64 requests, outputs "
+                                    "capped at 16 tokens, at 0% and (except fast) 100% "
+                                    "deterministic",
+              "repeat": 1}
 
     def backend_description(mode):
         if backend == "cpu":
@@ -116,7 +120,8 @@ def make_report(modes=("fast", "invariant"), shares=(100,), rates=(), offline=Tr
                 "mode": m, "determinism_mode": base_mode(m),
                 "kind": "online" if rate > 0 else "offline", "rate": rate,
                 "det_share": float(share), "n_requests": n, "n_deterministic": n_det,
-                "duration_s": 128 * n / out, "prompt_tokens": 512 * n,
+                "duration_s": 128 * n / out, "repeat_durations_s": [],
+                "prompt_tokens": 512 * n,
                 "output_tokens": 128 * n, "requests_per_s": out / 128,
                 "output_tokens_per_s": out, "total_tokens_per_s": out * 5,
                 "output_tps_vs_first_mode": out / first,
@@ -507,6 +512,35 @@ def test_nulls_odd_labels_and_repeats_are_drawn_not_errors(pb, tmp_path):
     fig.canvas.draw()  # renders (a mathtext error would raise here)
     fig = pb.latency_figure(runs, 100.0, [])
     fig.canvas.draw()
+
+
+def test_repeated_runs_draw_their_spread(pb, tmp_path):
+    d = make_report(modes=["fast", "invariant"], shares=(0, 100))
+    for c in [d["conditions"]] + [x["conditions"] for x in d["results"]]:
+        c["repeat"] = 3  # as report_json writes it: the shared conditions, and every result's
+    r = d["results"][3]  # invariant at 100%
+    r["repeat_durations_s"] = [r["duration_s"] * 1.02, r["duration_s"], r["duration_s"] * 0.97]
+    runs = runs_of(pb, tmp_path, d)
+    (inv,) = [x for x in runs if x.mode == "invariant" and x.share == 100]
+    lo, hi = inv.tps_range
+    assert lo == pytest.approx(inv.out_tps / 1.02) and hi == pytest.approx(inv.out_tps / 0.97)
+    assert all(x.tps_range is None for x in runs if x is not inv)
+    fig = pb.throughput_figure(runs, [])
+    bars = [c for c in data_axes(fig)[0].collections if len(c.get_segments()) == 1]
+    assert len(bars) == 1, bars  # one bar, at the repeated point
+    (seg,) = bars[0].get_segments()
+    assert seg[0][0] == 100 and sorted(seg[:, 1]) == pytest.approx([lo, hi])
+    assert "bars: the fastest and slowest of repeated runs" in footnote(fig)
+    assert "made 3 times, median shown" in footnote(fig)
+    fig.canvas.draw()
+
+
+@pytest.mark.parametrize("bad", ["3.0", [1.0, -2.0], [1.0, "x"], {"a": 1}])
+def test_bad_repeat_durations_are_a_clean_error(tmp_path, bad):
+    d = make_report()
+    d["results"][0]["repeat_durations_s"] = bad
+    r = run_script(write(tmp_path, "bad.json", d), "--out", str(tmp_path / "p"))
+    assert_clean_error(r, "bad.json", "repeat_durations_s")
 
 
 # --- a real run (the binary CTest names in DETLLM_BIN) ----------------------------------------
