@@ -86,9 +86,11 @@ def start_server(*extra_args):
         pytest.skip("the detllm binary is not built (set DETLLM_BIN)")
     if not os.path.exists(DEFAULT_MODEL):
         pytest.skip("the default model is not installed (scripts/setup.sh)")
+    # Defaults the caller's own options replace (an option given twice is refused).
+    defaults = [("--threads", "2"), ("--kv-cache-tokens", "8192"),
+                ("--max-tokens-per-step", "1024")]
     args = [binary, "serve", "--host", "127.0.0.1", "--port", "0", "--api-key", API_KEY,
-            "--threads", "2", "--kv-cache-tokens", "8192", "--max-tokens-per-step", "1024",
-            *extra_args]
+            *[x for k, v in defaults if k not in extra_args for x in (k, v)], *extra_args]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     port_holder = {}
