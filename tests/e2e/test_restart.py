@@ -3,7 +3,8 @@ requests sent to one `detllm serve` process, all at once, then to a fresh proces
 threads, step budget, chunking, batch limit, KV pool and prefix-cache setting, one at a time,
 give the same token ids, logprobs (compared as floats, never as re-encoded text), prompt
 logprobs and fingerprint. A request that let the server draw its seed replays with the seed
-the response returned. (The KV block size is not varied: it is part of the fingerprint,
+the response returned, and every sampled completion, re-scored by the second process (echo,
+teacher forcing), gets the logprobs it was generated with (the RL case). (The KV block size is not varied: it is part of the fingerprint,
 src/determinism/fingerprint.h.)"""
 from concurrent.futures import ThreadPoolExecutor
 
@@ -72,5 +73,13 @@ def test_a_fresh_process_with_other_settings_replays_every_bit():
             assert again[2] == outs, req  # token ids and logprobs, bit for bit
             assert again[3] == prompt_lps, req
             assert all(len(ids) >= 1 for ids, _ in outs), (req, outs)
+            if req["kind"] == "completion":
+                # RL: the rollout's logprobs (sampled, batched, first process) are what scoring
+                # prompt + completion gives (echo, teacher forcing) in the second process.
+                prompt_ids = second.post("/tokenize", {"prompt": req["prompt"]}).json()["tokens"]
+                for ids, lps in outs:
+                    scored = send(c, {"kind": "score", "prompt": prompt_ids + ids})[3]
+                    assert scored[0][len(prompt_ids):] == ids, req
+                    assert scored[1][len(prompt_ids):] == lps, req
     finally:
         assert second.stop() == 0, "".join(second.log)
