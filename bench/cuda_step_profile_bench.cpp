@@ -9,7 +9,8 @@
 // fast, plus the unprofiled step (graph replay, device sampling) for scale. The question it
 // answers (docs/perf.md): why the invariant decode step measured 0.92 of fast at batch 64.
 // Run: build-cuda/bench/cuda_step_profile_bench [--batches 1,64,256] [--context N] [--steps N]
-// (exits without a CUDA device; progress on stderr, markdown on stdout)
+// (exits without a CUDA device; progress on stderr, markdown on stdout, one table per batch as
+// soon as it is measured; both backends are kept at once: ~64 GB of GPU memory)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -75,6 +76,28 @@ double total_ms(const Profile& p) {
   return s;
 }
 
+// One batch's markdown table, flushed at once.
+void print_table(int batch, const Profile& inv, const Profile& sw, const Profile& fast, int steps) {
+  fmt::print(
+      "\n### Batch {} (ms per step; graph + device sampling, unprofiled: invariant {:.2f}, "
+      "switched {:.2f}, fast {:.2f}, fast ÷ invariant {:.3f})\n\n",
+      batch, inv.graph_sampled_ms, sw.graph_sampled_ms, fast.graph_sampled_ms,
+      fast.graph_sampled_ms / inv.graph_sampled_ms);
+  fmt::print(
+      "| op (shape K->N, rows m) | calls | invariant | switched | fast | invariant − fast "
+      "| fast ÷ invariant |\n|---|---|---|---|---|---|---|\n");
+  for (const OpTime& t : inv.ops) {
+    const double f = ms_of(fast, t.key);
+    fmt::print("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:+.3f} | {:.3f} |\n", t.key,
+               t.calls / steps, t.total_ms, ms_of(sw, t.key), f, t.total_ms - f,
+               t.total_ms > 0 ? f / t.total_ms : 0.0);
+  }
+  fmt::print("| total (profiled) | | {:.3f} | {:.3f} | {:.3f} | {:+.3f} | {:.3f} |\n",
+             total_ms(inv), total_ms(sw), total_ms(fast), total_ms(inv) - total_ms(fast),
+             total_ms(fast) / total_ms(inv));
+  std::fflush(stdout);
+}
+
 std::vector<int> parse_list(const char* s) {
   std::vector<int> v;
   for (const char* q = s; *q;) {
@@ -120,56 +143,43 @@ int main(int argc, char** argv) {
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}; Llama-3.1-8B synthetic, decode at context {}, {} profiled steps\n",
                cuda_device_description(0), context, steps);
-    // [0] invariant, [1] the invariant backend switched to fast, [2] a fast backend.
-    std::vector<std::vector<Profile>> prof(3);
-    for (int backend = 0; backend < 2; ++backend) {
+    // Both backends at once (four copies of the weights: ~64 GB), so that each batch's table
+    // is printed as soon as it is measured: a run cut short keeps the batches it finished.
+    struct Side {
+      std::unique_ptr<Ops> ops;
+      std::unique_ptr<ProfilingOps> prof;
+      std::unique_ptr<LlamaModel> model;  // ops through the profiler
+      std::unique_ptr<LlamaModel> plain;  // the same ops unwrapped (graph replay)
+    };
+    Side sides[2];  // [0] an invariant backend, [1] a fast backend
+    for (int i = 0; i < 2; ++i) {
       CudaOptions o;
-      o.mode = backend == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
-      auto ops = make_cuda_ops(o);
-      ProfilingOps p(*ops);
-      progress("{} backend: generating the weights", backend == 0 ? "invariant" : "fast");
-      LlamaModel model(c, recipe, p);  // weights in `ops`' memory, ops through the profiler
-      LlamaModel plain(c, recipe, *ops);
-      if (backend == 0) plain.prepare_gemms(*std::max_element(batches.begin(), batches.end()));
-      for (int b : batches) {
-        if (backend == 0) {
-          for (int sw = 0; sw < 2; ++sw) {
-            const NumericsMode n = sw == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
-            ops->set_gemm_numerics(n);
-            prof[sw].push_back(profile_step(p, model, plain, *ops, c, b, context, steps));
-            progress("batch {}: {} {:.2f} ms profiled, {:.2f} ms graph + sampling", b,
-                     sw == 0 ? "invariant" : "switched", total_ms(prof[sw].back()),
-                     prof[sw].back().graph_sampled_ms);
-          }
-          ops->set_gemm_numerics(NumericsMode::kInvariant);
-        } else {
-          prof[2].push_back(profile_step(p, model, plain, *ops, c, b, context, steps));
-          progress("batch {}: fast {:.2f} ms profiled, {:.2f} ms graph + sampling", b,
-                   total_ms(prof[2].back()), prof[2].back().graph_sampled_ms);
-        }
-      }
+      o.mode = i == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
+      Side& sd = sides[i];
+      sd.ops = make_cuda_ops(o);
+      sd.prof = std::make_unique<ProfilingOps>(*sd.ops);
+      progress("{} backend: generating the weights", i == 0 ? "invariant" : "fast");
+      sd.model = std::make_unique<LlamaModel>(c, recipe, *sd.prof);
+      sd.plain = std::make_unique<LlamaModel>(c, recipe, *sd.ops);
     }
-    for (size_t bi = 0; bi < batches.size(); ++bi) {
-      const Profile& inv = prof[0][bi];
-      const Profile& sw = prof[1][bi];
-      const Profile& fast = prof[2][bi];
-      fmt::print(
-          "\n### Batch {} (ms per step; graph + device sampling, unprofiled: invariant {:.2f}, "
-          "switched {:.2f}, fast {:.2f}, fast ÷ invariant {:.3f})\n\n",
-          batches[bi], inv.graph_sampled_ms, sw.graph_sampled_ms, fast.graph_sampled_ms,
-          fast.graph_sampled_ms / inv.graph_sampled_ms);
-      fmt::print(
-          "| op (shape K->N, rows m) | calls | invariant | switched | fast | invariant − fast "
-          "| fast ÷ invariant |\n|---|---|---|---|---|---|---|\n");
-      for (const OpTime& t : inv.ops) {
-        const double f = ms_of(fast, t.key);
-        fmt::print("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:+.3f} | {:.3f} |\n", t.key,
-                   t.calls / steps, t.total_ms, ms_of(sw, t.key), f, t.total_ms - f,
-                   t.total_ms > 0 ? f / t.total_ms : 0.0);
+    sides[0].plain->prepare_gemms(*std::max_element(batches.begin(), batches.end()));
+    for (int b : batches) {
+      // invariant; the invariant backend switched to fast; a fast backend.
+      Profile p[3];
+      for (int sw = 0; sw < 2; ++sw) {
+        const NumericsMode n = sw == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
+        Side& sd = sides[0];
+        sd.ops->set_gemm_numerics(n);
+        p[sw] = profile_step(*sd.prof, *sd.model, *sd.plain, *sd.ops, c, b, context, steps);
+        progress("batch {}: {} {:.2f} ms profiled, {:.2f} ms graph + sampling", b,
+                 sw == 0 ? "invariant" : "switched", total_ms(p[sw]), p[sw].graph_sampled_ms);
       }
-      fmt::print("| total (profiled) | | {:.3f} | {:.3f} | {:.3f} | {:+.3f} | {:.3f} |\n",
-                 total_ms(inv), total_ms(sw), total_ms(fast), total_ms(inv) - total_ms(fast),
-                 total_ms(fast) / total_ms(inv));
+      sides[0].ops->set_gemm_numerics(NumericsMode::kInvariant);
+      Side& fs = sides[1];
+      p[2] = profile_step(*fs.prof, *fs.model, *fs.plain, *fs.ops, c, b, context, steps);
+      progress("batch {}: fast {:.2f} ms profiled, {:.2f} ms graph + sampling", b, total_ms(p[2]),
+               p[2].graph_sampled_ms);
+      print_table(b, p[0], p[1], p[2], steps);
     }
     return 0;
   } catch (const std::exception& e) {
