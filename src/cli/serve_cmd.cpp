@@ -135,7 +135,6 @@ int run_serve(ServeOptions& o) {
   fin.weights_hash = b.model->weights_hash;
   fin.backend = backend.fingerprint_name;
   fin.backend_build = backend.build;
-  fin.kv_block_size = cfg.scheduler.kv.block_size;
   fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, true));
   ctx.fingerprint_deterministic = numerics_fingerprint(fin);
   fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, false));

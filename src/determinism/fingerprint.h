@@ -2,6 +2,10 @@
 // request's bits besides its prompt and sampling parameters — the weights, the engine build,
 // the backend and its SIMD/GPU/library versions, and every numerics-relevant setting. Two
 // runs with the same fingerprint give the same bits; returned as OpenAI's system_fingerprint.
+// Execution settings that change no bit stay out of it, so that tuning them keeps the
+// fingerprint: threads, step budget, chunking, batch limit, KV pool and block size (attention
+// reduces in splits aligned to absolute positions on both backends; the block size only
+// addresses the pages: tests/e2e/test_restart.py, the mixed-traffic property rounds).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +17,6 @@ struct FingerprintInputs {
   uint64_t weights_hash = 0;
   std::string backend;        // "cpu", "cuda:<gpu>:<driver>:<cublas>"
   std::string backend_build;  // e.g. the CPU SIMD arch
-  int32_t kv_block_size = 0;  // does not change numerics today, but is part of the KV identity
   std::string numerics_mode;  // the mode that served the request
 };
 

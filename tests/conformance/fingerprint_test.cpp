@@ -10,7 +10,7 @@ namespace detllm {
 namespace {
 
 TEST(Fingerprint, StableAndSensitiveToEveryInput) {
-  const FingerprintInputs base{0x1234, "cpu", "x86-64-v3", 16, "invariant"};
+  const FingerprintInputs base{0x1234, "cpu", "x86-64-v3", "invariant"};
   const std::string fp = numerics_fingerprint(base);
   EXPECT_EQ(fp, numerics_fingerprint(base));
   EXPECT_EQ(fp.rfind("fp_", 0), 0u);
@@ -23,7 +23,6 @@ TEST(Fingerprint, StableAndSensitiveToEveryInput) {
   EXPECT_TRUE(changed([](auto& i) { i.weights_hash = 0x1235; }));
   EXPECT_TRUE(changed([](auto& i) { i.backend = "cuda"; }));
   EXPECT_TRUE(changed([](auto& i) { i.backend_build = "x86-64-v4"; }));
-  EXPECT_TRUE(changed([](auto& i) { i.kv_block_size = 32; }));
   EXPECT_TRUE(changed([](auto& i) { i.numerics_mode = "fast"; }));
 }
 

@@ -1,11 +1,11 @@
 """Across restarts (design.md V9, V11 and the execution settings): the same deterministic
 requests sent to one `detllm serve` process, all at once, then to a fresh process with other
-threads, step budget, chunking, batch limit, KV pool and prefix-cache setting, one at a time,
-give the same token ids, logprobs (compared as floats, never as re-encoded text), prompt
-logprobs and fingerprint. A request that let the server draw its seed replays with the seed
+threads, step budget, chunking, batch limit, KV pool, block size and prefix-cache setting, one
+at a time, give the same token ids, logprobs (compared as floats, never as re-encoded text),
+prompt logprobs and fingerprint. A request that let the server draw its seed replays with the seed
 the response returned, and every sampled completion, re-scored by the second process (echo,
-teacher forcing), gets the logprobs it was generated with (the RL case). (The KV block size is not varied: it is part of the fingerprint,
-src/determinism/fingerprint.h.)"""
+teacher forcing), gets the logprobs it was generated with (the RL case). None of the settings
+varied is in the fingerprint (src/determinism/fingerprint.h)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -61,7 +61,7 @@ def test_a_fresh_process_with_other_settings_replays_every_bit():
     finally:
         assert first.stop() == 0, "".join(first.log)
     second = start_server("--threads", "1", "--max-tokens-per-step", "48", "--chunk-size", "16",
-                          "--max-seqs", "2", "--kv-cache-tokens", "4096",
+                          "--max-seqs", "2", "--kv-cache-tokens", "4096", "--block-size", "5",
                           "--prefix-cache", "false")
     try:
         c = client_of(second)
