@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import API_KEY
+from conftest import API_KEY, wait_until
 
 
 def completion_ids(choice):
@@ -208,8 +208,11 @@ def test_curl(server):
 
 def test_metrics(server, client):
     client.completions.create(model="default", prompt="Count:", max_tokens=2, temperature=0)
+    # A request is counted once its response has been written, which the client may see
+    # first: wait for it (the engine gauges, by contrast, are current when the response ends).
+    key = 'detllm_requests_total{endpoint="/v1/completions",status="200"}'
+    assert wait_until(lambda: server.metrics().get(key, 0) >= 1, timeout=10)
     m = server.metrics()
-    assert m['detllm_requests_total{endpoint="/v1/completions",status="200"}'] >= 1
     for name in ("detllm_prompt_tokens_total", "detllm_generation_tokens_total",
                  "detllm_queue_length", "detllm_running_sequences", "detllm_kv_blocks_used",
                  "detllm_kv_blocks_total", "detllm_prefix_cache_hit_rate",
