@@ -102,8 +102,8 @@ struct HttpServer::Impl {
         },
         [stream, metrics](bool success) {
           if (!success) {
+            metrics->count_disconnect();  // first: the abort it causes is seen after it
             stream->cancel();
-            metrics->count_disconnect();
           }
         });
   }
