@@ -191,6 +191,86 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
   return std::nullopt;
 }
 
+std::optional<Mismatch> first_mismatch(const std::vector<engine::Request>& reqs,
+                                       const std::vector<RequestTrace>& a,
+                                       const std::vector<RequestTrace>& b) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (!reqs[i].deterministic.value_or(true)) continue;
+    if (auto m = compare(a.at(i), b.at(i)))
+      return Mismatch{fmt::format("request {}: {}", i, m->what)};
+  }
+  return std::nullopt;
+}
+
+std::vector<engine::Request> scoring_requests(const std::vector<engine::Request>& reqs,
+                                              const RunResult& gen) {
+  std::vector<engine::Request> out;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (const auto& toks : gen.traces.at(i).tokens) {
+      engine::Request r;
+      r.prompt = reqs[i].prompt;
+      r.prompt.insert(r.prompt.end(), toks.begin(), toks.end());
+      r.max_tokens = 0;
+      r.prompt_logprobs = 0;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::optional<Mismatch> compare_generation_scoring(const std::vector<engine::Request>& reqs,
+                                                   const RunResult& gen, const RunResult& score,
+                                                   size_t* n_compared) {
+  size_t j = 0, n = 0;
+  auto fail = [](std::string what) { return std::optional<Mismatch>(Mismatch{std::move(what)}); };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const int32_t n_prompt = static_cast<int32_t>(reqs[i].prompt.size());
+    const RequestTrace& g = gen.traces.at(i);
+    for (size_t k = 0; k < g.tokens.size(); ++k, ++j) {
+      const auto& toks = g.tokens[k];
+      const RequestTrace& st = score.traces.at(j);
+      if (!reqs[i].deterministic.value_or(true)) continue;
+      if (st.prompt_logprobs.size() != reqs[i].prompt.size() + toks.size() - 1) {
+        return fail(fmt::format("request {} sample {}: {} prompt logprobs from scoring", i, k,
+                                st.prompt_logprobs.size()));
+      }
+      for (size_t t = 0; t < toks.size(); ++t) {
+        const int32_t pos = n_prompt + static_cast<int32_t>(t);
+        const auto lg = g.logits.find({static_cast<int32_t>(k), pos});
+        const auto ls = st.logits.find({0, pos});
+        if (lg == g.logits.end() || ls == st.logits.end()) {
+          return fail(fmt::format("request {} sample {}: {} has no logits at position {}", i, k,
+                                  lg == g.logits.end() ? "generation" : "scoring", pos));
+        }
+        const std::vector<float>& a = lg->second;
+        const std::vector<float>& b = ls->second;
+        if (a.size() != b.size()) {
+          return fail(
+              fmt::format("request {} sample {} position {}: {} logits generated vs {} "
+                          "scored",
+                          i, k, pos, a.size(), b.size()));
+        }
+        for (size_t v = 0; v < a.size(); ++v) {
+          if (std::memcmp(&a[v], &b[v], 4) != 0) {
+            return fail(fmt::format(
+                "request {} sample {} position {}: logit[{}] generated {:.9g} vs scored {:.9g}", i,
+                k, pos, v, a[v], b[v]));
+          }
+        }
+        const float lp_gen = g.logprobs[k][t];
+        const float lp_score = st.prompt_logprobs[static_cast<size_t>(pos - 1)].logprob;
+        if (std::memcmp(&lp_gen, &lp_score, 4) != 0) {
+          return fail(fmt::format("request {} sample {} position {}: logprob {:.9g} vs {:.9g}", i,
+                                  k, pos, lp_gen, lp_score));
+        }
+        ++n;
+      }
+    }
+  }
+  if (n_compared) *n_compared = n;
+  return std::nullopt;
+}
+
 std::vector<engine::Request> random_workload(uint64_t seed, const WorkloadSpec& spec) {
   check(spec.vocab_size > 0 && spec.min_prompt >= 1 && spec.max_prompt >= spec.min_prompt,
         "bad workload spec");

@@ -105,6 +105,24 @@ struct Mismatch {
 // at every position both saw (and the set of positions), then logprobs and prompt logprobs.
 std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b);
 
+// The first deterministic request (reqs[i].deterministic unset or true) whose traces differ,
+// as "request i: <compare()'s what>"; nothing when every one is equal bit for bit.
+std::optional<Mismatch> first_mismatch(const std::vector<engine::Request>& reqs,
+                                       const std::vector<RequestTrace>& a,
+                                       const std::vector<RequestTrace>& b);
+
+// V4, step 1: one scoring request (max_tokens 0, every prompt logprob) per sample of `gen`:
+// the request's prompt followed by that sample's generated tokens, in the order (request,
+// sample).
+std::vector<engine::Request> scoring_requests(const std::vector<engine::Request>& reqs,
+                                              const RunResult& gen);
+// V4, step 2: for every token of a deterministic request, its generation logits == the scoring
+// run's logits at that position, and its logprob == the scoring prompt logprob. `score` ran
+// scoring_requests(reqs, gen). The first difference, or nothing; counts the positions compared.
+std::optional<Mismatch> compare_generation_scoring(const std::vector<engine::Request>& reqs,
+                                                   const RunResult& gen, const RunResult& score,
+                                                   size_t* n_compared = nullptr);
+
 // Workload generation for property-based runs: `n` requests with prompts of random lengths
 // (some sharing prefixes, to exercise the prefix cache), greedy or seeded sampling, 1–2
 // samples, some scoring requests. All marked deterministic unless `nondet_share` > 0.

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -48,46 +47,6 @@ VariationCase pair_case(std::string label, std::vector<engine::Request> workload
   return c;
 }
 
-// V4: the logits and logprob each generated token had == those of re-scoring the sequence.
-std::optional<std::string> compare_generation_scoring(const std::vector<engine::Request>& reqs,
-                                                      const RunResult& gen,
-                                                      const RunResult& score) {
-  size_t j = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const int32_t n_prompt = static_cast<int32_t>(reqs[i].prompt.size());
-    for (size_t k = 0; k < gen.traces[i].tokens.size(); ++k, ++j) {
-      const auto& toks = gen.traces[i].tokens[k];
-      const RequestTrace& st = score.traces.at(j);
-      if (!reqs[i].deterministic.value_or(true)) continue;
-      for (size_t t = 0; t < toks.size(); ++t) {
-        const int32_t pos = n_prompt + static_cast<int32_t>(t);
-        const auto& lg = gen.traces[i].logits.at({static_cast<int32_t>(k), pos});
-        auto it = st.logits.find({0, pos});
-        if (it == st.logits.end()) {
-          return fmt::format("request {} sample {}: scoring has no logits at position {}", i, k,
-                             pos);
-        }
-        const auto& ls = it->second;
-        for (size_t v = 0; v < lg.size(); ++v) {
-          if (std::memcmp(&lg[v], &ls[v], 4) != 0) {
-            return fmt::format(
-                "request {} sample {} position {}: logit[{}] generated {:.9g} vs "
-                "scored {:.9g}",
-                i, k, pos, v, lg[v], ls[v]);
-          }
-        }
-        const float lp_gen = gen.traces[i].logprobs[k][t];
-        const float lp_score = st.prompt_logprobs.at(static_cast<size_t>(pos - 1)).logprob;
-        if (std::memcmp(&lp_gen, &lp_score, 4) != 0) {
-          return fmt::format("request {} sample {} position {}: logprob {:.9g} vs {:.9g}", i, k,
-                             pos, lp_gen, lp_score);
-        }
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 // The first difference of one case under a target whose policy is already the mode's.
 std::optional<std::string> run_case(const Target& t, const VariationCase& c) {
   RunResult ra;
@@ -97,24 +56,12 @@ std::optional<std::string> run_case(const Target& t, const VariationCase& c) {
     ra = run(t, c.a, c.workload);
   }
   if (c.b_scores_a) {
-    std::vector<engine::Request> scoring;
-    for (size_t i = 0; i < c.workload.size(); ++i) {
-      for (const auto& toks : ra.traces[i].tokens) {
-        engine::Request r;
-        r.prompt = c.workload[i].prompt;
-        r.prompt.insert(r.prompt.end(), toks.begin(), toks.end());
-        r.max_tokens = 0;
-        r.prompt_logprobs = 0;
-        scoring.push_back(std::move(r));
-      }
-    }
-    return compare_generation_scoring(c.workload, ra, run(t, c.b, scoring));
+    const RunResult score = run(t, c.b, scoring_requests(c.workload, ra));
+    if (auto m = compare_generation_scoring(c.workload, ra, score)) return m->what;
+    return std::nullopt;
   }
-  const RunResult rb = run(t, c.b, c.workload);
-  for (size_t i = 0; i < c.workload.size(); ++i) {
-    if (!c.workload[i].deterministic.value_or(true)) continue;
-    if (auto m = compare(ra.traces[i], rb.traces[i]))
-      return fmt::format("request {}: {}", i, m->what);
+  if (auto m = first_mismatch(c.workload, ra.traces, run(t, c.b, c.workload).traces)) {
+    return m->what;
   }
   return std::nullopt;
 }

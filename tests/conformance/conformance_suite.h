@@ -62,11 +62,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   // Compares the deterministic requests of `got` with `ref`; reports the first mismatch.
   void expect_same(const std::vector<engine::Request>& reqs, const std::vector<RequestTrace>& ref,
                    const RunResult& got, const std::string& context) {
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (!reqs[i].deterministic.value_or(true)) continue;
-      const auto m = compare(ref[i], got.traces[i]);
-      ASSERT_FALSE(m.has_value()) << context << ": request " << i << ": " << m->what;
-    }
+    const auto m = first_mismatch(reqs, ref, got.traces);
+    ASSERT_FALSE(m.has_value()) << context << ": " << m->what;
   }
 
   ModelConfig config_;

@@ -61,10 +61,10 @@ class VerifiedMode : public ::testing::TestWithParam<std::string> {
   // Every deterministic request of `got` equals `ref` bit for bit.
   void expect_same(const std::vector<engine::Request>& reqs, const Outcome& ref, const Outcome& got,
                    const std::string& context) {
+    const auto m = first_mismatch(reqs, ref.traces, got.traces);
+    ASSERT_FALSE(m.has_value()) << context << ": " << m->what;
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (!reqs[i].deterministic.value_or(true)) continue;
-      const auto m = compare(ref.traces[i], got.traces[i]);
-      ASSERT_FALSE(m.has_value()) << context << ": request " << i << ": " << m->what;
       ASSERT_EQ(ref.traces[i].finish, got.traces[i].finish) << context << ": request " << i;
     }
   }

@@ -33,7 +33,6 @@ namespace {
 using checks::generation_equals_scoring;
 using checks::run_alone;
 using checks::same_traces;
-using checks::scoring_requests;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -32,11 +32,8 @@ engine::EngineConfig gpu_engine() {
 
 void expect_same(const std::vector<engine::Request>& reqs, const Outcome& ref, const Outcome& got,
                  const std::string& context) {
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    if (!reqs[i].deterministic.value_or(true)) continue;
-    const auto m = compare(ref.traces[i], got.traces[i]);
-    ASSERT_FALSE(m.has_value()) << context << ": request " << i << ": " << m->what;
-  }
+  const auto m = first_mismatch(reqs, ref.traces, got.traces);
+  ASSERT_FALSE(m.has_value()) << context << ": " << m->what;
 }
 
 class CudaVerified : public ::testing::TestWithParam<const char*> {};
