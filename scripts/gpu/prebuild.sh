@@ -2,14 +2,15 @@
 # Builds the CUDA tests and benchmarks on this (GPU-less) machine, which has nvcc and the
 # project's Debian build deps, and packs them with the shared libraries a bare CUDA image lacks
 # into build-gpu-carry/ (git-ignored), for scripts/gpu/run_gpu.sh on a GPU machine without
-# those deps. Usage: [BUILD_DIR=dir] scripts/gpu/prebuild.sh [SOURCE_DIR]  (default: this checkout)
+# those deps. Usage: [BUILD_DIR=dir] [CARRY_DIR=dir] [BINS="bench names"] scripts/gpu/prebuild.sh [SOURCE_DIR]
+# (default: this checkout, build-gpu/, build-gpu-carry/, every CUDA bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 src=${1:-$root}
 build=${BUILD_DIR:-$root/build-gpu}
-carry=$root/build-gpu-carry
+carry=${CARRY_DIR:-$root/build-gpu-carry}
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON -DDETLLM_BENCH=ON >/dev/null
-bins="cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench cuda_guarantee_matrix_bench cuda_nondeterminism_bench cuda_step_profile_bench"
+bins=${BINS:-"cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench cuda_guarantee_matrix_bench cuda_nondeterminism_bench cuda_step_profile_bench"}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"${JOBS:-2}" test_cuda detllm $bins
 rm -rf "$carry"
