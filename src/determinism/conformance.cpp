@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -63,14 +65,70 @@ RunResult run(const Target& target, const Execution& exec,
   cfg.policy = target.policy;
   engine::Engine eng(model, cfg);
 
+  RunResult res;
+  res.traces.resize(n);
+  res.block_size = cfg.scheduler.kv.block_size;
+  res.graphs_available = ops ? ops->graph_capture() != nullptr : false;
+  // Every step, warm-up included: tell a listening backend (negative controls), and record
+  // what the traced steps ran (the evidence not_exercised() reads).
+  StepListener* listener = dynamic_cast<StepListener*>(ops.get());
+  std::unordered_map<engine::RequestId, size_t> index_of;  // traced requests only
+  std::unordered_map<size_t, engine::SeqId> layout_seq;    // request → its sample 0's sequence
+  bool tracing = false;
+  eng.set_step_observer([&](const engine::StepView& v) {
+    StepInfo info{v.plan, {}, cfg.scheduler.kv.block_size};
+    info.seqs.reserve(v.plan.seqs.size());
+    std::vector<engine::RequestId> distinct;
+    for (size_t k = 0; k < v.plan.seqs.size(); ++k) {
+      const engine::ScheduledSeq& s = v.plan.seqs[k];
+      const engine::Sequence& q = eng.scheduler().sequence(s.id);
+      StepSeqInfo si;
+      const auto it = index_of.find(v.request_of_seq[k]);
+      si.request = it == index_of.end() ? -1 : static_cast<int32_t>(it->second);
+      si.first_pos = s.first_pos;
+      si.n_tokens = s.n_tokens;
+      si.token_begin = s.token_begin;
+      si.n_prompt = q.n_prompt;
+      si.n_seq_tokens = q.n_tokens();
+      si.n_cached_tokens = q.n_cached_tokens;
+      si.n_preemptions = q.n_preemptions;
+      info.seqs.push_back(si);
+      if (std::find(distinct.begin(), distinct.end(), v.request_of_seq[k]) == distinct.end()) {
+        distinct.push_back(v.request_of_seq[k]);
+      }
+      if (!tracing || si.request < 0) continue;
+      RequestTrace& t = res.traces[static_cast<size_t>(si.request)];
+      if (s.first_pos < q.n_prompt) {
+        ++res.prompt_chunks[s.n_tokens];
+        t.prompt_chunks.push_back(s.n_tokens);
+      }
+      // Sample 0's sequence is the request's first (its forks come later): the smallest id.
+      const auto ls = layout_seq.try_emplace(static_cast<size_t>(si.request), s.id).first;
+      if (s.id < ls->second) {
+        ls->second = s.id;
+        t.blocks.clear();
+      }
+      const std::span<const int32_t> table = eng.scheduler().kv_cache().block_table(s.id);
+      if (s.id == ls->second && table.size() > t.blocks.size()) {
+        t.blocks.assign(table.begin(), table.end());
+      }
+    }
+    if (tracing) {
+      res.max_tokens_in_step = std::max<int64_t>(res.max_tokens_in_step, v.plan.n_tokens());
+      res.max_requests_in_step =
+          std::max(res.max_requests_in_step, static_cast<int32_t>(distinct.size()));
+      res.n_shared_steps += distinct.size() >= 2;
+    }
+    if (listener) listener->on_step(info);
+  });
+
   for (const engine::Request& w : exec.warmup) eng.add_request(w, {});
   eng.run_until_idle();
   const int64_t warmup_cached = eng.stats().n_cached_tokens;
   const int64_t warmup_padded = model.step_stats().n_padded_steps;
   const int64_t warmup_replays = model.step_stats().n_graph_replays;
-
-  RunResult res;
-  res.traces.resize(n);
+  const int64_t warmup_preemptions = eng.scheduler().stats().n_preemptions;
+  tracing = true;
   std::vector<size_t> order = exec.add_order;
   if (order.empty()) {
     order.resize(n);
@@ -84,12 +142,15 @@ RunResult run(const Target& target, const Execution& exec,
     RequestTrace& t = res.traces[i];
     t.tokens.assign(r.n, {});
     t.logprobs.assign(r.n, {});
+    t.top_logprobs.assign(r.n, {});
     t.finish.assign(r.n, engine::FinishReason::kNone);
+    t.usage.assign(r.n, {});
     t.cached_tokens.assign(r.n, 0);
     engine::RequestCallbacks cb;
     cb.on_token = [&t](const engine::TokenEvent& e) {
       t.tokens[e.sample_index].push_back(e.token);
       t.logprobs[e.sample_index].push_back(e.logprob);
+      t.top_logprobs[e.sample_index].push_back(e.top_logprobs);
     };
     cb.on_logits = [&t, i, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
       auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
@@ -102,9 +163,10 @@ RunResult run(const Target& target, const Execution& exec,
     };
     cb.on_finish = [&t](int32_t sample, engine::FinishReason reason, const engine::Usage& u) {
       t.finish[sample] = reason;
+      t.usage[sample] = u;
       t.cached_tokens[sample] = u.cached_tokens;
     };
-    eng.add_request(std::move(r), std::move(cb));
+    index_of[eng.add_request(std::move(r), std::move(cb))] = i;
     added[i] = true;
     ++n_added;
   };
@@ -126,13 +188,33 @@ RunResult run(const Target& target, const Execution& exec,
         "{}: KV blocks leaked: {} still referenced, {} free, {} cached of {}", exec.label,
         kv.n_referenced, kv.n_free, kv.n_cached_idle, kv.n_blocks);
   res.n_steps = eng.stats().n_steps;
-  res.n_preemptions = eng.scheduler().stats().n_preemptions;
+  res.n_preemptions = eng.scheduler().stats().n_preemptions - warmup_preemptions;
   res.n_cached_tokens = eng.stats().n_cached_tokens - warmup_cached;
   res.n_padded_steps = model.step_stats().n_padded_steps - warmup_padded;
   res.n_graph_replays = model.step_stats().n_graph_replays - warmup_replays;
   res.engine_stats = eng.stats();
   return res;
 }
+
+namespace {
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// Top logprobs equal in ids and bits; the first difference as text, "" when equal.
+std::string top_difference(const std::vector<TokenLogprob>& a, const std::vector<TokenLogprob>& b) {
+  if (a.size() != b.size()) return fmt::format("{} vs {} top logprobs", a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].token != b[i].token || !same_bits(a[i].logprob, b[i].logprob)) {
+      return fmt::format("top logprob {} differs: token {} {:.9g} vs token {} {:.9g}", i,
+                         a[i].token, a[i].logprob, b[i].token, b[i].logprob);
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
   if (a.tokens.size() != b.tokens.size()) {
@@ -150,9 +232,31 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
     if (ta.size() != tb.size()) {
       return Mismatch{fmt::format("sample {}: {} vs {} tokens", s, ta.size(), tb.size())};
     }
-    if (std::memcmp(a.logprobs[s].data(), b.logprobs[s].data(),
-                    a.logprobs[s].size() * sizeof(float)) != 0) {
-      return Mismatch{fmt::format("sample {}: token logprobs differ", s)};
+    for (size_t i = 0; i < ta.size(); ++i) {
+      if (!same_bits(a.logprobs[s][i], b.logprobs[s][i])) {
+        return Mismatch{fmt::format("sample {}: logprob of token {} differs: {:.9g} vs {:.9g}", s,
+                                    i, a.logprobs[s][i], b.logprobs[s][i])};
+      }
+    }
+    if (a.top_logprobs.size() == a.tokens.size() && b.top_logprobs.size() == b.tokens.size()) {
+      for (size_t i = 0; i < ta.size(); ++i) {
+        const std::string d = top_difference(a.top_logprobs[s][i], b.top_logprobs[s][i]);
+        if (!d.empty()) return Mismatch{fmt::format("sample {} token {}: {}", s, i, d)};
+      }
+    }
+    if (s < a.finish.size() && s < b.finish.size() && a.finish[s] != b.finish[s]) {
+      return Mismatch{fmt::format("sample {}: finish reason {} vs {}", s,
+                                  engine::finish_reason_name(a.finish[s]),
+                                  engine::finish_reason_name(b.finish[s]))};
+    }
+    if (s < a.usage.size() && s < b.usage.size()) {
+      const engine::Usage& ua = a.usage[s];
+      const engine::Usage& ub = b.usage[s];
+      if (ua.prompt_tokens != ub.prompt_tokens || ua.completion_tokens != ub.completion_tokens) {
+        return Mismatch{fmt::format("sample {}: usage {} prompt + {} completion tokens vs {} + {}",
+                                    s, ua.prompt_tokens, ua.completion_tokens, ub.prompt_tokens,
+                                    ub.completion_tokens)};
+      }
     }
   }
   for (const auto& [key, la] : a.logits) {
@@ -183,9 +287,15 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
   for (size_t i = 0; i < a.prompt_logprobs.size(); ++i) {
     const auto& pa = a.prompt_logprobs[i];
     const auto& pb = b.prompt_logprobs[i];
-    if (pa.token != pb.token || std::memcmp(&pa.logprob, &pb.logprob, 4) != 0 ||
-        pa.top_logprobs != pb.top_logprobs) {
-      return Mismatch{fmt::format("prompt logprob at position {} differs", pa.position)};
+    if (pa.position != pb.position || pa.token != pb.token || !same_bits(pa.logprob, pb.logprob)) {
+      return Mismatch{
+          fmt::format("prompt logprob at position {} differs: token {} {:.9g} vs "
+                      "token {} {:.9g}",
+                      pa.position, pa.token, pa.logprob, pb.token, pb.logprob)};
+    }
+    const std::string d = top_difference(pa.top_logprobs, pb.top_logprobs);
+    if (!d.empty()) {
+      return Mismatch{fmt::format("prompt logprob at position {}: {}", pa.position, d)};
     }
   }
   return std::nullopt;
@@ -268,6 +378,73 @@ std::optional<Mismatch> compare_generation_scoring(const std::vector<engine::Req
     }
   }
   if (n_compared) *n_compared = n;
+  return std::nullopt;
+}
+
+std::optional<std::string> not_exercised(const Expect& want,
+                                         const std::vector<engine::Request>& reqs,
+                                         const RunResult& got,
+                                         const std::vector<RequestTrace>* ref) {
+  check(got.traces.size() == reqs.size(), "not_exercised: {} traces for {} requests",
+        got.traces.size(), reqs.size());
+  auto fail = [](std::string why) { return std::optional<std::string>(std::move(why)); };
+  if (want.requests_in_step > 0 && got.max_requests_in_step < want.requests_in_step) {
+    return fail(fmt::format("no step held rows of {} requests (at most {})", want.requests_in_step,
+                            got.max_requests_in_step));
+  }
+  if (want.chunk_size) {
+    const int32_t c = *want.chunk_size;
+    if (got.prompt_chunks.empty()) return fail("no prompt chunk ran");
+    const int32_t longest = got.prompt_chunks.rbegin()->first;
+    if (c > 0 && longest != c) {
+      return fail(fmt::format("chunk size {}: the longest prompt chunk was {}", c, longest));
+    }
+    if (c == 0) {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const RequestTrace& t = got.traces[i];
+        const size_t n_whole = t.prompt_chunks.empty() ? 0 : 1;
+        if (t.prompt_chunks.size() != n_whole || t.prompt_chunks.empty() ||
+            t.prompt_chunks[0] + t.cached_tokens.at(0) !=
+                static_cast<int32_t>(reqs[i].prompt.size())) {
+          return fail(
+              fmt::format("whole prompts: request {} ({} tokens, {} cached) ran in {} chunks", i,
+                          reqs[i].prompt.size(), t.cached_tokens.at(0), t.prompt_chunks.size()));
+        }
+      }
+    }
+  }
+  const int32_t bs = std::max(got.block_size, 1);
+  int64_t n_full = 0, n_partial = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const int32_t cacheable = (static_cast<int32_t>(reqs[i].prompt.size()) - 1) / bs * bs;
+    const int32_t hit = got.traces[i].cached_tokens.empty() ? 0 : got.traces[i].cached_tokens[0];
+    n_full += hit > 0 && hit == cacheable;
+    n_partial += hit > 0 && hit < cacheable;
+  }
+  if (want.no_hit && got.n_cached_tokens != 0) {
+    return fail(fmt::format("{} prompt tokens came from the prefix cache", got.n_cached_tokens));
+  }
+  if (want.full_hit && n_full == 0) return fail("no request reused its whole cacheable prompt");
+  if (want.partial_hit && n_partial == 0) {
+    return fail("no request reused part of its prompt from the prefix cache");
+  }
+  if (want.preemption && got.n_preemptions == 0) return fail("no sequence was preempted");
+  if (want.other_layout) {
+    check(ref != nullptr && ref->size() == reqs.size(),
+          "not_exercised: other_layout needs the "
+          "reference traces");
+    size_t n_other = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto& a = (*ref)[i].blocks;
+      const auto& b = got.traces[i].blocks;
+      n_other += b.size() >= 2 && a != b;
+    }
+    if (n_other == 0) return fail("every request had the reference's physical KV blocks");
+  }
+  if (want.padded && got.n_padded_steps == 0) return fail("no decode step was padded");
+  if (want.graph_replays && got.graphs_available && got.n_graph_replays == 0) {
+    return fail("no step replayed a graph");
+  }
   return std::nullopt;
 }
 

@@ -73,11 +73,18 @@ Execution base_execution(std::string label, int n_threads = 2);
 struct RequestTrace {
   std::vector<std::vector<int32_t>> tokens;  // (n samples) generated tokens
   std::vector<std::vector<float>> logprobs;  // (n samples) logprob of each generated token
+  // (n samples, generated tokens) the top logprobs reported with each generated token.
+  std::vector<std::vector<std::vector<TokenLogprob>>> top_logprobs;
   // (sample, position) → the logits (vocab) that predicted that position's token.
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> logits;
   std::vector<engine::PromptLogprob> prompt_logprobs;
   std::vector<engine::FinishReason> finish;  // (n samples)
+  std::vector<engine::Usage> usage;          // (n samples) as reported by on_finish
   std::vector<int32_t> cached_tokens;        // (n samples) prefix-cache hits seen in usage
+  // Execution facts (never compared: they are the variations). Physical KV blocks of sample 0
+  // (its longest block table seen), and the prompt chunks it ran (lengths, in order).
+  std::vector<int32_t> blocks;
+  std::vector<int32_t> prompt_chunks;
 };
 
 struct RunResult {
@@ -85,10 +92,44 @@ struct RunResult {
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
   int64_t n_cached_tokens = 0;
+  // Of the traced steps (warm-up excluded): the most rows and the most distinct requests one
+  // step held, and how many steps held rows of two requests or more (V1).
   int64_t max_tokens_in_step = 0;
-  int64_t n_padded_steps = 0;   // decode steps padded to a bucket (V8: EngineConfig::cuda_graphs)
-  int64_t n_graph_replays = 0;  // of which replayed from a captured graph (CUDA)
+  int32_t max_requests_in_step = 0;
+  int64_t n_shared_steps = 0;
+  // Length → number of chunks that computed prompt positions (V3; recompute included).
+  std::map<int32_t, int64_t> prompt_chunks;
+  int64_t n_padded_steps = 0;     // decode steps padded to a bucket (V8: EngineConfig::cuda_graphs)
+  int64_t n_graph_replays = 0;    // of which replayed from a captured graph (CUDA)
+  bool graphs_available = false;  // the backend has Ops::graph_capture()
+  int32_t block_size = 0;         // the run's KV block size
   engine::EngineStats engine_stats;  // the engine's counters at the end (warm-up included)
+};
+
+// One scheduled sequence of a step, as a StepListener sees it.
+struct StepSeqInfo {
+  int32_t request = -1;  // index in the workload; -1 for a warm-up request
+  int32_t first_pos = 0;
+  int32_t n_tokens = 0;
+  int32_t token_begin = 0;      // first row in the plan's per-token arrays
+  int32_t n_prompt = 0;         // the sequence's prompt length
+  int32_t n_seq_tokens = 0;     // its tokens so far (prompt + generated)
+  int32_t n_cached_tokens = 0;  // prefix-cache hit at its last admission
+  int32_t n_preemptions = 0;    // times it was preempted so far
+};
+struct StepInfo {
+  const engine::StepPlan& plan;
+  std::vector<StepSeqInfo> seqs;  // (plan seqs)
+  int32_t block_size = 0;         // slot = block * block_size + offset
+};
+// A backend (Ops) of a Target made by make_ops that also implements StepListener is told every
+// step, warm-up included, before the step's forward: the fault-injecting backends of the
+// negative controls (tests/conformance/fault_ops.h) learn from it which rows reuse cached KV
+// or recompute after a preemption.
+class StepListener {
+ public:
+  virtual ~StepListener() = default;
+  virtual void on_step(const StepInfo& step) = 0;
 };
 
 // Runs `requests` (capture_logits is forced on) to completion under `exec`. Throws
@@ -101,8 +142,10 @@ struct Mismatch {
   std::string what;  // human-readable: request, sample, position, first differing index, values
 };
 
-// First difference between two traces of the same request: token ids, then logits bit for bit
-// at every position both saw (and the set of positions), then logprobs and prompt logprobs.
+// First difference between two traces of the same request: sample counts, token ids, logprobs
+// and top logprobs (bits), finish reasons and usage (prompt and completion tokens; cached tokens
+// and preemptions are execution facts), logits bit for bit at every position both saw (and the
+// set of positions), then prompt logprobs and their top logprobs (bits).
 std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b);
 
 // The first deterministic request (reqs[i].deterministic unset or true) whose traces differ,
@@ -122,6 +165,31 @@ std::vector<engine::Request> scoring_requests(const std::vector<engine::Request>
 std::optional<Mismatch> compare_generation_scoring(const std::vector<engine::Request>& reqs,
                                                    const RunResult& gen, const RunResult& score,
                                                    size_t* n_compared = nullptr);
+
+// What a run must show, from its own statistics, for an equal comparison to prove that its
+// variation happened (a comparison of two runs that did the same thing proves nothing).
+// Unset fields ask for nothing.
+struct Expect {
+  int32_t requests_in_step = 0;  // V1: some step held rows of at least this many requests
+  // V3: > 0: every prompt chunk is at most this long and some chunk is exactly this long;
+  // 0: every request's prompt (after its cache hit) ran in one chunk.
+  std::optional<int32_t> chunk_size;
+  bool no_hit = false;         // V5 reference: no prompt token came from the prefix cache
+  bool full_hit = false;       // V5: a request reused every cacheable block of its prompt
+  bool partial_hit = false;    // V5: a request reused some of its cacheable blocks, not all
+  bool preemption = false;     // V6: a sequence was preempted (its KV freed, recomputed)
+  bool other_layout = false;   // V7: a request's physical KV blocks differ from the reference's
+  bool padded = false;         // V8: a decode step ran padded to a bucket
+  bool graph_replays = false;  // V8: a step replayed a captured graph (if the backend has them)
+};
+
+// Why `got` (which ran `reqs`) does not show `want`; nothing when it does. `ref` is the
+// reference's traces, needed by other_layout. Cacheable blocks of a prompt of L tokens: the
+// full blocks before its last token ((L - 1) / block_size), as the prefix cache reuses them.
+std::optional<std::string> not_exercised(const Expect& want,
+                                         const std::vector<engine::Request>& reqs,
+                                         const RunResult& got,
+                                         const std::vector<RequestTrace>* ref = nullptr);
 
 // Workload generation for property-based runs: `n` requests with prompts of random lengths
 // (some sharing prefixes, to exercise the prefix cache), greedy or seeded sampling, 1–2

@@ -47,23 +47,45 @@ VariationCase pair_case(std::string label, std::vector<engine::Request> workload
   return c;
 }
 
-// The first difference of one case under a target whose policy is already the mode's.
-std::optional<std::string> run_case(const Target& t, const VariationCase& c) {
+// The outcome of one case under a target whose policy is already the mode's: the first
+// difference, else why its runs do not show the variation, else nothing.
+struct CaseOutcome {
+  std::optional<std::string> mismatch;
+  std::optional<std::string> not_exercised;
+};
+
+CaseOutcome run_case(const Target& t, const VariationCase& c) {
+  CaseOutcome out;
   RunResult ra;
   if (c.a_each_alone) {
     for (const engine::Request& r : c.workload) ra.traces.push_back(run(t, c.a, {r}).traces.at(0));
+    // Evidence of an each-alone reference: no step can hold two of its requests.
   } else {
     ra = run(t, c.a, c.workload);
+    out.not_exercised = not_exercised(c.expect_a, c.workload, ra);
+    if (out.not_exercised) *out.not_exercised = "reference: " + *out.not_exercised;
   }
   if (c.b_scores_a) {
-    const RunResult score = run(t, c.b, scoring_requests(c.workload, ra));
-    if (auto m = compare_generation_scoring(c.workload, ra, score)) return m->what;
-    return std::nullopt;
+    const std::vector<engine::Request> scoring = scoring_requests(c.workload, ra);
+    const RunResult score = run(t, c.b, scoring);
+    size_t n_compared = 0;
+    if (auto m = compare_generation_scoring(c.workload, ra, score, &n_compared)) {
+      out.mismatch = m->what;
+    } else if (!out.not_exercised && n_compared < std::max<size_t>(c.min_scored_positions, 1)) {
+      out.not_exercised = fmt::format("{} generated positions re-scored (want {})", n_compared,
+                                      std::max<size_t>(c.min_scored_positions, 1));
+    } else if (!out.not_exercised) {
+      out.not_exercised = not_exercised(c.expect_b, scoring, score);
+    }
+    return out;
   }
-  if (auto m = first_mismatch(c.workload, ra.traces, run(t, c.b, c.workload).traces)) {
-    return m->what;
+  const RunResult rb = run(t, c.b, c.workload);
+  if (auto m = first_mismatch(c.workload, ra.traces, rb.traces)) {
+    out.mismatch = m->what;
+  } else if (!out.not_exercised) {
+    out.not_exercised = not_exercised(c.expect_b, c.workload, rb, &ra.traces);
   }
-  return std::nullopt;
+  return out;
 }
 
 void apply_to(DeterminismMode mode, Execution& e, bool keeps_graph_mode) {
@@ -80,6 +102,8 @@ std::string cell_short(const CellResult& r) {
       const size_t colon = r.detail.find(':');
       return fmt::format("**FAILS** ({})", std::string_view(r.detail).substr(0, colon));
     }
+    case CellResult::State::kNotExercised:
+      return "not exercised";
     case CellResult::State::kNotApplicable:
       return "n/a";
     case CellResult::State::kError:
@@ -100,11 +124,18 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
   {  // V1: one request alone vs with 1, 3, n-1 random neighbours in the same steps.
     Variation v{"V1", "batch size and composition", {}, {}};
     const auto reqs = random_workload(seed + 1, ws);
+    std::vector<size_t> ks;
     for (size_t k : {size_t{1}, size_t{3}, reqs.size() - 1}) {
-      if (k >= reqs.size()) continue;
+      if (k < reqs.size() && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+    }
+    for (size_t k : ks) {
       std::vector<engine::Request> sub(reqs.begin(), reqs.begin() + static_cast<ptrdiff_t>(k) + 1);
-      v.cases.push_back(
-          pair_case(fmt::format("{} neighbours", k), sub, exec("alone"), exec("neighbours"), true));
+      VariationCase c =
+          pair_case(fmt::format("{} neighbours", k), sub, exec("alone"), exec("neighbours"), true);
+      // Rows of different requests in one step (under padded, prefills run alone and the
+      // first requests may finish decoding before the last one is admitted).
+      c.expect_b.requests_in_step = 2;
+      v.cases.push_back(std::move(c));
     }
     out.push_back(std::move(v));
   }
@@ -115,9 +146,11 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     const auto reqs = random_workload(seed + 2, w);
     for (int round = 0; round < 2; ++round) {
       Execution b = exec("arrival");
-      shuffle_arrival(b, reqs.size(), rng, 9);
-      v.cases.push_back(
-          pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b, true));
+      shuffle_arrival(b, reqs.size(), rng, 3);  // staggered, close enough to overlap
+      VariationCase c =
+          pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b, true);
+      c.expect_b.requests_in_step = 2;  // staggered, yet sharing steps
+      v.cases.push_back(std::move(c));
     }
     out.push_back(std::move(v));
   }
@@ -131,7 +164,9 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
       Execution b = exec("chunk");
       b.engine.scheduler.chunk_size = chunk;
       b.engine.scheduler.max_tokens_per_step = std::max(chunk, 20);
-      v.cases.push_back(pair_case(fmt::format("chunk {}", chunk), reqs, exec("alone"), b, true));
+      VariationCase c = pair_case(fmt::format("chunk {}", chunk), reqs, exec("alone"), b, true);
+      c.expect_b.chunk_size = chunk;
+      v.cases.push_back(std::move(c));
     }
     v.not_applicable = [](const ModeInfo& m) {
       return m.isolate_prefill ? std::string("the mode never chunks a deterministic prefill")
@@ -151,6 +186,7 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     VariationCase c =
         pair_case("generate vs score", random_workload(seed + 4, w), exec("generate"), b, false);
     c.b_scores_a = true;
+    c.min_scored_positions = static_cast<size_t>(w.n_requests);  // >= 1 token each
     v.cases.push_back(std::move(c));
     out.push_back(std::move(v));
   }
@@ -163,7 +199,10 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     cold.engine.scheduler.kv.enable_prefix_cache = false;
     Execution warm = exec("warm");
     warm.warmup = reqs;
-    v.cases.push_back(pair_case("warm cache", reqs, cold, warm, false));
+    VariationCase wc = pair_case("warm cache", reqs, cold, warm, false);
+    wc.expect_a.no_hit = true;
+    wc.expect_b.full_hit = true;
+    v.cases.push_back(std::move(wc));
     Execution partial = exec("partial");
     for (auto r : reqs) {  // the same prompts cut mid-block, other continuations
       r.prompt.resize((r.prompt.size() + 1) / 2);
@@ -173,7 +212,10 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
       r.n = 1;
       partial.warmup.push_back(r);
     }
-    v.cases.push_back(pair_case("partial hits", reqs, cold, partial, false));
+    VariationCase pc = pair_case("partial hits", reqs, cold, partial, false);
+    pc.expect_a.no_hit = true;
+    pc.expect_b.partial_hit = true;
+    v.cases.push_back(std::move(pc));
     v.not_applicable = [](const ModeInfo& m) {
       return m.prefix_cache_off
                  ? std::string("deterministic requests never use the prefix cache in this mode")
@@ -184,14 +226,29 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
   {  // V6: a KV pool so small that sequences are preempted and recomputed.
     Variation v{"V6", "preemption and KV recompute", {}, {}};
     WorkloadSpec w = ws;
-    w.n_requests = spec.n_requests + 1;
-    w.max_prompt = std::min(spec.max_prompt, 30);
-    w.max_new_tokens = 16;
+    w.n_requests = std::max(3, spec.n_requests);
+    w.max_prompt = std::min(spec.max_prompt, 12);
+    w.scoring_share = 0;
+    w.allow_n_samples = false;
+    auto reqs = random_workload(seed + 6, w);
+    // Short prompts, long outputs, a pool that holds the longest request alone: two prompts
+    // are admitted together (their prompt blocks fit), both grow, and one must be preempted.
+    const int32_t bs = base_engine_config().scheduler.kv.block_size;
+    const int32_t n_new = std::max(16, spec.max_new_tokens);
+    int32_t n_blocks = 0;
+    for (auto& r : reqs) {
+      r.max_tokens = n_new;
+      r.prompt_logprobs = -1;
+      const int32_t need = static_cast<int32_t>(r.prompt.size()) + n_new;
+      n_blocks = std::max(n_blocks, (need + bs - 1) / bs);
+    }
     Execution b = exec("tiny KV");
     b.engine.kv_cache_tokens = 0;
-    b.engine.scheduler.kv.n_blocks = 14;  // 56 tokens: the longest request fits alone, not all
-    v.cases.push_back(
-        pair_case("14-block KV pool", random_workload(seed + 6, w), exec("alone"), b, true));
+    b.engine.scheduler.kv.n_blocks = n_blocks;
+    VariationCase c =
+        pair_case(fmt::format("{}-block KV pool", n_blocks), reqs, exec("alone"), b, true);
+    c.expect_b.preemption = true;
+    v.cases.push_back(std::move(c));
     out.push_back(std::move(v));
   }
   {  // V7: shuffled physical blocks after a fragmenting warm-up.
@@ -204,8 +261,9 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
       WorkloadSpec wu = ws;
       wu.n_requests = 4;
       b.warmup = random_workload(seed + 100 + shuffle, wu);
-      v.cases.push_back(
-          pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b, true));
+      VariationCase c = pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b, true);
+      c.expect_b.other_layout = true;
+      v.cases.push_back(std::move(c));
     }
     out.push_back(std::move(v));
   }
@@ -221,6 +279,8 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     shuffle_arrival(b, reqs.size(), rng, 5);
     VariationCase c = pair_case("graphs off vs on", reqs, a, b, false);
     c.keeps_graph_mode = true;
+    c.expect_b.padded = true;
+    c.expect_b.graph_replays = true;  // where the backend has graphs
     v.cases.push_back(std::move(c));
     out.push_back(std::move(v));
   }
@@ -235,8 +295,10 @@ std::vector<Variation> build_variations(const VariationSpec& spec) {
     WorkloadSpec w = ws;
     w.n_requests = spec.n_requests + 3;
     w.nondet_share = 0.5;
-    v.cases.push_back(pair_case("mixed batch", random_workload(seed + 10, w), exec("alone"),
-                                exec("mixed"), true));
+    VariationCase c =
+        pair_case("mixed batch", random_workload(seed + 10, w), exec("alone"), exec("mixed"), true);
+    c.expect_b.requests_in_step = 2;
+    v.cases.push_back(std::move(c));
     out.push_back(std::move(v));
   }
   if (spec.cpu_threads) {  // V11: CPU thread counts.
@@ -254,6 +316,8 @@ std::string CellResult::text() const {
       return "holds";
     case State::kFails:
       return fmt::format("FAILS: {}", detail);
+    case State::kNotExercised:
+      return fmt::format("not exercised: {}", detail);
     case State::kNotApplicable:
       return fmt::format("n/a: {}", detail);
     case State::kError:
@@ -290,10 +354,15 @@ CellResult run_variation(const Target& target, DeterminismMode mode, const Varia
       apply_to(mode, c.a, c.keeps_graph_mode);
       apply_to(mode, c.b, c.keeps_graph_mode);
       ++r.n_cases_run;
-      if (auto m = run_case(t, c)) {
+      const CaseOutcome o = run_case(t, c);
+      if (o.mismatch) {
         r.state = CellResult::State::kFails;
-        r.detail = fmt::format("{}: {}", c.label, *m);
+        r.detail = fmt::format("{}: {}", c.label, *o.mismatch);
         return done(r);
+      }
+      if (o.not_exercised && r.state == CellResult::State::kHolds) {
+        r.state = CellResult::State::kNotExercised;
+        r.detail = fmt::format("{}: {}", c.label, *o.not_exercised);
       }
     } catch (const std::exception& e) {
       r.state = CellResult::State::kError;

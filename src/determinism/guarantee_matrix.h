@@ -33,6 +33,11 @@ struct VariationCase {
   bool b_scores_a = false;
   // V8: keep a's and b's cuda_graphs when the mode is applied (the variation is the graphs).
   bool keeps_graph_mode = false;
+  // What each run must show it did (conformance.h not_exercised; other_layout in b compares
+  // with a's traces). A case whose runs do not show it reads "not exercised", never "holds".
+  Expect expect_a, expect_b;
+  // V4: the least number of generated positions the scoring run must have compared.
+  size_t min_scored_positions = 0;
 };
 
 struct Variation {
@@ -58,15 +63,21 @@ struct VariationSpec {
 std::vector<Variation> build_variations(const VariationSpec& spec);
 
 struct CellResult {
-  enum class State { kHolds, kFails, kNotApplicable, kError } state = State::kHolds;
-  std::string detail;  // first mismatch ("case: request i: what"), why n/a, or the error
+  // kNotExercised: every comparison was equal, but a case's runs do not show that its
+  // variation happened (no preemption, no cache hit…): nothing was proven either way.
+  enum class State { kHolds, kFails, kNotExercised, kNotApplicable, kError } state = State::kHolds;
+  // first mismatch ("case: request i: what"), why not exercised ("case: why"), why n/a, or
+  // the error
+  std::string detail;
   int32_t n_cases_run = 0;
   double seconds = 0;
-  std::string text() const;  // "holds" / "FAILS: …" / "n/a: …" / "ERROR: …"
+  // "holds" / "FAILS: …" / "not exercised: …" / "n/a: …" / "ERROR: …"
+  std::string text() const;
 };
 
 // Runs every case of `v` under `mode` (apply_mode on both executions; the target's policy is
-// replaced by policy_for_mode) and stops at the first mismatch.
+// replaced by policy_for_mode) and stops at the first mismatch. A case whose runs did not show
+// its variation makes the cell "not exercised" (unless a later case fails).
 CellResult run_variation(const Target& target, DeterminismMode mode, const Variation& v);
 
 struct GuaranteeMatrix {

@@ -124,6 +124,14 @@ bool Engine::step() {
       }
     }
   }
+  if (step_observer_) {
+    request_of_seq_.clear();
+    for (const ScheduledSeq& s : plan.seqs) {
+      const auto owner = seq_owner_.find(s.id);
+      request_of_seq_.push_back(owner == seq_owner_.end() ? RequestId{-1} : owner->second.first);
+    }
+    step_observer_(StepView{plan, request_of_seq_});
+  }
   runner_.run(plan, cls.numerics, cls.fixed_shape);  // the logits stay in backend memory
   scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;

@@ -9,7 +9,9 @@
 // tokens only — the `invariant` mode's bits.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,6 +66,15 @@ struct EngineStats {
   }
 };
 
+// A step as it is about to run (after scheduling, before the forward), for observers that
+// record what ran (the conformance harness: batch composition, chunk sizes, page layouts).
+// request_of_seq[i] is the request of plan.seqs[i] (-1 for a sequence without one).
+struct StepView {
+  const StepPlan& plan;
+  std::span<const RequestId> request_of_seq;  // (plan seqs)
+};
+using StepObserver = std::function<void(const StepView&)>;
+
 class Engine {
  public:
   // The model (and its ops) and the tokenizer must outlive the engine. Without a tokenizer,
@@ -90,6 +101,8 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineStats& stats() const { return stats_; }
+  // Called by every step() that runs, before its forward; one observer (none by default).
+  void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
   bool is_deterministic(const Request& r) const {
     return r.deterministic.value_or(config_.policy.deterministic_by_default);
   }
@@ -173,6 +186,8 @@ class Engine {
   RequestId next_id_ = 0;
   EngineStats stats_;
   StepDraws draws_;  // reused across steps
+  StepObserver step_observer_;
+  std::vector<RequestId> request_of_seq_;  // the observer's view, reused across steps
   struct Parked {
     SeqId seq;
     int64_t since_step;

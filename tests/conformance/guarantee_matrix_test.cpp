@@ -1,34 +1,23 @@
 // The guarantee matrix library (determinism/guarantee_matrix.h) on the CPU: with the CPU
 // kernels every mode holds every variation it can express (V1–V11; V3 and V5 are n/a under
-// padded, which never chunks a prefill and runs without the prefix cache) — `verified` on a
-// backend whose fast GEMM numerics really differ (PerturbedFastOps), so its candidates are
-// rejected and rolled back, and it still holds everything; a batch-dependent backend
-// (negative control) must produce FAILS in the table.
+// padded, which never chunks a prefill and runs without the prefix cache), each case showing
+// from its runs' statistics that its variation happened — `verified` on a backend whose fast
+// GEMM numerics really differ (PerturbedFastOps), so its candidates are rejected and rolled
+// back, and it still holds everything; a case whose variation did not happen reads "not
+// exercised"; a batch-dependent backend (negative control) must produce FAILS in the table.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 
-#include "conformance/delegating_ops.h"
+#include "conformance/fault_ops.h"
 #include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
 #include "perturbed_fast_ops.h"
 
 namespace detllm::conformance {
 namespace {
-
-// CPU ops whose matmul nudges every output by one ulp when the call has more than one row —
-// like a GEMM that switches to split-K at larger M (as in negative_control_test.cpp).
-class BatchDependentOps final : public DelegatingOps {
- public:
-  explicit BatchDependentOps(int n_threads) : DelegatingOps(n_threads, "batch-dependent") {}
-  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
-    if (m > 1) nudge(y, int64_t{m} * w.rows);
-  }
-};
 
 class GuaranteeMatrixTest : public ::testing::Test {
  protected:
@@ -52,7 +41,7 @@ class GuaranteeMatrixTest : public ::testing::Test {
       t.config = &config_;
       t.weights = &weights_;
       if (batch_dependent) {
-        t.make_ops = [](int n) { return std::make_unique<BatchDependentOps>(n); };
+        t.make_ops = [](int n) { return std::make_unique<BatchDependentMatmulOps>(n); };
       } else if (mode == DeterminismMode::kVerified) {
         t.make_ops = [](int n) { return std::make_unique<PerturbedFastOps>(n, 2e-3f); };
       } else {
@@ -75,6 +64,40 @@ TEST_F(GuaranteeMatrixTest, VariationsAreData) {
   VariationSpec gpu = spec();
   gpu.cpu_threads = false;
   EXPECT_EQ(build_variations(gpu).size(), 10u);
+  // Each case once: with 4 requests, "3 neighbours" (k = 3 and k = n - 1) was listed twice.
+  for (const Variation& v : vs) {
+    for (size_t i = 0; i < v.cases.size(); ++i) {
+      for (size_t j = i + 1; j < v.cases.size(); ++j) {
+        EXPECT_NE(v.cases[i].label, v.cases[j].label) << v.id;
+      }
+    }
+  }
+}
+
+// A case whose run does not show its variation reads "not exercised", never "holds": V6 with a
+// pool large enough that nothing is preempted (what the matrix's V6 case did before it was
+// sized from its workload: 0 preemptions, reported as "holds").
+TEST_F(GuaranteeMatrixTest, UnexercisedVariationIsNotReportedAsHolding) {
+  auto vs = build_variations(spec());
+  Variation v6 = vs.at(5);
+  ASSERT_EQ(v6.id, "V6");
+  ASSERT_EQ(v6.cases.size(), 1u);
+  Target t = targets(false)(DeterminismMode::kInvariant);
+  const CellResult real = run_variation(t, DeterminismMode::kInvariant, v6);
+  EXPECT_EQ(real.state, CellResult::State::kHolds) << real.text();
+  v6.cases[0].b.engine.scheduler.kv.n_blocks = 0;  // back to the 4096-token pool
+  v6.cases[0].b.engine.kv_cache_tokens = 4096;
+  const CellResult roomy = run_variation(t, DeterminismMode::kInvariant, v6);
+  EXPECT_EQ(roomy.state, CellResult::State::kNotExercised) << roomy.text();
+  EXPECT_NE(roomy.text().find("no sequence was preempted"), std::string::npos) << roomy.text();
+  // And in the table: "not exercised", with the reason listed under it.
+  GuaranteeMatrix m;
+  m.modes = {DeterminismMode::kInvariant};
+  m.variations = {v6};
+  m.cells = {{roomy}};
+  const std::string md = m.markdown();
+  EXPECT_NE(md.find("| not exercised |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("holds"), std::string::npos) << md;
 }
 
 TEST_F(GuaranteeMatrixTest, CpuModesHoldEverything) {
@@ -109,8 +132,11 @@ TEST_F(GuaranteeMatrixTest, BatchDependentBackendFails) {
   EXPECT_EQ(m.variations[0].id, "V1");
   EXPECT_EQ(m.cells[0][0].state, CellResult::State::kFails) << m.cells[0][0].text();
   EXPECT_NE(m.cells[0][0].text().find("differ"), std::string::npos) << m.cells[0][0].text();
-  // V11 (thread counts) and V9 (fresh engine) do not involve the batch: they still hold.
+  // V9 (fresh engine) and V11 (thread counts) compare runs batched alike: they still hold.
+  ASSERT_EQ(m.variations[8].id, "V9");
   EXPECT_EQ(m.cells[8][0].state, CellResult::State::kHolds) << m.cells[8][0].text();
+  ASSERT_EQ(m.variations[10].id, "V11");
+  EXPECT_EQ(m.cells[10][0].state, CellResult::State::kHolds) << m.cells[10][0].text();
 }
 
 }  // namespace

@@ -1,43 +1,35 @@
-// Negative controls: the conformance harness must FAIL on a backend that is not invariant.
-// A decorator backend perturbs results in a way real non-invariant kernels do (the result of
-// a row depends on how many rows share the call, or on the thread count); the same checks
-// that pass on the CPU backend must catch each one. A suite that cannot fail proves nothing.
+// Negative controls: the conformance checks must FAIL on a backend that is not invariant.
+// Each fault of fault_ops.h (one ulp where a real non-invariant kernel or cache would differ)
+// is run through the guarantee matrix's case for the variation it breaks — the same cases and
+// exercised-checks as the matrix — and that cell must read FAILS. A suite that cannot fail
+// proves nothing. The whole suite against each fault: DETLLM_CONFORMANCE_FAULT=<fault>
+// build/tests/test_conformance (conformance_test.cpp); README lists what each fails.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <cstdio>
 
-#include "conformance/delegating_ops.h"
+#include "conformance/fault_ops.h"
 #include "determinism/conformance.h"
+#include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
 
 namespace detllm::conformance {
 namespace {
-
-// Forwards to the CPU backend; matmul nudges every output by one ulp when the call has more
-// than `m_threshold` rows — like a GEMM that switches to split-K at larger M.
-class BatchDependentOps final : public DelegatingOps {
- public:
-  BatchDependentOps(int n_threads, int m_threshold)
-      : DelegatingOps(n_threads, "batch-dependent"), m_threshold_(m_threshold) {}
-  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
-    if (m > m_threshold_) nudge(y, int64_t{m} * w.rows);
-  }
-
- private:
-  int m_threshold_;
-};
 
 class NegativeControl : public ::testing::Test {
  protected:
   void SetUp() override {
     config_ = synthetic_config("tiny-llama");
     weights_ = make_synthetic_weights(config_, 42);
-    target_.name = "batch-dependent";
-    target_.config = &config_;
-    target_.weights = &weights_;
-    target_.make_ops = [](int n) { return std::make_unique<BatchDependentOps>(n, 1); };
+  }
+  Target target(const std::string& fault) const {
+    Target t;
+    t.name = "fault:" + fault;
+    t.config = &config_;
+    t.weights = &weights_;
+    t.make_ops = [fault](int n) { return make_fault_ops(fault, n); };
+    return t;
   }
   Execution exec(const std::string& label) {
     Execution e;
@@ -46,9 +38,25 @@ class NegativeControl : public ::testing::Test {
     e.engine.kv_cache_tokens = 2048;
     return e;
   }
+  // The matrix's variations at the guarantee matrix test's size (cheap: tiny model, 4 requests).
+  std::vector<Variation> variations() const {
+    VariationSpec s;
+    s.vocab_size = config_.vocab_size;
+    s.n_requests = 4;
+    s.max_prompt = 20;
+    s.max_new_tokens = 6;
+    s.cpu_threads = true;
+    return build_variations(s);
+  }
+  CellResult run_cell(const std::string& fault, const std::string& id) const {
+    for (const Variation& v : variations()) {
+      if (v.id == id) return run_variation(target(fault), DeterminismMode::kInvariant, v);
+    }
+    ADD_FAILURE() << "no variation " << id;
+    return {};
+  }
   ModelConfig config_;
   ModelWeights weights_;
-  Target target_;
 };
 
 TEST_F(NegativeControl, BatchCompositionIsCaught) {
@@ -60,8 +68,9 @@ TEST_F(NegativeControl, BatchCompositionIsCaught) {
   auto reqs = random_workload(1, s);
   for (auto& r : reqs) r.max_tokens = 4;
   // Alone, decode steps have one row (unperturbed); batched, every step has several.
-  const RunResult alone = run(target_, exec("alone"), {reqs[0]});
-  const RunResult batched = run(target_, exec("batched"), reqs);
+  const Target t = target("batch-matmul");
+  const RunResult alone = run(t, exec("alone"), {reqs[0]});
+  const RunResult batched = run(t, exec("batched"), reqs);
   const auto m = compare(alone.traces[0], batched.traces[0]);
   ASSERT_TRUE(m.has_value()) << "the harness missed a batch-dependent kernel";
   std::printf("caught: %s\n", m->what.c_str());
@@ -72,11 +81,66 @@ TEST_F(NegativeControl, ChunkingIsCaught) {
   for (int i = 0; i < 20; ++i) r.prompt.push_back(i * 7 % config_.vocab_size);
   r.max_tokens = 3;
   r.sampling.temperature = 0;
+  const Target t = target("batch-matmul");
   Execution whole = exec("whole");
   Execution chunked = exec("chunk 1");
   chunked.engine.scheduler.chunk_size = 1;  // prompt one token per step: m == 1 throughout
-  const auto m = compare(run(target_, whole, {r}).traces[0], run(target_, chunked, {r}).traces[0]);
+  const auto m = compare(run(t, whole, {r}).traces[0], run(t, chunked, {r}).traces[0]);
   EXPECT_TRUE(m.has_value()) << "the harness missed a chunk-dependent kernel";
+}
+
+// Each fault makes the matrix cell of the variation it breaks FAIL (not "not exercised": the
+// case's runs did what it claims, and the bits differed).
+struct FaultCase {
+  const char* fault;
+  const char* variation;
+};
+class FaultFails : public NegativeControl, public ::testing::WithParamInterface<FaultCase> {};
+
+TEST_P(FaultFails, ItsVariation) {
+  const FaultCase fc = GetParam();
+  const CellResult c = run_cell(fc.fault, fc.variation);
+  std::printf("%s × %s: %s\n", fc.fault, fc.variation, c.text().c_str());
+  EXPECT_EQ(c.state, CellResult::State::kFails) << c.text();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cpu, FaultFails,
+    ::testing::Values(FaultCase{"batch-matmul", "V1"}, FaultCase{"qlen-attention", "V3"},
+                      FaultCase{"qlen-attention", "V4"}, FaultCase{"layout-attention", "V7"},
+                      FaultCase{"kv-reuse", "V5"}, FaultCase{"recompute", "V6"},
+                      FaultCase{"graph-replay", "V8"}, FaultCase{"threads", "V11"}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) {
+      std::string n = fmt::format("{}_{}", info.param.fault, info.param.variation);
+      for (char& ch : n) ch = ch == '-' ? '_' : ch;
+      return n;
+    });
+
+// Every fault is a pure function of the schedule (no randomness): V9 (a fresh engine running
+// the same schedule) holds under each, so what the controls catch is the variation.
+TEST_F(NegativeControl, FaultsLeaveAFreshEngineAlone) {
+  for (const std::string& fault : fault_names()) {
+    const CellResult c = run_cell(fault, "V9");
+    EXPECT_EQ(c.state, CellResult::State::kHolds) << fault << ": " << c.text();
+  }
+}
+
+// The CPU graph emulation without its fault changes no bit, and its steps really replay: the
+// graph-replay control fails because of the planted difference, not because of the emulation.
+TEST_F(NegativeControl, ExactCpuGraphsHoldV8AndReplay) {
+  const CellResult c = run_cell("graph-replay-exact", "V8");
+  EXPECT_EQ(c.state, CellResult::State::kHolds) << c.text();
+  WorkloadSpec s;
+  s.n_requests = 3;
+  s.vocab_size = config_.vocab_size;
+  s.scoring_share = 0;
+  auto reqs = random_workload(5, s);
+  for (auto& r : reqs) r.max_tokens = 6;
+  Execution on = exec("graphs on");
+  on.engine.cuda_graphs = GraphMode::kOn;
+  const RunResult got = run(target("graph-replay-exact"), on, reqs);
+  EXPECT_TRUE(got.graphs_available);
+  EXPECT_GT(got.n_graph_replays, 0);
 }
 
 }  // namespace

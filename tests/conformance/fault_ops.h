@@ -1,0 +1,278 @@
+// Negative controls: CPU backends with one planted fault each — the smallest change (one ulp)
+// that a real kernel or cache bug of that kind makes — so that the conformance checks can be
+// shown to catch it. Each breaks one variation:
+//
+//   fault              what differs                                   breaks
+//   batch-matmul       matmul rows when the call has > 1 row          V1 (and most others)
+//   qlen-attention     attention rows of a sequence with > 1 query    V3, V4, V5 partial, V6
+//                      row in the call (query-length dependent)
+//   layout-attention   attention rows whose own KV block has an odd   V7 (and V1, V2: other
+//                      physical id (page-layout dependent)              blocks when batched)
+//   kv-reuse           the K of prefix-cache blocks, one ulp up when  V5 (and V2: later
+//                      a sequence reuses them                          arrivals hit the cache)
+//   recompute          attention rows that recompute positions of a   V6
+//                      preempted sequence
+//   graph-replay       a step replayed from a (CPU-emulated) graph    V8
+//   threads            rmsnorm when the backend has > 1 thread        V11
+//
+// `graph-replay` gives the CPU a GraphCapture that records ops closures and replays them
+// (what a CUDA graph does, on host memory); `graph-replay-exact` is the same without the fault,
+// the control that shows the emulation itself changes no bit. make_fault_ops(name) builds
+// one; conformance_test.cpp uses it when DETLLM_CONFORMANCE_FAULT names a fault, so the whole
+// suite can be run against each (README "negative controls").
+#pragma once
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "conformance/delegating_ops.h"
+#include "core/error.h"
+#include "determinism/conformance.h"
+
+namespace detllm::conformance {
+
+// matmul nudges every output by one ulp when the call has more than one row — like a GEMM that
+// switches to split-K at larger M.
+class BatchDependentMatmulOps final : public DelegatingOps {
+ public:
+  explicit BatchDependentMatmulOps(int n_threads)
+      : DelegatingOps(n_threads, "fault:batch-matmul") {}
+  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+              float* y) override {
+    inner_->matmul(x, m, w, bias, y);
+    if (m > 1) nudge(y, int64_t{m} * w.rows);
+  }
+};
+
+// Attention whose result depends on the number of query rows its sequence has in the call
+// (like a kernel whose row sum follows the query tile's layout, design.md section 6).
+class QueryLengthAttentionOps final : public DelegatingOps {
+ public:
+  explicit QueryLengthAttentionOps(int n_threads)
+      : DelegatingOps(n_threads, "fault:qlen-attention") {}
+  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
+                 int32_t h, float s, float* out) override {
+    inner_->attention(q, c, b, h, s, out);
+    std::vector<int32_t> rows_of_seq(static_cast<size_t>(b.n_seqs), 0);
+    for (int32_t t = 0; t < b.n_tokens; ++t) ++rows_of_seq[static_cast<size_t>(b.seq_of_token[t])];
+    const int64_t row = int64_t{h} * c.head_dim;
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      if (rows_of_seq[static_cast<size_t>(b.seq_of_token[t])] > 1) nudge(out + t * row, row);
+    }
+  }
+};
+
+// Attention whose result depends on the physical page of the row's own position (like a
+// kernel that takes another path for odd blocks).
+class LayoutAttentionOps final : public DelegatingOps {
+ public:
+  explicit LayoutAttentionOps(int n_threads) : DelegatingOps(n_threads, "fault:layout-attention") {}
+  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
+                 int32_t h, float s, float* out) override {
+    inner_->attention(q, c, b, h, s, out);
+    const int64_t row = int64_t{h} * c.head_dim;
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      const int32_t block =
+          b.block_tables[int64_t{b.seq_of_token[t]} * b.max_blocks + b.positions[t] / c.block_size];
+      if (block % 2 == 1) nudge(out + t * row, row);
+    }
+  }
+};
+
+// Reused KV one ulp off: when a sequence is admitted with a prefix-cache hit, the K of the
+// positions it reuses is moved one ulp up in every layer before its first chunk reads it (a
+// cache that stores or restores KV in another precision or order than it computes it).
+class KvReuseOps final : public DelegatingOps, public StepListener {
+ public:
+  explicit KvReuseOps(int n_threads) : DelegatingOps(n_threads, "fault:kv-reuse") {}
+  void on_step(const StepInfo& step) override {
+    slots_.clear();
+    for (size_t k = 0; k < step.seqs.size(); ++k) {
+      const StepSeqInfo& s = step.seqs[k];
+      if (s.n_cached_tokens == 0 || s.first_pos != s.n_cached_tokens) continue;
+      const int32_t bs = step.block_size;
+      for (int32_t p = 0; p < s.n_cached_tokens; ++p) {
+        const int32_t block =
+            step.plan.block_tables[static_cast<int64_t>(k) * step.plan.max_blocks + p / bs];
+        slots_.push_back(block * bs + p % bs);
+      }
+    }
+  }
+  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
+                 const kernels::KvCacheLayer& c) override {
+    inner_->kv_append(k, v, b, c);
+    const int64_t row = int64_t{c.n_kv_heads} * c.head_dim;
+    float* k_pool = static_cast<float*>(c.k);  // fp32: the CPU backends' KV dtype
+    for (int32_t slot : slots_) nudge(k_pool + slot * row, row);
+  }
+
+ private:
+  std::vector<int32_t> slots_;  // this step's reused positions (slots), nudged in every layer
+};
+
+// Recompute that differs: attention rows that recompute positions a preempted sequence had
+// already computed (its prompt and generated tokens) move one ulp.
+class RecomputeOps final : public DelegatingOps, public StepListener {
+ public:
+  explicit RecomputeOps(int n_threads) : DelegatingOps(n_threads, "fault:recompute") {}
+  void on_step(const StepInfo& step) override {
+    rows_.clear();
+    for (const StepSeqInfo& s : step.seqs) {
+      if (s.n_preemptions == 0) continue;
+      for (int32_t i = 0; i < s.n_tokens; ++i) {
+        if (s.first_pos + i < s.n_seq_tokens - 1) rows_.push_back(s.token_begin + i);
+      }
+    }
+  }
+  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
+                 int32_t h, float s, float* out) override {
+    inner_->attention(q, c, b, h, s, out);
+    const int64_t row = int64_t{h} * c.head_dim;
+    for (int32_t t : rows_) {
+      if (t < b.n_tokens) nudge(out + t * row, row);
+    }
+  }
+
+ private:
+  std::vector<int32_t> rows_;  // this step's recompute rows
+};
+
+// Graphs on the CPU: begin_capture() records every op as a closure over its arguments (host
+// pointers, like a CUDA graph's kernel arguments) instead of running it; replay() runs them.
+// With `fault`, a replayed matmul moves its outputs one ulp: a graph replay that differs from
+// the eager run it was captured from.
+class CpuGraphOps final : public DelegatingOps, public kernels::GraphCapture {
+ public:
+  CpuGraphOps(int n_threads, bool fault)
+      : DelegatingOps(n_threads, fault ? "fault:graph-replay" : "cpu-graphs"), fault_(fault) {}
+  kernels::GraphCapture* graph_capture() override { return this; }
+
+  void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
+                 float* out) override {
+    run([=, this] { inner_->embedding(t, ids, n, out); });
+  }
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override {
+    run([=, this] { inner_->rmsnorm(x, w, n, dim, eps, out); });
+  }
+  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+              float* y) override {
+    run([=, this] {
+      inner_->matmul(x, m, w, bias, y);
+      if (replaying_ && fault_) nudge(y, int64_t{m} * w.rows);
+    });
+  }
+  void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
+            const kernels::RopeTable& t) override {
+    const kernels::RopeTable* table = &t;  // the model's, at a fixed address (no copy)
+    run([=, this] { inner_->rope(x, n, h, d, pos, *table); });
+  }
+  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
+                 const kernels::KvCacheLayer& c) override {
+    run([=, this] { inner_->kv_append(k, v, b, c); });
+  }
+  void attention(const float* q, const kernels::KvCacheLayer& c, const kernels::StepBatch& b,
+                 int32_t h, float s, float* out) override {
+    run([=, this] { inner_->attention(q, c, b, h, s, out); });
+  }
+  void silu_mul(const float* g, const float* u, int64_t n, float* out) override {
+    run([=, this] { inner_->silu_mul(g, u, n, out); });
+  }
+  void add(float* x, const float* y, int64_t n) override {
+    run([=, this] { inner_->add(x, y, n); });
+  }
+  void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                   float* out) override {
+    run([=, this] { inner_->gather_rows(x, dim, rows, n_rows, out); });
+  }
+
+  // ---- GraphCapture ----
+  void begin_capture() override {
+    check(!capturing_, "CpuGraphOps: capture already begun");
+    capturing_ = true;
+    recorded_.clear();
+  }
+  std::unique_ptr<kernels::OpsGraph> end_capture() override {
+    capturing_ = false;
+    auto g = std::make_unique<Graph>();
+    g->ops = std::move(recorded_);
+    recorded_.clear();
+    return g;
+  }
+  void abort_capture() override {
+    capturing_ = false;
+    recorded_.clear();
+  }
+  void replay(const kernels::OpsGraph& graph) override {
+    replaying_ = true;
+    for (const auto& op : dynamic_cast<const Graph&>(graph).ops) op();
+    replaying_ = false;
+    ++n_replays_;
+  }
+  bool graph_valid(const kernels::OpsGraph&) const override { return true; }
+  void* alloc_pinned(size_t n_bytes) override { return Ops::alloc_bytes(n_bytes); }
+  void free_pinned(void* p) override { Ops::free_bytes(p); }
+
+ private:
+  struct Graph final : kernels::OpsGraph {
+    std::vector<std::function<void()>> ops;
+  };
+  void run(std::function<void()> op) {
+    if (capturing_) {
+      recorded_.push_back(std::move(op));
+    } else {
+      op();
+    }
+  }
+  bool fault_;
+  bool capturing_ = false;
+  bool replaying_ = false;
+  int64_t n_replays_ = 0;
+  std::vector<std::function<void()>> recorded_;
+};
+
+// rmsnorm (a row reduction) that depends on the thread count, like a reduction split across
+// threads and merged in thread order.
+class ThreadDependentOps final : public DelegatingOps {
+ public:
+  explicit ThreadDependentOps(int n_threads)
+      : DelegatingOps(n_threads, "fault:threads"), n_threads_(n_threads) {}
+  void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
+               float* out) override {
+    inner_->rmsnorm(x, w, n, dim, eps, out);
+    if (n_threads_ > 1) nudge(out, int64_t{n} * dim);
+  }
+
+ private:
+  int n_threads_;
+};
+
+// The faults by name, in the table's order.
+inline std::vector<std::string> fault_names() {
+  return {"batch-matmul", "qlen-attention", "layout-attention", "kv-reuse",
+          "recompute",    "graph-replay",   "threads"};
+}
+
+// A backend with fault `name` (fault_names(), or "graph-replay-exact"); throws for another.
+inline std::unique_ptr<kernels::Ops> make_fault_ops(std::string_view name, int n_threads) {
+  if (name == "batch-matmul") return std::make_unique<BatchDependentMatmulOps>(n_threads);
+  if (name == "qlen-attention") return std::make_unique<QueryLengthAttentionOps>(n_threads);
+  if (name == "layout-attention") return std::make_unique<LayoutAttentionOps>(n_threads);
+  if (name == "kv-reuse") return std::make_unique<KvReuseOps>(n_threads);
+  if (name == "recompute") return std::make_unique<RecomputeOps>(n_threads);
+  if (name == "graph-replay") return std::make_unique<CpuGraphOps>(n_threads, true);
+  if (name == "graph-replay-exact") return std::make_unique<CpuGraphOps>(n_threads, false);
+  if (name == "threads") return std::make_unique<ThreadDependentOps>(n_threads);
+  std::string known;
+  for (const std::string& n : fault_names()) known += " " + n;
+  throw Error(fmt::format("unknown fault '{}': use one of{} or graph-replay-exact", name, known));
+}
+
+}  // namespace detllm::conformance
