@@ -18,6 +18,7 @@
 #            (cuda_step_profile_bench; BATCHES, default 1,64,256)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export DETLLM_REQUIRE_GPU=1  # a GPU test that finds no usable device fails, never skips
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 carry=$root/build-gpu-carry

@@ -8,6 +8,7 @@
 #        GPU_BUILD=0 (use build-gpu-carry/ even where the deps are present)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export DETLLM_REQUIRE_GPU=1  # a GPU test that finds no usable device fails, never skips
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 filter=${1:-*}

@@ -78,6 +78,12 @@ class DefaultModelConformance : public ::testing::Test {
       ASSERT_FALSE(m.has_value()) << what << ": request " << i << ": " << m->what;
     }
   }
+  void expect_exercised(const Expect& want, const std::vector<engine::Request>& reqs,
+                        const RunResult& got, const std::string& what,
+                        const std::vector<RequestTrace>* ref = nullptr) {
+    const auto why = not_exercised(want, reqs, got, ref);
+    EXPECT_FALSE(why.has_value()) << what << ": the variation did not happen: " << *why;
+  }
   static inline LoadedModel* model_ = nullptr;
   static inline std::string skip_reason_;
   Target target_;
@@ -89,11 +95,19 @@ TEST_F(DefaultModelConformance, BatchingChunkingPreemptionThreads) {
   RunResult ref;
   for (const auto& r : reqs) ref.traces.push_back(run(target_, exec("alone", 1), {r}).traces[0]);
 
-  expect_same(ref, run(target_, exec("batched, 2 threads"), reqs), "V1+V11 batched");
+  const RunResult batched = run(target_, exec("batched, 2 threads"), reqs);
+  expect_same(ref, batched, "V1+V11 batched");
+  Expect together;
+  together.requests_in_step = static_cast<int32_t>(reqs.size());  // all in the first step
+  expect_exercised(together, reqs, batched, "V1 batched");
   Execution chunked = exec("chunk 5");
   chunked.engine.scheduler.chunk_size = 5;
   chunked.engine.scheduler.max_tokens_per_step = 12;
-  expect_same(ref, run(target_, chunked, reqs), "V3 chunk 5");
+  const RunResult chunks = run(target_, chunked, reqs);
+  expect_same(ref, chunks, "V3 chunk 5");
+  Expect five;
+  five.chunk_size = 5;
+  expect_exercised(five, reqs, chunks, "V3 chunk 5");
   // Preemption: every prompt 14 tokens + 6 new = 5 blocks of 4; two sequences are admitted
   // (4 blocks each) and both need a fifth block while only one is left.
   auto long_reqs = reqs;
@@ -111,7 +125,10 @@ TEST_F(DefaultModelConformance, BatchingChunkingPreemptionThreads) {
   tiny.engine.scheduler.kv.n_blocks = 9;  // 36 tokens: the longest request (30) fits alone
   tiny.engine.scheduler.kv.shuffle_blocks = true;
   const RunResult pre = run(target_, tiny, long_reqs);
-  EXPECT_GT(pre.n_preemptions, 0);
+  Expect moved;
+  moved.preemption = true;
+  moved.other_layout = true;
+  expect_exercised(moved, long_reqs, pre, "V6+V7 preemption, shuffled blocks", &long_ref.traces);
   expect_same(long_ref, pre, "V6+V7 preemption, shuffled blocks");
 }
 

@@ -14,8 +14,10 @@ std::unique_ptr<kernels::Ops> suite_make_ops(int) {
   return kernels::cuda_testing::invariant_ops();
 }
 bool suite_backend_available(std::string* why) {
-  if (kernels::cuda_device_count() > 0) return true;
-  *why = "no CUDA device";
+  *why = kernels::cuda_testing::gpu_unavailable_reason();
+  if (why->empty()) return true;
+  // The suite skips with `why`; with DETLLM_REQUIRE_GPU=1 the skip is a failure (require_gpu.h).
+  if (kernels::cuda_testing::gpu_required()) ADD_FAILURE() << "DETLLM_REQUIRE_GPU=1 but " << *why;
   return false;
 }
 

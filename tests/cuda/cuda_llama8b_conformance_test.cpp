@@ -115,7 +115,8 @@ class Llama8bConformance : public ::testing::Test {
     config_.reset();
   }
   void SetUp() override {
-    if (!model_) GTEST_SKIP() << "no CUDA device";
+    DETLLM_SKIP_WITHOUT_GPU();  // SetUpTestSuite made no model without a device
+    ASSERT_TRUE(model_) << "the Llama-8B model was not made";
     target_.name = "llama-3.1-8b (synthetic, generated on the GPU)";
     target_.config = config_.get();
     target_.shared_model = []() -> LlamaModel& { return *model_; };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/require_gpu.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernel_test_util.h"  // tests/kernels: shared with the CPU kernel tests
 #include "kernels/ops.h"
@@ -29,10 +30,7 @@ using testing::Chunk;
 using testing::first_bit_difference;
 using testing::random_floats;
 
-#define DETLLM_SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                               \
-    if (::detllm::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
-  } while (0)
+// DETLLM_SKIP_WITHOUT_GPU(): require_gpu.h (skips say why; DETLLM_REQUIRE_GPU=1 fails them).
 
 inline std::unique_ptr<Ops> invariant_ops(int attention_split_blocks = -1) {
   CudaOptions o;

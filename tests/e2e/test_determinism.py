@@ -1,8 +1,11 @@
 """Determinism through HTTP: 64 clients at once, with varied prompts, endpoints, streaming and
 sampling settings, then every request replayed alone. Each deterministic request must get the
-same token ids and logprobs (compared as ids and floats, never as re-encoded text)."""
+same token ids and logprobs (compared as ids and floats, never as re-encoded text); /metrics
+shows that the 64 requests shared steps (else the comparison would not test batching)."""
 import random
 from concurrent.futures import ThreadPoolExecutor
+
+from conftest import wait_until
 
 N_CLIENTS = 64
 
@@ -68,11 +71,26 @@ def run(client, req):
     return fingerprint, [choices[k] for k in sorted(choices)]
 
 
+def steps_and_tokens(server):
+    m = server.metrics()
+    return m["detllm_step_duration_seconds_count"], m["detllm_generation_tokens_total"]
+
+
 def test_concurrent_equals_alone(client, server):
     reqs = make_requests()
+    steps_before, tokens_before = steps_and_tokens(server)
     with ThreadPoolExecutor(max_workers=N_CLIENTS) as pool:
         together = list(pool.map(lambda r: run(client, r), reqs))
     assert len(together) == N_CLIENTS
+    # The requests shared steps: run one at a time, each needs a step per token of its longest
+    # choice (the prefill gives the first), so fewer steps than that sum means batching.
+    # Counters move after the responses are written: poll until every token is counted.
+    n_tokens = sum(len(ids) for _, outs in together for ids, _ in outs)
+    assert wait_until(lambda: steps_and_tokens(server)[1] >= tokens_before + n_tokens, timeout=30)
+    steps = steps_and_tokens(server)[0] - steps_before
+    alone_steps = sum(max(len(ids) for ids, _ in outs) for _, outs in together)
+    print(f"{N_CLIENTS} requests together: {steps:.0f} steps; one at a time: >= {alone_steps}")
+    assert steps <= alone_steps / 4, (steps, alone_steps)
     mismatches = []
     for i, req in enumerate(reqs):
         alone = run(client, req)

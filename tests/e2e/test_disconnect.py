@@ -3,7 +3,6 @@
 non-streamed responses."""
 import json
 import socket
-import time
 
 from conftest import API_KEY, wait_until
 
@@ -51,7 +50,9 @@ def test_disconnect_while_waiting_for_a_whole_response(server):
     s = open_request(server, {"model": "default", "prompt": "Another long story.",
                               "max_tokens": 3000, "ignore_eos": True})
     assert wait_until(lambda: server.metrics()["detllm_running_sequences"] == 1, timeout=20)
-    time.sleep(0.3)
+    # Generating (not only admitted) before the client goes away.
+    assert wait_until(lambda: server.metrics()["detllm_generation_tokens_total"] >=
+                      base["detllm_generation_tokens_total"] + 3, timeout=20)
     s.close()
     assert wait_until(lambda: idle(server, base["detllm_kv_blocks_used"]), timeout=20)
     assert server.metrics()["detllm_aborted_requests_total"] >= \
