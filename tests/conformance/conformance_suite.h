@@ -94,6 +94,9 @@ TEST_P(Conformance, V1_BatchComposition) {
       Expect want;
       want.requests_in_step = static_cast<int32_t>(sub.size());  // all in the first step
       expect_exercised(want, sub, got, what);
+      size_t n_prompt = 0;  // the first step holds every prompt, whole: the largest step
+      for (const auto& r : sub) n_prompt += r.prompt.size();
+      EXPECT_EQ(got.max_tokens_in_step, static_cast<int64_t>(n_prompt)) << what;
     }
   }
 }
