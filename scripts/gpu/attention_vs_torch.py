@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Our paged attention against torch's scaled_dot_product_attention, measured in one run.
+"""Our paged attention against torch's flash scaled_dot_product_attention, measured in one run.
 
 Llama-3.1-8B heads (32 query / 8 KV, head_dim 128). Prefill: causal, one sequence of L tokens
-(and a batch of 4 × 1024). Decode: one query token per sequence at context 2048, batch 1…256.
-Our times come from bench/cuda_attention_bench --prefill-csv/--decode-csv (paged KV in fp32,
-blocks of 16 scattered, fp32 CUDA-core math, invariant); torch's from CUDA events around
-F.scaled_dot_product_attention on dense tensors, with the flash backend forced
-(torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)) in bf16 and fp16, plus the
-memory-efficient backend in fp32 (the closest to our numerics). Prints markdown tables.
-The point is an honest measured ratio, not speed: ours runs on CUDA cores in fp32.
+(512, 2k, 8k, 16k) and one step of mixed lengths (512 + 2048 + 8192 + 1000; torch: the sum of
+one call per sequence, as it has no paged varlen form). Decode: one query token per sequence,
+batch 1, 8, 64, 256 at context 512, 2k, 8k, 32k. Ours from bench/cuda_attention_bench's CSV mode:
+paged KV (blocks of 16, scattered), invariant, over a bf16 KV cache (tensor cores,
+attention_tc.cu: the CUDA default) and over fp32 KV (CUDA cores, attention.cu); torch from CUDA
+events around F.scaled_dot_product_attention on dense bf16 tensors with the flash backend
+forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)). Prints markdown tables
+with TFLOP/s (prefill), TB/s of KV read (decode) and the ratio ours ÷ torch in speed
+(> 1: ours faster).
 
 Usage (GPU machine, python3 with torch only): scripts/gpu/attention_vs_torch.py BENCH_BINARY
 """
@@ -19,24 +21,26 @@ import subprocess
 import sys
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
-PREFILL = [(1, 512), (1, 1024), (1, 2048), (1, 4096), (4, 1024)]  # (batch, L)
+PREFILL = [512, 2048, 8192, 16384]
+MIXED = [512, 2048, 8192, 1000]
 DECODE_BATCHES = [1, 8, 64, 256]
-DECODE_CONTEXT = 2048
+DECODE_CONTEXTS = [512, 2048, 8192, 32768]
 
 
-def ours(binary):
+def ours(binary, kv_dtype):
     """{(kind, batch, q_len, context): µs} from the bench's CSV mode."""
-    args = [binary,
-            "--prefill-csv", ",".join(f"{b}x{n}" if b > 1 else str(n) for b, n in PREFILL),
-            "--decode-csv", ",".join(map(str, DECODE_BATCHES)),
-            "--context", str(DECODE_CONTEXT)]
+    args = [binary, "--kv-dtype", kv_dtype,
+            "--prefill-csv", ",".join(map(str, PREFILL)),
+            "--mixed-csv", "+".join(map(str, MIXED)),
+            "--decode-csv", ",".join(f"{b}x{c}" for b in DECODE_BATCHES for c in DECODE_CONTEXTS)]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    lines = [l for l in out.splitlines() if l.startswith("kind,") or l.startswith(("prefill,", "decode,"))]
+    lines = [l for l in out.splitlines() if l.startswith(("kind,", "prefill,", "decode,", "mixed,"))]
     if len(lines) < 2:
         raise RuntimeError(f"{binary} printed no CSV rows:\n{out}")
     res = {}
     for r in csv.DictReader(io.StringIO("\n".join(lines))):
         assert (int(r["heads"]), int(r["kv_heads"]), int(r["head_dim"])) == (HEADS, KV_HEADS, HEAD_DIM)
+        assert r["kv_dtype"] == kv_dtype
         res[(r["kind"], int(r["batch"]), int(r["q_len"]), int(r["context"]))] = float(r["us"])
     return res
 
@@ -97,66 +101,75 @@ def prefill_flop(batch, n):
     return 4.0 * HEADS * HEAD_DIM * n * (n + 1) / 2 * batch  # causal: QKᵀ and PV, lower triangle
 
 
+def torch_us(torch, backend, dtype, batch, q_len, ctx, causal):
+    from torch.nn.attention import sdpa_kernel
+    fn, how = sdpa_call(torch, backend, dtype, batch, q_len, ctx, causal)
+    if fn is None:
+        return None, how
+    with sdpa_kernel(backend):
+        t = time_us(fn, torch)
+    del fn
+    torch.cuda.empty_cache()
+    return t, how
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench", help="path of bench/cuda_attention_bench")
     a = ap.parse_args()
     try:
         import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.attention import SDPBackend
     except Exception as e:
         print(f"attention_vs_torch: torch (with torch.nn.attention) not importable here ({e}): skipped")
         return 0
     if not torch.cuda.is_available():
         print("attention_vs_torch: torch sees no CUDA device: skipped")
         return 0
-    ours_us = ours(a.bench)
+    mine = {kv: ours(a.bench, kv) for kv in ("bf16", "fp32")}
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
-    print(f"heads {HEADS} q / {KV_HEADS} kv, head_dim {HEAD_DIM}. Ours: paged KV in **fp32** (blocks of 16, "
-          "scattered), fp32 math on CUDA cores, invariant. Torch: dense tensors in the dtype shown.")
-    print("ratio = ours µs ÷ torch µs (how many times faster torch is; < 1: ours faster).\n")
-    configs = [("flash", SDPBackend.FLASH_ATTENTION, torch.bfloat16, "bf16"),
-               ("flash", SDPBackend.FLASH_ATTENTION, torch.float16, "fp16"),
-               ("mem-efficient", SDPBackend.EFFICIENT_ATTENTION, torch.float32, "fp32")]
-    for name, backend, dtype, dname in configs:
-        print(f"### Prefill (causal), torch SDPA {name} {dname} vs ours fp32\n")
-        print("| batch × L | ours µs | torch µs | ours TFLOP/s | torch TFLOP/s | ratio torch/ours (speed) | torch call |")
-        print("|---|---|---|---|---|---|---|")
-        for b, n in PREFILL:
-            mine = ours_us[("prefill", b, n, n)]
-            fn, how = sdpa_call(torch, backend, dtype, b, n, n, True)
-            flop = prefill_flop(b, n)
-            if fn is None:
-                print(f"| {b} × {n} | {mine:.1f} | — | {flop / mine * 1e-6:.2f} | — | — | refused: {how} |")
-                continue
-            with sdpa_kernel(backend):
-                t = time_us(fn, torch)
-            print(f"| {b} × {n} | {mine:.1f} | {t:.1f} | {flop / mine * 1e-6:.2f} | {flop / t * 1e-6:.1f} "
-                  f"| {mine / t:.1f} | {how} |")
-            del fn
-            torch.cuda.empty_cache()
-        print()
-    for name, backend, dtype, dname in configs[:1] + configs[2:]:
-        bytes_el = 2 if dtype != torch.float32 else 4
-        print(f"### Decode (q_len 1, context {DECODE_CONTEXT}), torch SDPA {name} {dname} vs ours fp32\n")
-        print("| batch | ours µs | torch µs | ours KV TB/s (fp32) | torch KV TB/s | ratio torch/ours (speed) | torch call |")
-        print("|---|---|---|---|---|---|---|")
-        for b in DECODE_BATCHES:
-            mine = ours_us[("decode", b, 1, DECODE_CONTEXT)]
-            kv_elems = 2.0 * b * DECODE_CONTEXT * KV_HEADS * HEAD_DIM
-            fn, how = sdpa_call(torch, backend, dtype, b, 1, DECODE_CONTEXT, False)
-            if fn is None:
-                print(f"| {b} | {mine:.1f} | — | {kv_elems * 4 / mine * 1e-6:.2f} | — | — | refused: {how} |")
-                continue
-            with sdpa_kernel(backend):
-                t = time_us(fn, torch)
-            print(f"| {b} | {mine:.1f} | {t:.1f} | {kv_elems * 4 / mine * 1e-6:.2f} | "
-                  f"{kv_elems * bytes_el / t * 1e-6:.2f} | {mine / t:.2f} | {how} |")
-            del fn
-            torch.cuda.empty_cache()
-        print()
-    print("Torch's decode reads dense KV (the KV TB/s counts its dtype's bytes, 32-head copies when "
-          "repeated are not counted); ours gathers fp32 KV through a block table.")
+    print(f"heads {HEADS} q / {KV_HEADS} kv, head_dim {HEAD_DIM}. Ours: paged KV (blocks of 16, "
+          "scattered), invariant; bf16 KV on the tensor cores, fp32 KV on CUDA cores. Torch: flash "
+          "SDPA, dense bf16.")
+    print("ratio = torch µs ÷ ours µs (> 1: ours faster).\n")
+    flash, bf16 = SDPBackend.FLASH_ATTENTION, torch.bfloat16
+    print("### Prefill (causal)\n")
+    print("| L | ours bf16 µs | TFLOP/s | torch µs | TFLOP/s | ratio | ours fp32 KV TFLOP/s |")
+    print("|---|---|---|---|---|---|---|")
+    rows = [(f"{n}", [n]) for n in PREFILL] + [("+".join(map(str, MIXED)), MIXED)]
+    for name, lens in rows:
+        if len(lens) == 1:
+            key = ("prefill", 1, lens[0], lens[0])
+        else:
+            key = ("mixed", len(lens), sum(lens), max(lens))
+        ob, of = mine["bf16"][key], mine["fp32"][key]
+        flop = sum(prefill_flop(1, n) for n in lens)
+        t, how = 0.0, ""
+        for n in lens:
+            tn, how = torch_us(torch, flash, bf16, 1, n, n, True)
+            if tn is None:
+                t = None
+                break
+            t += tn
+        if t is None:
+            print(f"| {name} | {ob:.1f} | {flop / ob * 1e-6:.1f} | — | — | — | {flop / of * 1e-6:.2f} | torch refused: {how}")
+            continue
+        print(f"| {name} | {ob:.1f} | {flop / ob * 1e-6:.1f} | {t:.1f} | {flop / t * 1e-6:.1f} | "
+              f"{t / ob:.2f} | {flop / of * 1e-6:.2f} |")
+    print("\n### Decode (q_len 1)\n")
+    print("| batch | context | ours bf16 µs | KV TB/s | torch µs | KV TB/s | ratio | ours fp32 KV µs | fp32 TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for b in DECODE_BATCHES:
+        for c in DECODE_CONTEXTS:
+            key = ("decode", b, 1, c)
+            ob, of = mine["bf16"][key], mine["fp32"][key]
+            elems = 2.0 * b * c * KV_HEADS * HEAD_DIM
+            t, how = torch_us(torch, flash, bf16, b, 1, c, False)
+            tt = f"{t:.1f} | {elems * 2 / t * 1e-6:.2f} | {t / ob:.2f}" if t else f"— | — | — (refused: {how})"
+            print(f"| {b} | {c} | {ob:.1f} | {elems * 2 / ob * 1e-6:.2f} | {tt} | {of:.1f} | "
+                  f"{elems * 4 / of * 1e-6:.2f} |")
+    print("\nTorch reads dense KV (its TB/s counts bf16 bytes; a 32-head repeat, when used, is not "
+          "counted); ours gathers KV through a block table.")
     return 0
 
 

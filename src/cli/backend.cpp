@@ -32,6 +32,12 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
                  "--numerics")
       ->check(CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"}))
       ->excludes(numerics);
+  cmd.add_option("--kv-dtype", o.kv_dtype,
+                 "KV cache dtype, part of the numerics fingerprint: auto (the backend's own: bf16 "
+                 "on cuda, fp32 on cpu), bf16 (cuda: K/V rounded once when appended, attention on "
+                 "the tensor cores) or fp32 (cuda: the CUDA-core attention kernel)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp32"}))
+      ->capture_default_str();
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
@@ -56,10 +62,16 @@ Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads) 
   return make_backend(o, n, n_threads);
 }
 
-Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, int n_threads) {
+Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numerics,
+                     int n_threads) {
+  BackendNumerics numerics = mode_numerics;
+  numerics.kv_dtype = parse_kv_dtype(o.kv_dtype);
   const NumericsMode mode = numerics.numerics;
   Backend b;
   if (o.backend == "cpu") {
+    check(numerics.kv_dtype != KvDType::kBF16,
+          "--kv-dtype bf16: the cpu backend stores KV in fp32 only; use --kv-dtype fp32 (or "
+          "auto), or --backend cuda");
     b.ops = kernels::make_cpu_ops(n_threads);
     b.fingerprint_name = "cpu";
     b.build = std::string(cpu_simd_arch());
@@ -72,10 +84,12 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, i
       kernels::cuda_options_for(numerics, o.device));  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
-  b.build = "sm_90a";
+  const std::string_view kv = b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16";
+  b.build = fmt::format("sm_90a;kv={}", kv);
   b.description =
-      fmt::format("cuda; device {}: {}; numerics={}{}", o.device, device, numerics_mode_name(mode),
-                  numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "");
+      fmt::format("cuda; device {}: {}; numerics={}{}; kv={}", o.device, device,
+                  numerics_mode_name(mode), numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "",
+                  kv);
   return b;
 #else
   (void)mode;

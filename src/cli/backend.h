@@ -23,6 +23,7 @@ struct BackendOptions {
   std::string numerics = "invariant";  // --numerics: invariant | fast
   std::string mode;                    // --mode: one of the five modes; "" = not given
   int device = 0;                      // --device: CUDA device ordinal
+  std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 (BackendNumerics)
 };
 
 // Registers --backend, --numerics, --mode (excludes --numerics) and --device on a subcommand;
@@ -35,7 +36,8 @@ bool cuda_backend_built();
 struct Backend {
   std::unique_ptr<kernels::Ops> ops;
   std::string fingerprint_name;  // FingerprintInputs::backend: "cpu" or "cuda:<device>"
-  std::string build;             // FingerprintInputs::backend_build: SIMD arch or "sm_90a"
+  std::string build;             // FingerprintInputs::backend_build: SIMD arch, or
+                                 // "sm_90a;kv=bf16|fp32" (the KV dtype is numerics)
   std::string description;       // one line for logs and the server's info endpoint
 };
 

@@ -16,6 +16,7 @@
 #include "core/version.h"
 #include "determinism/fingerprint.h"
 #include "model/bundle.h"
+#include "model/kv_storage.h"
 #include "server/chat_prompt.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
@@ -33,7 +34,8 @@ struct ServeOptions {
   bool prefix_cache = true;
   bool deterministic_default = true;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  BackendOptions backend;  // --backend, --numerics, --device
+  BackendOptions backend;  // --backend, --numerics, --device, --kv-dtype
+  bool kv_cache_tokens_given = false;  // --kv-cache-tokens: a fixed pool, not sized from memory
 };
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
@@ -116,6 +118,17 @@ int run_serve(ServeOptions& o) {
                    "detllm serve: GEMM plans for steps of up to %d tokens ready in %.1f s\n",
                    o.engine.scheduler.max_tokens_per_step,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (!o.kv_cache_tokens_given && o.engine.scheduler.kv.n_blocks == 0) {
+    // Device memory: the pool takes gpu_memory_fraction of what weights and plans left free.
+    if (const size_t free = b.ops->device_memory_free(); free > 0) {
+      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(
+          b.model->config, b.ops->kv_dtype(), free, o.engine.gpu_memory_fraction,
+          o.engine.scheduler.kv.block_size);
+      std::fprintf(stderr, "detllm serve: KV pool %d tokens (%s) = %.2f of %.1f GiB free\n",
+                   o.engine.kv_cache_tokens, b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16",
+                   o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
+    }
   }
   server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get());
   const engine::EngineConfig& cfg = loop.config();
@@ -228,8 +241,19 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--log-requests", s.log_requests, "Log one line per request to stderr");
   // Engine.
-  cmd->add_option("--kv-cache-tokens", e.kv_cache_tokens, "KV cache capacity in tokens")
-      ->check(CLI::Range(1, 1 << 26))
+  cmd->add_option_function<int32_t>(
+         "--kv-cache-tokens",
+         [o](int32_t n) {
+           o->engine.kv_cache_tokens = n;
+           o->kv_cache_tokens_given = true;
+         },
+         "KV cache capacity in tokens (default on cuda: sized by --gpu-memory-fraction; "
+         "cpu: 8192)")
+      ->check(CLI::Range(1, 1 << 26));
+  cmd->add_option("--gpu-memory-fraction", e.gpu_memory_fraction,
+                  "cuda: share of the device memory free after loading that the KV pool takes "
+                  "when --kv-cache-tokens is not given")
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   cmd->add_option("--block-size", e.scheduler.kv.block_size, "Tokens per KV cache block")
       ->check(CLI::Range(1, 4096))

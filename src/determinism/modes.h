@@ -42,6 +42,9 @@ struct BackendNumerics {
   NumericsMode numerics = NumericsMode::kInvariant;
   bool gemm_lt = true;           // CudaOptions::gemm_lt: verified cuBLASLt plans allowed
   bool gemm_fixed_tile = false;  // CudaOptions::gemm_fixed_tile: one tile config, no split-K
+  // CudaOptions::kv_dtype (auto = bf16 on CUDA); the CPU stores fp32 KV only (bf16 refused).
+  // Not a mode's choice: the CLI's --kv-dtype sets it (cli/backend.cpp), the same in every mode.
+  KvDType kv_dtype = KvDType::kAuto;
 };
 
 struct ModeInfo {

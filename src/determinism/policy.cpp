@@ -23,6 +23,24 @@ NumericsMode parse_numerics_mode(std::string_view name) {
   throw_error("unknown numerics mode '{}' (valid: invariant, fast)", name);
 }
 
+std::string_view kv_dtype_name(KvDType dtype) {
+  switch (dtype) {
+    case KvDType::kAuto:
+      return "auto";
+    case KvDType::kBF16:
+      return "bf16";
+    case KvDType::kF32:
+      return "fp32";
+  }
+  return "?";
+}
+
+KvDType parse_kv_dtype(std::string_view name) {
+  for (KvDType d : {KvDType::kAuto, KvDType::kBF16, KvDType::kF32})
+    if (name == kv_dtype_name(d)) return d;
+  throw_error("unknown KV dtype '{}' (valid: auto, bf16, fp32)", name);
+}
+
 std::string_view determinism_mode_name(DeterminismMode mode) {
   switch (mode) {
     case DeterminismMode::kInvariant:

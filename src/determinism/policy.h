@@ -17,6 +17,13 @@ enum class NumericsMode : uint8_t {
 };
 
 std::string_view numerics_mode_name(NumericsMode mode);
+
+// The KV cache's storage dtype, a numerics setting (it enters the fingerprint through the
+// backend's build string, cli/backend.cpp). kAuto: the backend's own (CUDA bf16, CPU fp32).
+enum class KvDType : uint8_t { kAuto, kBF16, kF32 };
+std::string_view kv_dtype_name(KvDType dtype);  // "auto", "bf16", "fp32"
+// Parses the three names; throws detllm::Error listing the valid names otherwise.
+KvDType parse_kv_dtype(std::string_view name);
 // Parses "invariant" / "fast"; throws detllm::Error listing the valid names otherwise.
 NumericsMode parse_numerics_mode(std::string_view name);
 

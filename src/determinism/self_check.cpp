@@ -260,11 +260,21 @@ class AttentionWorld {
     }
     // A fresh cache, NaN outside written slots: a kernel reading a masked slot shows up.
     const size_t cache_floats = static_cast<size_t>(n_blocks_) * a_.block_size * kv_row_;
-    const std::vector<float> nan(cache_floats, std::numeric_limits<float>::quiet_NaN());
-    const Buffer k_cache = to_backend(ops_, nan), v_cache = to_backend(ops_, nan);
+    // In the backend's KV dtype (bf16 NaN is 0x7fc0, the top half of the fp32 one).
+    const DType kv_dtype = ops_.kv_dtype();
+    Buffer k_cache, v_cache;
+    if (kv_dtype == DType::kBF16) {
+      const std::vector<uint16_t> nan(cache_floats, uint16_t{0x7fc0});
+      k_cache = to_backend(ops_, nan);
+      v_cache = to_backend(ops_, nan);
+    } else {
+      const std::vector<float> nan(cache_floats, std::numeric_limits<float>::quiet_NaN());
+      k_cache = to_backend(ops_, nan);
+      v_cache = to_backend(ops_, nan);
+    }
     const Buffer tables_dev = to_backend(ops_, tables);
-    const kernels::KvCacheLayer cache{k_cache.f32(), v_cache.f32(), n_blocks_,
-                                      a_.block_size, a_.n_kv_heads, a_.head_dim};
+    const kernels::KvCacheLayer cache{k_cache.data(), v_cache.data(), n_blocks_,    a_.block_size,
+                                      a_.n_kv_heads,  a_.head_dim,    kv_dtype};
     // Step buffers, sized for the largest step.
     const auto nt = static_cast<size_t>(n_tokens_max_);
     Buffer q(ops_, nt * q_row_ * 4), k(ops_, nt * kv_row_ * 4), vv(ops_, nt * kv_row_ * 4);

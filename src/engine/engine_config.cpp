@@ -23,6 +23,8 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
   EngineConfig c = *this;
   check(c.kv_cache_tokens > 0 || c.scheduler.kv.n_blocks > 0,
         "kv_cache_tokens must be positive (got {})", c.kv_cache_tokens);
+  check(c.gpu_memory_fraction > 0 && c.gpu_memory_fraction <= 1,
+        "gpu_memory_fraction must be in (0, 1] (got {})", c.gpu_memory_fraction);
   check(c.scheduler.kv.block_size > 0, "block_size must be positive (got {})",
         c.scheduler.kv.block_size);
   if (c.scheduler.kv.n_blocks == 0) {

@@ -42,6 +42,11 @@ struct VerifyConfig {
 struct EngineConfig {
   SchedulerConfig scheduler;       // kv.n_blocks == 0: derived from kv_cache_tokens
   int32_t kv_cache_tokens = 8192;  // KV pool capacity in tokens when kv.n_blocks == 0
+  // Device backends (`detllm serve --backend cuda`): when no KV size is given, the pool takes
+  // this share of the device memory still free after weights and GEMM plans
+  // (size_kv_pool_from_memory, model/kv_storage.h), as vLLM's --gpu-memory-fraction. In (0, 1].
+  // An execution setting: the pool size changes no bit.
+  double gpu_memory_fraction = 0.9;
   int32_t max_model_len = 0;       // longest prompt + output; 0 = the model's context
   DeterminismPolicy policy;
   // Decode steps padded to batch-size buckets and replayed as CUDA graphs (auto: where the

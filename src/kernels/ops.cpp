@@ -11,6 +11,15 @@
 
 namespace detllm::kernels {
 
+float* KvCacheLayer::k_f32() const {
+  check(dtype == DType::kF32, "KV cache is {}, this kernel reads fp32 KV only", dtype_name(dtype));
+  return static_cast<float*>(k);
+}
+float* KvCacheLayer::v_f32() const {
+  check(dtype == DType::kF32, "KV cache is {}, this kernel reads fp32 KV only", dtype_name(dtype));
+  return static_cast<float*>(v);
+}
+
 void* Ops::alloc_bytes(size_t n_bytes) {
   if (n_bytes == 0) return nullptr;
   const size_t rounded = (n_bytes + 63) / 64 * 64;

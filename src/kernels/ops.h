@@ -36,14 +36,19 @@ struct RopeTable {
 };
 
 // Paged KV cache of one layer. A slot is block * block_size + offset.
-//   k, v: [n_blocks, block_size, n_kv_heads, head_dim] fp32
+//   k, v: [n_blocks, block_size, n_kv_heads, head_dim] of dtype (Ops::kv_dtype(): fp32 on the
+//   CPU backends; bf16 by default on CUDA, where kv_append rounds each value once)
 struct KvCacheLayer {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+  DType dtype = DType::kF32;
+  // The pools as fp32 (the CPU backends' only KV dtype); throws when they are not fp32.
+  float* k_f32() const;
+  float* v_f32() const;
 };
 
 class GraphCapture;
@@ -80,6 +85,12 @@ class Ops {
   virtual bool host_memory() const { return true; }
   // The dtype the backend wants weights in (upload_weight converts to it).
   virtual DType weight_dtype() const { return DType::kF32; }
+  // The dtype of the KV cache (KvStorage allocates it; kv_append converts to it). A numerics
+  // setting: it is in the fingerprint (cli/backend.cpp). CPU backends: fp32 only.
+  virtual DType kv_dtype() const { return DType::kF32; }
+  // Free bytes of the backend's device memory now (sizes the KV pool from memory, as
+  // EngineConfig::gpu_memory_fraction says); 0 for host-memory backends.
+  virtual size_t device_memory_free() const { return 0; }
   virtual void* alloc_bytes(size_t n_bytes);  // 64-byte aligned, zeroed; nullptr for 0 bytes
   virtual void free_bytes(void* p);
   virtual void upload(void* dst, const void* src_host, size_t n_bytes);    // host → backend

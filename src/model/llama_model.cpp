@@ -27,7 +27,7 @@ struct LlamaModel::Workspace {
 struct LlamaModel::GraphState {
   struct Entry {
     PaddedStepKey key;
-    std::vector<const float*> kv_pools;  // (2 n_layers) the KV storage the graph writes
+    std::vector<const void*> kv_pools;  // (2 n_layers) the KV storage the graph writes
     int32_t kv_blocks = 0, kv_block_size = 0;
     // The GEMM numerics selected when it was captured (Ops::set_gemm_numerics, the verified
     // mode switches per step): a graph replays the GEMM executions it recorded.
@@ -45,7 +45,7 @@ struct LlamaModel::GraphState {
 
   Entry& entry(const PaddedStepKey& key, const KvStorage& kv) {
     // The KV storage is part of the key: its pools and geometry are baked into the kernels.
-    std::vector<const float*> pools;
+    std::vector<const void*> pools;
     for (int32_t i = 0; i < kv.n_layers(); ++i) {
       pools.push_back(kv.layer(i).k);
       pools.push_back(kv.layer(i).v);

@@ -2,7 +2,9 @@
 // it is prefilled in one call, decoded one token at a time, or chunked (7, 333); alone or
 // batched with other sequences of other lengths in shuffled token order; on other physical
 // blocks; with the KV splits run in one block each or all in the row's block. The sequence
-// crosses many 128-position split edges. Run: build-cuda/tests/test_cuda --gtest_filter='CudaAttention*'.
+// crosses many 128-position split edges. This is the fp32-KV kernel (attention.cu); the bf16
+// tensor-core kernel has its own test (cuda_attention_tc_test.cpp).
+// Run: build-cuda/tests/test_cuda --gtest_filter='CudaAttention*'.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -42,13 +44,13 @@ class CudaAttentionInvariance : public ::testing::TestWithParam<AttnShape> {};
 TEST_P(CudaAttentionInvariance, PrefillDecodeChunksBatchesLayoutsSplits) {
   DETLLM_SKIP_WITHOUT_GPU();
   const AttnShape shape = GetParam();
-  auto ops = invariant_ops();
+  auto ops = invariant_ops(-1, DType::kF32);
   // Baseline: alone, whole prefill in one call, identity layout (many tokens: splits in-block).
   DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
   base.step({{0, 0, kLen}});
 
   for (int split_blocks : {-1, 0, 1}) {
-    auto o = invariant_ops(split_blocks);
+    auto o = invariant_ops(split_blocks, DType::kF32);
     SCOPED_TRACE(::testing::Message() << "split placement " << split_blocks);
     {
       SCOPED_TRACE("whole prefill, shuffled blocks");
@@ -105,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionInvariance,
 TEST(CudaAttentionRescore, RescoreEqualsDecode) {
   DETLLM_SKIP_WITHOUT_GPU();
   const AttnShape shape{32, 8, 128, 16};
-  auto ops = invariant_ops();
+  auto ops = invariant_ops(-1, DType::kF32);
   DevicePagedWorld decode(*ops, shape, {5}, {kLen}, 3);
   for (const auto& step : chunked(0, kLen, 1)) decode.step(step);
   DevicePagedWorld rescore(*ops, shape, {6, 5}, {20, kLen}, 4);

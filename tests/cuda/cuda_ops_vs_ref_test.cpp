@@ -186,7 +186,7 @@ TEST(CudaVsRef, PointwiseAndGather) {
 // (online, tiles of 32, splits of 128): |gpu - ref| ≤ 4 (len + head_dim) u max|v|.
 TEST(CudaVsRef, KvAppendAndAttention) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto gpu = invariant_ops();
+  auto gpu = invariant_ops(-1, DType::kF32);  // the fp32-KV kernel; bf16: cuda_attention_tc_test
   auto ref = make_ref_ops();
   for (const AttnShape shape : {AttnShape{6, 2, 64, 16}, AttnShape{32, 8, 128, 16},
                                 AttnShape{4, 4, 16, 1}, AttnShape{8, 1, 256, 32}}) {

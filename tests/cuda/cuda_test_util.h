@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <random>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,15 +34,30 @@ using testing::random_floats;
 
 // DETLLM_SKIP_WITHOUT_GPU(): require_gpu.h (skips say why; DETLLM_REQUIRE_GPU=1 fails them).
 
-inline std::unique_ptr<Ops> invariant_ops(int attention_split_blocks = -1) {
+// The KV dtype of the tests' CUDA backends: the backend's default (bf16), or fp32 when the
+// environment says DETLLM_TEST_KV_DTYPE=fp32 (to run every GPU suite on the fp32 KV path).
+inline DType test_kv_dtype() {
+  const char* e = std::getenv("DETLLM_TEST_KV_DTYPE");
+  if (e != nullptr && std::string_view(e) == "fp32") return DType::kF32;
+  if (e != nullptr && std::string_view(e) != "bf16" && *e != 0)
+    ADD_FAILURE() << "DETLLM_TEST_KV_DTYPE must be bf16 or fp32, not " << e;
+  return CudaOptions{}.kv_dtype;
+}
+
+inline std::unique_ptr<Ops> invariant_ops(int attention_split_blocks = -1,
+                                          DType kv_dtype = test_kv_dtype(),
+                                          int attention_tc_warps = 0) {
   CudaOptions o;
   o.attention_split_blocks = attention_split_blocks;
+  o.kv_dtype = kv_dtype;
+  o.attention_tc_warps = attention_tc_warps;
   return make_cuda_ops(o);
 }
 
 inline std::unique_ptr<Ops> fast_ops() {
   CudaOptions o;
   o.mode = NumericsMode::kFast;
+  o.kv_dtype = test_kv_dtype();
   return make_cuda_ops(o);
 }
 
@@ -95,9 +112,9 @@ class DeviceArray {
   Buffer buf_;
 };
 
-// A paged KV cache in device memory; q/k/v of (sequence, position) depend only on (content id,
-// position), so the same sequence gives the same inputs in every run. Unwritten cache slots hold
-// NaN: a kernel that reads past a row's position fails loudly.
+// A paged KV cache in device memory, in the ops' KV dtype; q/k/v of (sequence, position) depend
+// only on (content id, position), so the same sequence gives the same inputs in every run.
+// Unwritten cache slots hold NaN: a kernel that reads past a row's position fails loudly.
 class DevicePagedWorld {
  public:
   DevicePagedWorld(Ops& ops, const AttnShape& shape, std::vector<int> content_ids,
@@ -118,10 +135,28 @@ class DevicePagedWorld {
         tables_[static_cast<size_t>(s) * max_blocks_ + b] = ids[next++];
     const size_t floats =
         static_cast<size_t>(n_blocks_) * shape.block_size * shape.n_kv_heads * shape.head_dim;
-    const std::vector<float> nan(floats, std::numeric_limits<float>::quiet_NaN());
-    k_ = std::make_unique<DeviceArray<float>>(ops, nan);
-    v_ = std::make_unique<DeviceArray<float>>(ops, nan);
+    dtype_ = ops.kv_dtype();
+    k_ = std::make_unique<Buffer>(ops, floats * dtype_size(dtype_));
+    v_ = std::make_unique<Buffer>(ops, floats * dtype_size(dtype_));
+    if (dtype_ == DType::kBF16) {
+      const std::vector<uint16_t> nan(floats, uint16_t{0x7fc0});
+      ops.upload(k_->data(), nan.data(), floats * 2);
+      ops.upload(v_->data(), nan.data(), floats * 2);
+    } else {
+      const std::vector<float> nan(floats, std::numeric_limits<float>::quiet_NaN());
+      ops.upload(k_->data(), nan.data(), floats * 4);
+      ops.upload(v_->data(), nan.data(), floats * 4);
+    }
     tables_dev_ = std::make_unique<DeviceArray<int32_t>>(ops, tables_);
+  }
+
+  // A prefix-cache hit: sequence dst's first n_blocks logical blocks become src's physical
+  // ones (read-only from now on; dst must compute only positions ≥ n_blocks · block_size).
+  void share_prefix(int dst, int src, int n_blocks) {
+    for (int b = 0; b < n_blocks; ++b)
+      tables_[static_cast<size_t>(dst) * max_blocks_ + b] =
+          tables_[static_cast<size_t>(src) * max_blocks_ + b];
+    tables_dev_->upload(tables_);
   }
 
   std::vector<float> content(int s, int p, int which) const {
@@ -164,8 +199,8 @@ class DevicePagedWorld {
     DeviceArray<int32_t> dpos(ops_, positions), dseq(ops_, seqs), dslots(ops_, slots);
     StepBatch batch{n,          dpos.data(), dseq.data(), dslots.data(),
                     static_cast<int32_t>(lengths_.size()), max_blocks_, tables_dev_->data()};
-    const KvCacheLayer cache{k_->data(), v_->data(), n_blocks_, shape_.block_size,
-                             shape_.n_kv_heads, shape_.head_dim};
+    const KvCacheLayer cache{k_->data(),        v_->data(),       n_blocks_, shape_.block_size,
+                             shape_.n_kv_heads, shape_.head_dim, dtype_};
     ops_.kv_append(dk.data(), dv.data(), batch, cache);
     ops_.attention(dq.data(), cache, batch, shape_.n_heads, scale(), dout.data());
     const std::vector<float> out = dout.download();
@@ -186,7 +221,8 @@ class DevicePagedWorld {
   int max_blocks_ = 1;
   int n_blocks_ = 0;
   std::vector<int32_t> tables_;
-  std::unique_ptr<DeviceArray<float>> k_, v_;
+  DType dtype_ = DType::kF32;
+  std::unique_ptr<Buffer> k_, v_;  // [n_blocks, block_size, n_kv_heads, head_dim] of dtype_
   std::unique_ptr<DeviceArray<int32_t>> tables_dev_;
   std::map<std::pair<int, int>, std::vector<float>> outputs_;
 };

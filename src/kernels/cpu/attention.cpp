@@ -184,8 +184,8 @@ void attend_row(const float* q, const KvCacheLayer& cache, const StepBatch& batc
         continue;
       }
       const int64_t slot = static_cast<int64_t>(table[block]) * cache.block_size + offset;
-      k_rows[j] = cache.k + slot * slot_stride + static_cast<int64_t>(kvh) * hd;
-      v_rows[j] = cache.v + slot * slot_stride + static_cast<int64_t>(kvh) * hd;
+      k_rows[j] = cache.k_f32() + slot * slot_stride + static_cast<int64_t>(kvh) * hd;
+      v_rows[j] = cache.v_f32() + slot * slot_stride + static_cast<int64_t>(kvh) * hd;
       if (++offset == cache.block_size) {
         offset = 0;
         ++block;

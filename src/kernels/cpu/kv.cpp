@@ -18,8 +18,8 @@ void kv_append(ThreadPool& pool, const float* k, const float* v, const StepBatch
       [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t slot = batch.slots[t];
-          std::memcpy(cache.k + slot * row, k + t * row, sizeof(float) * row);
-          std::memcpy(cache.v + slot * row, v + t * row, sizeof(float) * row);
+          std::memcpy(cache.k_f32() + slot * row, k + t * row, sizeof(float) * row);
+          std::memcpy(cache.v_f32() + slot * row, v + t * row, sizeof(float) * row);
         }
       },
       /*min_items_per_part=*/64);

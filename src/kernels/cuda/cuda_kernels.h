@@ -80,8 +80,10 @@ cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {
   const float* q = nullptr;        // (n_tokens, n_heads, head_dim)
-  const float* k_cache = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim]
+  const float* k_cache = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim] fp32 KV
   const float* v_cache = nullptr;
+  const uint16_t* k_bf16 = nullptr;  // the same layout in bf16 (attention_tc.cu)
+  const uint16_t* v_bf16 = nullptr;
   const int32_t* positions = nullptr;     // (n_tokens)
   const int32_t* seq_of_token = nullptr;  // (n_tokens)
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks)
@@ -89,6 +91,9 @@ struct AttentionArgs {
   int32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks = 0, n_blocks = 0;
   float scale = 1.0f;
+  // Negative control of the tests only (attention_tc.cu): row sums of the lower half of each
+  // warp tile in reverse order, so a row's bits depend on where the step places it.
+  bool tc_layout_dependent = false;
 };
 // Floats of split-KV scratch a call may use (0 when it runs unsplit).
 size_t attention_scratch_floats(const AttentionArgs& a, int force_split);
@@ -98,6 +103,25 @@ size_t attention_scratch_floats(const AttentionArgs& a, int force_split);
 cudaError_t launch_attention(const AttentionArgs& a, float* scratch, int force_split,
                              cudaStream_t stream);
 bool attention_head_dim_supported(int32_t head_dim);
+
+// ---- attention_tc.cu -----------------------------------------------------------------
+// The tensor-core kernel over a bf16 cache (a.k_bf16/v_bf16): head_dim 16, 32, 64 or 128 and
+// n_heads / n_kv_heads ≤ 64. Same contract as launch_attention (a row's bits depend only on
+// its q, its position and the KV values), with its own fixed grid: tiles of 64 positions,
+// splits of 256. n_seqs: rows of the block table (a CTA-shape hint only).
+// force_split: as launch_attention; force_warps: 0 = chosen, 1 or 4 warps per CTA (tests).
+bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
+size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, int force_split,
+                                   int force_warps);
+cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
+                                int force_split, int force_warps, cudaStream_t stream);
+
+// ---- kv_cache.cu ---------------------------------------------------------------------
+// cache_k/v [n_slots, row] bf16 ← round-to-nearest-even(k/v (n_tokens, row) fp32) at slots:
+// the one rounding of K/V (attention reads only the cache, so fresh and cached KV agree).
+cudaError_t launch_kv_append_bf16(const float* k, const float* v, const int32_t* slots,
+                                  int32_t n_tokens, int64_t row, int64_t n_slots,
+                                  uint16_t* cache_k, uint16_t* cache_v, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
 // One block per row: out[r] = the CPU sampler's result (engine/sampler.h) for row r of logits

@@ -72,6 +72,9 @@ class CudaOps final : public Ops {
       : device_(options.device),
         mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
+        force_attention_warps_(options.attention_tc_warps),
+        attention_layout_dependent_(options.attention_tc_layout_dependent),
+        kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override) {
@@ -88,6 +91,9 @@ class CudaOps final : public Ops {
           "(Hopper: H100/H200) only",
           device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
+          "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
+          dtype_name(kv_dtype_));
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (mode_ == NumericsMode::kFast) ensure_cublas();
     if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
@@ -138,6 +144,13 @@ class CudaOps final : public Ops {
   // ---- memory -----------------------------------------------------------------------
   bool host_memory() const override { return false; }
   DType weight_dtype() const override { return DType::kBF16; }
+  DType kv_dtype() const override { return kv_dtype_; }
+  size_t device_memory_free() const override {
+    size_t free = 0, total = 0;
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return free;
+  }
 
   void* alloc_bytes(size_t n_bytes) override {
     if (n_bytes == 0) return nullptr;
@@ -283,9 +296,17 @@ class CudaOps final : public Ops {
   void kv_append(const float* k, const float* v, const StepBatch& batch,
                  const KvCacheLayer& cache) override {
     const int64_t row = int64_t{cache.n_kv_heads} * cache.head_dim;
-    cuda_check(cuda::launch_kv_append(k, v, batch.slots, batch.n_tokens, row,
-                                      int64_t{cache.n_blocks} * cache.block_size, cache.k, cache.v,
-                                      stream_),
+    const int64_t n_slots = int64_t{cache.n_blocks} * cache.block_size;
+    check_cache_dtype(cache);
+    if (cache.dtype == DType::kBF16) {
+      cuda_check(cuda::launch_kv_append_bf16(k, v, batch.slots, batch.n_tokens, row, n_slots,
+                                             static_cast<uint16_t*>(cache.k),
+                                             static_cast<uint16_t*>(cache.v), stream_),
+                 "kv_append (bf16)");
+      return;
+    }
+    cuda_check(cuda::launch_kv_append(k, v, batch.slots, batch.n_tokens, row, n_slots,
+                                      cache.k_f32(), cache.v_f32(), stream_),
                "kv_append");
   }
 
@@ -295,12 +316,25 @@ class CudaOps final : public Ops {
               n_heads / cache.n_kv_heads <= 32,
           "CUDA attention: n_heads {} must be a multiple (≤ 32×) of n_kv_heads {}", n_heads,
           cache.n_kv_heads);
-    check(cuda::attention_head_dim_supported(cache.head_dim),
-          "CUDA attention: head_dim {} unsupported (a multiple of 4, at most 256)", cache.head_dim);
+    check_cache_dtype(cache);
     cuda::AttentionArgs a;
     a.q = q;
-    a.k_cache = cache.k;
-    a.v_cache = cache.v;
+    if (cache.dtype == DType::kBF16) {
+      check(cuda::attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
+            "CUDA attention with a bf16 KV cache: head_dim {} and {} query heads per KV head "
+            "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head); use "
+            "--kv-dtype fp32",
+            cache.head_dim, n_heads / cache.n_kv_heads);
+      a.tc_layout_dependent = attention_layout_dependent_;
+      a.k_bf16 = static_cast<const uint16_t*>(cache.k);
+      a.v_bf16 = static_cast<const uint16_t*>(cache.v);
+    } else {
+      check(cuda::attention_head_dim_supported(cache.head_dim),
+            "CUDA attention: head_dim {} unsupported (a multiple of 4, at most 256)",
+            cache.head_dim);
+      a.k_cache = cache.k_f32();
+      a.v_cache = cache.v_f32();
+    }
     a.positions = batch.positions;
     a.seq_of_token = batch.seq_of_token;
     a.block_tables = batch.block_tables;
@@ -313,9 +347,28 @@ class CudaOps final : public Ops {
     a.max_blocks = batch.max_blocks;
     a.n_blocks = cache.n_blocks;
     a.scale = scale;
+    if (cache.dtype == DType::kBF16) {
+      float* scratch = static_cast<float*>(
+          attn_.get(sizeof(float) * cuda::attention_tc_scratch_floats(a, batch.n_seqs,
+                                                                      force_attention_split_,
+                                                                      force_attention_warps_),
+                    stream_));
+      cuda_check(cuda::launch_attention_tc(a, batch.n_seqs, scratch, force_attention_split_,
+                                           force_attention_warps_, stream_),
+                 "attention (tensor cores, bf16 KV)");
+      return;
+    }
     float* scratch = static_cast<float*>(attn_.get(
         sizeof(float) * cuda::attention_scratch_floats(a, force_attention_split_), stream_));
     cuda_check(cuda::launch_attention(a, scratch, force_attention_split_, stream_), "attention");
+  }
+
+  // A cache of another dtype than this backend's (made by another ops object) is a bug.
+  void check_cache_dtype(const KvCacheLayer& cache) const {
+    check(cache.dtype == kv_dtype_,
+          "CUDA backend: the KV cache is {} but this backend was made for {} KV; allocate it "
+          "through KvStorage (Ops::kv_dtype())",
+          dtype_name(cache.dtype), dtype_name(kv_dtype_));
   }
 
   void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
@@ -367,6 +420,9 @@ class CudaOps final : public Ops {
   NumericsMode mode_;
   NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
+  int force_attention_warps_;
+  bool attention_layout_dependent_;
+  DType kv_dtype_;
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
   int gemm_splits_override_;
@@ -387,6 +443,7 @@ CudaOptions cuda_options_for(const BackendNumerics& numerics, int device) {
   o.mode = numerics.numerics;
   o.gemm_lt = numerics.gemm_lt;
   o.gemm_fixed_tile = numerics.gemm_fixed_tile;
+  o.kv_dtype = numerics.kv_dtype == KvDType::kF32 ? DType::kF32 : DType::kBF16;
   return o;
 }
 

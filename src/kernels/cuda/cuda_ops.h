@@ -20,6 +20,17 @@ struct CudaOptions {
   // Where attention's KV splits run: -1 chosen by grid size; 0 all in the row's block; 1 a
   // block per split + merge kernel. Any value gives the same bits (tests check that).
   int attention_split_blocks = -1;
+  // The KV cache dtype (a numerics setting, in the fingerprint): bf16 (the default; K/V
+  // rounded once at append; attention on the tensor cores, attention_tc.cu) or fp32 (the
+  // CUDA-core kernel, attention.cu). Any other dtype is refused.
+  DType kv_dtype = DType::kBF16;
+  // Warps per CTA of the tensor-core attention: 0 chosen by the step; 1 or 4 (tests show
+  // every shape gives the same bits).
+  int attention_tc_warps = 0;
+  // Tests only: the negative control of the invariance tests, a tensor-core attention whose
+  // row sums depend on the row's place in the tile (the tests must catch it). Never set it
+  // otherwise.
+  bool attention_tc_layout_dependent = false;
   // GEMM tile variant of each size class: -1 the tuned default; 0…3 for benchmarks and tests.
   // Any value gives the same bits (the K order is fixed by the weight shape alone).
   int gemm_variant = -1;

@@ -99,12 +99,14 @@ class RefOps final : public Ops {
                  const KvCacheLayer& cache) override {
     const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
     const int64_t n_slots = static_cast<int64_t>(cache.n_blocks) * cache.block_size;
+    float* ck = cache.k_f32();
+    float* cv = cache.v_f32();
     for (int32_t t = 0; t < batch.n_tokens; ++t) {
       const int64_t slot = batch.slots[t];
       check(slot >= 0 && slot < n_slots, "ref kv_append: slot {} outside 0..{}", slot, n_slots - 1);
       for (int64_t e = 0; e < row; ++e) {
-        cache.k[slot * row + e] = k[t * row + e];
-        cache.v[slot * row + e] = v[t * row + e];
+        ck[slot * row + e] = k[t * row + e];
+        cv[slot * row + e] = v[t * row + e];
       }
     }
   }
@@ -127,7 +129,7 @@ class RefOps final : public Ops {
         scores.assign(pos + 1, 0.0f);
         float max_score = -INFINITY;
         for (int32_t p = 0; p <= pos; ++p) {
-          const float* kr = cache.k + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
+          const float* kr = cache.k_f32() + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
           float dot = 0.0f;
           for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kr[d];
           scores[p] = dot * scale;
@@ -141,7 +143,7 @@ class RefOps final : public Ops {
         float* oh = out + (static_cast<int64_t>(t) * n_heads + h) * hd;
         for (int32_t d = 0; d < hd; ++d) oh[d] = 0.0f;
         for (int32_t p = 0; p <= pos; ++p) {
-          const float* vr = cache.v + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
+          const float* vr = cache.v_f32() + slot_of(batch, cache, s, p) * slot_stride + kvh * hd;
           for (int32_t d = 0; d < hd; ++d) oh[d] += scores[p] * vr[d];
         }
         for (int32_t d = 0; d < hd; ++d) oh[d] /= sum;

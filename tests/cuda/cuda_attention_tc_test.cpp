@@ -1,0 +1,211 @@
+// The tensor-core attention over a bf16 KV cache (attention_tc.cu):
+//  - against a double-precision reference on the same bf16-rounded q, k, v, within a stated
+//    bound (P is rounded to bf16 once before P·V: relative 2^-9, so |Δ| ≤ 2^-9 · max|v|; we
+//    allow 2^-8 · max|v| = 2^-8 for v in [-1, 1]);
+//  - bit for bit, in ONE test per head shape: whole prefill = decode one token at a time =
+//    chunks of 1, 7, 64 and 333 = mixed batches in shuffled token order = shuffled/fragmented
+//    pages = a prefix-cache hit (the second half computed on the first half's shared blocks),
+//    for every split placement (in the row's CTA, a CTA per split + merge, chosen) and every
+//    CTA shape (1 or 4 warps, chosen);
+//  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
+// Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+
+namespace detllm::kernels {
+namespace {
+
+using namespace cuda_testing;
+
+constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile edges everywhere
+
+std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int warps = 0, bool layout_dependent = false) {
+  CudaOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.attention_split_blocks = split_blocks;
+  o.attention_tc_warps = warps;
+  o.attention_tc_layout_dependent = layout_dependent;
+  return make_cuda_ops(o);
+}
+
+std::vector<std::vector<Chunk>> chunked(int seq, int begin, int len, int chunk) {
+  std::vector<std::vector<Chunk>> steps;
+  for (int start = begin; start < len; start += chunk)
+    steps.push_back({Chunk{seq, start, std::min(chunk, len - start)}});
+  return steps;
+}
+
+// Rows of positions [begin, end) that differ in any bit; the first one is described in `what`.
+int count_different_rows(const DevicePagedWorld& a, int seq_a, const DevicePagedWorld& b,
+                         int seq_b, int begin, int end, std::string* what) {
+  int bad = 0;
+  for (int p = begin; p < end; ++p) {
+    const int64_t d = first_bit_difference(a.output(seq_a, p).data(), b.output(seq_b, p).data(),
+                                           a.row_floats());
+    if (d < 0) continue;
+    if (bad++ == 0 && what != nullptr)
+      *what = fmt::format("position {} element {}: {} vs {}", p, d, a.output(seq_a, p)[d],
+                          b.output(seq_b, p)[d]);
+  }
+  return bad;
+}
+
+void expect_same_rows(const DevicePagedWorld& a, int seq_a, const DevicePagedWorld& b, int seq_b,
+                      int begin, int end) {
+  std::string what;
+  const int bad = count_different_rows(a, seq_a, b, seq_b, begin, end, &what);
+  EXPECT_EQ(bad, 0) << bad << " rows differ; first: " << what;
+}
+
+// Every schedule of the test against `base` (seq 0: content 42, kLen positions).
+void run_schedules(Ops& ops, const AttnShape& shape, const DevicePagedWorld& base) {
+  {
+    SCOPED_TRACE("whole prefill, shuffled pages");
+    DevicePagedWorld w(ops, shape, {42}, {kLen}, 11);
+    w.step({{0, 0, kLen}});
+    expect_same_rows(base, 0, w, 0, 0, kLen);
+  }
+  for (int chunk : {1, 7, 64, 333}) {
+    SCOPED_TRACE(::testing::Message() << "chunks of " << chunk << " (1 = decode)");
+    DevicePagedWorld w(ops, shape, {42}, {kLen}, 100 + chunk);
+    for (const auto& step : chunked(0, 0, kLen, chunk)) w.step(step);
+    expect_same_rows(base, 0, w, 0, 0, kLen);
+  }
+  {
+    SCOPED_TRACE("mixed batches, shuffled token order, fragmented pages");
+    const std::vector<int> lens = {50, kLen, 9, 600, 300};
+    DevicePagedWorld w(ops, shape, {7, 42, 8, 9, 10}, lens, 1234);
+    std::mt19937 rng(99);
+    std::vector<int> done(lens.size(), 0);
+    const int chunk_of[5] = {13, 37, 1, 80, 1};  // prefill chunks beside decode rows
+    for (bool more = true; more;) {
+      more = false;
+      std::vector<Chunk> step;
+      for (size_t s = 0; s < lens.size(); ++s) {
+        const int count = std::min(chunk_of[s], lens[s] - done[s]);
+        if (count > 0) step.push_back({static_cast<int>(s), done[s], count});
+        done[s] += count;
+        more = more || done[s] < lens[s];
+      }
+      int n_tok = 0;
+      for (const Chunk& c : step) n_tok += c.count;
+      std::vector<int> order(n_tok);
+      for (int i = 0; i < n_tok; ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+      w.step(step, order);
+    }
+    expect_same_rows(base, 0, w, 1, 0, kLen);
+  }
+  {
+    SCOPED_TRACE("prefix-cache hit: the second copy computes only past the shared blocks");
+    DevicePagedWorld w(ops, shape, {42, 42}, {kLen, kLen}, 77);
+    const int shared_blocks = (kLen / 2) / shape.block_size;
+    const int from = shared_blocks * shape.block_size;
+    for (const auto& step : chunked(0, 0, kLen, 333)) w.step(step);
+    w.share_prefix(1, 0, shared_blocks);
+    for (const auto& step : chunked(1, from, kLen, 64)) w.step(step);
+    expect_same_rows(base, 0, w, 1, from, kLen);
+  }
+}
+
+class CudaAttentionTc : public ::testing::TestWithParam<AttnShape> {};
+
+TEST_P(CudaAttentionTc, MatchesReferenceWithinBound) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const AttnShape shape = GetParam();
+  auto ops = tc_ops();
+  const std::vector<int> lens = {700, 33};
+  DevicePagedWorld w(*ops, shape, {3, 4}, lens, 5);
+  w.step({{0, 0, 700}, {1, 0, 33}});
+  const int n_rep = shape.n_heads / shape.n_kv_heads;
+  const double bound = std::ldexp(1.0, -8);  // max|v| = 1
+  double worst = 0;
+  int bad = 0;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<std::vector<float>> k(lens[s]), v(lens[s]);
+    for (int p = 0; p < lens[s]; ++p) {
+      k[p] = round_bf16(w.content(s, p, 1));
+      v[p] = round_bf16(w.content(s, p, 2));
+    }
+    for (int p = 0; p < lens[s]; ++p) {
+      const std::vector<float> q = round_bf16(w.content(s, p, 0));
+      const std::vector<float>& got = w.output(s, p);
+      for (int h = 0; h < shape.n_heads; ++h) {
+        const int kvh = h / n_rep, hd = shape.head_dim;
+        std::vector<double> sc(p + 1);
+        double mx = -INFINITY;
+        for (int j = 0; j <= p; ++j) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d)
+            dot += double(q[h * hd + d]) * double(k[j][kvh * hd + d]);
+          sc[j] = dot * w.scale();
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int d = 0; d < hd; ++d) {
+          double o = 0;
+          for (int j = 0; j <= p; ++j) o += sc[j] * double(v[j][kvh * hd + d]);
+          const double err = std::fabs(o / sum - double(got[h * hd + d]));
+          worst = std::max(worst, err);
+          if (!(err <= bound) && ++bad <= 3)
+            ADD_FAILURE() << "seq " << s << " pos " << p << " head " << h << " dim " << d
+                          << ": gpu " << got[h * hd + d] << " ref " << o / sum;
+        }
+      }
+    }
+  }
+  std::printf("  [tc attention h%d kv%d d%d] max |gpu - ref| = %.3g (bound %.3g)\n",
+              shape.n_heads, shape.n_kv_heads, shape.head_dim, worst, bound);
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const AttnShape shape = GetParam();
+  auto base_ops = tc_ops();
+  DevicePagedWorld base(*base_ops, shape, {42}, {kLen}, 0);
+  base.step({{0, 0, kLen}});
+  for (int split_blocks : {-1, 0, 1})
+    for (int warps : {0, 1, 4}) {
+      SCOPED_TRACE(::testing::Message() << "split placement " << split_blocks << ", warps "
+                                        << warps);
+      auto ops = tc_ops(split_blocks, warps);
+      run_schedules(*ops, shape, base);
+    }
+}
+
+// The same checks catch a kernel whose row sum follows the row's place in the warp tile.
+TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const AttnShape shape = GetParam();
+  auto ops = tc_ops(-1, 0, /*layout_dependent=*/true);
+  DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
+  base.step({{0, 0, kLen}});
+  DevicePagedWorld w(*ops, shape, {42}, {kLen}, 3);
+  for (const auto& step : chunked(0, 0, kLen, 7)) w.step(step);
+  EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
+      << "the layout-dependent variant went unnoticed: the check cannot fail";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,
+                         ::testing::Values(AttnShape{32, 8, 128, 16},  // Llama-3.1-8B
+                                           AttnShape{9, 3, 64, 16},    // SmolLM2-135M
+                                           AttnShape{4, 2, 16, 4},     // tiny-llama
+                                           AttnShape{8, 2, 32, 5}),    // odd block size
+                         [](const auto& info) {
+                           const AttnShape& s = info.param;
+                           return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads,
+                                              s.head_dim, s.block_size);
+                         });
+
+}  // namespace
+}  // namespace detllm::kernels
