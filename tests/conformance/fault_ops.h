@@ -1,25 +1,29 @@
 // Negative controls: CPU backends with one planted fault each — the smallest change (one ulp)
 // that a real kernel or cache bug of that kind makes — so that the conformance checks can be
-// shown to catch it. Each breaks one variation:
+// shown to catch it. Each targets one variation (negative_control_test.cpp: that variation's
+// guarantee-matrix cell FAILS); the suite tests each fails in all are listed in README.md:
 //
-//   fault              what differs                                   breaks
-//   batch-matmul       matmul rows when the call has > 1 row          V1 (and most others)
-//   qlen-attention     attention rows of a sequence with > 1 query    V3, V4, V5 partial, V6
+//   fault              what differs                                   targets
+//   batch-matmul       matmul rows when the call has > 1 row          V1
+//   qlen-attention     attention rows of a sequence with > 1 query    V3 (and V4)
 //                      row in the call (query-length dependent)
-//   layout-attention   attention rows whose own KV block has an odd   V7 (and V1, V2: other
-//                      physical id (page-layout dependent)              blocks when batched)
-//   kv-reuse           the K of prefix-cache blocks, one ulp up when  V5 (and V2: later
-//                      a sequence reuses them                          arrivals hit the cache)
+//   layout-attention   attention rows whose own KV block has an odd   V7
+//                      physical id (page-layout dependent)
+//   kv-reuse           the K of prefix-cache blocks, one ulp up when  V5
+//                      a sequence reuses them
 //   recompute          attention rows that recompute positions of a   V6
 //                      preempted sequence
-//   graph-replay       a step replayed from a (CPU-emulated) graph    V8
+//   graph-replay       a step replayed from a (CPU-emulated) graph    V8 (every test with
+//                                                                     replays: graphs are on
+//                                                                     by default where the
+//                                                                     backend has them)
 //   threads            rmsnorm when the backend has > 1 thread        V11
 //
 // `graph-replay` gives the CPU a GraphCapture that records ops closures and replays them
 // (what a CUDA graph does, on host memory); `graph-replay-exact` is the same without the fault,
 // the control that shows the emulation itself changes no bit. make_fault_ops(name) builds
 // one; conformance_test.cpp uses it when DETLLM_CONFORMANCE_FAULT names a fault, so the whole
-// suite can be run against each (README "negative controls").
+// suite can be run against each.
 #pragma once
 
 #include <cmath>
