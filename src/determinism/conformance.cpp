@@ -68,10 +68,10 @@ RunResult run(const Target& target, const Execution& exec,
   RunResult res;
   res.traces.resize(n);
   res.block_size = cfg.scheduler.kv.block_size;
-  res.graphs_available = ops ? ops->graph_capture() != nullptr : false;
+  res.graphs_available = model.ops().graph_capture() != nullptr;  // shared models too
   // Every step, warm-up included: tell a listening backend (negative controls), and record
   // what the traced steps ran (the evidence not_exercised() reads).
-  StepListener* listener = dynamic_cast<StepListener*>(ops.get());
+  StepListener* listener = dynamic_cast<StepListener*>(&model.ops());
   std::unordered_map<engine::RequestId, size_t> index_of;  // traced requests only
   std::unordered_map<size_t, engine::SeqId> layout_seq;    // request → its sample 0's sequence
   bool tracing = false;

@@ -122,8 +122,8 @@ struct StepInfo {
   std::vector<StepSeqInfo> seqs;  // (plan seqs)
   int32_t block_size = 0;         // slot = block * block_size + offset
 };
-// A backend (Ops) of a Target made by make_ops that also implements StepListener is told every
-// step, warm-up included, before the step's forward: the fault-injecting backends of the
+// A backend (the model's Ops) that also implements StepListener is told every step, warm-up
+// included, before the step's forward: the fault-injecting backends of the
 // negative controls (tests/conformance/fault_ops.h) learn from it which rows reuse cached KV
 // or recompute after a preemption.
 class StepListener {
