@@ -112,7 +112,11 @@ TEST_P(Conformance, V2_ArrivalOrder) {
     std::iota(e.add_order.begin(), e.add_order.end(), 0);
     std::shuffle(e.add_order.begin(), e.add_order.end(), rng);
     for (size_t i = 0; i < reqs.size(); ++i) e.arrival.push_back(static_cast<int32_t>(rng() % 9));
-    expect_same(reqs, ref, run(target_, e, reqs), "arrival round " + std::to_string(round));
+    const RunResult got = run(target_, e, reqs);
+    expect_same(reqs, ref, got, "arrival round " + std::to_string(round));
+    Expect want;
+    want.requests_in_step = 2;  // staggered, and still sharing steps
+    expect_exercised(want, reqs, got, "arrival round " + std::to_string(round));
   }
 }
 
@@ -307,7 +311,11 @@ TEST_P(Conformance, V10_NondeterministicNeighbours) {
   auto reqs = random_workload(11, s);
   const auto ref = alone(reqs);
   Execution e = exec("mixed");
-  expect_same(reqs, ref, run(target_, e, reqs), "with non-deterministic neighbours");
+  const RunResult got = run(target_, e, reqs);
+  expect_same(reqs, ref, got, "with non-deterministic neighbours");
+  Expect want;
+  want.requests_in_step = static_cast<int32_t>(reqs.size());  // all in the first step
+  expect_exercised(want, reqs, got, "with non-deterministic neighbours");
 }
 
 // Property-based: random workloads and random executions mixing every variation at once.
