@@ -44,12 +44,12 @@ std::vector<std::vector<Chunk>> chunked(int seq, int begin, int len, int chunk) 
 }
 
 // Rows of positions [begin, end) that differ in any bit; the first one is described in `what`.
-int count_different_rows(const DevicePagedWorld& a, int seq_a, const DevicePagedWorld& b,
-                         int seq_b, int begin, int end, std::string* what) {
+int count_different_rows(const DevicePagedWorld& a, int seq_a, const DevicePagedWorld& b, int seq_b,
+                         int begin, int end, std::string* what) {
   int bad = 0;
   for (int p = begin; p < end; ++p) {
-    const int64_t d = first_bit_difference(a.output(seq_a, p).data(), b.output(seq_b, p).data(),
-                                           a.row_floats());
+    const int64_t d =
+        first_bit_difference(a.output(seq_a, p).data(), b.output(seq_b, p).data(), a.row_floats());
     if (d < 0) continue;
     if (bad++ == 0 && what != nullptr)
       *what = fmt::format("position {} element {}: {} vs {}", p, d, a.output(seq_a, p)[d],
@@ -144,8 +144,7 @@ TEST_P(CudaAttentionTc, MatchesReferenceWithinBound) {
         double mx = -INFINITY;
         for (int j = 0; j <= p; ++j) {
           double dot = 0;
-          for (int d = 0; d < hd; ++d)
-            dot += double(q[h * hd + d]) * double(k[j][kvh * hd + d]);
+          for (int d = 0; d < hd; ++d) dot += double(q[h * hd + d]) * double(k[j][kvh * hd + d]);
           sc[j] = dot * w.scale();
           mx = std::max(mx, sc[j]);
         }
@@ -163,8 +162,8 @@ TEST_P(CudaAttentionTc, MatchesReferenceWithinBound) {
       }
     }
   }
-  std::printf("  [tc attention h%d kv%d d%d] max |gpu - ref| = %.3g (bound %.3g)\n",
-              shape.n_heads, shape.n_kv_heads, shape.head_dim, worst, bound);
+  std::printf("  [tc attention h%d kv%d d%d] max |gpu - ref| = %.3g (bound %.3g)\n", shape.n_heads,
+              shape.n_kv_heads, shape.head_dim, worst, bound);
   EXPECT_EQ(bad, 0);
 }
 
@@ -176,8 +175,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   base.step({{0, 0, kLen}});
   for (int split_blocks : {-1, 0, 1})
     for (int warps : {0, 1, 4}) {
-      SCOPED_TRACE(::testing::Message() << "split placement " << split_blocks << ", warps "
-                                        << warps);
+      SCOPED_TRACE(::testing::Message()
+                   << "split placement " << split_blocks << ", warps " << warps);
       auto ops = tc_ops(split_blocks, warps);
       run_schedules(*ops, shape, base);
     }
@@ -203,8 +202,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,
                                            AttnShape{8, 2, 32, 5}),    // odd block size
                          [](const auto& info) {
                            const AttnShape& s = info.param;
-                           return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads,
-                                              s.head_dim, s.block_size);
+                           return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads, s.head_dim,
+                                              s.block_size);
                          });
 
 }  // namespace

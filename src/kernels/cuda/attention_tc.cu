@@ -29,9 +29,9 @@ namespace {
 constexpr int kKvTile = 64;    // positions per KV tile, aligned to absolute 0 (numerics)
 constexpr int kTcSplit = 256;  // positions per KV split, aligned to absolute 0 (numerics)
 static_assert(kTcSplit % kKvTile == 0, "a split is whole tiles");
-constexpr int kWarpRows = 16;                               // rows of one m16n8k16 tile
-constexpr int kMaxCtasInBlock = 2048;                       // fewer CTAs: a CTA per split
-constexpr size_t kMaxSplitScratch = size_t(512) << 20;      // bytes of split partials at most
+constexpr int kWarpRows = 16;          // rows of one m16n8k16 tile
+constexpr int kMaxCtasInBlock = 1024;  // fewer CTAs unsplit: a CTA per split instead
+constexpr size_t kMaxSplitScratch = size_t(512) << 20;  // bytes of split partials at most
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -41,8 +41,12 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_async_wait1() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -95,11 +99,11 @@ template <int HD, int W>
 __global__ void __launch_bounds__(W * 32)
     attention_tc_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
                         int max_splits, bool split_blocks) {
-  constexpr int LD = HD + 8;         // smem row stride (bf16): conflict-free ldmatrix rows
-  constexpr int KT = HD / 16;        // k-steps of Q·Kᵀ
-  constexpr int DT = HD / 8;         // n-tiles of O
-  constexpr int NT = kKvTile / 8;    // n-tiles of S
-  constexpr int CH = HD / 8;         // 16-byte chunks of one K/V row
+  constexpr int LD = HD + 8;       // smem row stride (bf16): conflict-free ldmatrix rows
+  constexpr int KT = HD / 16;      // k-steps of Q·Kᵀ
+  constexpr int DT = HD / 8;       // n-tiles of O
+  constexpr int NT = kKvTile / 8;  // n-tiles of S
+  constexpr int CH = HD / 8;       // 16-byte chunks of one K/V row
   static_assert(HD % 16 == 0 && DT % 2 == 0, "head_dim is whole k-steps");
   constexpr int kRowsPerPass = W * 32 / CH;  // K/V rows one pass of the CTA's threads copies
   static_assert(W * 32 % CH == 0 && kKvTile % kRowsPerPass == 0, "whole rows per pass");
@@ -173,18 +177,26 @@ __global__ void __launch_bounds__(W * 32)
       z_end = z_begin + 1;
     }
     const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
-    for (int z = z_begin; z < z_end && z < n_splits; ++z) {
-      const int first = z * kTcSplit;
-      const int last = min(first + kTcSplit, max_pos + 1);  // positions [first, last)
-      const int n_tiles = (last - first + kKvTile - 1) / kKvTile;
+    if (z_begin >= n_splits) {  // a CTA per split: this segment has no split z
+      seg_begin = seg_end;
+      continue;
+    }
+    // The CTA's positions [range_begin, range_end): its splits' tiles in one pipeline (the
+    // next tile is copied while this one is used, across split edges too).
+    const int range_begin = z_begin * kTcSplit;
+    const int range_end = min(min(z_end, n_splits) * kTcSplit, max_pos + 1);
+    const int n_tiles = (range_end - range_begin + kKvTile - 1) / kKvTile;
+    {
       // Lane j of every warp looks up the slots of positions start + j and start + 32 + j
       // (-1 past `last`); the copies take them by shuffle: one table read per position.
       auto load_tile = [&](int buf, int start) {
         __nv_bfloat16* kb = kbuf + buf * kKvTile * LD;
         __nv_bfloat16* vb = vbuf + buf * kKvTile * LD;
         const int p0 = start + lane, p1 = p0 + 32;
-        const int s0 = p0 < last ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
-        const int s1 = p1 < last ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
+        const int s0 =
+            p0 < range_end ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
+        const int s1 =
+            p1 < range_end ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
         const int d = (threadIdx.x % CH) * 8;
 #pragma unroll
         for (int k = 0; k < kKvTile / kRowsPerPass; ++k) {
@@ -206,14 +218,21 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
 
-      load_tile(0, first);
+      load_tile(0, range_begin);
       cp_async_commit();
       for (int f = 0; f < n_tiles; ++f) {
-        const int start = first + f * kKvTile;
+        const int start = range_begin + f * kKvTile;
+        const int z = start / kTcSplit, first = z * kTcSplit;  // the tile's split
+        if (start == first) {  // a split starts: its state from zero
+          m[0] = m[1] = -INFINITY;
+          l[0] = l[1] = 0.0f;
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+        }
         if (f + 1 < n_tiles) load_tile((f + 1) & 1, start + kKvTile);
         cp_async_commit();
-        cp_async_wait1();  // this thread's copies of tile f have landed
-        __syncthreads();   // everyone's have
+        cp_async_wait1();         // this thread's copies of tile f have landed
+        __syncthreads();          // everyone's have
         if (warp_lim >= start) {  // else the tile is masked for every row of this warp
           const __nv_bfloat16* kb = kbuf + (f & 1) * kKvTile * LD;
           const __nv_bfloat16* vb = vbuf + (f & 1) * kKvTile * LD;
@@ -286,43 +305,47 @@ __global__ void __launch_bounds__(W * 32)
           // o += P (bf16) · V: the S accumulators are P's A fragments, 16 positions a k-step.
 #pragma unroll
           for (int j = 0; j < kKvTile / 16; ++j) {
-            const uint32_t pa[4] = {
-                pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+            const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
+                                    pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                    pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                    pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
 #pragma unroll
             for (int dt = 0; dt < DT; dt += 2) {
               uint32_t r[4];
-              ldmatrix_x4_trans(r, vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
+              ldmatrix_x4_trans(r,
+                                vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
               mma_bf16(o[dt], pa, r[0], r[1]);
               mma_bf16(o[dt + 1], pa, r[2], r[3]);
             }
           }
         }
         __syncthreads();  // buffer f & 1 is free for tile f + 2
-      }
-      // The end of split z: rows whose position reaches it merge (or store) its state.
+        if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
+          // The end of split z: rows whose position reaches it merge (or store) its state.
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        if (lim[i] < first) continue;
-        if (split_blocks) {
-          float* part = partials + ((static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) *
-                                        max_splits + z) * (HD + 2);
-          if (cq == 0) {
-            part[0] = m[i];
-            part[1] = l[i];
-          }
+        for (int i = 0; i < 2; ++i) {
+          if (lim[i] < first) continue;
+          if (split_blocks) {
+            float* part =
+                partials +
+                ((static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * max_splits + z) *
+                    (HD + 2);
+            if (cq == 0) {
+              part[0] = m[i];
+              part[1] = l[i];
+            }
 #pragma unroll
-          for (int dt = 0; dt < DT; ++dt) {
-            part[2 + dt * 8 + 2 * cq] = o[dt][2 * i];
-            part[2 + dt * 8 + 2 * cq + 1] = o[dt][2 * i + 1];
-          }
-        } else {
-          const MergeWeights w = merge_state(M[i], L[i], m[i], l[i]);
+            for (int dt = 0; dt < DT; ++dt) {
+              part[2 + dt * 8 + 2 * cq] = o[dt][2 * i];
+              part[2 + dt * 8 + 2 * cq + 1] = o[dt][2 * i + 1];
+            }
+          } else {
+            const MergeWeights w = merge_state(M[i], L[i], m[i], l[i]);
 #pragma unroll
-          for (int dt = 0; dt < DT; ++dt) {
-            O[dt][2 * i] = merge_value(O[dt][2 * i], o[dt][2 * i], w);
-            O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], o[dt][2 * i + 1], w);
+            for (int dt = 0; dt < DT; ++dt) {
+              O[dt][2 * i] = merge_value(O[dt][2 * i], o[dt][2 * i], w);
+              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], o[dt][2 * i + 1], w);
+            }
           }
         }
       }
@@ -378,7 +401,8 @@ int max_splits_of(const AttentionArgs& a) {
 }
 
 // The CTA shape: W warps (16 rows each) and tq tokens per CTA. Decode-like steps (few query
-// tokens per sequence): one token per CTA. Otherwise 4 warps of packed tokens. Any shape gives the same bits (rows are independent; see the file comment).
+// tokens per sequence): one token per CTA. Otherwise 4 warps of packed tokens. Any shape gives the
+// same bits (rows are independent; see the file comment).
 struct TcShape {
   int warps, tq;
 };
@@ -395,8 +419,7 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, int force_warps) {
 
 bool use_split_blocks(const AttentionArgs& a, const TcShape& shape, int force_split) {
   if (force_split >= 0) return force_split == 1;
-  const int64_t ctas =
-      static_cast<int64_t>((a.n_tokens + shape.tq - 1) / shape.tq) * a.n_kv_heads;
+  const int64_t ctas = static_cast<int64_t>((a.n_tokens + shape.tq - 1) / shape.tq) * a.n_kv_heads;
   const size_t scratch =
       sizeof(float) * a.n_tokens * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
   return ctas < kMaxCtasInBlock && max_splits_of(a) > 1 && scratch <= kMaxSplitScratch;
@@ -408,19 +431,19 @@ cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split
   const int max_splits = max_splits_of(a);
   const size_t smem = sizeof(__nv_bfloat16) * 4 * kKvTile * (HD + 8);
   // Once per kernel and process (a host call per launch costs decode steps microseconds).
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_tc_kernel<HD, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(smem));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(attention_tc_kernel<HD, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem));
   cudaError_t err = attr;
   if (err != cudaSuccess) return err;
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  attention_tc_kernel<HD, W><<<grid, W * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch,
-                                                             max_splits, split);
+  attention_tc_kernel<HD, W>
+      <<<grid, W * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch, max_splits, split);
   err = cudaGetLastError();
   if (err != cudaSuccess || !split) return err;
   const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
-  attention_tc_merge_kernel<HD><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(
-      a, scratch, max_splits);
+  attention_tc_merge_kernel<HD>
+      <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, scratch, max_splits);
   return cudaGetLastError();
 }
 
@@ -444,8 +467,8 @@ size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, int force
   return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
 }
 
-cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
-                                int force_split, int force_warps, cudaStream_t stream) {
+cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch, int force_split,
+                                int force_warps, cudaStream_t stream) {
   if (a.n_tokens == 0) return cudaSuccess;
   if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
       !attention_tc_supported(a.head_dim, a.n_heads / a.n_kv_heads) || a.k_bf16 == nullptr ||
@@ -455,10 +478,14 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
   const bool split = use_split_blocks(a, shape, force_split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;
   switch (a.head_dim) {
-    case 16: return launch_hd<16>(a, shape, scratch, split, stream);
-    case 32: return launch_hd<32>(a, shape, scratch, split, stream);
-    case 64: return launch_hd<64>(a, shape, scratch, split, stream);
-    default: return launch_hd<128>(a, shape, scratch, split, stream);
+    case 16:
+      return launch_hd<16>(a, shape, scratch, split, stream);
+    case 32:
+      return launch_hd<32>(a, shape, scratch, split, stream);
+    case 64:
+      return launch_hd<64>(a, shape, scratch, split, stream);
+    default:
+      return launch_hd<128>(a, shape, scratch, split, stream);
   }
 }
 

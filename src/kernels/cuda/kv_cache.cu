@@ -27,15 +27,16 @@ __global__ void kv_append_bf16_kernel(const float* k, const float* v, const int3
 }  // namespace
 
 cudaError_t launch_kv_append_bf16(const float* k, const float* v, const int32_t* slots,
-                                  int32_t n_tokens, int64_t row, int64_t n_slots,
-                                  uint16_t* cache_k, uint16_t* cache_v, cudaStream_t stream) {
+                                  int32_t n_tokens, int64_t row, int64_t n_slots, uint16_t* cache_k,
+                                  uint16_t* cache_v, cudaStream_t stream) {
   if (n_tokens == 0) return cudaSuccess;
   constexpr int kThreads = 256;
   const int64_t total = static_cast<int64_t>(n_tokens) * row;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
-  kv_append_bf16_kernel<<<blocks, kThreads, 0, stream>>>(
-      k, v, slots, n_tokens, row, n_slots, reinterpret_cast<__nv_bfloat16*>(cache_k),
-      reinterpret_cast<__nv_bfloat16*>(cache_v));
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+  kv_append_bf16_kernel<<<blocks, kThreads, 0, stream>>>(k, v, slots, n_tokens, row, n_slots,
+                                                         reinterpret_cast<__nv_bfloat16*>(cache_k),
+                                                         reinterpret_cast<__nv_bfloat16*>(cache_v));
   return cudaGetLastError();
 }
 
