@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libxxhash-dev
-  libcpp-httplib-dev
+  libboost-dev
   libgtest-dev googletest libbenchmark-dev clang libclang-rt-14-dev
   python3 python3-venv curl
 )

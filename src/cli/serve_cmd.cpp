@@ -3,6 +3,7 @@
 // SIGTERM/SIGINT stops taking requests, drains those in flight (bounded) and exits cleanly.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -84,6 +85,11 @@ int run_serve(ServeOptions& o) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every connection is a file descriptor: allow as many as the hard limit permits.
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 
   {
     // Check the options before the (slow) model load; the model's names come after it.
@@ -172,7 +178,7 @@ int run_serve(ServeOptions& o) {
   const int port = http.bind();
   std::fprintf(stderr,
                "detllm serve: model %s (%s), context %d, KV %d blocks x %d, fingerprint %s, "
-               "%d engine threads, %d HTTP threads%s\n",
+               "%d engine threads, %d HTTP worker threads%s\n",
                ctx.model_name().c_str(), o.model.empty() ? "default" : o.model.c_str(),
                ctx.max_model_len, cfg.scheduler.kv.n_blocks, cfg.scheduler.kv.block_size,
                ctx.fingerprint_deterministic.c_str(), o.threads, ctx.options.http_threads,
@@ -230,12 +236,28 @@ Command add_serve_command(CLI::App& app) {
                   "Most prompts in one /v1/completions request")
       ->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads,
-                  "HTTP worker threads: the most connections served at once (each streaming "
-                  "response holds one)")
+                  "Worker threads for request handlers (parse, tokenize, admission); "
+                  "connections and streams hold no thread")
       ->capture_default_str();
   cmd->add_option("--keep-alive-timeout", s.keep_alive_timeout_s,
-                  "Seconds an idle keep-alive connection is kept (it holds a worker thread)")
+                  "Seconds an idle keep-alive connection is kept open")
       ->capture_default_str();
+  cmd->add_option("--header-timeout", s.header_timeout_s,
+                  "Seconds a request's header may take to arrive (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", s.request_timeout_s,
+                  "Seconds a request's body may take to arrive after its header (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", s.write_timeout_s,
+                  "Seconds a client may accept no response bytes before it is cut off (its "
+                  "request aborted)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", s.max_connections,
+                  "Open connections at most; further ones are closed at once")
+      ->capture_default_str();
+  cmd->add_option("--cors-origin", s.cors_origins,
+                  "Allow browser calls from this origin (repeat for several; * = any). "
+                  "Default: no CORS");
   cmd->add_option("--drain-timeout", s.drain_timeout_s,
                   "On SIGTERM, seconds to let in-flight requests finish before aborting them")
       ->capture_default_str();

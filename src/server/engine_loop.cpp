@@ -24,6 +24,13 @@ void Ticket::push(EngineEvent e) {
     events_.push_back(std::move(e));
   }
   cv_.notify_one();
+  std::lock_guard lk(notify_mu_);
+  if (notify_) notify_();
+}
+
+void Ticket::set_notify(std::function<void()> notify) {
+  std::lock_guard lk(notify_mu_);
+  notify_ = std::move(notify);
 }
 
 EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,10 @@ class Ticket {
   // none. Returns false when there were none.
   bool wait_events(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout);
   bool cancelled() const { return cancelled_.load(); }
+  // Called after every push (on the engine thread, outside the lock): the HTTP layer's
+  // wake-up. Replacing it waits for a call in progress to return, so after
+  // set_notify(nullptr) the old function is never running.
+  void set_notify(std::function<void()> notify);
   size_t n_requests() const { return n_requests_; }
 
  private:
@@ -61,6 +66,8 @@ class Ticket {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<EngineEvent> events_;
+  std::mutex notify_mu_;  // held while notify_ runs
+  std::function<void()> notify_;
   std::atomic<bool> cancelled_{false};
   size_t n_requests_ = 0;
   // Engine thread only:

@@ -24,7 +24,12 @@ Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
 }
 
 Generation::~Generation() {
+  if (ticket_) ticket_->set_notify(nullptr);
   if (ticket_ && !finished()) loop_.cancel(ticket_);
+}
+
+void Generation::set_notify(std::function<void()> notify) {
+  if (ticket_) ticket_->set_notify(std::move(notify));
 }
 
 void Generation::cancel() {

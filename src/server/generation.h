@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,8 @@ class Generation {
   bool finished() const { return n_finished_ == choices_.size() || !error_.empty(); }
   // Aborts the engine requests (client gone, server stopping). Idempotent.
   void cancel();
+  // See ResponseStream::set_notify; after start().
+  void set_notify(std::function<void()> notify);
   // A failure after the requests were accepted (an engine error); "" if none.
   const std::string& error() const { return error_; }
 

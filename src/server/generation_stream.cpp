@@ -22,6 +22,9 @@ class GenerationStream final : public ResponseStream {
   }
 
   void cancel() override { gen_->cancel(); }
+  void set_notify(std::function<void()> notify) override { gen_->set_notify(std::move(notify)); }
+  int32_t prompt_tokens() const override { return gen_->prompt_tokens(); }
+  int32_t completion_tokens() const override { return gen_->completion_tokens(); }
 
  private:
   PumpResult fail() {

@@ -25,6 +25,7 @@ struct HttpReply {
 HttpReply handle_completions(ServerContext& ctx, std::string_view body);
 HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body);
 HttpReply handle_models(ServerContext& ctx);
+HttpReply handle_model(ServerContext& ctx, std::string_view id);  // GET /v1/models/{id}
 HttpReply handle_health(ServerContext& ctx);
 HttpReply handle_metrics(ServerContext& ctx);
 HttpReply handle_tokenize(ServerContext& ctx, std::string_view body);

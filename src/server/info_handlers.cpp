@@ -21,20 +21,33 @@ HttpReply json_reply(const json& j, int status = 200) {
   return r;
 }
 
+json model_card(const ServerContext& ctx, const std::string& name) {
+  return {{"id", name},
+          {"object", "model"},
+          {"created", ctx.started_at},
+          {"owned_by", "detllm"},
+          {"root", ctx.model_name()},
+          {"max_model_len", ctx.max_model_len},
+          {"system_fingerprint", ctx.fingerprint_deterministic}};
+}
+
 }  // namespace
 
 HttpReply handle_models(ServerContext& ctx) {
   json data = json::array();
-  for (const auto& name : ctx.options.model_names) {
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", ctx.started_at},
-                    {"owned_by", "detllm"},
-                    {"root", ctx.model_name()},
-                    {"max_model_len", ctx.max_model_len},
-                    {"system_fingerprint", ctx.fingerprint_deterministic}});
-  }
+  for (const auto& name : ctx.options.model_names) data.push_back(model_card(ctx, name));
   return json_reply({{"object", "list"}, {"data", std::move(data)}});
+}
+
+HttpReply handle_model(ServerContext& ctx, std::string_view id) {
+  for (const auto& name : ctx.options.model_names) {
+    if (name == id) return json_reply(model_card(ctx, name));
+  }
+  throw ApiError(404,
+                 fmt::format("the model '{}' does not exist: GET /v1/models lists the served "
+                             "models",
+                             id),
+                 "invalid_request_error", "model", "model_not_found");
 }
 
 HttpReply handle_health(ServerContext& ctx) {

@@ -31,6 +31,27 @@ void Metrics::add_in_flight(int32_t d) {
   in_flight_ += d;
 }
 
+void Metrics::connection_opened() {
+  std::lock_guard lk(mu_);
+  ++connections_open_;
+  ++connections_total_;
+}
+
+void Metrics::connection_closed() {
+  std::lock_guard lk(mu_);
+  --connections_open_;
+}
+
+void Metrics::count_timeout() {
+  std::lock_guard lk(mu_);
+  ++timeouts_;
+}
+
+int32_t Metrics::connections_open() const {
+  std::lock_guard lk(mu_);
+  return connections_open_;
+}
+
 int32_t Metrics::http_in_flight() const {
   std::lock_guard lk(mu_);
   return in_flight_;
@@ -71,6 +92,12 @@ std::string Metrics::render(const EngineSnapshot& s, const MetricsInfo& info) co
     }
     metric(out, "detllm_client_disconnects_total", "counter",
            "Responses abandoned by their client (request aborted, KV freed).", disconnects_);
+    metric(out, "detllm_http_connections", "gauge", "Open HTTP connections.",
+           connections_open_);
+    metric(out, "detllm_http_connections_total", "counter", "HTTP connections accepted.",
+           connections_total_);
+    metric(out, "detllm_http_timeouts_total", "counter",
+           "Connections cut off because a request header or body, or a response write, took too long.", timeouts_);
   }
   metric(out, "detllm_http_requests_in_flight", "gauge", "HTTP requests being served.",
          info.http_in_flight);

@@ -31,6 +31,12 @@ class Metrics {
   void count_request(std::string_view endpoint, int status);
   // A client that went away before its response was complete (its request was aborted).
   void count_disconnect();
+  // Connections: opened / closed (the gauge must come back to its baseline: no leak), read
+  // or write timeouts (slow clients cut off).
+  void connection_opened();
+  void connection_closed();
+  void count_timeout();
+  int32_t connections_open() const;
   void http_begin() { add_in_flight(1); }
   void http_end() { add_in_flight(-1); }
   int32_t http_in_flight() const;
@@ -44,6 +50,9 @@ class Metrics {
   std::map<std::pair<std::string, int>, int64_t> requests_;
   int64_t disconnects_ = 0;
   int32_t in_flight_ = 0;
+  int32_t connections_open_ = 0;
+  int64_t connections_total_ = 0;
+  int64_t timeouts_ = 0;
 };
 
 // Escapes a label value (backslash, quote, newline) for the text format.

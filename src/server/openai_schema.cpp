@@ -166,7 +166,7 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
     }
   }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
-  r.ignore("user");
+  (void)r.get_string("user", limits.max_string_bytes);  // accepted, unused: but a string, bounded
   r.accept_if_neutral("frequency_penalty", is_zero);
   r.accept_if_neutral("presence_penalty", is_zero);
   r.accept_if_neutral("repetition_penalty", is_one);
@@ -253,6 +253,11 @@ std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& li
 json parse_json_body(std::string_view body) {
   if (body.empty()) {
     throw_bad_request("", "the request body is empty: send a JSON object");
+  }
+  // JSON has no raw NUL (inside strings it is written \u0000); the parser would take one as
+  // the end of the text and accept whatever garbage follows.
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    throw_bad_request("", "the request body is not valid JSON: a NUL byte at offset {}", nul);
   }
   try {
     return json::parse(body);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,13 @@ class ResponseStream {
   virtual PumpResult pump(const Writer& write, std::chrono::milliseconds wait) = 0;
   // The client went away (or the server stops): abort the engine work. Idempotent.
   virtual void cancel() = 0;
+  // `notify` is called (from any thread, possibly after pump returned) whenever new output
+  // may be ready, so the HTTP layer pumps again instead of holding a thread in pump's wait.
+  // It may be called spuriously; it is never called after the stream is destroyed.
+  virtual void set_notify(std::function<void()> notify) = 0;
+  // Token counts for the request log; -1 when not known.
+  virtual int32_t prompt_tokens() const { return -1; }
+  virtual int32_t completion_tokens() const { return -1; }
 };
 
 // One server-sent event carrying `payload` (a JSON text without newlines).

@@ -19,6 +19,14 @@ void ServerOptions::validate() const {
   check(http_threads >= 2, "--http-threads must be >= 2, got {}", http_threads);
   check(keep_alive_timeout_s >= 1, "--keep-alive-timeout must be >= 1 s, got {}",
         keep_alive_timeout_s);
+  check(header_timeout_s >= 1, "--header-timeout must be >= 1 s, got {}", header_timeout_s);
+  check(request_timeout_s >= 1, "--request-timeout must be >= 1 s, got {}", request_timeout_s);
+  check(write_timeout_s >= 1, "--write-timeout must be >= 1 s, got {}", write_timeout_s);
+  check(max_connections >= 1, "--max-connections must be >= 1, got {}", max_connections);
+  for (const std::string& o : cors_origins) {
+    check(!o.empty() && o.find_first_of(" \t\r\n,") == std::string::npos,
+          "--cors-origin must be one origin (e.g. https://example.com) or *, got '{}'", o);
+  }
   check(drain_timeout_s >= 0, "--drain-timeout must be >= 0 s, got {}", drain_timeout_s);
 }
 

@@ -29,10 +29,19 @@ struct ServerOptions {
   // Names a request's "model" may use; the first is what responses report. A request without
   // "model" gets the first.
   std::vector<std::string> model_names;
-  int http_threads = 128;          // concurrent connections served (each stream holds one)
-  int keep_alive_timeout_s = 5;    // an idle keep-alive connection holds a thread this long
+  // Worker threads that run the blocking part of a handler (parse, tokenize, wait for the
+  // engine's admission). Connections and streams hold no thread (docs/server.md).
+  int http_threads = 32;
+  int keep_alive_timeout_s = 5;    // an idle keep-alive connection is closed after this long
+  int header_timeout_s = 10;       // a request's header must arrive within this long
+  int request_timeout_s = 60;      // ... and its body within this long of the header
+  int write_timeout_s = 10;        // a client that accepts no bytes this long is cut off
+  int max_connections = 4096;      // open connections; further accepts wait
   int drain_timeout_s = 30;        // SIGTERM: wait this long for in-flight requests
   bool log_requests = false;       // one stderr line per request
+  // CORS (opt-in): origins allowed to call the API from a browser; "*" = any. Empty = no
+  // CORS headers and OPTIONS gets 405.
+  std::vector<std::string> cors_origins;
 
   void validate() const;  // throws detllm::Error naming the bad option
 };

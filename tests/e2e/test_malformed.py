@@ -154,4 +154,4 @@ def test_oversized_body(server):
 def test_unknown_model_and_route(server):
     assert_error(server.post("/v1/completions", {"model": "nope", "prompt": "x"}), 404, "model")
     assert_error(server.post("/v1/embeddings", {"input": "x"}), 404)
-    assert_error(server.get("/v1/completions"), 404)
+    assert_error(server.get("/v1/completions"), 405)  # a known route, another method

@@ -98,6 +98,11 @@ TEST(OpenAiSchema, PromptForms) {
 
 TEST(OpenAiSchema, MalformedBodies) {
   EXPECT_BAD(parse_json_body(""), "", "empty");
+  // A NUL ends the text for the JSON parser: what follows it must not be silently dropped.
+  EXPECT_BAD(parse_json_body(std::string("{\"prompt\": \"x\"}\0garbage", 23)), "", "NUL byte");
+  EXPECT_BAD(completion(R"({"prompt": "x", "user": 5})"), "user", "string");
+  EXPECT_BAD(completion(json{{"prompt", "x"}, {"user", std::string((1 << 20) + 1, 'u')}}.dump()),
+             "user", "at most");
   EXPECT_BAD(completion(R"({"prompt": "x", "determinism_mode": "bitwise"})"), "determinism_mode",
              "valid: fast, invariant");
   EXPECT_BAD(completion(R"({"prompt": "x", "determinism_mode": 1})"), "determinism_mode", "");

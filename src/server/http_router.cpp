@@ -1,0 +1,196 @@
+// Route table, auth, drain gate, CORS and error bodies (see http_router.h).
+#include "server/http_router.h"
+
+#include <array>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace detllm::server {
+namespace {
+
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+struct Route {
+  std::string_view path;
+  std::string_view method;
+};
+
+constexpr std::array<Route, 7> kRoutes = {{
+    {"/v1/completions", "POST"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/models", "GET"},
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+    {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
+}};
+
+// The route's method, or "" when the path is none of ours.
+std::string_view route_method(std::string_view path) {
+  for (const Route& r : kRoutes) {
+    if (r.path == path) return r.method;
+  }
+  if (path.size() > kModelPrefix.size() && path.substr(0, kModelPrefix.size()) == kModelPrefix) {
+    return "GET";
+  }
+  return {};
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes a path segment; false on a bad escape or a decoded control character.
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = hex_value(in[i + 1]);
+      const int lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+    out += c;
+  }
+  return true;
+}
+
+// The allowed origin to echo for this request, or "" (CORS off, or the origin not allowed).
+std::string cors_allow(const ServerContext& ctx, const HttpRequestIn& req) {
+  for (const std::string& o : ctx.options.cors_origins) {
+    if (o == "*") return "*";
+    if (!req.origin.empty() && o == req.origin) return o;
+  }
+  return {};
+}
+
+HttpReply api_error_reply(const ApiError& e) {
+  HttpReply r;
+  r.status = e.status();
+  r.body = error_body(e);
+  return r;
+}
+
+HttpReply dispatch(ServerContext& ctx, const HttpRequestIn& req, std::string_view path) {
+  const std::string_view body = req.body;
+  if (path == "/v1/completions") return handle_completions(ctx, body);
+  if (path == "/v1/chat/completions") return handle_chat_completions(ctx, body);
+  if (path == "/v1/models") return handle_models(ctx);
+  if (path == "/health") return handle_health(ctx);
+  if (path == "/metrics") return handle_metrics(ctx);
+  if (path == "/tokenize") return handle_tokenize(ctx, body);
+  if (path == "/detokenize") return handle_detokenize(ctx, body);
+  std::string id;
+  if (!percent_decode(path.substr(kModelPrefix.size()), id)) {
+    throw ApiError(404, fmt::format("no model '{}': the id is not a valid path segment",
+                                    path.substr(kModelPrefix.size())),
+                   "invalid_request_error", "model", "model_not_found");
+  }
+  return handle_model(ctx, id);
+}
+
+HttpReply route_checked(ServerContext& ctx, const HttpRequestIn& req) {
+  const std::string_view path = target_path(req.target);
+  const std::string_view method = route_method(path);
+  const bool cors = !ctx.options.cors_origins.empty();
+  if (method.empty()) {
+    // No leak of the request line's bytes beyond what error_body escapes (JSON).
+    return error_reply(404, fmt::format("no route for {} {}", req.method, path));
+  }
+  if (req.method == "OPTIONS" && cors) {
+    HttpReply r;
+    r.status = 204;
+    r.headers.emplace_back("Access-Control-Allow-Methods", fmt::format("{}, OPTIONS", method));
+    r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    r.headers.emplace_back("Access-Control-Max-Age", "600");
+    return r;
+  }
+  if (req.method != method) {  // HEAD too: 405 like any other method
+    HttpReply r = error_reply(
+        405, fmt::format("{} does not take {}: use {}", path, req.method, method),
+        "method_not_allowed");
+    r.headers.emplace_back("Allow", cors ? fmt::format("{}, OPTIONS", method)
+                                         : std::string(method));
+    return r;
+  }
+  if (!ctx.options.api_key.empty() && path != "/health") {
+    const std::string_view prefix = "Bearer ";
+    const std::string_view auth = req.authorization;
+    const bool ok = auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
+                    same_secret(auth.substr(prefix.size()), ctx.options.api_key);
+    if (!ok) {
+      HttpReply r = api_error_reply(ApiError(
+          401,
+          req.has_authorization ? "incorrect API key"
+                                : "missing API key: send the header 'Authorization: Bearer <key>'",
+          "invalid_request_error", "", "invalid_api_key"));
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return r;
+    }
+  }
+  if (ctx.draining && req.method == "POST") {
+    return api_error_reply(
+        ApiError(503, "the server is shutting down", "service_unavailable"));
+  }
+  try {
+    return dispatch(ctx, req, path);
+  } catch (const ApiError& e) {
+    return api_error_reply(e);
+  } catch (const detllm::Error& e) {
+    return api_error_reply(ApiError(400, e.what()));
+  } catch (const std::exception& e) {
+    return api_error_reply(
+        ApiError(500, std::string("internal server error: ") + e.what(), "server_error"));
+  }
+}
+
+}  // namespace
+
+std::string_view target_path(std::string_view target) {
+  const size_t q = target.find_first_of("?#");
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+std::string_view endpoint_label(std::string_view path) {
+  for (const Route& r : kRoutes) {
+    if (r.path == path) return r.path;
+  }
+  if (route_method(path) == "GET") return "/v1/models/{id}";
+  return "other";
+}
+
+bool route_is_quick(const HttpRequestIn& req) { return req.method != "POST"; }
+
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+HttpReply error_reply(int status, std::string message, std::string code) {
+  return api_error_reply(
+      ApiError(status, std::move(message), error_type_for_status(status), "", std::move(code)));
+}
+
+HttpReply route_request(ServerContext& ctx, const HttpRequestIn& req) {
+  HttpReply r = route_checked(ctx, req);
+  if (const std::string allow = cors_allow(ctx, req); !allow.empty()) {
+    r.headers.emplace_back("Access-Control-Allow-Origin", allow);
+    if (allow != "*") r.headers.emplace_back("Vary", "Origin");
+    r.headers.emplace_back("Access-Control-Expose-Headers",
+                           "X-Request-Id, X-Detllm-Seed, X-Detllm-Fingerprint");
+  }
+  return r;
+}
+
+}  // namespace detllm::server
