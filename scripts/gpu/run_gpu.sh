@@ -5,7 +5,8 @@
 # Usage, repo root of the GPU machine: scripts/gpu/run_gpu.sh [gtest filter]  (docs/cuda.md)
 #   env: BENCH_ARGS (e.g. --quick, also given to the end-to-end bench), TEST_TIMEOUT (s, default
 #        360), BENCH_TIMEOUT (s, default 180), E2E_TIMEOUT (s, default 300),
-#        GPU_BUILD=0 (use build-gpu-carry/ even where the deps are present)
+#        GPU_BUILD=0 (use build-gpu-carry/ even where the deps are present), HF_CHECK=0 (skip the
+#        8B transformers checkpoint check), HF_TIMEOUT (s, default 600), HF_WORK (scratch dir)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export DETLLM_REQUIRE_GPU=1  # a GPU test that finds no usable device fails, never skips
@@ -31,14 +32,14 @@ have_deps() {
   [ -f /usr/include/gtest/gtest.h ] && [ -d /usr/include/nlohmann ] && command -v nvcc >/dev/null
 }
 
-test_bin="" bench_bin="" attn_bin="" e2e_bin="" how=""
+test_bin="" bench_bin="" attn_bin="" e2e_bin="" cli_bin="" how=""
 if [ "${GPU_BUILD:-auto}" != 0 ] && have_deps; then
   build=$root/build-gpu-device
   if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON \
        -DDETLLM_BENCH=ON >"$out/build.log" 2>&1 &&
-     ninja -C "$build" -j"$(nproc)" test_cuda cuda_gemm_bench cuda_attention_bench cuda_e2e_bench >>"$out/build.log" 2>&1; then
+     ninja -C "$build" -j"$(nproc)" test_cuda cuda_gemm_bench cuda_attention_bench cuda_e2e_bench detllm_cli >>"$out/build.log" 2>&1; then
     test_bin=$build/tests/test_cuda bench_bin=$build/bench/cuda_gemm_bench attn_bin=$build/bench/cuda_attention_bench
-    e2e_bin=$build/bench/cuda_e2e_bench
+    e2e_bin=$build/bench/cuda_e2e_bench cli_bin=$build/detllm
     how="built on the GPU machine (-DDETLLM_CUDA=ON, sm_90a)"
   fi
 else
@@ -47,6 +48,7 @@ fi
 if [ -z "$test_bin" ] && [ -x "$root/build-gpu-carry/test_cuda" ]; then
   test_bin=$root/build-gpu-carry/test_cuda bench_bin=$root/build-gpu-carry/cuda_gemm_bench
   attn_bin=$root/build-gpu-carry/cuda_attention_bench e2e_bin=$root/build-gpu-carry/cuda_e2e_bench
+  cli_bin=$root/build-gpu-carry/detllm
   how="prebuilt by scripts/gpu/prebuild.sh (carried in build-gpu-carry/)"
   export LD_LIBRARY_PATH=$root/build-gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -83,12 +85,26 @@ else
   echo "skipped: python3 with torch (CUDA) is not available here" | tee "$out/attention_vs_torch.log"
   torch_rc=0
 fi
+# A Llama-3.1-8B checkpoint written by transformers (save_pretrained, bf16, sharded, its current
+# config format), loaded by detllm --backend cuda and scored against transformers' fp32 forward
+# (docs/models.md). HF_CHECK=0 skips it (it writes 16 GB to HF_WORK, default /tmp/detllm-hf).
+if [ "${HF_CHECK:-1}" != 0 ] &&
+   python3 -c 'import torch, transformers; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  timeout "${HF_TIMEOUT:-600}" python3 "$root/scripts/gpu/hf_checkpoint_check.py" "$cli_bin" \
+    "${HF_WORK:-/tmp/detllm-hf}" "$out/hf_checkpoint.json" 2>&1 | tee "$out/hf_checkpoint.log"
+  hf_rc=${PIPESTATUS[0]}
+  rm -rf "${HF_WORK:-/tmp/detllm-hf}"
+else
+  echo "skipped: HF_CHECK=0, or python3 with torch (CUDA) and transformers is not available" |
+    tee "$out/hf_checkpoint.log"
+  hf_rc=0
+fi
 t2=$(date +%s)
 
 {
   echo "# detllm GPU report"
   echo
-  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc, $attn_rc, $e2e_rc and $torch_rc (vs torch) ($((t2 - t1)) s)."
+  echo "Binaries: $how. Tests exit $test_rc ($((t1 - t0)) s incl. build), benchmarks exit $bench_rc, $attn_rc, $e2e_rc and $torch_rc (vs torch), 8B checkpoint check $hf_rc ($((t2 - t1)) s)."
   echo
   echo '## Machine'
   echo '```'
@@ -118,6 +134,12 @@ t2=$(date +%s)
   echo '## Attention vs torch SDPA (scripts/gpu/attention_vs_torch.py)'
   echo
   cat "$out/attention_vs_torch.log"
+  echo
+  echo '## Llama-3.1-8B checkpoint written by transformers (scripts/gpu/hf_checkpoint_check.py)'
+  echo
+  echo '```'
+  grep -E '^\[check\]|^score:' "$out/hf_checkpoint.log"
+  echo '```'
 } >"$out/report.md"
 echo "report: $out/report.md"
-exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0 || e2e_rc != 0 || torch_rc != 0))
+exit $((test_rc != 0 || bench_rc != 0 || attn_rc != 0 || e2e_rc != 0 || torch_rc != 0 || hf_rc != 0))

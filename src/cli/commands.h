@@ -25,6 +25,7 @@ Command add_check_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);  // bench_cmd.cpp
+Command add_score_command(CLI::App& app);  // score_cmd.cpp
 
 // The startup self-check (design.md Rule 3) before an engine is built: runs run_self_check on
 // the model's ops with its shapes and the engine's block size, prints one line to stderr

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       detllm::cli::add_serve_command(app),
       detllm::cli::add_check_command(app),
       detllm::cli::add_bench_command(app),
+      detllm::cli::add_score_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,6 +1,7 @@
 // ModelConfig: the one description of a Llama-family model (Llama 2/3/3.1, SmolLM2, Mistral,
-// Qwen2/2.5, Qwen3), read from GGUF metadata or a Hugging Face config.json and validated once
-// at load. Unsupported architectures are refused by name.
+// Qwen2/2.5, Qwen3), read from GGUF metadata (config_gguf.cpp) or a Hugging Face config.json in
+// either transformers format (config_hf.cpp) and validated once at load. A setting that changes
+// numerics and that is not implemented is refused by name, never defaulted (docs/models.md).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -44,6 +45,10 @@ struct ModelConfig {
   bool tied_embeddings = false;  // lm_head shares the token embedding
   bool qkv_bias = false;         // Qwen2/2.5
   bool qk_norm = false;          // Qwen3: RMSNorm on each q/k head before RoPE
+  // The checkpoint's sliding window, 0 if none. Attention here is full; max_position is capped
+  // to the window, where full attention and sliding-window attention are the same function.
+  int32_t sliding_window = 0;
+  std::string checkpoint_dtype;  // config.json dtype/torch_dtype as written ("" = not given)
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -2,6 +2,13 @@
 #include "model/llama_weights.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
 
@@ -19,34 +26,88 @@ struct Names {
   }
 };
 
+// Planned first, then read in parallel: each tensor is one job (read, widen to fp32, check the
+// shape, optional fix-up) on a pool of threads, so a 16 GB checkpoint widens on every core.
+// Jobs write to distinct tensors, so the result does not depend on the thread count or order;
+// the first failing job in plan order is the error reported.
 class Loader {
  public:
-  Loader(const TensorSource& source, size_t total, const std::function<void(size_t, size_t)>& cb)
-      : source_(source), total_(total), progress_(cb) {}
+  Loader(const TensorSource& source, const std::function<void(size_t, size_t)>& cb)
+      : source_(source), progress_(cb) {}
 
-  HostTensor tensor(const std::string& name, std::vector<int64_t> shape) {
+  void tensor(const std::string& name, std::vector<int64_t> shape, HostTensor* out,
+              std::function<void(HostTensor&)> fixup = {}) {
     check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
           source_.path(), name);
-    HostTensor t = source_.load_f32(name);
-    // A 1-D GGUF vector may be stored as (1, n); normalise by element count for vectors.
-    const bool same = t.shape == shape ||
-                      (shape.size() == 1 && t.numel() == shape[0] && t.shape.size() <= 2);
-    check(same, "{}: tensor '{}' has shape {}, expected {}", source_.path(), name,
-          fmt::join(t.shape, "x"), fmt::join(shape, "x"));
-    t.shape = std::move(shape);
-    if (progress_) progress_(++done_, total_);
-    return t;
+    jobs_.push_back({name, std::move(shape), out, nullptr, std::move(fixup)});
   }
-  std::vector<float> vec(const std::string& name, int64_t n) {
-    return std::move(tensor(name, {n}).data);
+  void vec(const std::string& name, int64_t n, std::vector<float>* out) {
+    check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
+          source_.path(), name);
+    jobs_.push_back({name, {n}, nullptr, out, {}});
   }
   bool has(const std::string& name) const { return source_.has_tensor(name); }
 
+  void run() {
+    const size_t n_jobs = jobs_.size();
+    const size_t total = source_.tensor_names().size();
+    std::vector<std::exception_ptr> errors(n_jobs);
+    std::atomic<size_t> next{0};
+    std::mutex progress_mutex;
+    size_t done = 0;
+    auto worker = [&] {
+      for (size_t i = next++; i < n_jobs; i = next++) {
+        try {
+          run_job(jobs_[i]);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+        if (progress_) {
+          std::lock_guard<std::mutex> lock(progress_mutex);
+          progress_(++done, total);
+        }
+      }
+    };
+    const size_t n_threads =
+        std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(32, n_jobs));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
+
  private:
+  struct Job {
+    std::string name;
+    std::vector<int64_t> shape;
+    HostTensor* tensor;         // destination of a matrix, or
+    std::vector<float>* vector;  // of a vector
+    std::function<void(HostTensor&)> fixup;
+  };
+
+  void run_job(Job& job) const {
+    HostTensor t = source_.load_f32(job.name);
+    // A 1-D GGUF vector may be stored as (1, n); normalise by element count for vectors.
+    const auto& shape = job.shape;
+    const bool same = t.shape == shape ||
+                      (shape.size() == 1 && t.numel() == shape[0] && t.shape.size() <= 2);
+    check(same, "{}: tensor '{}' has shape {}, expected {}", source_.path(), job.name,
+          fmt::join(t.shape, "x"), fmt::join(shape, "x"));
+    t.shape = shape;
+    if (job.fixup) job.fixup(t);
+    if (job.tensor != nullptr) {
+      *job.tensor = std::move(t);
+    } else {
+      *job.vector = std::move(t.data);
+    }
+  }
+
   const TensorSource& source_;
-  size_t total_;
-  size_t done_ = 0;
   const std::function<void(size_t, size_t)>& progress_;
+  std::vector<Job> jobs_;
 };
 
 // llama.cpp's converter stores q/k rows of each head interleaved (pairs (2i, 2i+1)) for its
@@ -73,53 +134,51 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
                           const ModelConfig& c, const std::function<void(size_t, size_t)>& cb) {
   const Names n{naming};
   const bool gguf = naming == WeightNaming::kGguf;
-  const size_t total = source.tensor_names().size();
-  Loader ld(source, total, cb);
-  auto linear = [&](int i, const char* g, const char* h, int64_t out, int64_t in, bool bias) {
-    Linear l;
-    l.w = ld.tensor(n.layer(i, fmt::format("{}.weight", g).c_str(),
-                            fmt::format("{}.weight", h).c_str()),
-                    {out, in});
+  Loader ld(source, cb);
+  auto linear = [&](Linear& l, int i, const char* g, const char* h, int64_t out, int64_t in,
+                    bool bias, std::function<void(HostTensor&)> fixup = {}) {
+    ld.tensor(n.layer(i, fmt::format("{}.weight", g).c_str(), fmt::format("{}.weight", h).c_str()),
+              {out, in}, &l.w, std::move(fixup));
     if (bias) {
-      l.bias = ld.vec(n.layer(i, fmt::format("{}.bias", g).c_str(),
-                              fmt::format("{}.bias", h).c_str()),
-                      out);
+      ld.vec(n.layer(i, fmt::format("{}.bias", g).c_str(), fmt::format("{}.bias", h).c_str()), out,
+             &l.bias);
     }
-    return l;
   };
 
   ModelWeights w;
-  w.tok_embd = ld.tensor(n.global("token_embd.weight", "model.embed_tokens.weight"),
-                         {c.vocab_size, c.dim});
-  w.layers.resize(c.n_layers);
+  ld.tensor(n.global("token_embd.weight", "model.embed_tokens.weight"), {c.vocab_size, c.dim},
+            &w.tok_embd);
+  w.layers.resize(c.n_layers);  // no resize below: jobs hold pointers into it
+  // GGUF "llama" files store q/k rows permuted for llama.cpp's interleaved RoPE.
+  const bool permuted = gguf && (c.arch == ModelArch::kLlama || c.arch == ModelArch::kMistral);
+  std::function<void(HostTensor&)> unpermute_q, unpermute_k;
+  if (permuted) {
+    unpermute_q = [&c](HostTensor& t) { unpermute_rows(t, c.n_heads, c.head_dim); };
+    unpermute_k = [&c](HostTensor& t) { unpermute_rows(t, c.n_kv_heads, c.head_dim); };
+  }
   for (int i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w.layers[i];
-    l.attn_norm = ld.vec(n.layer(i, "attn_norm.weight", "input_layernorm.weight"), c.dim);
-    l.wq = linear(i, "attn_q", "self_attn.q_proj", c.q_dim(), c.dim, c.qkv_bias);
-    l.wk = linear(i, "attn_k", "self_attn.k_proj", c.kv_dim(), c.dim, c.qkv_bias);
-    l.wv = linear(i, "attn_v", "self_attn.v_proj", c.kv_dim(), c.dim, c.qkv_bias);
-    l.wo = linear(i, "attn_output", "self_attn.o_proj", c.dim, c.q_dim(), false);
+    ld.vec(n.layer(i, "attn_norm.weight", "input_layernorm.weight"), c.dim, &l.attn_norm);
+    linear(l.wq, i, "attn_q", "self_attn.q_proj", c.q_dim(), c.dim, c.qkv_bias, unpermute_q);
+    linear(l.wk, i, "attn_k", "self_attn.k_proj", c.kv_dim(), c.dim, c.qkv_bias, unpermute_k);
+    linear(l.wv, i, "attn_v", "self_attn.v_proj", c.kv_dim(), c.dim, c.qkv_bias);
+    linear(l.wo, i, "attn_output", "self_attn.o_proj", c.dim, c.q_dim(), false);
     if (c.qk_norm) {
-      l.q_norm = ld.vec(n.layer(i, "attn_q_norm.weight", "self_attn.q_norm.weight"), c.head_dim);
-      l.k_norm = ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.head_dim);
+      ld.vec(n.layer(i, "attn_q_norm.weight", "self_attn.q_norm.weight"), c.head_dim, &l.q_norm);
+      ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.head_dim, &l.k_norm);
     }
-    l.ffn_norm = ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim);
-    l.w_gate = linear(i, "ffn_gate", "mlp.gate_proj", c.ffn_dim, c.dim, false);
-    l.w_up = linear(i, "ffn_up", "mlp.up_proj", c.ffn_dim, c.dim, false);
-    l.w_down = linear(i, "ffn_down", "mlp.down_proj", c.dim, c.ffn_dim, false);
-    if (gguf && (c.arch == ModelArch::kLlama || c.arch == ModelArch::kMistral)) {
-      unpermute_rows(l.wq.w, c.n_heads, c.head_dim);
-      unpermute_rows(l.wk.w, c.n_kv_heads, c.head_dim);
-    }
+    ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim, &l.ffn_norm);
+    linear(l.w_gate, i, "ffn_gate", "mlp.gate_proj", c.ffn_dim, c.dim, false);
+    linear(l.w_up, i, "ffn_up", "mlp.up_proj", c.ffn_dim, c.dim, false);
+    linear(l.w_down, i, "ffn_down", "mlp.down_proj", c.dim, c.ffn_dim, false);
   }
-  w.out_norm = ld.vec(n.global("output_norm.weight", "model.norm.weight"), c.dim);
+  ld.vec(n.global("output_norm.weight", "model.norm.weight"), c.dim, &w.out_norm);
   const std::string head = n.global("output.weight", "lm_head.weight");
-  if (!c.tied_embeddings || ld.has(head)) {
-    w.lm_head.w = ld.tensor(head, {c.vocab_size, c.dim});
-  }
+  if (!c.tied_embeddings || ld.has(head)) ld.tensor(head, {c.vocab_size, c.dim}, &w.lm_head.w);
   if (gguf && ld.has("rope_freqs.weight")) {
-    w.rope_freq_factors = ld.vec("rope_freqs.weight", c.head_dim / 2);
+    ld.vec("rope_freqs.weight", c.head_dim / 2, &w.rope_freq_factors);
   }
+  ld.run();
   return w;
 }
 

@@ -4,9 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "model/gguf.h"
@@ -17,26 +21,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// XXH3 of each weight's fp32 bits, hashed in parallel, then XXH3 of those digests in load
+// order: a function of the weights alone, whatever the thread count.
 uint64_t hash_weights(const ModelWeights& w) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  auto add = [&](const std::vector<float>& v) {
-    XXH3_64bits_update(st, v.data(), v.size() * sizeof(float));
-  };
-  add(w.tok_embd.data);
+  std::vector<const std::vector<float>*> parts = {&w.tok_embd.data};
   for (const auto& l : w.layers) {
     for (const auto* v : {&l.attn_norm, &l.wq.w.data, &l.wq.bias, &l.wk.w.data, &l.wk.bias,
                           &l.wv.w.data, &l.wv.bias, &l.wo.w.data, &l.q_norm, &l.k_norm,
                           &l.ffn_norm, &l.w_gate.w.data, &l.w_up.w.data, &l.w_down.w.data}) {
-      add(*v);
+      parts.push_back(v);
     }
   }
-  add(w.out_norm);
-  add(w.lm_head.w.data);
-  add(w.rope_freq_factors);
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
+  parts.push_back(&w.out_norm);
+  parts.push_back(&w.lm_head.w.data);
+  parts.push_back(&w.rope_freq_factors);
+  std::vector<uint64_t> digests(parts.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < parts.size(); i = next++) {
+      digests[i] = XXH3_64bits(parts[i]->data(), parts[i]->size() * sizeof(float));
+    }
+  };
+  const size_t n_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  return XXH3_64bits(digests.data(), digests.size() * sizeof(uint64_t));
 }
 
 bool is_gguf_file(const fs::path& p) {
@@ -63,7 +74,10 @@ std::unique_ptr<LoadedModel> load_model(const std::string& path,
     const fs::path config_path = fs::path(path) / "config.json";
     check(fs::exists(config_path, ec), "{}: no config.json (a Hugging Face model directory needs "
           "config.json and *.safetensors)", path);
+    check(fs::is_regular_file(config_path, ec), "{}: config.json is not a regular file",
+          config_path.string());
     std::ifstream in(config_path);
+    check(in.good(), "{}: cannot read config.json", config_path.string());
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     check(!j.is_discarded(), "{}: config.json is not valid JSON", config_path.string());
     m->config = ModelConfig::from_hf_config(j, config_path.string());

@@ -20,7 +20,7 @@ struct LoadedModel {
   ModelFormat format = ModelFormat::kGguf;
   ModelConfig config;
   ModelWeights weights;
-  uint64_t weights_hash = 0;  // XXH3 of every weight's fp32 bits, in load order (fingerprint)
+  uint64_t weights_hash = 0;  // XXH3 of the per-tensor XXH3s of the fp32 bits, in load order
 };
 
 // What load_model reads: everything, or the config alone (no tensor is read; weights stay

@@ -16,9 +16,14 @@ namespace detllm {
 namespace {
 
 // Tolerance: both sides compute in fp32 but reduce in different orders (SIMD lanes here,
-// BLAS tiles there) through 30 layers; |ours - theirs| <= kAbsTol + kRelTol * |theirs|.
-constexpr float kAbsTol = 2e-3f;
-constexpr float kRelTol = 1e-3f;
+// BLAS tiles there) through 30 layers; |ours - theirs| <= kAbsTol + kRelTol * |theirs|. The
+// worst difference measured over the 5,568 compared logits is 9.63e-5 (2026-12-01, 2 threads;
+// the test prints it); the bound is ~3x that. (It was 2e-3 + 1e-3 |theirs|, ~20x looser.)
+// Whole vocabulary rows are compared on the transformers >= 5 checkpoints
+// (hf_checkpoint_test.cpp): this golden file cannot be remade on the GPU machine, where the
+// 98 MB model file does not fit the 64 MiB transfer limit.
+constexpr float kAbsTol = 3e-4f;
+constexpr float kRelTol = 0.0f;
 
 class GoldenLogits : public ::testing::Test {
  protected:
@@ -40,8 +45,20 @@ class GoldenLogits : public ::testing::Test {
   static inline nlohmann::json* golden_ = nullptr;
 };
 
+TEST_F(GoldenLogits, GoldenFileHasCases) {
+  // An empty golden file would make every other test here pass without comparing anything.
+  ASSERT_TRUE(golden_->contains("cases"));
+  EXPECT_EQ((*golden_)["cases"].size(), 5u);
+  for (const auto& c : (*golden_)["cases"]) {
+    EXPECT_FALSE(c["tokens"].empty());
+    EXPECT_EQ(c["positions"].size(), c["tokens"].size());
+    EXPECT_FALSE(c["greedy"].empty());
+  }
+}
+
 TEST_F(GoldenLogits, PromptLogitsMatchTransformers) {
   float worst = 0;
+  size_t compared = 0;
   for (const auto& c : (*golden_)["cases"]) {
     const auto tokens = c["tokens"].get<std::vector<int32_t>>();
     SoloRunner runner(*llama_, 256);
@@ -55,12 +72,15 @@ TEST_F(GoldenLogits, PromptLogitsMatchTransformers) {
         const float ours = logits[p * vocab + ids[i]];
         const float diff = std::fabs(ours - ref[i]);
         worst = std::max(worst, diff);
+        ++compared;
         ASSERT_LE(diff, kAbsTol + kRelTol * std::fabs(ref[i]))
             << c["text"] << " position " << p << " token " << ids[i];
       }
     }
   }
-  std::printf("worst |ours - transformers| logit difference: %.3g\n", worst);
+  ASSERT_GT(compared, 0u) << "no logits compared";
+  std::printf("worst |ours - transformers| logit difference: %.3g over %zu logits\n", worst,
+              compared);
 }
 
 TEST_F(GoldenLogits, GreedyTokensMatchTransformers) {

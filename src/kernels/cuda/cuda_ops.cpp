@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/staged_upload.h"
 
 namespace detllm::kernels {
 namespace {
@@ -117,6 +118,7 @@ class CudaOps final : public Ops {
     counters_.release();
     attn_.release();
     rope_dev_.release();
+    uploader_.release();
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -170,7 +172,7 @@ class CudaOps final : public Ops {
   }
   void upload(void* dst, const void* src_host, size_t n_bytes) override {
     if (n_bytes == 0) return;
-    cuda_check(cudaMemcpyAsync(dst, src_host, n_bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    uploader_.upload(dst, src_host, n_bytes, stream_);  // large ones through pinned staging
   }
   void download(void* dst_host, const void* src, size_t n_bytes) override {
     if (n_bytes == 0) return;
@@ -429,6 +431,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Reference checkpoints and defaults from transformers >= 5, for the config-format tests.
+
+Writes, under OUT (default tests/data/loaders):
+  hf_config_defaults.json   every supported model_type's default config as transformers writes
+                            it (to_json_string(use_diff=False)): tests/model/hf_checkpoint_test.cpp
+                            checks our defaults table against it and parses each one whole;
+  hf_v5/<case>/             tiny random checkpoints saved by save_pretrained (bf16 safetensors,
+                            config.json in the transformers >= 5 format: rope_parameters, dtype),
+                            with golden.json (token ids, greedy continuations) and logits.f32
+                            (fp32 logits of every position of every sequence, row-major), the
+                            reference forward run in fp32 on the saved file.
+Deterministic (fixed seeds). Needs torch and transformers >= 5 (the H200 machine has both):
+    python3 scripts/ref/hf_checkpoints.py [OUT]
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+MODEL_TYPES = ["llama", "mistral", "qwen2", "qwen3"]
+N_GREEDY = 16
+SEQ_LENS = [70, 33, 96]
+
+# Small models whose RoPE settings matter: llama3 scaling with a short original context so every
+# band of the llama3 rule is hit at head_dim 16; linear scaling with a qkv bias and tied
+# embeddings; Qwen3 with a head_dim that is not hidden / heads and q/k norms.
+CASES = {
+    "llama31": dict(model_type="llama", vocab_size=256, hidden_size=64, intermediate_size=160,
+                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 64}),
+    "qwen2_linear": dict(model_type="qwen2", vocab_size=256, hidden_size=64,
+                         intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6,
+                         tie_word_embeddings=True,
+                         rope_parameters={"rope_type": "linear", "rope_theta": 1000000.0,
+                                          "factor": 2.0}),
+    "qwen3": dict(model_type="qwen3", vocab_size=256, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+}
+
+
+def write_defaults(out):
+    d = {"transformers_version": transformers.__version__}
+    for mt in MODEL_TYPES:
+        d[mt] = json.loads(AutoConfig.for_model(mt).to_json_string(use_diff=False))
+    with open(os.path.join(out, "hf_config_defaults.json"), "w") as f:
+        json.dump(d, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def randomize(model, seed):
+    """Every parameter random (transformers zeroes biases and sets norms to 1, which would leave
+    them untested): norms 1 + 0.1 N(0,1), everything else 0.05 N(0,1), embeddings 0.5 N(0,1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * r)
+            elif "embed_tokens" in name:
+                p.copy_(0.5 * r)
+            else:
+                p.copy_(0.05 * r)
+
+
+def write_case(out, name, kw, seed):
+    d = os.path.join(out, "hf_v5", name)
+    os.makedirs(d, exist_ok=True)
+    kw = dict(kw)
+    config = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    randomize(model, seed)
+    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))
+    # The reference runs on the file as saved, in fp32.
+    ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32)
+    ref.eval()
+    rng = np.random.default_rng(seed)
+    seqs, blobs = [], []
+    with torch.no_grad():
+        for n in SEQ_LENS:
+            ids = rng.integers(0, config.vocab_size, size=n).tolist()
+            logits = ref(torch.tensor([ids])).logits[0].float()
+            blobs.append(logits.numpy().astype("<f4"))
+            cur, greedy = list(ids), []
+            for _ in range(N_GREEDY):
+                nxt = int(ref(torch.tensor([cur])).logits[0, -1].float().argmax())
+                greedy.append(nxt)
+                cur.append(nxt)
+            seqs.append({"tokens": ids, "greedy": greedy})
+    np.concatenate(blobs).tofile(os.path.join(d, "logits.f32"))
+    with open(os.path.join(d, "golden.json"), "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "case": name,
+                   "vocab_size": config.vocab_size, "sequences": seqs}, f)
+        f.write("\n")
+    with open(os.path.join(d, "config.json")) as f:
+        print(name, "config keys:", sorted(json.load(f).keys()))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(__file__), "..", "..", "tests", "data", "loaders")
+    os.makedirs(out, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    write_defaults(out)
+    for i, (name, kw) in enumerate(CASES.items()):
+        write_case(out, name, kw, 1000 + i)
+    print("transformers", transformers.__version__, "torch", torch.__version__, "->", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+// ModelConfig::from_gguf: the same refusal rule as config.json — every key in the
+// architecture's namespace is read, or refused by name; integers are range-checked before
+// narrowing. Files are metadata-only GGUFs built here. Run: build/tests/test_model
+// --gtest_filter='GgufConfig*'
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "model/gguf.h"
+
+namespace detllm {
+namespace {
+
+using Value = std::variant<std::string, uint32_t, uint64_t, float, bool>;
+using Metadata = std::vector<std::pair<std::string, Value>>;
+
+// A GGUF v3 file with the given metadata and no tensors.
+std::vector<uint8_t> gguf_bytes(const Metadata& kv) {
+  std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
+  auto put = [&](auto v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof(v));
+  };
+  auto str = [&](const std::string& s) {
+    put(uint64_t{s.size()});
+    b.insert(b.end(), s.begin(), s.end());
+  };
+  put(uint32_t{3});
+  put(uint64_t{0});
+  put(uint64_t{kv.size()});
+  for (const auto& [key, value] : kv) {
+    str(key);
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      put(uint32_t{8});
+      str(*s);
+    } else if (const auto* u = std::get_if<uint32_t>(&value)) {
+      put(uint32_t{4});
+      put(*u);
+    } else if (const auto* u64 = std::get_if<uint64_t>(&value)) {
+      put(uint32_t{10});
+      put(*u64);
+    } else if (const auto* f = std::get_if<float>(&value)) {
+      put(uint32_t{6});
+      put(*f);
+    } else {
+      put(uint32_t{7});
+      put(static_cast<uint8_t>(std::get<bool>(value)));
+    }
+  }
+  while (b.size() % 32 != 0) b.push_back(0);
+  return b;
+}
+
+Metadata smollm2_like() {
+  return {{"general.architecture", std::string("llama")},
+          {"general.name", std::string("test")},
+          {"llama.block_count", uint32_t{30}},
+          {"llama.context_length", uint32_t{8192}},
+          {"llama.embedding_length", uint32_t{576}},
+          {"llama.feed_forward_length", uint32_t{1536}},
+          {"llama.attention.head_count", uint32_t{9}},
+          {"llama.attention.head_count_kv", uint32_t{3}},
+          {"llama.rope.freq_base", 100000.0f},
+          {"llama.attention.layer_norm_rms_epsilon", 1e-5f},
+          {"llama.vocab_size", uint32_t{49152}},
+          {"llama.rope.dimension_count", uint32_t{64}},
+          {"tokenizer.ggml.model", std::string("gpt2")}};
+}
+
+std::string refusal(const Metadata& kv) {
+  const std::vector<uint8_t> bytes = gguf_bytes(kv);
+  try {
+    const auto f = GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
+    (void)ModelConfig::from_gguf(*f);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+ModelConfig parse(const Metadata& kv) {
+  const std::vector<uint8_t> bytes = gguf_bytes(kv);
+  const auto f = GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
+  return ModelConfig::from_gguf(*f);
+}
+
+Metadata with(Metadata kv, const std::string& key, Value v) {
+  for (auto& [k, old] : kv) {
+    if (k == key) {
+      old = v;
+      return kv;
+    }
+  }
+  kv.emplace_back(key, v);
+  return kv;
+}
+
+void expect_refused(const Metadata& kv, const std::vector<std::string>& fragments) {
+  const std::string msg = refusal(kv);
+  ASSERT_FALSE(msg.empty()) << "accepted";
+  EXPECT_NE(msg.find("test.gguf"), std::string::npos) << msg;
+  for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg;
+}
+
+TEST(GgufConfig, ReadsTheKnownKeys) {
+  const ModelConfig c = parse(smollm2_like());
+  EXPECT_EQ(c.n_layers, 30);
+  EXPECT_EQ(c.dim, 576);
+  EXPECT_EQ(c.n_heads, 9);
+  EXPECT_EQ(c.n_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_theta, 100000.0f);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_EQ(c.max_position, 8192);
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(GgufConfig, AbsentFreqBaseIsLlamaCppsDefault) {
+  Metadata kv = smollm2_like();
+  std::erase_if(kv, [](const auto& e) { return e.first == "llama.rope.freq_base"; });
+  EXPECT_EQ(parse(kv).rope_theta, 10000.0f);
+}
+
+TEST(GgufConfig, RefusesUnknownArchitectureKeysByName) {
+  for (const char* key : {"llama.attention.sliding_window", "llama.final_logit_softcapping",
+                          "llama.attention.layer_norm_epsilon", "llama.logit_scale",
+                          "llama.rope.scaling.attn_factor"}) {
+    expect_refused(with(smollm2_like(), key, 1.0f), {key, "not supported"});
+  }
+}
+
+TEST(GgufConfig, RefusesPartialRope) {
+  expect_refused(with(smollm2_like(), "llama.rope.dimension_count", uint32_t{32}),
+                 {"llama.rope.dimension_count", "32", "partial RoPE"});
+}
+
+TEST(GgufConfig, RefusesValueHeadsOfAnotherSize) {
+  expect_refused(with(smollm2_like(), "llama.attention.value_length", uint32_t{128}),
+                 {"llama.attention.value_length", "128"});
+}
+
+TEST(GgufConfig, RefusesMixtureOfExperts) {
+  expect_refused(with(smollm2_like(), "llama.expert_count", uint32_t{8}),
+                 {"llama.expert_count", "8", "mixture-of-experts"});
+  EXPECT_EQ(refusal(with(smollm2_like(), "llama.expert_count", uint32_t{0})), "");
+}
+
+TEST(GgufConfig, RefusesNonCausalAttention) {
+  expect_refused(with(smollm2_like(), "llama.attention.causal", false),
+                 {"llama.attention.causal", "causal"});
+}
+
+TEST(GgufConfig, RefusesUnknownRopeScaling) {
+  expect_refused(with(smollm2_like(), "llama.rope.scaling.type", std::string("yarn")),
+                 {"llama.rope.scaling.type", "yarn", "linear"});
+  Metadata linear = with(smollm2_like(), "llama.rope.scaling.type", std::string("linear"));
+  expect_refused(linear, {"llama.rope.scaling.factor"});
+  const ModelConfig c = parse(with(linear, "llama.rope.scaling.factor", 4.0f));
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_EQ(c.rope_scaling.factor, 4.0f);
+}
+
+TEST(GgufConfig, RefusesSplitFiles) {
+  expect_refused(with(smollm2_like(), "split.count", uint32_t{3}), {"split", "3"});
+}
+
+TEST(GgufConfig, IntegersAreRangeCheckedBeforeNarrowing) {
+  expect_refused(with(smollm2_like(), "llama.embedding_length", uint64_t{1} << 40),
+                 {"llama.embedding_length", "1099511627776", "range"});
+  expect_refused(with(smollm2_like(), "llama.block_count", uint32_t{0}),
+                 {"llama.block_count", "= 0", "range"});
+}
+
+}  // namespace
+}  // namespace detllm
