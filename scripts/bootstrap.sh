@@ -11,7 +11,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libxxhash-dev
   libboost-dev
   libgtest-dev googletest libbenchmark-dev clang libclang-rt-14-dev
-  python3 python3-venv curl
+  python3 python3-venv python3-dev curl
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

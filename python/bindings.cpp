@@ -1,0 +1,245 @@
+// detllm._core: the nanobind module behind the Python package (python/detllm, docs/python.md).
+// A thin layer over api::LlmSession: the GIL is released while the engine runs (generate,
+// update_weights, sleep/wake); detllm::Error becomes detllm.Error (a RuntimeError) carrying the
+// engine's message; tensors come in through DLPack (numpy, torch CPU or CUDA).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/format.h>
+
+#include "api/llm_session.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "engine/sampler.h"
+#include "model/config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using detllm::api::GenerateRequest;
+using detllm::api::LlmSession;
+using detllm::api::NamedTensor;
+using detllm::api::RequestOutput;
+using detllm::api::SampleOutput;
+using detllm::api::SessionOptions;
+
+namespace {
+
+using AnyArray = nb::ndarray<nb::ro>;
+
+// DLPack dtype → the name weight_update.h checks ("int64", "float64": named so the error can).
+std::string dtype_name(const nb::dlpack::dtype& d) {
+  using code = nb::dlpack::dtype_code;
+  const char* kind = "other";
+  switch (static_cast<code>(d.code)) {
+    case code::Float: kind = "float"; break;
+    case code::Bfloat: kind = "bfloat"; break;
+    case code::Int: kind = "int"; break;
+    case code::UInt: kind = "uint"; break;
+    case code::Bool: kind = "bool"; break;
+    default: break;
+  }
+  return fmt::format("{}{}", kind, d.bits);
+}
+
+NamedTensor named_tensor(const std::string& name, const AnyArray& a) {
+  NamedTensor t;
+  t.name = name;
+  t.dtype = dtype_name(a.dtype());
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected)
+      throw nb::value_error(fmt::format("{}: not contiguous (pass .contiguous() / "
+                                        "np.ascontiguousarray)", name).c_str());
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  for (size_t i = 0; i < a.ndim(); ++i) t.shape.push_back(static_cast<int64_t>(a.shape(i)));
+  t.data = a.data();
+  if (a.device_type() == nb::device::cuda::value) {
+    t.on_device = true;
+  } else if (a.device_type() != nb::device::cpu::value) {
+    throw nb::value_error(fmt::format("{}: on a device detllm does not read (DLPack device type "
+                                      "{}); pass a CPU or CUDA tensor", name, a.device_type())
+                              .c_str());
+  }
+  return t;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "detllm engine bindings (use the detllm package, not this module)";
+  nb::exception<detllm::Error>(m, "Error", PyExc_RuntimeError);
+  m.attr("__version__") = DETLLM_VERSION;
+
+  nb::class_<detllm::SamplingParams>(m, "EngineSamplingParams")
+      .def(nb::init<>())
+      .def_rw("temperature", &detllm::SamplingParams::temperature)
+      .def_rw("top_k", &detllm::SamplingParams::top_k)
+      .def_rw("top_p", &detllm::SamplingParams::top_p)
+      .def_rw("min_p", &detllm::SamplingParams::min_p)
+      .def_rw("seed", &detllm::SamplingParams::seed)
+      .def_rw("n_logprobs", &detllm::SamplingParams::n_logprobs);
+
+  nb::class_<GenerateRequest>(m, "GenerateRequest")
+      .def(nb::init<>())
+      .def_rw("prompt", &GenerateRequest::prompt)
+      .def_rw("sampling", &GenerateRequest::sampling)
+      .def_rw("max_tokens", &GenerateRequest::max_tokens)
+      .def_rw("n", &GenerateRequest::n)
+      .def_rw("stop_token_ids", &GenerateRequest::stop_token_ids)
+      .def_rw("stop", &GenerateRequest::stop)
+      .def_rw("ignore_eos", &GenerateRequest::ignore_eos)
+      .def_rw("prompt_logprobs", &GenerateRequest::prompt_logprobs);
+
+  nb::class_<detllm::TokenLogprob>(m, "TokenLogprob")
+      .def_ro("token", &detllm::TokenLogprob::token)
+      .def_ro("logprob", &detllm::TokenLogprob::logprob);
+  nb::class_<detllm::engine::PromptLogprob>(m, "PromptLogprob")
+      .def_ro("position", &detllm::engine::PromptLogprob::position)
+      .def_ro("token", &detllm::engine::PromptLogprob::token)
+      .def_ro("logprob", &detllm::engine::PromptLogprob::logprob)
+      .def_ro("top_logprobs", &detllm::engine::PromptLogprob::top_logprobs);
+  nb::class_<detllm::engine::Usage>(m, "Usage")
+      .def_ro("prompt_tokens", &detllm::engine::Usage::prompt_tokens)
+      .def_ro("completion_tokens", &detllm::engine::Usage::completion_tokens)
+      .def_ro("cached_tokens", &detllm::engine::Usage::cached_tokens)
+      .def_ro("preemptions", &detllm::engine::Usage::preemptions);
+  nb::class_<SampleOutput>(m, "SampleOutput")
+      .def_ro("token_ids", &SampleOutput::token_ids)
+      .def_ro("logprobs", &SampleOutput::logprobs)
+      .def_ro("top_logprobs", &SampleOutput::top_logprobs)
+      .def_ro("text", &SampleOutput::text)
+      .def_ro("finish_reason", &SampleOutput::finish_reason)
+      .def_ro("usage", &SampleOutput::usage);
+  nb::class_<RequestOutput>(m, "RequestOutput")
+      .def_ro("prompt_token_ids", &RequestOutput::prompt_token_ids)
+      .def_ro("prompt_logprobs", &RequestOutput::prompt_logprobs)
+      .def_ro("outputs", &RequestOutput::outputs)
+      .def_ro("seed", &RequestOutput::seed);
+
+  nb::class_<SessionOptions>(m, "SessionOptions")
+      .def(nb::init<>())
+      .def_rw("model", &SessionOptions::model)
+      .def_rw("backend", &SessionOptions::backend)
+      .def_rw("mode", &SessionOptions::mode)
+      .def_rw("threads", &SessionOptions::threads)
+      .def_rw("device", &SessionOptions::device)
+      .def_rw("kv_cache_tokens", &SessionOptions::kv_cache_tokens)
+      .def_rw("max_tokens_per_step", &SessionOptions::max_tokens_per_step)
+      .def_rw("max_seqs", &SessionOptions::max_seqs)
+      .def_rw("prefix_cache", &SessionOptions::prefix_cache)
+      .def_rw("self_check", &SessionOptions::self_check)
+      .def_rw("deterministic", &SessionOptions::deterministic);
+
+  nb::class_<LlmSession>(m, "Session")
+      .def(nb::init<const SessionOptions&>(), "options"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "generate",
+          [](LlmSession& s, std::vector<GenerateRequest> requests, nb::object progress) {
+            // progress(done, total) -> bool runs with the GIL; a Python exception in it (or
+            // Ctrl-C) stops the batch and is raised here.
+            nb::object pending;  // the Python exception to re-raise, if any
+            detllm::api::ProgressFn fn;
+            if (!progress.is_none()) {
+              fn = [&](int64_t done, int64_t total) {
+                nb::gil_scoped_acquire gil;
+                try {
+                  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+                  return nb::cast<bool>(progress(done, total));
+                } catch (nb::python_error& e) {
+                  pending = nb::borrow(e.value());
+                  return false;
+                }
+              };
+            }
+            std::vector<RequestOutput> out;
+            try {
+              nb::gil_scoped_release release;
+              out = s.generate(std::move(requests), fn);
+            } catch (const detllm::Error&) {
+              if (pending.is_valid()) {
+                PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(pending.ptr())), pending.ptr());
+                throw nb::python_error();
+              }
+              throw;
+            }
+            return out;
+          },
+          "requests"_a, "progress"_a = nb::none())
+      .def(
+          "update_weights",
+          [](LlmSession& s, const std::vector<std::pair<std::string, AnyArray>>& tensors,
+             const std::string& version) {
+            std::vector<NamedTensor> named;
+            named.reserve(tensors.size());
+            for (const auto& [name, a] : tensors) named.push_back(named_tensor(name, a));
+            nb::gil_scoped_release release;
+            s.update_weights(named, version);
+          },
+          "tensors"_a, "version"_a)
+      .def("parameter_shapes", &LlmSession::parameter_shapes)
+      .def(
+          "read_parameter",
+          [](const LlmSession& s, const std::string& name,
+             nb::ndarray<float, nb::c_contig, nb::device::cpu> dst) {
+            s.read_parameter(name, dst.data(), dst.size());
+          },
+          "name"_a, "dst"_a)
+      .def("sleep", &LlmSession::sleep, "level"_a = 1, nb::call_guard<nb::gil_scoped_release>())
+      .def("wake", &LlmSession::wake, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("sleeping", &LlmSession::sleeping)
+      .def_prop_ro("fingerprint", &LlmSession::fingerprint)
+      .def_prop_ro("weight_version", &LlmSession::weight_version)
+      .def_prop_ro("model_name", &LlmSession::model_name)
+      .def_prop_ro("backend_description", &LlmSession::backend_description)
+      .def_prop_ro("self_check_summary", &LlmSession::self_check_summary)
+      .def_prop_ro("max_model_len", &LlmSession::max_model_len)
+      .def_prop_ro("n_engine_steps_last_call", &LlmSession::n_engine_steps_last_call)
+      .def_prop_ro("vocab_size", [](const LlmSession& s) { return s.config().vocab_size; })
+      .def_prop_ro("config",
+                   [](const LlmSession& s) {
+                     const detllm::ModelConfig& c = s.config();
+                     nb::dict d;
+                     d["vocab_size"] = c.vocab_size;
+                     d["dim"] = c.dim;
+                     d["n_layers"] = c.n_layers;
+                     d["n_heads"] = c.n_heads;
+                     d["n_kv_heads"] = c.n_kv_heads;
+                     d["head_dim"] = c.head_dim;
+                     d["ffn_dim"] = c.ffn_dim;
+                     d["rms_eps"] = c.rms_eps;
+                     d["rope_theta"] = c.rope_theta;
+                     d["max_position"] = c.max_position;
+                     d["tied_embeddings"] = c.tied_embeddings;
+                     d["qkv_bias"] = c.qkv_bias;
+                     return d;
+                   })
+      .def("encode",
+           [](const LlmSession& s, const std::string& text, bool add_special_tokens) {
+             return s.tokenizer().encode(text, add_special_tokens);
+           },
+           "text"_a, "add_special_tokens"_a = true)
+      .def("decode",
+           [](const LlmSession& s, const std::vector<int32_t>& ids, bool skip_special_tokens) {
+             return s.tokenizer().decode(ids, skip_special_tokens);
+           },
+           "ids"_a, "skip_special_tokens"_a = false)
+      .def("token_text", [](const LlmSession& s, int32_t id) { return s.tokenizer().decode(
+               std::span<const int32_t>(&id, 1), false); })
+      .def_prop_ro("eos_token_id",
+                   [](const LlmSession& s) { return s.tokenizer().eos_id(); });
+
+  // The engine's logprob of one token given a row of logits (the bits the engine reports).
+  m.def("logprob_of",
+        [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits,
+           int32_t token) {
+          return detllm::logprob_of(std::span<const float>(logits.data(), logits.size()), token);
+        },
+        "logits"_a, "token"_a);
+}

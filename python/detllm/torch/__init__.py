@@ -1,0 +1,83 @@
+"""detllm.torch: trainer-side logprobs that equal the rollout's bit for bit.
+
+``causal_lm_logprobs(llm, token_ids, params)`` is a torch.autograd.Function:
+- forward: detllm's own forward (``llm.score``) on ``params`` — pushed into the engine first
+  with ``llm.update_weights`` unless ``sync_weights=False`` says they already are — so its
+  values are the engine's fp32 bits, the same as ``llm.generate`` reported for those tokens;
+- backward: the gradient of a plain torch forward of the same model (reference.py) at the same
+  weights, recomputed from the saved inputs (activation recomputation). The gradient is torch's
+  (not bitwise the engine's); the forward value is the engine's.
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from . import reference
+
+__all__ = ["causal_lm_logprobs", "reference"]
+
+
+class _CausalLMLogprobs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, llm, seqs, names, *tensors):  # noqa: D401
+        scored = llm.score([s.tolist() for s in seqs], use_tqdm=False)
+        flat = np.concatenate([s.logprobs for s in scored]).astype(np.float32, copy=False)
+        ctx.llm, ctx.seqs, ctx.names = llm, seqs, names
+        ctx.save_for_backward(*tensors)
+        device = tensors[0].device if tensors else torch.device("cpu")
+        return torch.from_numpy(flat).to(device)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        tensors = ctx.saved_tensors
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+            params = dict(zip(ctx.names, leaves))
+            ref = reference.sequences_logprobs(ctx.llm.config, params, ctx.seqs)
+            wanted = [t for t in leaves if t.requires_grad]
+            grads = iter(torch.autograd.grad(ref, wanted, grad_out, allow_unused=True))
+            full = [next(grads) if t.requires_grad else None for t in leaves]
+        return (None, None, None, *full)
+
+
+def causal_lm_logprobs(
+    llm,
+    token_ids: Union[torch.Tensor, Sequence[Sequence[int]]],
+    params: Mapping[str, torch.Tensor],
+    *,
+    sync_weights: bool = True,
+    version: Optional[str] = None,
+) -> Union[torch.Tensor, List[torch.Tensor]]:
+    """The logprob of every token given its prefix, with the engine's bits and torch gradients.
+
+    token_ids: a (B, T) tensor, or a list of 1-D sequences (any lengths). Returns (B, T - 1)
+    for a tensor, else a list of (len - 1,) tensors. params: every parameter by HF name (fp32
+    tensors, e.g. a trainer's ``dict(model.named_parameters())`` for a Llama model); with
+    sync_weights they are written into the engine first (version: the fingerprint's weight
+    version, default "torch-sync").
+    """
+    if isinstance(token_ids, torch.Tensor):
+        if token_ids.dim() == 1:
+            token_ids = token_ids[None]
+        seqs = [row.detach().cpu().long() for row in token_ids]
+        batched = True
+    else:
+        seqs = [torch.as_tensor(list(s), dtype=torch.long) for s in token_ids]
+        batched = False
+    names = list(params.keys())
+    tensors = [params[n] for n in names]
+    for n, t in zip(names, tensors):
+        if t.dtype != torch.float32:
+            raise TypeError(f"{n}: {t.dtype}; causal_lm_logprobs needs fp32 parameters (the "
+                            "engine computes in fp32 from exactly these values)")
+    if sync_weights:
+        with torch.no_grad():
+            llm.update_weights({n: t.detach() for n, t in zip(names, tensors)},
+                               version=version or "torch-sync")
+    flat = _CausalLMLogprobs.apply(llm, seqs, names, *tensors)
+    parts = list(torch.split(flat, [len(s) - 1 for s in seqs]))
+    return torch.stack(parts) if batched else parts

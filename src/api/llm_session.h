@@ -1,0 +1,129 @@
+// LlmSession: the engine as a library, for the Python package (python/detllm, docs/python.md).
+// One object owns the model, its backend, tokenizer and a continuous-batching Engine; a batch
+// of requests goes through Engine::step() together (the same scheduler and bits as `detllm
+// serve`). Weight updates write the host fp32 weights by Hugging Face name (weight_update.h)
+// and rebuild the engine, so no KV block of the old weights survives (the prefix cache is
+// invalidated); the fingerprint then carries the caller's weight version instead of a hash.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+
+namespace detllm {
+struct ModelConfig;
+class Tokenizer;
+}  // namespace detllm
+
+namespace detllm::api {
+
+struct SessionOptions {
+  std::string model;               // GGUF file or HF directory; "" = the embedded default
+  std::string backend = "cpu";     // cpu | cuda
+  std::string mode = "invariant";  // fast | invariant | bi-naive | padded | verified
+  int32_t threads = 0;             // CPU threads; 0 = every core
+  int32_t device = 0;              // CUDA device ordinal
+  int32_t kv_cache_tokens = 0;     // 0: the engine's default (device: share of free memory)
+  int32_t max_tokens_per_step = 0; // 0: the engine's default
+  int32_t max_seqs = 0;            // 0: the engine's default
+  bool prefix_cache = true;
+  bool self_check = true;          // run the startup self-check (design.md Rule 3)
+  bool deterministic = true;       // requests are deterministic unless they say otherwise
+};
+
+// One request of a batch: prompt token ids and what to do with them.
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;           // includes the seed
+  int32_t max_tokens = 16;           // 0: score the prompt only
+  int32_t n = 1;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int32_t prompt_logprobs = -1;      // >= 0: score the prompt with this many top logprobs
+};
+
+struct SampleOutput {
+  std::vector<int32_t> token_ids;
+  std::vector<float> logprobs;                               // (tokens) the engine's bits
+  std::vector<std::vector<detllm::TokenLogprob>> top_logprobs;  // (tokens)
+  std::string text;  // decoded token_ids (special tokens skipped)
+  std::string finish_reason;                                 // length | stop | abort
+  engine::Usage usage;
+};
+
+struct RequestOutput {
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<engine::PromptLogprob> prompt_logprobs;  // (prompt - 1) when asked for
+  std::vector<SampleOutput> outputs;                   // (n)
+  uint64_t seed = 0;
+};
+
+// progress(finished requests, total); return false to abort the batch (its requests are
+// aborted and generate throws). Called on the calling thread between engine steps.
+using ProgressFn = std::function<bool(int64_t, int64_t)>;
+
+// One named tensor handed in by the caller (DLPack on the Python side): host memory or, on a
+// device backend, device memory of the same process.
+struct NamedTensor {
+  std::string name;             // Hugging Face parameter name, e.g. model.layers.0.mlp.up_proj.weight
+  std::vector<int64_t> shape;
+  std::string dtype;            // float32 | bfloat16 | float16
+  const void* data = nullptr;   // contiguous, row-major
+  bool on_device = false;       // data is device memory (the backend's device)
+};
+
+class LlmSession {
+ public:
+  explicit LlmSession(const SessionOptions& options);
+  ~LlmSession();
+  LlmSession(const LlmSession&) = delete;
+  LlmSession& operator=(const LlmSession&) = delete;
+
+  // Runs every request to completion through one engine (continuous batching). Throws
+  // detllm::Error with the engine's message for an invalid request.
+  std::vector<RequestOutput> generate(std::vector<GenerateRequest> requests,
+                                      const ProgressFn& progress = {});
+
+  // Writes the named tensors into the weights (every name, shape and dtype is checked first:
+  // nothing is written when one is wrong; the error lists every offending name), then rebuilds
+  // the engine (prefix cache gone) and sets the fingerprint's weight version.
+  void update_weights(std::span<const NamedTensor> tensors, const std::string& version);
+  // The Hugging Face name and shape of every parameter this model takes.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes() const;
+  // Copies one parameter's fp32 values (host) into dst (numel floats).
+  void read_parameter(const std::string& name, float* dst, size_t numel) const;
+
+  // sleep: frees the KV pool (the engine) and, at level 2, the backend's copy of the weights
+  // (device backends; the host fp32 weights stay). wake: restores them. generate while
+  // asleep throws.
+  void sleep(int level);
+  void wake();
+  bool sleeping() const { return sleep_level_ > 0; }
+
+  std::string fingerprint() const;     // of deterministic requests
+  std::string weight_version() const;  // "" until update_weights
+  std::string model_name() const;
+  std::string backend_description() const;
+  std::string self_check_summary() const;
+  const ModelConfig& config() const;
+  const Tokenizer& tokenizer() const;
+  int32_t max_model_len() const;
+  int64_t n_engine_steps_last_call() const { return last_steps_; }
+
+ private:
+  struct State;
+  void build_engine();
+  std::unique_ptr<State> s_;
+  int sleep_level_ = 0;
+  int64_t last_steps_ = 0;
+};
+
+}  // namespace detllm::api

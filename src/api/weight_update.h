@@ -1,0 +1,46 @@
+// Hugging Face parameter names → the host fp32 weights (ModelWeights) they live in, and the
+// checked copy of caller tensors into them (LlmSession::update_weights). GGUF q/k rows were
+// un-permuted at load (llama_weights.h), so HF's q_proj/k_proj layout is the engine's.
+// Widening bf16/f16 to fp32 is exact: the engine then computes on exactly the caller's values.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/llama_weights.h"
+
+namespace detllm::api {
+
+// One parameter: where its fp32 values are and the shape HF gives it.
+struct ParameterSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* data = nullptr;  // (numel) host fp32, inside ModelWeights
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// Every parameter of `w` by HF name, in HF order. A model with tied embeddings also lists
+// "lm_head.weight" as an alias of model.embed_tokens.weight (HF's state_dict has both).
+std::vector<ParameterSlot> parameter_slots(const ModelConfig& config, ModelWeights& w);
+
+// A tensor to write: its name, shape, dtype name and host data (contiguous, row-major).
+struct WeightSource {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;  // float32 | bfloat16 | float16
+  const void* data = nullptr;
+};
+
+// Checks every source against `slots` (known name, equal shape, a supported dtype, a name given
+// once) and throws detllm::Error listing every offending name with what to do before anything
+// is written; then writes them (widened to fp32).
+void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightSource> sources);
+
+}  // namespace detllm::api
