@@ -6,6 +6,12 @@ end, and time to first token for streamed requests). A program, not a test: it p
 
   scripts/load_test.py                            # starts build*/detllm serve itself
   scripts/load_test.py --url http://127.0.0.1:8000 --api-key KEY -c 32 -n 256
+  scripts/load_test.py --kind tokenize -c 32 -n 4000      # small requests: the HTTP layer alone
+  scripts/load_test.py --kind stream -c 256 -n 256        # 256 concurrent SSE streams
+
+--kind mixed (default): completions and chat, half streamed; tokenize: POST /tokenize of a
+short prompt (no engine work: measures parsing, routing and connections); stream: every
+request a streamed completion.
 
 Uses only the standard library and `requests` (in the project venv).
 """
@@ -43,7 +49,7 @@ def start_server(args):
                                  None)
     if not binary:
         sys.exit("no detllm binary found: build it or pass --binary / --url")
-    cmd = [binary, "serve", "--port", "0", "--threads", str(args.threads)]
+    cmd = [binary, "serve", "--port", "0", "--threads", str(args.threads), *args.serve_arg]
     if args.api_key:
         cmd += ["--api-key", args.api_key]
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -60,12 +66,16 @@ def start_server(args):
     return proc, f"http://127.0.0.1:{port}"
 
 
-def make_request(i, rng, max_tokens):
+def make_request(i, rng, max_tokens, kind="mixed"):
     topic = rng.choice(TOPICS)
+    if kind == "tokenize":
+        return "/tokenize", {"prompt": f"A note on {topic}", "stream": False}
     sampling = {"max_tokens": rng.randint(max(1, max_tokens // 2), max_tokens),
                 "temperature": rng.choice([0.0, 0.7, 1.0]), "seed": rng.randrange(2**32),
                 "stream": rng.random() < 0.5, "model": "default"}
-    if i % 3 == 0:
+    if kind == "stream":
+        sampling["stream"] = True
+    if i % 3 == 0 and kind == "mixed":
         return "/v1/chat/completions", {
             "messages": [{"role": "user", "content": f"Tell me about {topic}."}], **sampling}
     words = " ".join(rng.choice(TOPICS) for _ in range(rng.randint(0, 20)))
@@ -76,11 +86,15 @@ def one(session, base, headers, path, body):
     """One request; returns ok, end-to-end latency and (streamed) time to first text."""
     t0 = time.perf_counter()
     ttft = None
-    with session.post(base + path, json=body, headers=headers, stream=body["stream"],
+    body = dict(body)
+    stream = body["stream"]
+    if path == "/tokenize":
+        del body["stream"]
+    with session.post(base + path, json=body, headers=headers, stream=stream,
                       timeout=600) as r:
         if r.status_code != 200:
             return {"ok": False, "status": r.status_code, "latency": time.perf_counter() - t0}
-        if body["stream"]:
+        if stream:
             for line in r.iter_lines():
                 if ttft is None and line.startswith(b"data: {"):
                     chunk = json.loads(line[6:])
@@ -103,6 +117,10 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2,
                     help="engine threads of a server started here")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kind", choices=["mixed", "tokenize", "stream"], default="mixed")
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="an extra option for the server started here (repeat: --serve-arg=--x "
+                         "--serve-arg=1)")
     args = ap.parse_args()
 
     proc = None
@@ -111,7 +129,7 @@ def main():
         proc, base = start_server(args)
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     rng = random.Random(args.seed)
-    work = [make_request(i, rng, args.max_tokens) for i in range(args.requests)]
+    work = [make_request(i, rng, args.max_tokens, args.kind) for i in range(args.requests)]
     metrics_before = requests.get(base + "/metrics", headers=headers, timeout=30).text
     local = threading.local()
 
@@ -140,8 +158,8 @@ def main():
     ok = [r for r in results if r["ok"]]
     lat = [r["latency"] for r in ok]
     ttft = [r["ttft"] for r in ok if r.get("ttft") is not None]
-    print(f"requests: {len(results)} ({len(ok)} ok, {len(results) - len(ok)} failed), "
-          f"concurrency {args.concurrency}, wall {wall:.2f} s")
+    print(f"requests ({args.kind}): {len(results)} ({len(ok)} ok, {len(results) - len(ok)} "
+          f"failed), concurrency {args.concurrency}, wall {wall:.2f} s")
     print(f"throughput: {len(ok) / wall:.2f} req/s, {generated / wall:.1f} generated tok/s "
           f"({int(generated)} tokens, from /metrics)")
     if lat:

@@ -38,6 +38,10 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
   spec.stream = req.gen.stream;
   spec.logprobs = req.gen.logprobs >= 0;
   spec.include_usage = req.gen.include_usage;
+  // vLLM's chat echo: the reply continues the last message when it is the assistant's.
+  if (req.echo && req.messages.back().role == "assistant") {
+    spec.echo_text = req.messages.back().content;
+  }
   if (spec.stream) reply.content_type = "text/event-stream";
   reply.stream = make_generation_stream(std::move(gen), meta, *ctx.tokenizer, spec);
   return reply;

@@ -186,6 +186,19 @@ void EngineLoop::deliver(Ticket* t, EngineEvent e) {
   outbox_.emplace_back(t, std::move(e));
 }
 
+void EngineLoop::mark_scheduled(int64_t t0_ns) {
+  for (const auto& t : live_) {
+    if (t->scheduled_ns_.load() != 0) continue;
+    for (engine::RequestId id : t->ids_) {
+      // Running now, or already finished (unknown): it was scheduled in this step.
+      if (engine_.status(id).state != engine::RequestStatus::State::kWaiting) {
+        t->scheduled_ns_ = t0_ns;
+        break;
+      }
+    }
+  }
+}
+
 void EngineLoop::flush_outbox() {
   for (auto& [t, e] : outbox_) t->push(std::move(e));
   outbox_.clear();
@@ -248,14 +261,19 @@ void EngineLoop::run() {
     }
     double seconds = 0.0;
     bool stepped = false;
+    const auto t_step = Clock::now();
     if (engine_.has_work()) {
-      const auto t0 = Clock::now();
+      const auto t0 = t_step;
       try {
         stepped = engine_.step();
       } catch (const std::exception& e) {
         fail_all(e.what());
       }
       seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (stepped) {
+      mark_scheduled(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         t_step.time_since_epoch()).count());
     }
     // Tickets whose samples have all finished leave the loop. The snapshot is published
     // before this iteration's events are delivered, so a client that has seen its response

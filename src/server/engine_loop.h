@@ -53,6 +53,8 @@ class Ticket {
   // none. Returns false when there were none.
   bool wait_events(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout);
   bool cancelled() const { return cancelled_.load(); }
+  // When the engine first ran one of its requests (steady_clock ns since epoch; 0 = not yet).
+  int64_t scheduled_ns() const { return scheduled_ns_.load(); }
   // Called after every push (on the engine thread, outside the lock): the HTTP layer's
   // wake-up. Replacing it waits for a call in progress to return, so after
   // set_notify(nullptr) the old function is never running.
@@ -69,6 +71,7 @@ class Ticket {
   std::mutex notify_mu_;  // held while notify_ runs
   std::function<void()> notify_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<int64_t> scheduled_ns_{0};
   size_t n_requests_ = 0;
   // Engine thread only:
   std::vector<engine::Request> requests_;  // until added
@@ -138,6 +141,8 @@ class EngineLoop {
   // published (flush_outbox), so metrics never lag what a client has already seen.
   void deliver(Ticket* t, EngineEvent e);
   void flush_outbox();
+  // Stamps the live tickets that the step started at `t0_ns` ran for the first time.
+  void mark_scheduled(int64_t t0_ns);
 
   engine::Engine engine_;
   engine::EngineConfig config_;

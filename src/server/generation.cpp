@@ -1,6 +1,8 @@
 // Engine events -> choices (see generation.h).
 #include "server/generation.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 
 namespace detllm::server {
@@ -12,6 +14,7 @@ Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
       requests_(std::move(requests)),
       prompts_(std::move(prompts)) {
   n_ = requests_.empty() ? 1 : requests_[0].n;
+  for (const auto& r : requests_) stop_token_ids_.push_back(r.stop_token_ids);
   choices_.resize(requests_.size() * static_cast<size_t>(n_));
   for (size_t i = 0; i < choices_.size(); ++i) {
     ChoiceState& c = choices_[i];
@@ -37,6 +40,7 @@ void Generation::cancel() {
 }
 
 void Generation::start() {
+  t_submit_ = std::chrono::steady_clock::now();
   ticket_ = loop_.submit(std::move(requests_));
   requests_.clear();
   for (;;) {
@@ -61,6 +65,7 @@ void Generation::start() {
       if (e.kind == EngineEvent::Kind::kAccepted) {
         // Events queued behind the acceptance are applied now.
         for (size_t j = i + 1; j < events_.size(); ++j) apply(events_[j]);
+        if (finished()) t_finished_ = std::chrono::steady_clock::now();
         return;
       }
     }
@@ -70,8 +75,31 @@ void Generation::start() {
 bool Generation::poll(std::chrono::milliseconds timeout) {
   events_.clear();
   if (!ticket_->wait_events(events_, timeout)) return false;
+  const bool was_finished = finished();
   for (auto& e : events_) apply(e);
+  if (!was_finished && finished()) t_finished_ = std::chrono::steady_clock::now();
   return true;
+}
+
+Generation::Timings Generation::timings() const {
+  using Sec = std::chrono::duration<double>;
+  Timings t;
+  if (ticket_ && ticket_->scheduled_ns() != 0) {
+    const auto scheduled = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(ticket_->scheduled_ns())));
+    t.queue_s = std::max(0.0, Sec(scheduled - t_submit_).count());
+  }
+  if (got_token_) t.ttft_s = Sec(t_first_token_ - t_submit_).count();
+  size_t longest = 0;
+  for (const auto& c : choices_) longest = std::max(longest, c.tokens.size());
+  if (got_token_ && longest > 1) {
+    t.tpot_s = Sec(t_last_token_ - t_first_token_).count() / static_cast<double>(longest - 1);
+  }
+  if (finished() && t_finished_ != std::chrono::steady_clock::time_point{}) {
+    t.e2e_s = Sec(t_finished_ - t_submit_).count();
+  }
+  return t;
 }
 
 void Generation::apply(EngineEvent& e) {
@@ -87,6 +115,9 @@ void Generation::apply(EngineEvent& e) {
       prompts_[p].logprobs_ready = true;
       break;
     case EngineEvent::Kind::kToken: {
+      t_last_token_ = std::chrono::steady_clock::now();
+      if (!got_token_) t_first_token_ = t_last_token_;
+      got_token_ = true;
       ChoiceState& c = choices_[p * static_cast<size_t>(n_) + e.token.sample_index];
       c.text += c.stop.push(c.decoder->push(e.token.token));
       c.tokens.push_back(std::move(e.token));
@@ -98,6 +129,13 @@ void Generation::apply(EngineEvent& e) {
       c.text += c.stop.push(c.decoder->flush());
       c.text += c.stop.finish();
       c.finish = c.stop.stopped() ? engine::FinishReason::kStop : e.reason;
+      if (c.stop.stopped()) {
+        c.stop_string = c.stop.matched();
+      } else if (e.reason == engine::FinishReason::kStop && !c.tokens.empty()) {
+        const auto& ids = stop_token_ids_[p];
+        const int32_t last = c.tokens.back().token;
+        if (std::find(ids.begin(), ids.end(), last) != ids.end()) c.stop_token = last;
+      }
       c.completion_tokens = e.usage.completion_tokens;
       if (e.sample_index == 0) prompts_[p].cached_tokens = e.usage.cached_tokens;
       ++n_finished_;

@@ -32,6 +32,10 @@ struct ChoiceState {
   std::vector<engine::TokenEvent> tokens;  // every generated token (id, logprob, top)
   std::string text;                        // text released so far (cut at a stop string)
   std::optional<engine::FinishReason> finish;
+  // Why a `stop` finish stopped, as vLLM's stop_reason: the stop string, or the stop token id
+  // (from stop_token_ids); none for the end-of-text token or a `length` finish.
+  std::optional<std::string> stop_string;
+  std::optional<int32_t> stop_token;
   int32_t completion_tokens = 0;
   // Streaming cursors: what the client has been sent.
   size_t n_tokens_sent = 0;
@@ -74,6 +78,16 @@ class Generation {
   int32_t prompt_tokens() const;      // sum over prompts
   int32_t completion_tokens() const;  // sum over choices
   int32_t cached_tokens() const;      // sum over prompts
+  // Latencies in seconds (vLLM's meanings), -1 where not known: queue (submitted -> first
+  // scheduled), time to first token, time per output token after the first (longest
+  // choice), end to end (submitted -> finished).
+  struct Timings {
+    double queue_s = -1.0;
+    double ttft_s = -1.0;
+    double tpot_s = -1.0;
+    double e2e_s = -1.0;
+  };
+  Timings timings() const;
 
  private:
   void apply(EngineEvent& e);
@@ -81,11 +95,17 @@ class Generation {
   EngineLoop& loop_;
   const Tokenizer& tokenizer_;
   std::vector<engine::Request> requests_;  // until start()
+  std::vector<std::vector<int32_t>> stop_token_ids_;  // per prompt
   std::vector<PromptState> prompts_;
   std::vector<ChoiceState> choices_;  // (n_prompts * n)
   int32_t n_ = 1;
   std::shared_ptr<Ticket> ticket_;
   size_t n_finished_ = 0;
+  std::chrono::steady_clock::time_point t_submit_{};
+  std::chrono::steady_clock::time_point t_first_token_{};
+  std::chrono::steady_clock::time_point t_last_token_{};
+  std::chrono::steady_clock::time_point t_finished_{};
+  bool got_token_ = false;
   std::string error_;
   std::vector<EngineEvent> events_;  // scratch
 };

@@ -25,6 +25,10 @@ class GenerationStream final : public ResponseStream {
   void set_notify(std::function<void()> notify) override { gen_->set_notify(std::move(notify)); }
   int32_t prompt_tokens() const override { return gen_->prompt_tokens(); }
   int32_t completion_tokens() const override { return gen_->completion_tokens(); }
+  Latency latency() const override {
+    const Generation::Timings t = gen_->timings();
+    return {t.queue_s, t.ttft_s, t.tpot_s, t.e2e_s};
+  }
 
  private:
   PumpResult fail() {
@@ -44,7 +48,7 @@ class GenerationStream final : public ResponseStream {
     } else if (spec_.api == StreamSpec::Api::kCompletion) {
       body = dump_json(completion_response(meta_, *gen_, tokenizer_, spec_.echo, spec_.logprobs));
     } else {
-      body = dump_json(chat_response(meta_, *gen_, tokenizer_, spec_.logprobs));
+      body = dump_json(chat_response(meta_, *gen_, tokenizer_, spec_.logprobs, spec_.echo_text));
     }
     return write(body) ? PumpResult::kDone : fail();
   }
@@ -103,6 +107,7 @@ class GenerationStream final : public ResponseStream {
       choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
     }
     choice["finish_reason"] = finishing ? finish_reason_json(c.finish) : json(nullptr);
+    choice["stop_reason"] = finishing ? stop_reason_json(c) : json(nullptr);
     emit(out, std::move(choice));
     c.n_text_sent = c.text.size();
     c.n_tokens_sent = c.tokens.size();
@@ -116,7 +121,7 @@ class GenerationStream final : public ResponseStream {
       if (spec_.api == StreamSpec::Api::kChat) {
         for (const ChoiceState& c : gen_->choices()) {
           emit(out, {{"index", c.index},
-                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                     {"delta", {{"role", "assistant"}, {"content", spec_.echo_text}}},
                      {"logprobs", nullptr},
                      {"finish_reason", nullptr}});
         }

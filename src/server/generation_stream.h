@@ -17,6 +17,7 @@ struct StreamSpec {
   bool echo = false;          // completions: the prompt text (and logprobs) comes first
   bool logprobs = false;
   bool include_usage = false;  // stream_options.include_usage
+  std::string echo_text;       // chat echo: the assistant message being continued
 };
 
 // `generation` must have been start()ed.

@@ -44,7 +44,7 @@ constexpr size_t kMaxPipelined = 16;          // requests read ahead of their re
 constexpr size_t kLingerBytes = 64 << 20;     // read and dropped after an error reply
 constexpr auto kLingerTime = std::chrono::seconds(2);
 // A stream is also pumped this often without a notification (belt and braces).
-constexpr auto kStreamPoll = std::chrono::milliseconds(250);
+constexpr auto kStreamPoll = std::chrono::seconds(2);
 
 std::string to_string(beast::string_view s) { return std::string(s.data(), s.size()); }
 
@@ -477,6 +477,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       *chunk += "0\r\n\r\n";
       prompt_tokens_ = stream_->prompt_tokens();
       completion_tokens_ = stream_->completion_tokens();
+      if (status_ == 200) {
+        const ResponseStream::Latency l = stream_->latency();
+        ctx_.metrics.observe_latency(l.queue_s, l.ttft_s, l.tpot_s, l.e2e_s);
+      }
     }
     start_write();
     asio::async_write(sock_, asio::buffer(*chunk),

@@ -42,6 +42,35 @@ void Metrics::connection_closed() {
   --connections_open_;
 }
 
+void Metrics::Histogram::observe(double v) {
+  size_t b = 0;
+  while (b < bounds.size() && v > bounds[b]) ++b;
+  ++counts[b];
+  sum += v;
+}
+
+void Metrics::Histogram::render(std::string& out, std::string_view name,
+                                std::string_view help) const {
+  auto app = std::back_inserter(out);
+  fmt::format_to(app, "# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  int64_t cum = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cum += counts[i];
+    fmt::format_to(app, "{}_bucket{{le=\"{}\"}} {}\n", name, bounds[i], cum);
+  }
+  cum += counts.back();
+  fmt::format_to(app, "{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name,
+                 sum, name, cum);
+}
+
+void Metrics::observe_latency(double queue_s, double ttft_s, double tpot_s, double e2e_s) {
+  std::lock_guard lk(mu_);
+  if (queue_s >= 0) queue_.observe(queue_s);
+  if (ttft_s >= 0) ttft_.observe(ttft_s);
+  if (tpot_s >= 0) tpot_.observe(tpot_s);
+  if (e2e_s >= 0) e2e_.observe(e2e_s);
+}
+
 void Metrics::count_timeout() {
   std::lock_guard lk(mu_);
   ++timeouts_;
@@ -97,7 +126,17 @@ std::string Metrics::render(const EngineSnapshot& s, const MetricsInfo& info) co
     metric(out, "detllm_http_connections_total", "counter", "HTTP connections accepted.",
            connections_total_);
     metric(out, "detllm_http_timeouts_total", "counter",
-           "Connections cut off because a request header or body, or a response write, took too long.", timeouts_);
+           "Connections cut off because a request header or body, or a response write, took "
+           "too long.",
+           timeouts_);
+    queue_.render(out, "detllm_request_queue_time_seconds",
+                  "Time a generation request waited before the engine first ran it.");
+    ttft_.render(out, "detllm_time_to_first_token_seconds",
+                 "Time from a generation request's submission to its first token.");
+    tpot_.render(out, "detllm_time_per_output_token_seconds",
+                 "Time per output token after the first (the request's longest choice).");
+    e2e_.render(out, "detllm_e2e_request_latency_seconds",
+                "Time from a generation request's submission to its last token.");
   }
   metric(out, "detllm_http_requests_in_flight", "gauge", "HTTP requests being served.",
          info.http_in_flight);

@@ -319,6 +319,7 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   }
   if (logprobs) c.gen.logprobs = static_cast<int32_t>(top.value_or(0));
   c.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  c.echo = r.get_bool("echo").value_or(false);
   r.accept_if_neutral("response_format", [](const json& v) {
     return v.is_object() && v.value("type", std::string()) == "text" && v.size() == 1;
   });

@@ -62,6 +62,7 @@ struct ChatRequest {
   GenerationFields gen;
   std::vector<ChatMessageIn> messages;  // >= 1
   bool add_generation_prompt = true;    // extension (as vLLM)
+  bool echo = false;                    // extension (as vLLM): see chat_response
 };
 
 struct TokenizeRequest {

@@ -10,6 +10,12 @@ json finish_reason_json(const std::optional<engine::FinishReason>& r) {
   return std::string(engine::finish_reason_name(*r));
 }
 
+json stop_reason_json(const ChoiceState& c) {
+  if (c.stop_string) return *c.stop_string;
+  if (c.stop_token) return *c.stop_token;
+  return nullptr;
+}
+
 std::string token_text(const Tokenizer& tokenizer, int32_t id) {
   const int32_t one[1] = {id};
   return tokenizer.decode(one, /*skip_special_tokens=*/false);
@@ -133,7 +139,8 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
     choices.push_back({{"index", c.index},
                        {"text", echo ? p.text + c.text : c.text},
                        {"logprobs", std::move(lp)},
-                       {"finish_reason", finish_reason_json(c.finish)}});
+                       {"finish_reason", finish_reason_json(c.finish)},
+                       {"stop_reason", stop_reason_json(c)}});
   }
   json j = envelope(meta, "text_completion");
   j["choices"] = std::move(choices);
@@ -142,14 +149,16 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
 }
 
 json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
-                   bool logprobs) {
+                   bool logprobs, const std::string& echo_text) {
   json choices = json::array();
   for (ChoiceState& c : g.choices()) {
     choices.push_back(
         {{"index", c.index},
-         {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+         {"message",
+          {{"role", "assistant"}, {"content", echo_text + c.text}, {"refusal", nullptr}}},
          {"logprobs", logprobs ? chat_logprobs(tokenizer, c.tokens) : json(nullptr)},
-         {"finish_reason", finish_reason_json(c.finish)}});
+         {"finish_reason", finish_reason_json(c.finish)},
+         {"stop_reason", stop_reason_json(c)}});
   }
   json j = envelope(meta, "chat.completion");
   j["choices"] = std::move(choices);

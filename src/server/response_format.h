@@ -26,6 +26,8 @@ struct ResponseMeta {
 
 // "stop", "length", "abort"; null while running.
 nlohmann::json finish_reason_json(const std::optional<engine::FinishReason>& r);
+// vLLM's stop_reason: the stop string or stop token id that ended the choice, else null.
+nlohmann::json stop_reason_json(const ChoiceState& c);
 
 // The text of one token as OpenAI shows it in logprobs (decoded alone, special tokens kept).
 std::string token_text(const Tokenizer& tokenizer, int32_t id);
@@ -63,8 +65,11 @@ nlohmann::json usage_json(const Generation& g);
 // Whole responses.
 nlohmann::json completion_response(const ResponseMeta& meta, Generation& g,
                                    const Tokenizer& tokenizer, bool echo, bool logprobs);
+// echo_text: chat `echo` (as vLLM): the last message's content when it is the assistant's,
+// prepended to each choice's content.
 nlohmann::json chat_response(const ResponseMeta& meta, Generation& g,
-                             const Tokenizer& tokenizer, bool logprobs);
+                             const Tokenizer& tokenizer, bool logprobs,
+                             const std::string& echo_text = {});
 
 // A streaming chunk's envelope around `choices` (object "text_completion" or
 // "chat.completion.chunk"); usage is added by the caller when needed.

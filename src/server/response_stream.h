@@ -33,6 +33,15 @@ class ResponseStream {
   // Token counts for the request log; -1 when not known.
   virtual int32_t prompt_tokens() const { return -1; }
   virtual int32_t completion_tokens() const { return -1; }
+  // Latencies for /metrics (seconds; -1 = not known): queue, time to first token, time per
+  // output token, end to end.
+  struct Latency {
+    double queue_s = -1.0;
+    double ttft_s = -1.0;
+    double tpot_s = -1.0;
+    double e2e_s = -1.0;
+  };
+  virtual Latency latency() const { return {}; }
 };
 
 // One server-sent event carrying `payload` (a JSON text without newlines).

@@ -14,9 +14,17 @@ std::string StopFilter::push(std::string_view text) {
   pending_.append(text);
   // Earliest complete stop string: cut there.
   size_t cut = std::string::npos;
-  for (const auto& s : stops_) cut = std::min(cut, pending_.find(s));
+  const std::string* which = nullptr;
+  for (const auto& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < cut) {
+      cut = at;
+      which = &s;
+    }
+  }
   if (cut != std::string::npos) {
     stopped_ = true;
+    matched_ = *which;
     std::string out = pending_.substr(0, cut);
     pending_.clear();
     return out;

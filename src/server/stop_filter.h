@@ -20,9 +20,12 @@ class StopFilter {
   std::string finish();
   // A stop string was found; everything from it on is dropped.
   bool stopped() const { return stopped_; }
+  // The stop string that matched (the earliest in the text; the first listed on a tie).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
+  std::string matched_;
   std::string pending_;  // held back: a suffix that is a prefix of some stop string
   bool stopped_ = false;
   bool finished_ = false;

@@ -207,3 +207,85 @@ TEST(HttpRouter, StreamNotifiesWhenOutputIsReady) {
 
 }  // namespace
 }  // namespace detllm::server
+
+namespace detllm::server {
+namespace {
+
+json whole(TinyServer& s, const std::string& body) {
+  HttpRequestIn post;
+  post.method = "POST";
+  post.target = "/v1/completions";
+  post.body = body;
+  HttpReply r = route_request(*s.ctx, post);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return json::parse(testing::body_of(r));
+}
+
+// vLLM's stop_reason: the stop string or stop token id that ended a choice; null for
+// `length` (and for the end-of-text token).
+TEST(StopReason, StringTokenOrNull) {
+  TinyServer s;
+  // Greedy continuation of a prompt, then stop on a piece of it.
+  const json free = whole(s, R"({"prompt": [65, 66], "max_tokens": 8, "temperature": 0})");
+  ASSERT_EQ(free["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(free["choices"][0]["stop_reason"].is_null());
+  const std::string text = free["choices"][0]["text"];
+  ASSERT_GE(text.size(), 3u);
+  const std::string stop = text.substr(1, 2);
+  const json by_string = whole(s, json{{"prompt", {65, 66}}, {"max_tokens", 8},
+                                       {"temperature", 0}, {"stop", {stop}}}
+                                      .dump());
+  EXPECT_EQ(by_string["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(by_string["choices"][0]["stop_reason"], stop);
+  // The token generated third, as a stop token id.
+  HttpRequestIn post;
+  post.method = "POST";
+  post.target = "/v1/completions";
+  post.body = R"({"prompt": [65, 66], "max_tokens": 8, "temperature": 0, "logprobs": 0})";
+  HttpReply r = route_request(*s.ctx, post);
+  const json lp = json::parse(testing::body_of(r));
+  const int third = lp["choices"][0]["logprobs"]["token_ids"][2];
+  const json by_token =
+      whole(s, json{{"prompt", {65, 66}}, {"max_tokens", 8}, {"temperature", 0},
+                    {"stop_token_ids", {third}}}
+                   .dump());
+  EXPECT_EQ(by_token["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(by_token["choices"][0]["stop_reason"], third);
+}
+
+TEST(LatencyMetrics, HistogramsAfterAGeneration) {
+  TinyServer s;
+  HttpRequestIn post;
+  post.method = "POST";
+  post.target = "/v1/completions";
+  post.body = R"({"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0})";
+  HttpReply r = route_request(*s.ctx, post);
+  ASSERT_TRUE(r.stream);
+  (void)testing::body_of(r);
+  const ResponseStream::Latency l = r.stream->latency();
+  EXPECT_GE(l.queue_s, 0.0);
+  EXPECT_GE(l.ttft_s, l.queue_s);
+  EXPECT_GE(l.tpot_s, 0.0);
+  EXPECT_GE(l.e2e_s, l.ttft_s);
+  Metrics m;
+  m.observe_latency(l.queue_s, l.ttft_s, l.tpot_s, l.e2e_s);
+  m.observe_latency(-1, 0.003, -1, 7.0);
+  const std::string text = m.render(EngineSnapshot{}, MetricsInfo{});
+  EXPECT_NE(text.find("# TYPE detllm_time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("detllm_time_to_first_token_seconds_count 2"), std::string::npos);
+  EXPECT_NE(text.find("detllm_time_to_first_token_seconds_bucket{le=\"0.005\"}"),
+            std::string::npos);
+  EXPECT_NE(text.find("detllm_request_queue_time_seconds_count 1"), std::string::npos);
+  EXPECT_NE(text.find("detllm_time_per_output_token_seconds_count 1"), std::string::npos);
+  EXPECT_NE(text.find("detllm_e2e_request_latency_seconds_count 2"), std::string::npos);
+  EXPECT_NE(text.find("detllm_e2e_request_latency_seconds_bucket{le=\"+Inf\"} 2"),
+            std::string::npos);
+  // 7 s is above the 5 s bound, within 10 s: cumulative counts.
+  EXPECT_NE(text.find("detllm_e2e_request_latency_seconds_bucket{le=\"5\"} 1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("detllm_e2e_request_latency_seconds_bucket{le=\"10\"} 2"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace detllm::server

@@ -72,3 +72,23 @@ TEST(StopFilter, MultiByteTextStaysWhole) {
 
 }  // namespace
 }  // namespace detllm::server
+
+namespace detllm::server {
+namespace {
+
+TEST(StopFilter, NamesTheStopStringThatMatched) {
+  StopFilter f({"zz", "b", "cd"});
+  EXPECT_EQ(f.push("acd"), "a");
+  EXPECT_TRUE(f.stopped());
+  EXPECT_EQ(f.matched(), "cd");
+  StopFilter tie({"bc", "b"});  // both start at 1: the first listed
+  EXPECT_EQ(tie.push("abc"), "a");
+  EXPECT_EQ(tie.matched(), "bc");
+  StopFilter none({"x"});
+  none.push("abc");
+  none.finish();
+  EXPECT_EQ(none.matched(), "");
+}
+
+}  // namespace
+}  // namespace detllm::server
