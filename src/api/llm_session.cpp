@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -32,6 +33,9 @@ struct LlmSession::State {
   std::string weight_version;
   std::string self_check_summary;
   uint64_t weights_hash = 0;  // of the loaded file; replaced by the version after an update
+  // One call at a time: the GIL is released while the engine runs, so two Python threads may
+  // call in together; the second waits here.
+  std::mutex busy;
 };
 
 namespace {
@@ -94,6 +98,7 @@ void LlmSession::build_engine() {
 
 std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> requests,
                                                 const ProgressFn& progress) {
+  std::lock_guard<std::mutex> lock(s_->busy);
   check(sleep_level_ == 0, "the engine is asleep (sleep() was called): call wake() first");
   engine::Engine& eng = *s_->engine;
   check(!eng.has_work(), "the engine still holds requests of an interrupted call");
@@ -161,6 +166,7 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
 }
 
 void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std::string& version) {
+  std::lock_guard<std::mutex> lock(s_->busy);
   check(!version.empty(), "update_weights: give a version (e.g. the training step): the "
                           "fingerprint carries it instead of a hash of the weights");
   ModelWeights& w = s_->bundle.model->weights;
@@ -210,6 +216,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlmSession::parameter_
 }
 
 void LlmSession::read_parameter(const std::string& name, float* dst, size_t numel) const {
+  std::lock_guard<std::mutex> lock(s_->busy);
   for (const auto& s : parameter_slots(s_->bundle.model->config, s_->bundle.model->weights)) {
     if (s.name != name) continue;
     check(static_cast<size_t>(s.numel()) == numel, "{}: has {} elements, not {}", name,
@@ -221,6 +228,7 @@ void LlmSession::read_parameter(const std::string& name, float* dst, size_t nume
 }
 
 void LlmSession::sleep(int level) {
+  std::lock_guard<std::mutex> lock(s_->busy);
   check(level == 1 || level == 2, "sleep(level={}): level is 1 (free the KV pool) or 2 (also "
                                   "the backend's copy of the weights)", level);
   check(sleep_level_ == 0, "already asleep: call wake() first");
@@ -230,6 +238,7 @@ void LlmSession::sleep(int level) {
 }
 
 void LlmSession::wake() {
+  std::lock_guard<std::mutex> lock(s_->busy);
   check(sleep_level_ > 0, "wake(): the engine is not asleep");
   if (!s_->bundle.llama) {
     s_->bundle.llama = std::make_unique<LlamaModel>(s_->bundle.model->config,

@@ -117,3 +117,22 @@ def test_progress_bar_on_long_batches(llm, capsys):
     llm.generate(prompts, detllm.SamplingParams(max_tokens=2, seed=0))
     err = capsys.readouterr().err
     assert "detllm generate" in err and f"{len(prompts)}/{len(prompts)}" in err
+
+
+def test_concurrent_calls_from_threads(llm):
+    """Two threads share one LLM: calls run one at a time, each with its own bits."""
+    sp = detllm.SamplingParams(max_tokens=6, temperature=1.0, seed=21)
+    expected = [llm.generate(p, sp, use_tqdm=False)[0].outputs[0] for p in PROMPTS[:2]]
+    got = [None, None]
+
+    def run(i):
+        got[i] = llm.generate(PROMPTS[i], sp, use_tqdm=False)[0].outputs[0]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e, g in zip(expected, got):
+        assert g.token_ids == e.token_ids
+        assert np.array_equal(bits(g.token_logprobs), bits(e.token_logprobs))
