@@ -313,7 +313,13 @@ def _dlpack_ready(name: str, t: Any):
     """A contiguous object nanobind reads through DLPack (numpy array or torch tensor)."""
     mod = type(t).__module__
     if mod.startswith("torch"):
-        return t.detach().contiguous()
+        t = t.detach().contiguous()
+        if t.is_cuda:
+            # The engine copies on its own stream: the trainer's writes must be done first.
+            import torch
+
+            torch.cuda.current_stream(t.device).synchronize()
+        return t
     if isinstance(t, np.ndarray):
         return np.ascontiguousarray(t)
     if hasattr(t, "__dlpack__"):
