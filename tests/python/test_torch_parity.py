@@ -79,3 +79,44 @@ def test_gradients_match_plain_torch(setup):
     # the reference's forward is close to the engine's (not equal: that is the point)
     eng = torch.cat([lp.detach() for lp in lps])
     assert (eng - ref.detach()).abs().max().item() < 5e-2
+
+
+def hf_logprobs(llm, params, seqs):
+    """Logprobs from transformers' LlamaForCausalLM at the same parameters (an independent
+    implementation of the model: checks the reference forward and its gradients)."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    c = llm.config
+    cfg = transformers.LlamaConfig(
+        vocab_size=c["vocab_size"], hidden_size=c["dim"], intermediate_size=c["ffn_dim"],
+        num_hidden_layers=c["n_layers"], num_attention_heads=c["n_heads"],
+        num_key_value_heads=c["n_kv_heads"], head_dim=c["head_dim"], rms_norm_eps=c["rms_eps"],
+        rope_theta=c["rope_theta"], max_position_embeddings=c["max_position"],
+        tie_word_embeddings=c["tied_embeddings"])
+    device = next(iter(params.values())).device
+    model = transformers.LlamaForCausalLM(cfg).to(device).float()
+    out = []
+    for s in seqs:
+        ids = torch.tensor([s], device=device)
+        logits = torch.func.functional_call(model, dict(params), (ids,)).logits[0, :-1].float()
+        out.append(torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1))
+    return torch.cat(out)
+
+
+HF_LOGPROB_ATOL = 1e-3  # fp32 torch vs the engine (CPU fp32 / CUDA bf16 weights: looser there)
+HF_GRAD_RTOL = 1e-3     # gradients of causal_lm_logprobs vs transformers', fp32
+
+
+def test_gradients_match_transformers(setup):
+    llm, params = setup
+    seqs, _ = rollout(llm, seed=7)
+    names = ["model.layers.0.self_attn.k_proj.weight", "model.layers.15.mlp.gate_proj.weight",
+             "model.layers.29.post_attention_layernorm.weight", "model.embed_tokens.weight"]
+    ref = hf_logprobs(llm, params, seqs)
+    lps = torch.cat(dt.causal_lm_logprobs(llm, seqs, params))
+    atol = HF_LOGPROB_ATOL if llm.backend == "cpu" else 5e-2
+    assert (lps.detach() - ref.detach()).abs().max().item() <= atol
+    g_ours = torch.autograd.grad(lps.sum(), [params[n] for n in names])
+    g_hf = torch.autograd.grad(ref.sum(), [params[n] for n in names])
+    for n, a, b in zip(names, g_ours, g_hf):
+        err = (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+        assert err <= HF_GRAD_RTOL, f"{n}: relative gradient error {err} vs transformers"
