@@ -409,6 +409,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       return;
     }
     stream_ = std::move(r.stream);
+    // HTTP/1.0 has no chunked encoding: the body is sent as it comes and ends with the close.
+    chunked_ = p.version >= 11;
+    if (!chunked_) keep_alive_ = false;
+    if (!keep_alive_) stop_reading_ = true;
     auto res = std::make_shared<http::response<http::empty_body>>(
         static_cast<http::status>(r.status), p.version);
     add_headers(*res, r, keep_alive_);
@@ -416,7 +420,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       res->set(http::field::cache_control, "no-cache");
       res->set("X-Accel-Buffering", "no");
     }
-    res->chunked(true);
+    res->chunked(chunked_);
     auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
     start_write();
     http::async_write_header(sock_, *sr,
@@ -468,13 +472,15 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     const bool done = res == PumpResult::kDone;
     if (!done && out.empty()) return;  // wait for the next notification
     auto chunk = std::make_shared<std::string>();
-    if (!out.empty()) {
+    if (!chunked_) {
+      *chunk = std::move(out);
+    } else if (!out.empty()) {
       *chunk = fmt::format("{:x}\r\n", out.size());
       *chunk += out;
       *chunk += "\r\n";
     }
     if (done) {
-      *chunk += "0\r\n\r\n";
+      if (chunked_) *chunk += "0\r\n\r\n";
       prompt_tokens_ = stream_->prompt_tokens();
       completion_tokens_ = stream_->completion_tokens();
       if (status_ == 200) {
@@ -653,6 +659,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   bool writing_ = false;
   bool answering_ = false;
   bool keep_alive_ = true;
+  bool chunked_ = true;  // the streamed body's framing (HTTP/1.1); HTTP/1.0: until close
   bool peer_gone_ = false;
   bool lingering_ = false;
   bool in_flight_ = false;

@@ -526,3 +526,23 @@ def test_shutdown_is_prompt_with_idle_keep_alive_connections():
         s.stop()
     assert s.proc.returncode == 0
     assert took < 1.5, f"shutdown took {took:.2f} s"
+
+
+def test_http_1_0_stream_is_not_chunked(hs, baseline):
+    """HTTP/1.0 has no chunked encoding: a streamed body ends with the connection."""
+    body = json.dumps({"prompt": "Hi", "max_tokens": 3, "stream": True,
+                       "temperature": 0}).encode()
+    data = (f"POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer {API_KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with connect(hs, timeout=30) as s:
+        s.sendall(data + body)
+        raw = b""
+        while True:
+            got = s.recv(65536)
+            if not got:
+                break
+            raw += got
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200"), head
+    assert b"transfer-encoding" not in head.lower()
+    assert payload.startswith(b"data: {") and payload.endswith(b"data: [DONE]\n\n"), payload
