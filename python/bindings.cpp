@@ -142,22 +142,20 @@ NB_MODULE(_core, m) {
       .def(
           "generate",
           [](LlmSession& s, std::vector<GenerateRequest> requests, nb::object progress) {
-            // progress(done, total) -> bool runs with the GIL; a Python exception in it (or
-            // Ctrl-C) stops the batch and is raised here.
+            // After every engine step, with the GIL: pending signals (Ctrl-C) are handled,
+            // then progress(done, total) -> bool runs when given. A Python exception in either
+            // stops the batch (its requests aborted) and is raised here.
             nb::object pending;  // the Python exception to re-raise, if any
-            detllm::api::ProgressFn fn;
-            if (!progress.is_none()) {
-              fn = [&](int64_t done, int64_t total) {
-                nb::gil_scoped_acquire gil;
-                try {
-                  if (PyErr_CheckSignals() != 0) throw nb::python_error();
-                  return nb::cast<bool>(progress(done, total));
-                } catch (nb::python_error& e) {
-                  pending = nb::borrow(e.value());
-                  return false;
-                }
-              };
-            }
+            const detllm::api::ProgressFn fn = [&](int64_t done, int64_t total) {
+              nb::gil_scoped_acquire gil;
+              try {
+                if (PyErr_CheckSignals() != 0) throw nb::python_error();
+                return progress.is_none() || nb::cast<bool>(progress(done, total));
+              } catch (nb::python_error& e) {
+                pending = nb::borrow(e.value());
+                return false;
+              }
+            };
             std::vector<RequestOutput> out;
             try {
               nb::gil_scoped_release release;

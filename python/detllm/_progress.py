@@ -20,6 +20,8 @@ class Progress:
         self._done = 0
 
     def __call__(self, done: int, total: int) -> bool:
+        if done == self._done and done:
+            return True  # called after every engine step; draw only when a request finished
         if self._bar is not None:
             self._bar.update(done - self._done)
         else:

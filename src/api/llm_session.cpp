@@ -145,14 +145,9 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
       ids.push_back(eng.add_request(std::move(req), std::move(cb)));
     }
     const int64_t total = static_cast<int64_t>(requests.size());
-    int64_t reported = -1;
     while (eng.step()) {
-      if (progress && n_finished_requests != reported) {
-        reported = n_finished_requests;
-        if (!progress(n_finished_requests, total)) throw_error("generate: interrupted");
-      }
+      if (progress && !progress(n_finished_requests, total)) throw_error("generate: interrupted");
     }
-    if (progress && reported != n_finished_requests) progress(n_finished_requests, total);
   } catch (...) {
     for (engine::RequestId id : ids) eng.abort(id);
     eng.run_until_idle();

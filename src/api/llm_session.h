@@ -66,8 +66,8 @@ struct RequestOutput {
   uint64_t seed = 0;
 };
 
-// progress(finished requests, total); return false to abort the batch (its requests are
-// aborted and generate throws). Called on the calling thread between engine steps.
+// progress(finished requests, total) after every engine step; return false to stop the batch
+// (its requests are aborted and generate throws). Called on the calling thread.
 using ProgressFn = std::function<bool(int64_t, int64_t)>;
 
 // One named tensor handed in by the caller (DLPack on the Python side): host memory or, on a

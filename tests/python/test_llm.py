@@ -136,3 +136,27 @@ def test_concurrent_calls_from_threads(llm):
     for e, g in zip(expected, got):
         assert g.token_ids == e.token_ids
         assert np.array_equal(bits(g.token_logprobs), bits(e.token_logprobs))
+
+
+def test_exception_in_progress_stops_the_batch(llm):
+    """A Python exception raised between steps (as Ctrl-C is) aborts the batch's requests and
+    comes out of generate; the engine serves the next call."""
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        if len(calls) == 3:
+            raise Stop("from the progress callback")
+        return True
+
+    sp = detllm.SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
+    reqs = [sp._request(llm.encode(p)) for p in PROMPTS]
+    with pytest.raises(Stop, match="progress callback"):
+        llm._s.generate(reqs, progress)
+    assert len(calls) == 3  # stopped after the third step, not at the end of the batch
+    out = llm.generate(PROMPTS[0], detllm.SamplingParams(max_tokens=3, temperature=0.0),
+                       use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 3
