@@ -15,7 +15,7 @@
 #include "api/llm_session.h"
 #include "core/error.h"
 #include "core/version.h"
-#include "engine/sampler.h"
+#include "kernels/sampling/sampler.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
 

@@ -61,10 +61,10 @@ fi
 cp "$out/model_bench.md" "$out/engine_bench.md"
 
 echo "[bench] model_bench ${model_args[*]}" >&2
-"$build/bench/model_bench" "${model_args[@]}" | tee -a "$out/model_bench.md"
+"$build/benchmarks/model_bench" "${model_args[@]}" | tee -a "$out/model_bench.md"
 echo >&2
 echo "[bench] engine_bench --dataset $dataset --threads $threads ${engine_args[*]}" >&2
-"$build/bench/engine_bench" --dataset "$dataset" --threads "$threads" "${engine_args[@]}" \
+"$build/benchmarks/engine_bench" --dataset "$dataset" --threads "$threads" "${engine_args[@]}" \
   --json "$out/engine_bench.json" | tee -a "$out/engine_bench.md"
 
 echo >&2

@@ -4,7 +4,7 @@
 Llama-3.1-8B heads (32 query / 8 KV, head_dim 128). Prefill: causal, one sequence of L tokens
 (512, 2k, 8k, 16k) and one step of mixed lengths (512 + 2048 + 8192 + 1000; torch: the sum of
 one call per sequence, as it has no paged varlen form). Decode: one query token per sequence,
-batch 1, 8, 64, 256 at context 512, 2k, 8k, 32k. Ours from bench/cuda_attention_bench's CSV mode:
+batch 1, 8, 64, 256 at context 512, 2k, 8k, 32k. Ours from benchmarks/cuda_attention_bench's CSV mode:
 paged KV (blocks of 16, scattered), invariant, over a bf16 KV cache (tensor cores,
 attention_tc.cu: the CUDA default) and over fp32 KV (CUDA cores, attention.cu); torch from CUDA
 events around F.scaled_dot_product_attention on dense bf16 tensors with the flash backend
@@ -115,7 +115,7 @@ def torch_us(torch, backend, dtype, batch, q_len, ctx, causal):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("bench", help="path of bench/cuda_attention_bench")
+    ap.add_argument("bench", help="path of benchmarks/cuda_attention_bench")
     a = ap.parse_args()
     try:
         import torch

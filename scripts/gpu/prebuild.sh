@@ -21,7 +21,7 @@ head=$(git -C "$src" rev-parse --short=12 HEAD)
 [ -z "$(git -C "$src" status --porcelain --untracked-files=no)" ] || head=$head-dirty
 echo "$head" >"$carry/COMMIT"
 cp "$build/tests/test_cuda" "$build/detllm" "$carry/"
-for b in $bins; do cp "$build/bench/$b" "$carry/"; done
+for b in $bins; do cp "$build/benchmarks/$b" "$carry/"; done
 bins="$bins detllm"
 # shellcheck disable=SC2086
 (cd "$carry" && strip test_cuda $bins)

@@ -38,8 +38,8 @@ if [ "${GPU_BUILD:-auto}" != 0 ] && have_deps; then
   if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON \
        -DDETLLM_BENCH=ON >"$out/build.log" 2>&1 &&
      ninja -C "$build" -j"$(nproc)" test_cuda cuda_gemm_bench cuda_attention_bench cuda_e2e_bench detllm_cli >>"$out/build.log" 2>&1; then
-    test_bin=$build/tests/test_cuda bench_bin=$build/bench/cuda_gemm_bench attn_bin=$build/bench/cuda_attention_bench
-    e2e_bin=$build/bench/cuda_e2e_bench cli_bin=$build/detllm
+    test_bin=$build/tests/test_cuda bench_bin=$build/benchmarks/cuda_gemm_bench attn_bin=$build/benchmarks/cuda_attention_bench
+    e2e_bin=$build/benchmarks/cuda_e2e_bench cli_bin=$build/detllm
     how="built on the GPU machine (-DDETLLM_CUDA=ON, sm_90a)"
   fi
 else

@@ -17,7 +17,7 @@
 #include "core/hash.h"
 #include "determinism/fingerprint.h"
 #include "determinism/modes.h"
-#include "determinism/self_check.h"
+#include "verify/self_check.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"

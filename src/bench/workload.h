@@ -4,7 +4,7 @@
 // invocation runs the very same requests.
 //   fixed     every request --input-len prompt tokens, --output-len output tokens
 //   long      inputs uniform in 4096…8192 tokens, outputs uniform in 16…64
-//   sharegpt  ShareGPT V3 lengths (bench/sharegpt.h; vLLM's filter, as bench/engine_bench.cpp)
+//   sharegpt  ShareGPT V3 lengths (bench/sharegpt.h; vLLM's filter, as benchmarks/engine_bench.cpp)
 //   file      the requests of a request file written by --save-requests (bench/request_file.h)
 // Prompts are random token ids, except sharegpt on a model with a tokenizer, where the prompt
 // is the tokenized human turn.

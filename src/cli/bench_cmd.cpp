@@ -32,8 +32,8 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "determinism/modes.h"
+#include "formats/gguf.h"
 #include "model/bundle.h"
-#include "model/gguf.h"
 #include "model/synthetic.h"
 
 namespace detllm::cli {
@@ -41,7 +41,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
-constexpr uint64_t kSyntheticWeightSeed = 1;  // as bench/cuda_e2e_bench.cpp
+constexpr uint64_t kSyntheticWeightSeed = 1;  // as benchmarks/cuda_e2e_bench.cpp
 
 struct BenchOptions {
   std::string model;  // "" = the embedded default; "synthetic:NAME"; a GGUF / HF path

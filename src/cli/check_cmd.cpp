@@ -1,5 +1,5 @@
 // `detllm check`: loads a model (the embedded default without --model) and runs the startup
-// self-check (design.md Rule 3, determinism/self_check.h) on its backend with its shapes,
+// self-check (design.md Rule 3, verify/self_check.h) on its backend with its shapes,
 // printing one line per check; exit code 0 when every check passed, 1 otherwise. Also defines
 // startup_self_check(), the same check as `detllm serve` and `detllm generate` run it.
 // Tests: tests/e2e/test_check.py (the command), tests/conformance/self_check_test.cpp (checks).
@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "determinism/self_check.h"
 #include "model/bundle.h"
+#include "verify/self_check.h"
 
 namespace detllm::cli {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <functional>
 
-#include "determinism/self_check.h"
 #include "engine/engine_config.h"
+#include "verify/self_check.h"
 
 namespace detllm {
 class LlamaModel;

@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "engine/sampler.h"
+#include "kernels/sampling/sampler.h"
 #include "model/model_loader.h"
 #include "model/solo_runner.h"
 

@@ -9,44 +9,32 @@ namespace detllm {
 namespace {
 
 const std::array<ModeInfo, 5> kModes = {{
-    {DeterminismMode::kFast,
-     {NumericsMode::kFast, false, false},
-     false,
-     false,
-     true,
-     "library heuristics (default cuBLAS), no constraint",
-     "none; the speed reference"},
-    {DeterminismMode::kInvariant,
-     {NumericsMode::kInvariant, true, false},
-     false,
-     false,
-     true,
-     "batch-invariant kernels by construction (design.md Rules 1-2)",
-     "V1-V11"},
-    {DeterminismMode::kBiNaive,
-     {NumericsMode::kInvariant, false, true},
-     false,
-     false,
-     true,
-     "one fixed GEMM tile config (128x128) for every shape, no split-K, fixed attention split",
-     "V1-V11; slow"},
-    {DeterminismMode::kPadded,
-     {NumericsMode::kFast, false, false},
-     true,
-     true,
-     true,
-     "CoRun: deterministic requests' prefills isolated and whole (no prefix-cache hit), their "
-     "decode steps at one padded shape with CUDA graphs, library kernels",
-     "V1, V2, V8, V10; not V3-V5",
-     true},
-    {DeterminismMode::kVerified,
-     {NumericsMode::kInvariant, true, false},
-     false,
-     false,
-     true,
-     "LLM-42: deterministic requests decode fast, windows verified on the invariant path in "
-     "groups, rollback at the first mismatch; others fast",
-     "as its verifier (invariant): V1-V11 for deterministic requests"},
+    {.mode = DeterminismMode::kFast,
+     .backend = {.numerics = NumericsMode::kFast, .gemm_lt = false, .gemm_fixed_tile = false},
+     .what = "library heuristics (default cuBLAS), no constraint",
+     .expected = "none; the speed reference"},
+    {.mode = DeterminismMode::kInvariant,
+     .backend = {.numerics = NumericsMode::kInvariant, .gemm_lt = true, .gemm_fixed_tile = false},
+     .what = "batch-invariant kernels by construction (design.md Rules 1-2)",
+     .expected = "V1-V11"},
+    {.mode = DeterminismMode::kBiNaive,
+     .backend = {.numerics = NumericsMode::kInvariant, .gemm_lt = false, .gemm_fixed_tile = true},
+     .what = "one fixed GEMM tile config (128x128) for every shape, no split-K, fixed attention "
+             "split",
+     .expected = "V1-V11; slow"},
+    {.mode = DeterminismMode::kPadded,
+     .backend = {.numerics = NumericsMode::kFast, .gemm_lt = false, .gemm_fixed_tile = false},
+     .isolate_prefill = true,
+     .fixed_decode_shape = true,
+     .what = "CoRun: deterministic requests' prefills isolated and whole (no prefix-cache hit), "
+             "their decode steps at one padded shape with CUDA graphs, library kernels",
+     .expected = "V1, V2, V8, V10; not V3-V5",
+     .prefix_cache_off = true},
+    {.mode = DeterminismMode::kVerified,
+     .backend = {.numerics = NumericsMode::kInvariant, .gemm_lt = true, .gemm_fixed_tile = false},
+     .what = "LLM-42: deterministic requests decode fast, windows verified on the invariant path "
+             "in groups, rollback at the first mismatch; others fast",
+     .expected = "as its verifier (invariant): V1-V11 for deterministic requests"},
 }};
 
 }  // namespace
@@ -71,20 +59,6 @@ DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base) 
   base.default_mode = NumericsMode::kFast;
   base.self_check = base.self_check && info.backend.numerics == NumericsMode::kInvariant;
   return base;
-}
-
-void apply_mode(DeterminismMode mode, engine::EngineConfig& config) {
-  const ModeInfo& info = mode_info(mode);
-  config.policy = policy_for_mode(mode, config.policy);
-  config.policy.validate();
-  // isolate_prefill and prefix_cache_off apply per request (the engine marks deterministic
-  // requests of such a mode SequenceOptions::isolated); the others run unconstrained.
-  if (info.fixed_decode_shape) {
-    config.decode_fixed_rows = config.scheduler.max_seqs;
-    config.cuda_graphs = GraphMode::kOn;
-  } else {
-    config.decode_fixed_rows = 0;
-  }
 }
 
 std::string_view fingerprint_mode_name(const DeterminismPolicy& policy, bool deterministic) {

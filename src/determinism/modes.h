@@ -31,9 +31,11 @@
 #include <string_view>
 
 #include "determinism/policy.h"
-#include "engine/engine_config.h"
 
 namespace detllm {
+
+// apply_mode (engine/engine_config.h) turns a mode into engine settings; this header holds the
+// table only and includes nothing above core/ (docs/architecture.md, "Layers").
 
 // Backend numerics of a mode, independent of any backend header: cli/backend.cpp and the
 // benchmarks copy it into kernels::CudaOptions (mode, gemm_lt, gemm_fixed_tile). The CPU
@@ -54,7 +56,6 @@ struct ModeInfo {
   // alone and whole, decode rows only in decode-only steps, no prefix-cache hit.
   bool isolate_prefill = false;
   bool fixed_decode_shape = false;  // steps with deterministic decode rows padded to max_seqs
-  bool implemented = true;
   std::string_view what;      // one line: the strategy
   std::string_view expected;  // design.md's expected guarantee
   // The peers' way (CoRun): deterministic requests never use the prefix cache (their
@@ -70,13 +71,6 @@ const ModeInfo& mode_info(DeterminismMode mode);
 // self-check only where the mode claims invariant kernels (invariant, bi-naive). `base`
 // supplies the rest (deterministic_by_default).
 DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base = {});
-
-// Applies `mode` to an engine configuration: the policy (policy_for_mode of its current one)
-// and the execution constraints — padded: decode steps with deterministic rows padded to
-// exactly scheduler.max_seqs rows (decode_fixed_rows) with cuda_graphs = on; the engine
-// isolates its deterministic requests (ModeInfo::isolate_prefill). Other settings are kept.
-// verified needs no constraint here (the engine runs it: EngineConfig::verify).
-void apply_mode(DeterminismMode mode, engine::EngineConfig& config);
 
 // The numerics name a fingerprint records for requests of `policy` (deterministic or not):
 // the numerics path for fast/invariant, the mode's name for the others ("bi-naive", "padded"),

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "determinism/modes.h"
 #include "model/config.h"
 
 namespace detllm::engine {
@@ -49,3 +50,21 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
 }
 
 }  // namespace detllm::engine
+
+namespace detllm {
+
+void apply_mode(DeterminismMode mode, engine::EngineConfig& config) {
+  const ModeInfo& info = mode_info(mode);
+  config.policy = policy_for_mode(mode, config.policy);
+  config.policy.validate();
+  // isolate_prefill and prefix_cache_off apply per request (the engine marks deterministic
+  // requests of such a mode SequenceOptions::isolated); the others run unconstrained.
+  if (info.fixed_decode_shape) {
+    config.decode_fixed_rows = config.scheduler.max_seqs;
+    config.cuda_graphs = GraphMode::kOn;
+  } else {
+    config.decode_fixed_rows = 0;
+  }
+}
+
+}  // namespace detllm

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "determinism/policy.h"
-#include "determinism/self_check.h"
+#include "determinism/self_check_verdict.h"
 #include "engine/scheduler.h"
 #include "model/step_padding.h"
 
@@ -76,3 +76,14 @@ struct EngineConfig {
 };
 
 }  // namespace detllm::engine
+
+namespace detllm {
+
+// Applies `mode` to an engine configuration: the policy (policy_for_mode of its current one)
+// and the execution constraints — padded: decode steps with deterministic rows padded to
+// exactly scheduler.max_seqs rows (decode_fixed_rows) with cuda_graphs = on; the engine
+// isolates its deterministic requests (ModeInfo::isolate_prefill). Other settings are kept.
+// verified needs no constraint here (the engine runs it: EngineConfig::verify).
+void apply_mode(DeterminismMode mode, engine::EngineConfig& config);
+
+}  // namespace detllm

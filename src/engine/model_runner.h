@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/sample_row.h"
 #include "engine/scheduler.h"
 #include "kernels/ops.h"
+#include "kernels/sampling/sample_row.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "model/step_padding.h"
@@ -34,7 +34,7 @@ class ModelRunner {
   void run(const StepPlan& plan, NumericsMode numerics = NumericsMode::kInvariant,
            bool fixed_shape = true);
 
-  // out[i] = the sampler's result (engine/sampler.h) for logit row rows[i] of this step with
+  // out[i] = the sampler's result (kernels/sampling/sampler.h) for logit row rows[i] of this step with
   // params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every
   // backend). rows may repeat (the n samples of a prompt draw from one row) and come in any
   // order; a contiguous ascending run is sampled in place, anything else gathered first

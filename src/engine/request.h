@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
-#include "engine/sampling_params.h"
+#include "kernels/sampling/sampler.h"
+#include "kernels/sampling/sampling_params.h"
 
 namespace detllm::engine {
 

@@ -1,5 +1,6 @@
 // The one backend interface. Every backend (ref/: plain scalar code, cpu/: threaded SIMD,
-// cuda/: later) implements these ops with the same signatures and the same layouts.
+// cuda/: one Hopper GPU, docs/cuda.md) implements these ops with the same signatures and the
+// same layouts.
 // Invariance contract (design.md Rule 1/2): the floating-point reduction order of every output
 // element depends only on the weight shape and the token's absolute position — never on how
 // many tokens are in the step, which sequences they belong to, or the number of threads.
@@ -14,7 +15,7 @@
 #include "determinism/policy.h"
 
 namespace detllm {
-struct SampleRowParams;  // engine/sample_row.h
+struct SampleRowParams;  // kernels/sampling/sample_row.h
 struct SampleRowResult;
 }  // namespace detllm
 
@@ -144,11 +145,11 @@ class Ops {
   virtual void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
                            float* out);
 
-  // ---- sampling (engine/sampler.h) ----------------------------------------------------
+  // ---- sampling (kernels/sampling/sampler.h) ----------------------------------------------------
   // out[r] (host) = the sampler's result for row r of logits (rows, vocab) (backend memory)
   // with params[r] (host): token, logprob, top logprobs — bit-identical on every backend to
   // detllm::sample(). The host default downloads each row (when needed) and calls the CPU
-  // sampler (kernels/sample_rows.cpp); CUDA samples on the device and downloads only results.
+  // sampler (kernels/sampling/sample_rows.cpp); CUDA samples on the device and downloads only results.
   // Throws detllm::Error on invalid params or logits (NaN, +inf, all -inf).
   virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
                            const SampleRowParams* params, SampleRowResult* out);

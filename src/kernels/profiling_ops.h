@@ -1,7 +1,7 @@
 // ProfilingOps: a backend that forwards every op to another one and times each compute op on
 // the host clock, with inner.synchronize() before and after, so a device backend's time lands
 // on the op that queued it. Keyed by op and shape ("matmul 4096x14336 m=64", "attention"), in
-// the order first seen. For finding where a step's time goes (bench/cuda_step_profile_bench):
+// the order first seen. For finding where a step's time goes (benchmarks/cuda_step_profile_bench):
 // it serializes the device and adds a sync per op, so only per-op times and their ratios
 // between two runs mean anything, not the step total. Steps run eagerly (no graph_capture).
 // Bits are the inner backend's (tests/kernels/profiling_ops_test.cpp).

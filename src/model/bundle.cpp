@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace detllm {
 

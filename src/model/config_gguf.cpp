@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "formats/gguf.h"
 #include "model/config.h"
-#include "model/gguf.h"
 
 namespace detllm {
 namespace {

@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
+#include "formats/tensor_source.h"
 #include "kernels/ops.h"
 #include "model/config.h"
-#include "model/tensor_source.h"
 
 namespace detllm {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/gguf.h"
-#include "model/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 
 namespace detllm {
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "engine/sampling_params.h"
+#include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 

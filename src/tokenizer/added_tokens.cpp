@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <array>
 
-#include "tokenizer/unicode.h"
+#include "core/unicode.h"
 
 namespace detllm {
 namespace {

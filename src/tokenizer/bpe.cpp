@@ -7,7 +7,7 @@
 #include <queue>
 
 #include "core/error.h"
-#include "tokenizer/unicode.h"
+#include "core/unicode.h"
 
 namespace detllm {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tokenizer/unicode.h"
+#include "core/unicode.h"
 
 namespace detllm::byte_level {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tokenizer/jinja/parser.h"
+#include "jinja/parser.h"
 
 namespace detllm {
 namespace {

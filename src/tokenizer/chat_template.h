@@ -2,7 +2,7 @@
 // the model's own Jinja template, byte for byte as Hugging Face transformers'
 // apply_chat_template(tokenize=False) does (jinja2 with trim_blocks and lstrip_blocks).
 //
-// The interpreter (tokenizer/jinja/: lexer, parser, evaluator, values, builtins) covers what
+// The interpreter (jinja/: lexer, parser, evaluator, values, builtins) covers what
 // chat templates use: if/elif/else, for (loop.*, else, filters, break/continue), set (also
 // block and namespace attributes), macro, with, filter blocks, raw, comments, whitespace
 // control, jinja2's filters and tests, str/dict/list methods, and transformers' globals
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja/evaluator.h"
+#include "jinja/evaluator.h"
 
 namespace detllm {
 

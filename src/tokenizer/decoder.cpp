@@ -5,8 +5,9 @@
 #include <optional>
 #include <string_view>
 
+#include "core/strings.h"
+#include "core/unicode.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 namespace {}  // namespace
@@ -68,21 +69,6 @@ std::vector<std::string> byte_fallback(std::vector<std::string>& tokens) {
     }
   }
   flush();
-  return out;
-}
-
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(text);
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
   return out;
 }
 

@@ -7,10 +7,10 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "core/unicode.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_spec.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 namespace {

@@ -2,6 +2,8 @@
 // same name does to the normalized string; offsets are not tracked (only ids are produced).
 #include "tokenizer/normalizer.h"
 
+#include "core/strings.h"
+
 namespace detllm {
 namespace {
 
@@ -16,21 +18,6 @@ size_t code_points(std::string_view s) {
 bool replacement_keeps_start(std::string_view text, size_t begin, size_t end, std::string_view to) {
   if (begin != 0) return true;
   return !to.empty() && code_points(text.substr(begin, end - begin)) <= 1;
-}
-
-std::string replace_literal(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
 }
 
 std::string replace_regex(std::string_view text, const Regex& regex, std::string_view to) {
@@ -98,7 +85,7 @@ std::string Normalizer::normalize(std::string_view text, bool* keeps_start) cons
         break;
       case NormalizerStep::Kind::kReplace:
         s = step.regex ? replace_regex(s, *step.regex, step.text)
-                       : replace_literal(s, step.literal, step.text);
+                       : replace_all(s, step.literal, step.text);
         break;
       case NormalizerStep::Kind::kLowercase:
         s = unicode::lowercase(s);

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/unicode.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
+#include "core/unicode.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 namespace {
@@ -129,20 +130,6 @@ std::vector<Span> literal_cover(std::string_view text, std::string_view literal)
     pos = hit + literal.size();
   }
   return cover_from_matches(text, matches);
-}
-
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
 }
 
 void apply_step(const PreTokenizerStep& step, std::vector<Piece>& pieces) {

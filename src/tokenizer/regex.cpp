@@ -7,7 +7,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
-#include "tokenizer/unicode.h"
+#include "core/unicode.h"
 
 namespace detllm {
 namespace {

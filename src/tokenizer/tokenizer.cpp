@@ -7,8 +7,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/unicode.h"
 #include "tokenizer/tokenizer_spec.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 

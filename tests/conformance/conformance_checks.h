@@ -1,7 +1,7 @@
 // Small building blocks of conformance tests that compose their own executions (the Llama-8B
 // GPU suite, tests/cuda/cuda_llama8b_conformance_test.cpp): the "each request alone" reference,
 // and the harness's comparisons (first_mismatch, the V4 check compare_generation_scoring) as
-// gtest assertions. Header-only; the harness itself is src/determinism/conformance.h.
+// gtest assertions. Header-only; the harness itself is src/verify/conformance.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "determinism/conformance.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance::checks {
 
@@ -37,7 +37,7 @@ inline ::testing::AssertionResult same_traces(const std::vector<engine::Request>
   return ::testing::AssertionSuccess();
 }
 
-// V4, step 2 as a gtest assertion: compare_generation_scoring (determinism/conformance.h).
+// V4, step 2 as a gtest assertion: compare_generation_scoring (verify/conformance.h).
 // `score` ran scoring_requests(reqs, gen). Counts the positions compared.
 inline ::testing::AssertionResult generation_equals_scoring(
     const std::vector<engine::Request>& reqs, const RunResult& gen, const RunResult& score,

@@ -16,8 +16,8 @@
 #include <random>
 #include <string>
 
-#include "determinism/conformance.h"
 #include "model/synthetic.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 

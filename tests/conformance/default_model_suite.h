@@ -15,8 +15,8 @@
 #include <memory>
 #include <string>
 
-#include "determinism/conformance.h"
 #include "model/model_loader.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 

@@ -38,7 +38,7 @@
 
 #include "conformance/delegating_ops.h"
 #include "core/error.h"
-#include "determinism/conformance.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 

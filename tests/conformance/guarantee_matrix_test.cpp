@@ -1,4 +1,4 @@
-// The guarantee matrix library (determinism/guarantee_matrix.h) on the CPU: with the CPU
+// The guarantee matrix library (verify/guarantee_matrix.h) on the CPU: with the CPU
 // kernels every mode holds every variation it can express (V1–V11; V3 and V5 are n/a under
 // padded, which never chunks a prefill and runs without the prefix cache), each case showing
 // from its runs' statistics that its variation happened — `verified` on a backend whose fast
@@ -12,9 +12,9 @@
 #include <cstdio>
 
 #include "conformance/fault_ops.h"
-#include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
 #include "perturbed_fast_ops.h"
+#include "verify/guarantee_matrix.h"
 
 namespace detllm::conformance {
 namespace {

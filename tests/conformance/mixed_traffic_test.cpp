@@ -17,12 +17,12 @@
 
 #include "conformance/verified_run.h"
 #include "core/error.h"
-#include "determinism/conformance.h"
 #include "determinism/modes.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "perturbed_fast_ops.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 namespace {

@@ -10,9 +10,9 @@
 #include <cstdio>
 
 #include "conformance/fault_ops.h"
-#include "determinism/conformance.h"
-#include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
+#include "verify/conformance.h"
+#include "verify/guarantee_matrix.h"
 
 namespace detllm::conformance {
 namespace {

@@ -1,4 +1,4 @@
-// The startup self-check (design.md Rule 3, determinism/self_check.h) on the CPU backend: it
+// The startup self-check (design.md Rule 3, verify/self_check.h) on the CPU backend: it
 // passes on the tiny models and the default model's shapes (quickly), and — negative controls —
 // it FAILS, naming the right check, on decorator backends whose GEMM depends on M, whose
 // attention depends on the query count or the page layout, or whose RMSNorm depends on the row
@@ -11,10 +11,10 @@
 #include <cstdio>
 
 #include "conformance/delegating_ops.h"
-#include "determinism/self_check.h"
 #include "engine/engine.h"
 #include "kernels/ops.h"
 #include "model/synthetic.h"
+#include "verify/self_check.h"
 
 namespace detllm {
 namespace {

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "determinism/conformance.h"
 #include "determinism/modes.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 

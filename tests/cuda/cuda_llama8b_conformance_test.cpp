@@ -1,4 +1,4 @@
-// The conformance harness (src/determinism/conformance.h) on Llama-3.1-8B's real shapes: the
+// The conformance harness (src/verify/conformance.h) on Llama-3.1-8B's real shapes: the
 // synthetic 8B model generated once on the GPU (16 GB of bf16, shared by every test of this
 // file through Target::shared_model) on the CUDA backend in invariant mode, with a small
 // workload of prompts of 20–300 random token ids. Bit for bit: V1 each request alone vs all
@@ -23,9 +23,9 @@
 #include "conformance/conformance_checks.h"
 #include "core/error.h"
 #include "cuda/cuda_test_util.h"
-#include "determinism/conformance.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 namespace {

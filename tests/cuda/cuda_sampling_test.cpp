@@ -1,5 +1,5 @@
 // Device sampling (kernels/cuda/sampling.cu through Ops::sample_rows) against the CPU sampler
-// (engine/sampler.h): token, logprob and top logprobs bit for bit, on >= 1000 random rows over
+// (kernels/sampling/sampler.h): token, logprob and top logprobs bit for bit, on >= 1000 random rows over
 // vocab 512, 49152 and 128256 with every parameter kind — rows with different params in one
 // launch, ties, -inf, signed zeros, top_k > vocab, top_p = 1, min_p, temperature 0 — and the
 // errors (NaN, +inf, all -inf). Skips without a GPU. Also prints the time per row at
@@ -17,8 +17,8 @@
 
 #include "core/error.h"
 #include "cuda/cuda_test_util.h"
-#include "engine/sample_row.h"
-#include "engine/sampler.h"
+#include "kernels/sampling/sample_row.h"
+#include "kernels/sampling/sampler.h"
 
 namespace detllm::kernels::cuda_testing {
 namespace {

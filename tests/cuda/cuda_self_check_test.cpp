@@ -1,4 +1,4 @@
-// The startup self-check (design.md Rule 3, determinism/self_check.h) on the GPU with
+// The startup self-check (design.md Rule 3, verify/self_check.h) on the GPU with
 // Llama-3.1-8B's shapes: the invariant kernels pass every check; the fast path (default cuBLAS
 // GEMM) fails the GEMM check of o_proj 4096->4096 — cuBLAS changes a row's bits with M
 // (docs/cuda.md) — while its attention and RMSNorm (the same kernels in both modes) pass.
@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "cuda/cuda_test_util.h"
-#include "determinism/self_check.h"
 #include "model/synthetic.h"
+#include "verify/self_check.h"
 
 namespace detllm::kernels {
 namespace {

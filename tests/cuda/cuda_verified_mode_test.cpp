@@ -11,8 +11,8 @@
 
 #include "conformance/verified_run.h"
 #include "cuda/cuda_test_util.h"
-#include "determinism/guarantee_matrix.h"
 #include "model/synthetic.h"
+#include "verify/guarantee_matrix.h"
 
 namespace detllm::conformance {
 namespace {

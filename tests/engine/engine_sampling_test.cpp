@@ -9,9 +9,9 @@
 
 #include <algorithm>
 
-#include "determinism/conformance.h"
 #include "engine/engine_sampling_util.h"
 #include "model/synthetic.h"
+#include "verify/conformance.h"
 
 namespace detllm::engine {
 namespace {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using detllm::Error;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "formats/gguf.h"
 #include "model/config.h"
-#include "model/gguf.h"
 
 namespace detllm {
 namespace {

@@ -8,10 +8,10 @@
 
 #include <chrono>
 
-#include "determinism/self_check.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
 #include "server_test_util.h"
+#include "verify/self_check.h"
 
 namespace detllm::server {
 namespace {

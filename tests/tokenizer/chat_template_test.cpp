@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
 
 namespace detllm {

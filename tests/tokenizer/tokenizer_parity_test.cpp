@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm {

@@ -9,11 +9,11 @@
 #include <map>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "core/unicode.h"
+#include "formats/gguf.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace detllm {
 namespace {

@@ -1,6 +1,6 @@
 // CPU causal attention over the paged KV cache (GQA): threads split (token, kv head) rows;
 // each row reduces over 32-position tiles aligned to absolute position 0 (see attention.cpp).
-// Test: build/tests/test_kernels --gtest_filter='*Attention*'; bench: build/bench/kernels_bench.
+// Test: build/tests/test_kernels --gtest_filter='*Attention*'; bench: build/benchmarks/kernels_bench.
 #pragma once
 
 #include <cstdint>

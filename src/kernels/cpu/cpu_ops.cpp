@@ -1,6 +1,6 @@
 // The CPU backend: make_cpu_ops(n_threads) binds the per-op AVX2 kernels (one file pair each)
 // to one persistent ThreadPool. Threads split rows and output features, never a reduction.
-// Test: build/tests/test_kernels; bench: build/bench/kernels_bench.
+// Test: build/tests/test_kernels; bench: build/benchmarks/kernels_bench.
 #include <algorithm>
 #include <thread>
 

@@ -4,7 +4,7 @@
 // Every micro-kernel (R rows × C columns, R*C <= 12) runs exactly that sequence per element, so
 // a row's bits never depend on m, its index in the batch, the tile that covered it or n_threads
 // (tests/kernels/matmul_invariance_test.cpp checks m = 1…129, every row index, 1–4 threads).
-// Test: build/tests/test_kernels --gtest_filter='*Matmul*'; bench: build/bench/kernels_bench.
+// Test: build/tests/test_kernels --gtest_filter='*Matmul*'; bench: build/benchmarks/kernels_bench.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>

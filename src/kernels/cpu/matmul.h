@@ -1,6 +1,6 @@
 // CPU matmul y = x·Wᵀ (+ bias): AVX2/FMA micro-kernels; threads split rows and output features,
 // never the K-reduction, so every y[i, j] has one fixed operation sequence (see matmul.cpp).
-// Test: build/tests/test_kernels --gtest_filter='*Matmul*'; bench: build/bench/kernels_bench.
+// Test: build/tests/test_kernels --gtest_filter='*Matmul*'; bench: build/benchmarks/kernels_bench.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 namespace detllm {
-struct SampleRowParams;  // engine/sample_row.h
+struct SampleRowParams;  // kernels/sampling/sample_row.h
 struct SampleRowResult;
 }  // namespace detllm
 
@@ -124,7 +124,7 @@ cudaError_t launch_kv_append_bf16(const float* k, const float* v, const int32_t*
                                   uint16_t* cache_k, uint16_t* cache_v, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
-// One block per row: out[r] = the CPU sampler's result (engine/sampler.h) for row r of logits
+// One block per row: out[r] = the CPU sampler's result (kernels/sampling/sampler.h) for row r of logits
 // (rows, vocab) fp32 with params[r], bit for bit (token, logprob, top logprobs). params (rows)
 // and out (rows) are device memory. A row with a NaN/+inf or only -inf logits gets a non-kOk
 // status; token -1 or n_top -1 would mean an internal selection failure. Params must be valid

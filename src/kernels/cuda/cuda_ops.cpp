@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/sample_row.h"
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/staged_upload.h"
+#include "kernels/sampling/sample_row.h"
 
 namespace detllm::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // The CUDA backend (Hopper, sm_90a): kernels::Ops on one GPU, bf16 weights, fp32 activations.
 // Mode `invariant` runs batch-invariant kernels of our own (docs/cuda.md says why each one is);
 // mode `fast` swaps the GEMM for default cuBLAS, the speed reference with no guarantee.
-// Tests: build-cuda/tests/test_cuda (skips without a GPU); bench: build-cuda/bench/cuda_gemm_bench.
+// Tests: build-cuda/tests/test_cuda (skips without a GPU); bench: build-cuda/benchmarks/cuda_gemm_bench.
 #pragma once
 
 #include <memory>

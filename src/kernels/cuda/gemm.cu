@@ -6,7 +6,7 @@
 // the splits run (one block each with an ordered merge by the last one to finish, or one after
 // another inside one block) are chosen from m, but none of them changes that sequence, so a
 // row's bits never depend on m or on the row's place in the batch. No float atomics.
-// Test: build-cuda/tests/test_cuda --gtest_filter='CudaGemm*'; bench: build-cuda/bench/cuda_gemm_bench.
+// Test: build-cuda/tests/test_cuda --gtest_filter='CudaGemm*'; bench: build-cuda/benchmarks/cuda_gemm_bench.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ constexpr int kMaxSplits = 8;
 
 // S = 1 for every shape: the K range is one sequential k16 MMA chain, which is also what
 // cuBLASLt's unsplit Hopper kernels compute — so the engine can run whichever of them was
-// verified bit-equal and is fastest (gemm_lt.h). Measured (bench/cuda_gemm_lt_bench
+// verified bit-equal and is fastest (gemm_lt.h). Measured (benchmarks/cuda_gemm_lt_bench
 // --splits 1/2/0, docs/cuda.md): with S = 1 the best bit-equal cuBLASLt execution is
 // 0.93–1.11× default cuBLAS at every M from 1 to 4096 on Llama-8B's shapes; with S = 2 or 4
 // merging the splits costs up to 20–40% at M ≥ 128. (Our own kernel supports S > 1 — the
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(const GemmParams p) {
   if (threadIdx.x == 0) p.counters[tile_id] = 0;  // ready for the next call
 }
 
-// The kernel family: four tile variants per size class (tuned by bench/cuda_gemm_bench, checked
+// The kernel family: four tile variants per size class (tuned by benchmarks/cuda_gemm_bench, checked
 // to give identical bits by tests/cuda). Small m: A read as fp32, narrow tiles that stream W;
 // larger m: bf16 A, wide tiles.
 //                   BM   BN   BK  WM WN  ST  A_F32

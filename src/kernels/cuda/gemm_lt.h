@@ -13,7 +13,7 @@
 // plan never changes bits, only speed; if a library update changed cuBLASLt's order, no
 // candidate would pass and the kernel would run. When no plan exists yet and the stream is
 // being captured into a CUDA graph, the kernel runs too (same bits).
-// Measured: bench/cuda_gemm_lt_bench (every candidate, bits and time), docs/cuda.md.
+// Measured: benchmarks/cuda_gemm_lt_bench (every candidate, bits and time), docs/cuda.md.
 // Tests: tests/cuda/cuda_gemm_invariance_test.cpp (rows equal across M = 1…8192 with plans on).
 #pragma once
 

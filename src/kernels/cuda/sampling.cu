@@ -1,6 +1,6 @@
 // Sampling on the device: one block per row of a logits matrix (rows, vocab) fp32, each row with
 // its own SampleRowParams; the result (token, logprob, top logprobs) is bit-identical to the CPU
-// sampler (engine/sampler.h: the spec; engine/sampler_math.h: the shared per-element math).
+// sampler (kernels/sampling/sampler.h: the spec; kernels/sampling/sampler_math.h: the shared per-element math).
 // Test: build-cuda/tests/test_cuda --gtest_filter='CudaSampling*' (tests/cuda/cuda_sampling_test.cpp).
 //
 // How it stays identical without sorting the vocabulary:
@@ -18,9 +18,9 @@
 
 #include <cstdint>
 
-#include "engine/sample_row.h"
-#include "engine/sampler_math.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/sampling/sample_row.h"
+#include "kernels/sampling/sampler_math.h"
 
 namespace detllm::kernels::cuda {
 namespace {

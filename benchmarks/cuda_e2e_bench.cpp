@@ -1,0 +1,265 @@
+// End-to-end decode on the GPU: Llama-3.1-8B with synthetic weights generated in device memory
+// (LlamaModel's recipe constructor, 16 GB of bf16, no host copy), LlamaModel::forward timed for
+// decode steps — one token per sequence at position `context`, every earlier position's KV
+// already in (allocated, zero) blocks — at batch 1…256, in the invariant and the fast numerics
+// modes (CudaOptions::mode; one model in memory at a time). Reports ms per step, tok/s, the
+// speed ratio fast time ÷ invariant time (1.0 = as fast; issue 5's target ≥ 0.9) and the
+// fraction of the bandwidth roofline reached: (weights read + KV read) ÷ the device copy rate
+// measured in the same run. forward() downloads every logit row (128256 fp32 per sequence) to
+// pageable host memory; the step is timed eagerly with all rows (what an engine does) and with
+// one row (lm_head at m = 1, weights still read whole), with all rows replayed from a CUDA graph
+// (padded decode step, model/step_padding.h), and the download alone; and, as the engine runs
+// it now, replayed from a graph with the logits left on the device and every row sampled there
+// (Ops::sample_rows; only tokens and logprobs are downloaded).
+// Run: build-cuda/benchmarks/cuda_e2e_bench [--quick] [--steps N]  (exits without a CUDA device;
+// progress on stderr, markdown on stdout; docs/cuda.md)
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "decode_step.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+#include "kernels/sampling/sample_row.h"
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+#include "model/step_padding.h"
+#include "model/synthetic.h"
+#include "progress_log.h"
+
+using namespace detllm;
+using namespace detllm::kernels;
+using detllm::bench_util::DecodeStep;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const bench_util::ProgressLog progress("cuda_e2e_bench");
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Case {
+  int batch;
+  int context;
+};
+
+struct Timing {
+  double all_rows_ms = 0;       // eager step with every sequence's logits downloaded
+  double one_row_ms = 0;        // eager step with one logit row
+  double graph_ms = 0;          // all rows, padded decode step replayed from a CUDA graph
+  bool graph_replayed = false;  // the graph steps really replayed (LlamaModel::step_stats)
+  double download_ms = 0;       // the all-rows logits download alone
+  double sampled_ms = 0;        // graph step, every row sampled on the device, tokens downloaded
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Device-to-device copy rate of a 1 GiB buffer, counting bytes read + written (TB/s).
+double copy_tbs(Ops& ops) {
+  const size_t bytes = size_t(1) << 30;
+  Buffer a(ops, bytes), b(ops, bytes);
+  for (int i = 0; i < 3; ++i) ops.copy(b.data(), a.data(), bytes);
+  ops.synchronize();
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 10; ++i) ops.copy(b.data(), a.data(), bytes);
+    ops.synchronize();
+    t.push_back(since(t0) / 10);
+  }
+  return 2.0 * bytes / median(t) * 1e-12;
+}
+
+// The logits download of `rows` rows alone, as forward() does it (pageable host vector).
+double download_ms(Ops& ops, int rows, int vocab) {
+  const size_t bytes = size_t(rows) * vocab * sizeof(float);
+  Buffer d(ops, bytes);
+  std::vector<float> h(bytes / sizeof(float));
+  ops.download(h.data(), d.data(), bytes);
+  std::vector<double> t;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = Clock::now();
+    ops.download(h.data(), d.data(), bytes);
+    t.push_back(since(t0) * 1e3);
+  }
+  return median(t);
+}
+
+int usage(const char* argv0) {
+  fmt::print(stderr,
+             "usage: {} [--quick] [--steps N]\n"
+             "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
+             "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048 (batch <= 64), against\n"
+             "the bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n",
+             argv0);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int steps = 20;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+      steps = 5;
+    } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      steps = std::max(1, std::atoi(argv[++i]));
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (cuda_device_count() == 0) {
+    fmt::print("cuda_e2e_bench: no CUDA device: nothing to measure\n");
+    return 0;
+  }
+  try {
+    const int warmup = quick ? 1 : 3;
+    std::vector<Case> cases = {{1, 512},  {1, 2048},  {8, 512},  {8, 2048},
+                               {64, 512}, {64, 2048}, {256, 512}};
+    if (quick) cases = {{1, 512}, {64, 512}};
+    const ModelConfig c = synthetic_config("llama-3.1-8b");
+    const SyntheticWeights recipe = synthetic_recipe(c, 1);
+    fmt::print("device: {}\n", cuda_device_description(0));
+
+    double copy = 0;
+    {
+      auto ops = make_cuda_ops({});
+      copy = copy_tbs(*ops);
+    }
+    progress("device copy {:.2f} TB/s (read + write, 1 GiB)", copy);
+
+    // Bytes one decode step must read: every weight once (bf16; the embedding table only for
+    // the batch's rows) + each sequence's K and V at positions 0 … context (fp32).
+    const double weight_bytes =
+        static_cast<double>(recipe.bytes(2)) - 2.0 * static_cast<double>(recipe.tok_embd.numel());
+    auto step_bytes = [&](const Case& k) {
+      const double kv = double(k.batch) * (k.context + 1) * c.n_layers * 2.0 * c.kv_dim() * 4;
+      return weight_bytes + 2.0 * k.batch * c.dim + kv;
+    };
+
+    std::map<std::pair<int, int>, Timing> results[2];  // [mode][(batch, context)]
+    double gen_s[2] = {0, 0};
+    const NumericsMode modes[2] = {NumericsMode::kInvariant, NumericsMode::kFast};
+    for (int mi = 0; mi < 2; ++mi) {
+      const char* mode = mi == 0 ? "invariant" : "fast";
+      CudaOptions o;
+      o.mode = modes[mi];
+      auto ops = make_cuda_ops(o);
+      progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,
+               recipe.bytes(2) * 1e-9);
+      const auto t0 = Clock::now();
+      auto model = std::make_unique<LlamaModel>(c, recipe, *ops);
+      ops->synchronize();
+      gen_s[mi] = since(t0);
+      progress("{}: weights ready in {:.2f} s", mode, gen_s[mi]);
+      for (const Case& k : cases) {
+        DecodeStep step(*ops, c, k.batch, k.context);
+        std::vector<int32_t> all(static_cast<size_t>(k.batch));
+        std::iota(all.begin(), all.end(), 0);
+        const std::vector<int32_t> one = {0};
+        Timing t;
+        t.all_rows_ms = step.time_ms(*model, all, GraphMode::kOff, warmup, steps);
+        t.one_row_ms = step.time_ms(*model, one, GraphMode::kOff, warmup, steps);
+        // Warm-up includes the first (eager) step and the graph capture.
+        const int64_t replays = model->step_stats().n_graph_replays;
+        t.graph_ms = step.time_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
+        t.graph_replayed = model->step_stats().n_graph_replays >= replays + steps;
+        t.download_ms = download_ms(*ops, k.batch, c.vocab_size);
+        t.sampled_ms = step.time_sampled_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
+        results[mi][{k.batch, k.context}] = t;
+        progress(
+            "{}: batch {:3d}, context {:4d}: {:.2f} ms/step (all logit rows), {:.2f} (one "
+            "row), {:.2f} (all rows, {}), download {:.2f} ms, {:.2f} (graph, sampled on the "
+            "device)",
+            mode, k.batch, k.context, t.all_rows_ms, t.one_row_ms, t.graph_ms,
+            t.graph_replayed ? "CUDA graph" : "NOT replayed from a graph", t.download_ms,
+            t.sampled_ms);
+      }
+    }
+
+    fmt::print(
+        "\nLlama-3.1-8B decode, synthetic weights generated on the GPU in {:.2f} s "
+        "(invariant) / {:.2f} s (fast); {} timed steps after {} warm-up; device copy "
+        "{:.2f} TB/s (read + write).\n",
+        gen_s[0], gen_s[1], steps, warmup, copy);
+    fmt::print(
+        "Roofline = (bf16 weights {:.2f} GB + fp32 KV of positions 0…context) ÷ copy "
+        "rate; % = roofline time ÷ measured time. Speed ratio = fast ms ÷ invariant ms "
+        "(1.0 = as fast).\n",
+        weight_bytes * 1e-9);
+    const char* kinds[4] = {
+        "Eager step with every sequence's logits (lm_head at m = batch, batch × 128256 fp32 "
+        "downloaded to pageable host memory: what the engine does)",
+        "Eager step with one logit row (lm_head at m = 1, weights still read whole; 0.5 MB "
+        "downloaded)",
+        "Step with every sequence's logits, padded to its row bucket and replayed from a CUDA "
+        "graph (GraphMode::kAuto, model/step_padding.h)",
+        "All rows sampled on the device (only tokens downloaded): the graph step with its "
+        "logits left in device memory and one Ops::sample_rows call (temperature 0.8, top-p "
+        "0.95, seeded) — what the engine does now"};
+    for (int kind = 0; kind < 4; ++kind) {
+      std::string notes;
+      fmt::print("\n{}:\n\n", kinds[kind]);
+      fmt::print(
+          "| batch | context | GB read | roofline ms | invariant ms | fast ms | "
+          "invariant tok/s | fast tok/s | speed ratio | invariant % roofline | fast % "
+          "roofline |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+      for (const Case& k : cases) {
+        const Timing& ti = results[0].at({k.batch, k.context});
+        const Timing& tf = results[1].at({k.batch, k.context});
+        const auto pick = [kind](const Timing& t) {
+          const double by_kind[4] = {t.all_rows_ms, t.one_row_ms, t.graph_ms, t.sampled_ms};
+          return by_kind[kind];
+        };
+        const double inv = pick(ti);
+        const double fast = pick(tf);
+        if (kind == 2 && !(ti.graph_replayed && tf.graph_replayed))
+          notes += fmt::format("Batch {}, context {}: the steps were NOT replayed from a graph.\n",
+                               k.batch, k.context);
+        const double bytes = step_bytes(k);
+        const double roof_ms = bytes / (copy * 1e12) * 1e3;
+        fmt::print(
+            "| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} | "
+            "{:.1f}% | {:.1f}% |\n",
+            k.batch, k.context, bytes * 1e-9, roof_ms, inv, fast, k.batch / inv * 1e3,
+            k.batch / fast * 1e3, fast / inv, 100 * roof_ms / inv, 100 * roof_ms / fast);
+      }
+      if (!notes.empty()) fmt::print("\n{}", notes);
+    }
+    fmt::print(
+        "\nLogits download alone (batch × 128256 fp32, device → pageable host, as "
+        "forward() does it), and the all-rows step without it:\n\n");
+    fmt::print(
+        "| batch | context | MB | download ms | GB/s | invariant ms − download | fast ms "
+        "− download |\n|---|---|---|---|---|---|---|\n");
+    for (const Case& k : cases) {
+      const Timing& ti = results[0].at({k.batch, k.context});
+      const Timing& tf = results[1].at({k.batch, k.context});
+      const double mb = double(k.batch) * c.vocab_size * 4 * 1e-6;
+      fmt::print("| {} | {} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} |\n", k.batch, k.context,
+                 mb, ti.download_ms, mb / ti.download_ms, ti.all_rows_ms - ti.download_ms,
+                 tf.all_rows_ms - tf.download_ms);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "cuda_e2e_bench: error: {}\n", e.what());
+    return 1;
+  }
+}

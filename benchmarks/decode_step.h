@@ -1,0 +1,90 @@
+// A synthetic decode step for the GPU benchmarks (cuda_e2e_bench, cuda_step_profile_bench):
+// `batch` sequences whose next token is at position `context`, each owning its own KV blocks
+// (contents: zeros); the step writes K/V at `context`. Times LlamaModel::forward over it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/sampling/sample_row.h"
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+#include "model/step_padding.h"
+
+namespace detllm::bench_util {
+
+using kernels::Ops;
+using kernels::StepBatch;
+constexpr int32_t kBlock = 16;
+
+class DecodeStep {
+ public:
+  using Clock = std::chrono::steady_clock;
+  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context)
+      : blocks_per_seq_((context + 1 + kBlock - 1) / kBlock),
+        kv_(ops, c, batch * blocks_per_seq_, kBlock, max_pad_rows()) {
+    tables_.resize(static_cast<size_t>(batch) * blocks_per_seq_);
+    std::iota(tables_.begin(), tables_.end(), 0);
+    for (int s = 0; s < batch; ++s) {
+      tokens_.push_back(static_cast<int32_t>((uint64_t{2654435761u} * (s + 1)) % c.vocab_size));
+      positions_.push_back(context);
+      seqs_.push_back(s);
+      slots_.push_back(tables_[static_cast<size_t>(s) * blocks_per_seq_ + context / kBlock] *
+                           kBlock +
+                       context % kBlock);
+    }
+    batch_ = {batch, positions_.data(), seqs_.data(),  slots_.data(),
+              batch, blocks_per_seq_,   tables_.data()};
+  }
+  // Mean ms of `steps` forwards after `warmup` ones; forward() ends with a blocking download.
+  double time_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs, int warmup,
+                 int steps) {
+    std::vector<float> logits;
+    for (int i = 0; i < warmup; ++i) m.forward(tokens_, batch_, rows, kv_, logits, graphs);
+    m.ops().synchronize();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) m.forward(tokens_, batch_, rows, kv_, logits, graphs);
+    m.ops().synchronize();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+  }
+  // The same with the logits left on the device and every row sampled there in one
+  // Ops::sample_rows call (temperature 0.8, top-p 0.95, seeded): only the results come back.
+  double time_sampled_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
+                         int warmup, int steps) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_p = 0.95f;
+    p.seed = 1;
+    std::vector<SampleRowParams> params;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      params.push_back(
+          sample_row_params(p, static_cast<uint32_t>(positions_[0] + 1), static_cast<uint32_t>(i)));
+    }
+    std::vector<SampleRowResult> out(rows.size());
+    auto step = [&] {
+      const LlamaModel::StepLogits l = m.forward(tokens_, batch_, rows, kv_, graphs);
+      m.ops().sample_rows(l.data, l.n_rows, l.vocab, params.data(), out.data());  // blocks
+    };
+    for (int i = 0; i < warmup; ++i) step();
+    m.ops().synchronize();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    m.ops().synchronize();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+  }
+  const StepBatch& batch() const { return batch_; }
+  std::span<const int32_t> tokens() const { return tokens_; }
+  KvStorage& kv() { return kv_; }
+
+ private:
+  int32_t blocks_per_seq_;
+  KvStorage kv_;
+  std::vector<int32_t> tokens_, positions_, seqs_, slots_, tables_;
+  StepBatch batch_;
+};
+
+}  // namespace detllm::bench_util
