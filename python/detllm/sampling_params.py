@@ -1,4 +1,4 @@
-"""SamplingParams: vLLM's field names, the engine's meaning (engine/sampling_params.h)."""
+"""SamplingParams: vLLM's field names, the engine's meaning (kernels/sampling/sampling_params.h)."""
 
 from __future__ import annotations
 
