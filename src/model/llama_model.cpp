@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "model/synthetic.h"
 
 namespace detllm {
@@ -156,16 +156,11 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
     // Rounded on every core (an 8B model's 16 GB otherwise takes ~10 s on one); each element's
     // rounding is the same whichever thread does it.
     const std::unique_ptr<uint16_t[]> h(new uint16_t[n]);  // every element written below
-    const size_t n_threads =
-        std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(1, n >> 20));
-    std::vector<std::thread> threads;
-    auto convert = [&](size_t part) {
-      const size_t begin = n * part / n_threads, end = n * (part + 1) / n_threads;
+    const size_t n_parts = std::max<size_t>(1, n >> 20);  // parts of 1M elements
+    parallel_each(n_parts, n_parts, [&](size_t part) {
+      const size_t begin = n * part / n_parts, end = n * (part + 1) / n_parts;
       for (size_t i = begin; i < end; ++i) h[i] = f32_to_bf16(t.data[i]);
-    };
-    for (size_t p = 1; p < n_threads; ++p) threads.emplace_back(convert, p);
-    convert(0);
-    for (auto& th : threads) th.join();
+    });
     ops_.upload(owned_.back().data(), h.get(), n * sizeof(uint16_t));
   } else {
     throw_error("backend {} asks for unsupported weight dtype {}", ops_.name(), dtype_name(dt));

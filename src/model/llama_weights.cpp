@@ -4,13 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-#include <atomic>
-#include <exception>
 #include <mutex>
-#include <thread>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace detllm {
 namespace {
@@ -51,32 +48,15 @@ class Loader {
   void run() {
     const size_t n_jobs = jobs_.size();
     const size_t total = source_.tensor_names().size();
-    std::vector<std::exception_ptr> errors(n_jobs);
-    std::atomic<size_t> next{0};
     std::mutex progress_mutex;
     size_t done = 0;
-    auto worker = [&] {
-      for (size_t i = next++; i < n_jobs; i = next++) {
-        try {
-          run_job(jobs_[i]);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-        if (progress_) {
-          std::lock_guard<std::mutex> lock(progress_mutex);
-          progress_(++done, total);
-        }
+    parallel_each(n_jobs, 32, [&](size_t i) {
+      run_job(jobs_[i]);
+      if (progress_) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress_(++done, total);
       }
-    };
-    const size_t n_threads =
-        std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(32, n_jobs));
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
-    for (const auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
+    });
   }
 
  private:

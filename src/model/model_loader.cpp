@@ -4,15 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 
@@ -36,17 +34,9 @@ uint64_t hash_weights(const ModelWeights& w) {
   parts.push_back(&w.lm_head.w.data);
   parts.push_back(&w.rope_freq_factors);
   std::vector<uint64_t> digests(parts.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < parts.size(); i = next++) {
-      digests[i] = XXH3_64bits(parts[i]->data(), parts[i]->size() * sizeof(float));
-    }
-  };
-  const size_t n_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  parallel_each(parts.size(), 32, [&](size_t i) {
+    digests[i] = XXH3_64bits(parts[i]->data(), parts[i]->size() * sizeof(float));
+  });
   return XXH3_64bits(digests.data(), digests.size() * sizeof(uint64_t));
 }
 

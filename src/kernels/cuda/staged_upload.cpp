@@ -6,10 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
-#include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace detllm::kernels::cuda {
 namespace {
@@ -18,19 +17,14 @@ void cu(cudaError_t e, const char* what) {
   check(e == cudaSuccess, "CUDA error in weight upload ({}): {}", what, cudaGetErrorString(e));
 }
 
-// dst ← src on up to 8 threads (one memcpy is bound by one core's bandwidth).
+// dst ← src in parts of >= 4 MB on up to 8 threads (one memcpy is bound by one core).
 void parallel_copy(void* dst, const void* src, size_t n) {
-  const size_t n_threads =
-      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(8, n >> 22));
-  std::vector<std::thread> threads;
-  auto part = [&](size_t p) {
-    const size_t begin = n * p / n_threads, end = n * (p + 1) / n_threads;
+  const size_t n_parts = std::clamp<size_t>(n >> 22, 1, 8);
+  parallel_each(n_parts, n_parts, [&](size_t p) {
+    const size_t begin = n * p / n_parts, end = n * (p + 1) / n_parts;
     std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
                 end - begin);
-  };
-  for (size_t p = 1; p < n_threads; ++p) threads.emplace_back(part, p);
-  part(0);
-  for (auto& t : threads) t.join();
+  });
 }
 
 }  // namespace
