@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 60  |  scripts/fuzz.sh 300 gguf_fuzz
 #
 # SECONDS defaults to 60; TARGET defaults to every fuzz target (gguf_fuzz, safetensors_fuzz,
-# tokenizer_json_fuzz, chat_template_fuzz, http_body_fuzz).
+# tokenizer_json_fuzz, chat_template_fuzz, http_body_fuzz, model_config_fuzz).
 # Build dir: build-fuzz/ (override with BUILD_DIR). With DETLLM_FUZZ=ON the top-level CMake
 # compiles the whole library with -fsanitize=fuzzer-no-link (coverage of the parsers, not only
 # of the target); here UBSan is also made fatal so that the fuzzer stops on undefined behaviour.
@@ -18,7 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_fuzz http_body_fuzz)
+[ ${#targets[@]} -eq 0 ] && targets=(gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_fuzz http_body_fuzz model_config_fuzz)
 build="${BUILD_DIR:-$root/build-fuzz}"
 jobs="${JOBS:-2}"
 
@@ -58,6 +58,8 @@ for target in "${targets[@]}"; do
     tokenizer_json_fuzz) seeds=("$root"/tests/data/tokenizer/synthetic_*.json) ;;
     chat_template_fuzz) seeds=("$root"/tests/data/chat/*.jinja) ;;
     http_body_fuzz) seeds=(); extra=(-dict="$root/tests/fuzz/http_body.dict") ;;
+    model_config_fuzz)
+      seeds=("$data"/hf_v5/*/config.json "$data"/hf_config_defaults.json "$data"/metadata.gguf) ;;
     *) seeds=() ;;
   esac
   [ ${#seeds[@]} -gt 0 ] && cp -f "${seeds[@]}" "$corpus/"
