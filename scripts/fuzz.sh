@@ -62,7 +62,8 @@ for target in "${targets[@]}"; do
       seeds=("$data"/hf_v5/*/config.json "$data"/hf_config_defaults.json "$data"/metadata.gguf) ;;
     *) seeds=() ;;
   esac
-  [ ${#seeds[@]} -gt 0 ] && cp -f "${seeds[@]}" "$corpus/"
+  # Seeds under names of their own (several are called config.json).
+  for seed in "${seeds[@]}"; do cp -f "$seed" "$corpus/seed-$(basename "$(dirname "$seed")")-$(basename "$seed")"; done
   echo "== $target: ${seconds}s, corpus $corpus"
   if ! "$build/tests/$target" "$corpus" -max_total_time="$seconds" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/$target-" \
