@@ -17,6 +17,9 @@ Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokeni
       runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size,
               config_.decode_padding()) {
   if (tokenizer_ && tokenizer_->eos_id()) eos_ids_.push_back(*tokenizer_->eos_id());
+  if (config_.policy.mode == DeterminismMode::kVerified) {
+    verifier_.emplace(config_.verify, scheduler_, stats_);
+  }
 }
 
 Engine::~Engine() = default;
@@ -68,7 +71,7 @@ void Engine::abort(RequestId id) {
     SampleState& s = r.samples[k];
     if (s.done) continue;
     if (s.seq >= 0) {
-      unpark(s.seq);
+      forget_window(s.seq);
       scheduler_.abort(s.seq);
       seq_owner_.erase(s.seq);
     }
@@ -103,35 +106,11 @@ RequestStatus Engine::status(RequestId id) const {
 
 bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
-  if (verified()) launch_verification(false);
-  StepPlan plan = scheduler_.schedule();
-  for (SeqId id : plan.preempted) unpark(id);  // the scheduler dropped its candidates
-  if (plan.empty() && !parked_.empty()) {      // only held windows are left: verify them now
-    launch_verification(true);
-    plan = scheduler_.schedule();
-    for (SeqId id : plan.preempted) unpark(id);
-  }
+  const StepPlan plan = schedule_step();
   if (plan.empty()) return false;
   const StepClass cls = step_class(plan);
-  ++(cls.numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
-  stats_.n_deterministic_steps += cls.deterministic;
-  if (verified()) {
-    for (const ScheduledSeq& s : plan.seqs) {
-      const Sequence& q = scheduler_.sequence(s.id);
-      if (q.options.speculative && s.first_pos == q.n_trusted && q.n_committed < q.n_tokens()) {
-        ++stats_.n_verify_steps;
-        break;
-      }
-    }
-  }
-  if (step_observer_) {
-    request_of_seq_.clear();
-    for (const ScheduledSeq& s : plan.seqs) {
-      const auto owner = seq_owner_.find(s.id);
-      request_of_seq_.push_back(owner == seq_owner_.end() ? RequestId{-1} : owner->second.first);
-    }
-    step_observer_(StepView{plan, request_of_seq_});
-  }
+  count_step(plan, cls);
+  if (step_observer_) observe_step(plan);
   runner_.run(plan, cls.numerics, cls.fixed_shape);  // the logits stay in backend memory
   scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
@@ -144,26 +123,27 @@ bool Engine::step() {
     auto owner = seq_owner_.find(s.id);
     if (owner == seq_owner_.end()) continue;  // aborted meanwhile
     const auto [rid, sample_index] = owner->second;
-    RequestState& r = requests_.at(rid);
-    if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s);
     const std::span<const SampleResult> draws =
         std::span<const SampleResult>(draws_.results)
             .subspan(static_cast<size_t>(draws_.begin[i]),
                      static_cast<size_t>(draws_.begin[i + 1] - draws_.begin[i]));
-    if (r.speculative && r.req.max_tokens > 0) {
-      if (scheduler_.sequence(s.id).n_trusted >= s.first_pos + s.n_tokens) {
-        handle_verified_rows(rid, r, sample_index, s, draws);
-      } else if (s.sample) {
-        handle_candidate(r, sample_index, draws[0]);
-      }
-      continue;
-    }
-    if (!s.sample) continue;
-    const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
-    handle_sample(rid, r, sample_index, row, s.first_pos + s.n_tokens, draws);
+    handle_rows(rid, requests_.at(rid), sample_index, s, draws);
   }
   stats_.n_logit_rows_downloaded += runner_.n_logit_rows_downloaded() - downloaded;
   return true;
+}
+
+StepPlan Engine::schedule_step() {
+  if (verifier_) verifier_->release_groups(/*force=*/false);
+  StepPlan plan = scheduler_.schedule();
+  if (!verifier_) return plan;
+  for (SeqId id : plan.preempted) verifier_->forget(id);  // the scheduler dropped its candidates
+  if (plan.empty() && verifier_->has_parked()) {  // only held windows are left: verify them now
+    verifier_->release_groups(/*force=*/true);
+    plan = scheduler_.schedule();
+    for (SeqId id : plan.preempted) verifier_->forget(id);
+  }
+  return plan;
 }
 
 Engine::StepClass Engine::step_class(const StepPlan& plan) const {
@@ -176,122 +156,80 @@ Engine::StepClass Engine::step_class(const StepPlan& plan) const {
     c.deterministic = true;
     c.fixed_shape = c.fixed_shape || scheduler_.sequence(s.id).options.isolated;
   }
-  if (verified()) {
-    c.numerics = verified_step_numerics(plan);
-    return c;
-  }
   // One step, one set of GEMMs: a row of a deterministic request puts the whole step on the
   // deterministic numerics (and, padded, at the fixed decode shape); a step of other requests
-  // only runs on theirs (docs/modes.md, "Mixed traffic").
-  c.numerics = c.deterministic ? config_.policy.deterministic_mode : config_.policy.default_mode;
+  // only runs on theirs (docs/modes.md, "Mixed traffic"). Verified: the verifier says which.
+  if (verifier_) {
+    c.numerics = verifier_->step_numerics(plan);
+  } else {
+    c.numerics = c.deterministic ? config_.policy.deterministic_mode : config_.policy.default_mode;
+  }
   return c;
 }
 
-// ---- the verified mode (docs/modes.md) ----
+void Engine::count_step(const StepPlan& plan, const StepClass& cls) {
+  ++(cls.numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
+  stats_.n_deterministic_steps += cls.deterministic;
+  if (verifier_) stats_.n_verify_steps += verifier_->verifies_window(plan);
+}
 
-NumericsMode Engine::verified_step_numerics(const StepPlan& plan) const {
+void Engine::observe_step(const StepPlan& plan) {
+  request_of_seq_.clear();
   for (const ScheduledSeq& s : plan.seqs) {
-    const Sequence& q = scheduler_.sequence(s.id);
-    if (!q.options.speculative || s.first_pos != q.n_trusted) continue;
-    // Over trusted KV. Only the decode of the last committed token may run fast (its token
-    // becomes a candidate); prompt, recompute and verification rows need the invariant path.
-    const bool plain_decode = s.n_tokens == 1 && s.first_pos == q.n_tokens() - 1 &&
-                              q.n_committed == q.n_tokens() && s.first_pos >= q.n_prompt;
-    if (!plain_decode) return NumericsMode::kInvariant;
+    const auto owner = seq_owner_.find(s.id);
+    request_of_seq_.push_back(owner == seq_owner_.end() ? RequestId{-1} : owner->second.first);
   }
-  return NumericsMode::kFast;
+  step_observer_(StepView{plan, request_of_seq_});
 }
 
-void Engine::launch_verification(bool force) {
-  if (parked_.empty()) return;
-  const VerifyConfig& v = config_.verify;
-  auto rows_of = [&](SeqId id) {
-    const Sequence& q = scheduler_.sequence(id);
-    return q.n_tokens() - q.n_trusted;  // the window's inputs from the last committed token
-  };
-  int64_t ready_rows = 0;
-  for (const Parked& p : parked_) ready_rows += rows_of(p.seq);
-  bool others = false;  // a deterministic sample still producing candidates
-  for (const auto& [rid, r] : requests_) {
-    if (!r.speculative || others) continue;
-    for (const SampleState& st : r.samples) {
-      if (st.done || st.seq < 0) continue;
-      if (!scheduler_.sequence(st.seq).held) others = true;
+void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
+                         const ScheduledSeq& s, std::span<const SampleResult> draws) {
+  if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s);
+  if (r.speculative && r.req.max_tokens > 0) {
+    if (verifier_->verifies_rows(s)) {
+      // The verdict's tokens are emitted as any committed token (callbacks, stop rules).
+      class Sink final : public VerdictSink {
+       public:
+        Sink(Engine& e, RequestId rid, RequestState& r, int32_t k) : e_(e), rid_(rid), r_(r), k_(k) {}
+        bool emit_committed(int32_t row, int32_t position, const SampleResult& draw) override {
+          return e_.emit_committed(rid_, r_, k_, row, position, draw);
+        }
+        void sample(int32_t row, int32_t position, std::span<const SampleResult> d) override {
+          e_.handle_sample(rid_, r_, k_, row, position, d);
+        }
+
+       private:
+        Engine& e_;
+        RequestId rid_;
+        RequestState& r_;
+        int32_t k_;
+      } sink(*this, rid, r, sample_index);
+      verifier_->verify_rows(s, draws, sink);
+    } else if (s.sample) {
+      handle_candidate(r, sample_index, draws[0]);
     }
+    return;
   }
-  const bool go = force || !others ||
-                  static_cast<int32_t>(parked_.size()) >= v.group_min_requests ||
-                  ready_rows >= v.group_tokens ||
-                  stats_.n_steps - parked_.front().since_step >= v.max_wait_steps;
-  if (!go) return;
-  // One group: oldest windows first, up to group_tokens rows and group_max_requests windows.
-  size_t n = 0;
-  int64_t rows = 0;
-  while (n < parked_.size() && static_cast<int32_t>(n) < v.group_max_requests) {
-    const int32_t w = rows_of(parked_[n].seq);
-    if (n > 0 && rows + w > v.group_tokens) break;
-    rows += w;
-    scheduler_.rewind(parked_[n].seq);
-    ++stats_.n_verify_windows;
-    stats_.n_verify_tokens += w;
-    ++n;
-  }
-  parked_.erase(parked_.begin(), parked_.begin() + static_cast<ptrdiff_t>(n));
+  if (!s.sample) return;
+  const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
+  handle_sample(rid, r, sample_index, row, s.first_pos + s.n_tokens, draws);
 }
 
-void Engine::unpark(SeqId seq) {
-  std::erase_if(parked_, [seq](const Parked& p) { return p.seq == seq; });
-}
+// ---- the verified mode's hooks ----
 
 void Engine::handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw) {
   check(r.forked, "engine: internal error: a candidate before the first committed token");
-  SampleState& st = r.samples[sample_index];
-  scheduler_.append_token(st.seq, draw.token, /*committed=*/false);
-  ++stats_.n_candidate_tokens;
-  const Sequence& q = scheduler_.sequence(st.seq);
-  const int32_t n_candidates = q.n_tokens() - q.n_committed;
-  bool ready = n_candidates >= config_.verify.window || q.n_generated() >= r.req.max_tokens;
+  const SampleState& st = r.samples[sample_index];
+  bool ready = verifier_->add_candidate(st.seq, draw.token);
   if (!ready) {  // a candidate that would stop the sample: verify the window now
     SampleState with_candidates;
     with_candidates.generated = st.generated;
-    with_candidates.generated.insert(with_candidates.generated.end(),
-                                     q.tokens.begin() + q.n_committed, q.tokens.end());
+    const std::span<const int32_t> candidates = verifier_->candidates(st.seq);
+    with_candidates.generated.insert(with_candidates.generated.end(), candidates.begin(),
+                                     candidates.end());
     ready = stop_reason(r, with_candidates, draw.token) != FinishReason::kNone;
   }
-  if (ready) {
-    scheduler_.set_held(st.seq, true);
-    parked_.push_back({st.seq, stats_.n_steps});
-  }
-}
-
-void Engine::handle_verified_rows(RequestId rid, RequestState& r, int32_t sample_index,
-                                  const ScheduledSeq& s, std::span<const SampleResult> draws) {
-  const SeqId id = r.samples[sample_index].seq;
-  const Sequence& q = scheduler_.sequence(id);
-  const int32_t n_tokens = q.n_tokens();
-  size_t d = 0;
-  // Row for position t - 1 predicts token t: a candidate while t < n_tokens, else new.
-  for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens; ++t) {
-    const int32_t row = s.logit_row(t - 1);
-    if (t == n_tokens) {
-      handle_sample(rid, r, sample_index, row, t, draws.subspan(d));
-      return;
-    }
-    const SampleResult& v = draws[d++];
-    if (v.token == q.tokens[static_cast<size_t>(t)]) {
-      scheduler_.commit(id, t + 1);
-      if (emit_committed(rid, r, sample_index, row, t, v)) return;
-      continue;
-    }
-    // First mismatch: the verifier's token is committed at t, the candidates from t on are
-    // dropped with their KV; decoding resumes from there.
-    ++stats_.n_rollbacks;
-    stats_.n_rolled_back_tokens += n_tokens - t;
-    scheduler_.rollback(id, t);
-    scheduler_.append_token(id, v.token, /*committed=*/true);
-    emit_committed(rid, r, sample_index, row, t, v);
-    return;
-  }
+  if (ready) verifier_->park(st.seq);
 }
 
 bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
@@ -312,6 +250,16 @@ bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index
   return true;
 }
 
+std::optional<int32_t> Engine::first_draw_position(const RequestState& r,
+                                                   const ScheduledSeq& s) const {
+  if (r.req.max_tokens == 0) return std::nullopt;  // scoring only, nothing to draw
+  // Trusted rows of a speculative sequence: one draw per candidate they verify, then the
+  // sampling row's (if the rows reach it).
+  if (r.speculative && verifier_->verifies_rows(s)) return verifier_->first_verified_position(s);
+  if (s.sample) return s.first_pos + s.n_tokens;
+  return std::nullopt;
+}
+
 void Engine::draw_samples(const StepPlan& plan) {
   StepDraws& d = draws_;
   d.begin.assign(1, 0);
@@ -319,41 +267,21 @@ void Engine::draw_samples(const StepPlan& plan) {
   d.params.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
-    const RequestState* spec = nullptr;
     if (owner != seq_owner_.end()) {
-      const RequestState& r = requests_.at(owner->second.first);
-      if (r.speculative && r.req.max_tokens > 0 &&
-          scheduler_.sequence(s.id).n_trusted >= s.first_pos + s.n_tokens) {
-        spec = &r;
-      }
-    }
-    if (spec != nullptr) {
-      // Trusted rows of a speculative sequence: one draw per candidate they verify (same
-      // Philox stream as ever: seed, position, sample index), then the sampling row's.
-      const Sequence& q = scheduler_.sequence(s.id);
-      const auto k = static_cast<uint32_t>(owner->second.second);
-      for (int32_t t = std::max(s.first_pos + 1, q.n_committed); t <= s.first_pos + s.n_tokens;
-           ++t) {
-        const int32_t n_draws = t == q.n_tokens() && !spec->forked ? spec->req.n : 1;
-        for (int32_t j = 0; j < n_draws; ++j) {
-          d.rows.push_back(s.logit_row(t - 1));
-          d.params.push_back(sample_row_params(spec->req.sampling, static_cast<uint32_t>(t),
-                                               n_draws == 1 ? k : static_cast<uint32_t>(j)));
-        }
-      }
-    } else if (owner != seq_owner_.end() && s.sample) {
       const auto [rid, sample_index] = owner->second;
       const RequestState& r = requests_.at(rid);
-      if (r.req.max_tokens > 0) {  // else: scoring only, nothing to draw
-        const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
-        const auto position = static_cast<uint32_t>(s.first_pos + s.n_tokens);
-        // The first sampled position: the other samples fork from this one (handle_sample)
-        // and draw from the same row, each from its own Philox stream (sample index).
-        const int32_t n_draws = r.forked ? 1 : r.req.n;
+      const std::optional<int32_t> first = first_draw_position(r, s);
+      const int32_t end = s.first_pos + s.n_tokens;
+      // Position t draws from row t - 1 on the Philox stream (seed, t, sample index). At the
+      // first sampled position the other samples fork from this one (handle_sample) and draw
+      // from the same row, each from its own stream (sample index j).
+      for (int32_t t = first.value_or(end + 1); t <= end; ++t) {
+        const int32_t n_draws = s.sample && t == end && !r.forked ? r.req.n : 1;
         for (int32_t j = 0; j < n_draws; ++j) {
-          const int32_t k = j == 0 ? sample_index : j;
-          d.rows.push_back(row);
-          d.params.push_back(sample_row_params(r.req.sampling, position, static_cast<uint32_t>(k)));
+          const int32_t k = n_draws == 1 ? sample_index : j;
+          d.rows.push_back(s.logit_row(t - 1));
+          d.params.push_back(sample_row_params(r.req.sampling, static_cast<uint32_t>(t),
+                                               static_cast<uint32_t>(k)));
         }
       }
     }
@@ -480,7 +408,7 @@ void Engine::finish_sample(RequestId rid, RequestState& r, int32_t sample_index,
   const Usage usage{static_cast<int32_t>(r.req.prompt.size()),
                     static_cast<int32_t>(s.generated.size()), r.cached_tokens, seq.n_preemptions};
   stats_.n_cached_tokens += sample_index == 0 ? r.cached_tokens : 0;
-  unpark(s.seq);
+  forget_window(s.seq);
   scheduler_.finish(s.seq);
   seq_owner_.erase(s.seq);
   s.done = true;

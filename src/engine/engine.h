@@ -3,14 +3,18 @@
 // them (prefill chunks and decode tokens together), samples every sampling row in one batched
 // call on the backend (per-token Philox streams; only results leave the device) and applies
 // stop rules. Deterministic requests get the same bits whatever else runs (V1–V11).
-// In the `verified` mode (LLM-42, docs/modes.md) deterministic requests decode on the fast
-// numerics into candidate windows that are verified on the invariant numerics (several
-// requests' windows per step) and rolled back at the first mismatch; callbacks see committed
-// tokens only — the `invariant` mode's bits.
+// Every mode runs the same step; what a mode changes sits behind two hooks:
+//   step_class()  the step's GEMM numerics and decode shape (`padded`: the fixed shape; the
+//                 scheduler isolates its deterministic sequences, scheduler_isolated.cpp)
+//   verifier_     `verified` only (LLM-42, engine/verifier.h): deterministic requests decode
+//                 on the fast numerics into candidate windows verified on the invariant
+//                 numerics and rolled back at the first mismatch; callbacks see committed
+//                 tokens only — the `invariant` mode's bits.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -18,9 +22,11 @@
 
 #include "core/error.h"
 #include "engine/engine_config.h"
+#include "engine/engine_stats.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/verifier.h"
 
 namespace detllm {
 class Tokenizer;
@@ -34,36 +40,6 @@ namespace detllm::engine {
 class SelfCheckRefusal : public Error {
  public:
   using Error::Error;
-};
-
-struct EngineStats {
-  int64_t n_steps = 0;
-  int64_t n_requests = 0;
-  int64_t n_prompt_tokens = 0;
-  int64_t n_generated_tokens = 0;
-  int64_t n_computed_tokens = 0;          // tokens run through the model (incl. recompute)
-  int64_t n_cached_tokens = 0;            // prompt tokens skipped thanks to the prefix cache
-  int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
-  // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
-  int64_t n_logit_rows_downloaded = 0;
-  // Steps on the invariant numerics and on the fast one (every mode: a step with a
-  // deterministic row runs the deterministic numerics, docs/modes.md "Mixed traffic").
-  // The verified mode (docs/modes.md): a verification step is an invariant step that verifies
-  // at least one window.
-  int64_t n_invariant_steps = 0;
-  int64_t n_fast_steps = 0;
-  int64_t n_deterministic_steps = 0;  // steps holding a row of a deterministic request
-  int64_t n_verify_steps = 0;
-  int64_t n_verify_windows = 0;      // windows sent to verification
-  int64_t n_verify_tokens = 0;       // rows recomputed to verify them (window + 1 each)
-  int64_t n_candidate_tokens = 0;    // tokens decoded on the fast numerics (candidates)
-  int64_t n_committed_tokens = 0;    // generated tokens of deterministic requests, verified
-  int64_t n_rollbacks = 0;           // verifications that found a mismatch
-  int64_t n_rolled_back_tokens = 0;  // candidates discarded (at and after a mismatch)
-  // Share of all computed tokens that were verification recompute.
-  double verify_share() const {
-    return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;
-  }
 };
 
 // A step as it is about to run (after scheduling, before the forward), for observers that
@@ -81,6 +57,8 @@ class Engine {
   // stop strings are refused and there is no EOS token.
   Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer = nullptr);
   ~Engine();
+  Engine(const Engine&) = delete;  // the verifier refers to the scheduler and the stats
+  Engine& operator=(const Engine&) = delete;
 
   // Validates and queues a request; callbacks fire from step(). Throws detllm::Error, and
   // SelfCheckRefusal for a deterministic request when the self-check failed.
@@ -136,42 +114,47 @@ class Engine {
     std::vector<SampleRowResult> row_results;  // (draws) backend sampling
     std::vector<SampleResult> results;         // (draws)
   };
-  // Plans the step's draws (the n samples of a prompt draw from its last row) and makes them:
-  // one Ops::sample_rows call, or sample() on host logits when config_.host_sampling.
-  void draw_samples(const StepPlan& plan);
-  // Number of the scheduled rows of s whose logits score a prompt token (prompt logprobs).
-  int32_t n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const;
-  void handle_prompt_rows(RequestState& r, const ScheduledSeq& s);
-  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
-                     int32_t position, std::span<const SampleResult> draws);
-  // ---- verified mode ----
-  bool verified() const { return config_.policy.mode == DeterminismMode::kVerified; }
-  // Releases ready windows for verification when their group is complete (VerifyConfig).
-  // force: release the oldest group now (nothing else is left to schedule).
-  void launch_verification(bool force);
-  // How a step runs. Not verified: the deterministic numerics when a row belongs to a
-  // deterministic request, the others' numerics otherwise; fixed_shape when a row belongs to
-  // an isolated (padded-mode) sequence — a decode step then runs at decode_fixed_rows rows.
+  // The step's plan: windows released for verification first (verified), then schedule();
+  // when only held windows are left, the oldest group is released and scheduled at once.
+  StepPlan schedule_step();
+  // How a step runs: the deterministic numerics when a row belongs to a deterministic request
+  // (verified: the verifier's choice), the others' numerics otherwise; fixed_shape when a row
+  // belongs to an isolated (padded-mode) sequence — a decode step then runs at
+  // decode_fixed_rows rows.
   struct StepClass {
     NumericsMode numerics = NumericsMode::kInvariant;
     bool fixed_shape = false;
     bool deterministic = false;  // a row of a deterministic request
   };
   StepClass step_class(const StepPlan& plan) const;
-  // Verified: invariant when a speculative sequence computes prompt, recompute or
-  // verification rows over trusted KV; fast otherwise.
-  NumericsMode verified_step_numerics(const StepPlan& plan) const;
-  // A speculative sequence's chunk that ran on the invariant numerics over trusted KV: its
-  // rows verify candidates in order (commit on match; at the first mismatch the verifier's
-  // token replaces the candidate and the rest is rolled back), then sample the next token.
-  void handle_verified_rows(RequestId rid, RequestState& r, int32_t sample_index,
-                            const ScheduledSeq& s, std::span<const SampleResult> draws);
-  // A candidate from a fast row: appended uncommitted; a full window is held for its group.
+  void count_step(const StepPlan& plan, const StepClass& cls);
+  void observe_step(const StepPlan& plan);
+  // The first position s draws a token for (the rows before each position give its logits;
+  // the draws run to s.first_pos + s.n_tokens); none when s draws nothing this step.
+  std::optional<int32_t> first_draw_position(const RequestState& r, const ScheduledSeq& s) const;
+  // Plans the step's draws (the n samples of a prompt draw from its last row) and makes them:
+  // one Ops::sample_rows call, or sample() on host logits when config_.host_sampling.
+  void draw_samples(const StepPlan& plan);
+  // What s's rows give after the forward: prompt logprobs, then its sampled token(s) — or, for
+  // a speculative sequence, a verdict on its candidates or one more candidate.
+  void handle_rows(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
+                   std::span<const SampleResult> draws);
+  // Number of the scheduled rows of s whose logits score a prompt token (prompt logprobs).
+  int32_t n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const;
+  void handle_prompt_rows(RequestState& r, const ScheduledSeq& s);
+  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
+                     int32_t position, std::span<const SampleResult> draws);
+  // ---- the verified mode's hooks (verifier_) ----
+  bool verified() const { return verifier_.has_value(); }
+  // A candidate from a fast row: appended uncommitted; a full window (or one a candidate
+  // would stop) is parked for its verification group.
   void handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw);
   // Emits one committed token (callbacks, stop rules); true when the sample finished.
   bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
                       int32_t position, const SampleResult& res);
-  void unpark(SeqId seq);
+  void forget_window(SeqId seq) {
+    if (verifier_) verifier_->forget(seq);
+  }
   FinishReason stop_reason(const RequestState& r, const SampleState& s, int32_t token) const;
   void finish_sample(RequestId rid, RequestState& r, int32_t sample_index, FinishReason reason);
 
@@ -188,11 +171,7 @@ class Engine {
   StepDraws draws_;  // reused across steps
   StepObserver step_observer_;
   std::vector<RequestId> request_of_seq_;  // the observer's view, reused across steps
-  struct Parked {
-    SeqId seq;
-    int64_t since_step;
-  };
-  std::vector<Parked> parked_;  // ready windows waiting for their verification group
+  std::optional<Verifier> verifier_;       // the verified mode only
 };
 
 }  // namespace detllm::engine

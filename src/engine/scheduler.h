@@ -158,7 +158,7 @@ class Scheduler {
   // trusted logits; no candidate may be pending) or a candidate.
   void append_token(SeqId id, int32_t token, bool committed = true);
 
-  // ---- the verified mode (speculative sequences; engine.cpp drives it) ----
+  // ---- speculative sequences (the verified mode: engine/verifier.cpp drives them) ----
   // The first n_committed tokens are final (candidates verified): n_committed may only grow,
   // up to the sequence's tokens.
   void commit(SeqId id, int32_t n_committed);

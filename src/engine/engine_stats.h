@@ -1,0 +1,40 @@
+// EngineStats: what an Engine has done since it was built (steps, tokens, sampling, the
+// numerics of its steps, the verified mode's windows and rollbacks). Read by the benchmarks,
+// the server's /metrics and the conformance harness.
+#pragma once
+
+#include <cstdint>
+
+namespace detllm::engine {
+
+struct EngineStats {
+  int64_t n_steps = 0;
+  int64_t n_requests = 0;
+  int64_t n_prompt_tokens = 0;
+  int64_t n_generated_tokens = 0;
+  int64_t n_computed_tokens = 0;          // tokens run through the model (incl. recompute)
+  int64_t n_cached_tokens = 0;            // prompt tokens skipped thanks to the prefix cache
+  int64_t n_rows_sampled_on_backend = 0;  // draws made by Ops::sample_rows
+  // Logit rows brought to the host: only for prompt logprobs, captured logits, host sampling.
+  int64_t n_logit_rows_downloaded = 0;
+  // Steps on the invariant numerics and on the fast one (every mode: a step with a
+  // deterministic row runs the deterministic numerics, docs/modes.md "Mixed traffic").
+  // The verified mode (docs/modes.md): a verification step is an invariant step that verifies
+  // at least one window.
+  int64_t n_invariant_steps = 0;
+  int64_t n_fast_steps = 0;
+  int64_t n_deterministic_steps = 0;  // steps holding a row of a deterministic request
+  int64_t n_verify_steps = 0;
+  int64_t n_verify_windows = 0;      // windows sent to verification
+  int64_t n_verify_tokens = 0;       // rows recomputed to verify them (window + 1 each)
+  int64_t n_candidate_tokens = 0;    // tokens decoded on the fast numerics (candidates)
+  int64_t n_committed_tokens = 0;    // generated tokens of deterministic requests, verified
+  int64_t n_rollbacks = 0;           // verifications that found a mismatch
+  int64_t n_rolled_back_tokens = 0;  // candidates discarded (at and after a mismatch)
+  // Share of all computed tokens that were verification recompute.
+  double verify_share() const {
+    return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;
+  }
+};
+
+}  // namespace detllm::engine
