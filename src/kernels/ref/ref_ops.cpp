@@ -1,6 +1,7 @@
 // The reference backend: the semantics of every op in ops.h as obvious scalar loops on one
 // thread (sequential fp32 sums, two-pass softmax, libm exp/cos/sin). Slow on purpose; other
-// backends are tested against it. Test: build/tests/test_kernels --gtest_filter='*VsRef*'.
+// backends are tested against it. Test: build/tests/test_kernels --gtest_filter='*BackendOps*'
+// (tests/kernels/backend_ops_test.cpp: every backend's ops against these).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
