@@ -19,13 +19,11 @@ FLOORS = [
     ["formats", "jinja", "kernels"],
     ["tokenizer"],
     ["model"],
-    ["engine"],
+    ["engine", "backends"],
     ["verify"],
     ["server", "bench"],
-    ["cli"],
-    # The Python package's facade reuses cli/backend's factory (the one place that knows
-    # whether this build has CUDA); moving that factory below cli/ would make them siblings.
-    ["api"],
+    # The two front ends: the command line and the Python package's facade.
+    ["cli", "api"],
 ]
 FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 

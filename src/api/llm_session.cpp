@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "api/weight_update.h"
-#include "cli/backend.h"
+#include "backends/backends.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "determinism/fingerprint.h"
@@ -27,7 +27,7 @@ namespace detllm::api {
 struct LlmSession::State {
   SessionOptions options;
   ModelBundle bundle;
-  cli::Backend backend;  // its ops moved into bundle.ops; names kept for the fingerprint
+  backends::Backend backend;  // its ops moved into bundle.ops; names kept for the fingerprint
   engine::EngineConfig config;
   std::unique_ptr<engine::Engine> engine;
   std::string weight_version;
@@ -47,7 +47,7 @@ int32_t default_threads() { return static_cast<int32_t>(std::max(1u, std::thread
 LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
   const int32_t threads = o.threads > 0 ? o.threads : default_threads();
-  cli::BackendOptions bo;
+  backends::BackendOptions bo;
   bo.backend = o.backend;
   bo.mode = o.mode;
   bo.device = o.device;
@@ -55,9 +55,9 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   engine::EngineConfig& cfg = s_->config;
   apply_mode(mode, cfg);
   // The backend first: a missing GPU fails before the (slow) model load.
-  s_->backend = cli::make_backend(bo, mode_info(mode).backend, threads);
+  s_->backend = backends::make_backend(bo, mode_info(mode).backend, threads);
   s_->bundle = open_model_bundle(o.model, threads);
-  cli::install_backend(s_->bundle, s_->backend);
+  backends::install_backend(s_->bundle, s_->backend);
   s_->weights_hash = s_->bundle.model->weights_hash;
 
   if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;

@@ -1,0 +1,80 @@
+// The backend factory (backends.h). DETLLM_HAVE_CUDA comes from the detllm_cuda target, which
+// the CLI and the Python extension link when it exists (CMakeLists.txt, python/CMakeLists.txt);
+// this file is the only #if on it outside src/kernels/cuda.
+#include "backends/backends.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/version.h"
+#if defined(DETLLM_HAVE_CUDA)
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace detllm::backends {
+
+bool cuda_backend_built() {
+#if defined(DETLLM_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::optional<DeterminismMode> selected_mode(const BackendOptions& o) {
+  if (o.mode.empty()) return std::nullopt;
+  return parse_determinism_mode(o.mode);
+}
+
+Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads) {
+  BackendNumerics n;
+  n.numerics = mode;
+  return make_backend(o, n, n_threads);
+}
+
+Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numerics,
+                     int n_threads) {
+  BackendNumerics numerics = mode_numerics;
+  numerics.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  const NumericsMode mode = numerics.numerics;
+  Backend b;
+  if (o.backend == "cpu") {
+    check(numerics.kv_dtype != KvDType::kBF16,
+          "--kv-dtype bf16: the cpu backend stores KV in fp32 only; use --kv-dtype fp32 (or "
+          "auto), or --backend cuda");
+    b.ops = kernels::make_cpu_ops(n_threads);
+    b.fingerprint_name = "cpu";
+    b.build = std::string(cpu_simd_arch());
+    b.description = fmt::format("cpu; build={}", cpu_simd_arch());  // as docs/server.md shows
+    return b;
+  }
+  check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
+#if defined(DETLLM_HAVE_CUDA)
+  b.ops = kernels::make_cuda_ops(
+      kernels::cuda_options_for(numerics, o.device));  // throws, saying why, without a usable GPU
+  const std::string device = kernels::cuda_device_description(o.device);
+  b.fingerprint_name = "cuda:" + device;
+  const std::string_view kv = b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16";
+  b.build = fmt::format("sm_90a;kv={}", kv);
+  b.description =
+      fmt::format("cuda; device {}: {}; numerics={}{}; kv={}", o.device, device,
+                  numerics_mode_name(mode), numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "",
+                  kv);
+  return b;
+#else
+  (void)mode;
+  throw_error(
+      "this build has no CUDA backend: rebuild with -DDETLLM_CUDA=ON on a machine with "
+      "nvcc (docs/cuda.md), or use --backend cpu");
+#endif
+}
+
+void install_backend(ModelBundle& bundle, Backend& backend) {
+  check(backend.ops != nullptr, "install_backend: the backend was already installed");
+  bundle.llama.reset();  // before its ops go away
+  bundle.ops = std::move(backend.ops);
+  bundle.llama =
+      std::make_unique<LlamaModel>(bundle.model->config, bundle.model->weights, *bundle.ops);
+}
+
+}  // namespace detllm::backends

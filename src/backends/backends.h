@@ -1,0 +1,55 @@
+// The backend factory: the backend a command or the Python facade runs on (cpu | cuda) with a
+// determinism mode's numerics. The only place that knows whether this build has the CUDA
+// backend: builds without it (no nvcc, or -DDETLLM_CUDA=OFF) refuse `cuda` with what to do.
+// Below cli/ and api/ (docs/architecture.md, "Layers"); cli/backend.h adds the command-line
+// options. Compiled into the CLI and the Python extension, which link detllm_cuda when it
+// exists (DETLLM_HAVE_CUDA), not into libdetllm.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "determinism/modes.h"
+#include "determinism/policy.h"
+#include "kernels/ops.h"
+#include "model/bundle.h"
+
+namespace detllm::backends {
+
+// What to run on (the CLI's --backend, --numerics, --mode, --device, --kv-dtype).
+struct BackendOptions {
+  std::string backend = "cpu";         // --backend: cpu | cuda
+  std::string numerics = "invariant";  // --numerics: invariant | fast
+  std::string mode;                    // --mode: one of the five modes; "" = not given
+  int device = 0;                      // --device: CUDA device ordinal
+  std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 (BackendNumerics)
+};
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_built();
+
+struct Backend {
+  std::unique_ptr<kernels::Ops> ops;
+  std::string fingerprint_name;  // FingerprintInputs::backend: "cpu" or "cuda:<device>"
+  std::string build;             // FingerprintInputs::backend_build: SIMD arch, or
+                                 // "sm_90a;kv=bf16|fp32" (the KV dtype is numerics)
+  std::string description;       // one line for logs and the server's info endpoint
+};
+
+// The --mode given, if any (parsed; throws detllm::Error for an unknown name).
+std::optional<DeterminismMode> selected_mode(const BackendOptions& o);
+
+// The backend `name` running numerics `mode` (the CPU runs its invariant kernels for every
+// mode). Throws detllm::Error, with what to do, for an unknown name, a build without CUDA, or
+// a machine without a usable GPU.
+Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads);
+// The same for a mode's backend numerics (modes.h: CUDA gets its mode, gemm_lt and the fixed
+// tile; the CPU runs its invariant kernels).
+Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, int n_threads);
+
+// Moves `backend`'s ops into the bundle and rebuilds its LlamaModel on them (weights uploaded
+// to a device backend). open_model_bundle builds on the CPU; this swaps before first use.
+void install_backend(ModelBundle& bundle, Backend& backend);
+
+}  // namespace detllm::backends
