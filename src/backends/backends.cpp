@@ -50,8 +50,9 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
 #if defined(DETLLM_HAVE_CUDA)
-  b.ops = kernels::make_cuda_ops(
-      kernels::cuda_options_for(numerics, o.device));  // throws, saying why, without a usable GPU
+  kernels::CudaOptions cuda = kernels::cuda_options_for(numerics, o.device);
+  cuda.gemm_plan_cache = {.enabled = !o.no_gemm_plan_cache, .path = o.gemm_plan_cache};
+  b.ops = kernels::make_cuda_ops(cuda);  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
   const std::string_view kv = b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16";
@@ -66,6 +67,24 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   throw_error(
       "this build has no CUDA backend: rebuild with -DDETLLM_CUDA=ON on a machine with "
       "nvcc (docs/cuda.md), or use --backend cpu");
+#endif
+}
+
+std::string gemm_plan_summary(const kernels::Ops& ops) {
+#if defined(DETLLM_HAVE_CUDA)
+  const kernels::CudaGemmPlanFileSummary s = kernels::cuda_gemm_plan_file_summary(ops);
+  if (s.plans == 0) return "";
+  if (s.path.empty())
+    return fmt::format("{} GEMM plans tuned ({} on cuBLASLt); not persisted", s.plans,
+                       kernels::cuda_gemm_lt_plan_count(ops));
+  return fmt::format(
+      "{} GEMM plans: {} from {} ({} cuBLASLt re-verified bit for bit, {} kernel), {} tuned, "
+      "{} rejected; file written {} time(s)",
+      s.plans, s.reverified + s.kernel_from_file, s.path, s.reverified, s.kernel_from_file,
+      s.tuned, s.rejected, s.saves);
+#else
+  (void)ops;
+  return "";
 #endif
 }
 

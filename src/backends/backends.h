@@ -24,6 +24,11 @@ struct BackendOptions {
   std::string mode;                    // --mode: one of the five modes; "" = not given
   int device = 0;                      // --device: CUDA device ordinal
   std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 (BackendNumerics)
+  // --gemm-plan-cache PATH / --no-gemm-plan-cache: where CUDA's verified GEMM plans persist
+  // (CudaOptions::gemm_plan_cache; "" = the default location). Not numerics: a persisted
+  // plan is re-verified bit for bit before use. Ignored by the CPU backend.
+  std::string gemm_plan_cache;
+  bool no_gemm_plan_cache = false;
 };
 
 // True when this binary was built with the CUDA backend.
@@ -47,6 +52,12 @@ Backend make_backend(const BackendOptions& o, NumericsMode mode, int n_threads);
 // The same for a mode's backend numerics (modes.h: CUDA gets its mode, gemm_lt and the fixed
 // tile; the CPU runs its invariant kernels).
 Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, int n_threads);
+
+// What the backend's GEMM planning did so far, in one line for the startup progress ("" for
+// a backend without plans): e.g. "60 GEMM plans: 48 from FILE (40 cuBLASLt re-verified bit
+// for bit, 8 kernel), 12 tuned, 0 rejected; file written 12 times". Warnings were printed
+// when they happened.
+std::string gemm_plan_summary(const kernels::Ops& ops);
 
 // Moves `backend`'s ops into the bundle and rebuilds its LlamaModel on them (weights uploaded
 // to a device backend). open_model_bundle builds on the CPU; this swaps before first use.

@@ -1,5 +1,5 @@
-// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--device` for the CLI commands
-// (backend.h); the factory behind them is backends/backends.cpp.
+// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--device` / `--gemm-plan-cache` for
+// the CLI commands (backend.h); the factory behind them is backends/backends.cpp.
 #include "cli/backend.h"
 
 namespace detllm::cli {
@@ -32,6 +32,19 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
+  add_gemm_plan_cache_options(cmd, o);
+}
+
+void add_gemm_plan_cache_options(CLI::App& cmd, BackendOptions& o) {
+  CLI::Option* path =
+      cmd.add_option("--gemm-plan-cache", o.gemm_plan_cache,
+                     "cuda: the file where the verified cuBLASLt GEMM plans persist across "
+                     "restarts (default: $XDG_CACHE_HOME/detllm/gemm-plans-<GPU, driver and "
+                     "library key>.bin, or ~/.cache/detllm/...). Persisted plans are re-verified "
+                     "bit for bit before use; a stale or corrupt file is tuned again and rewritten");
+  cmd.add_flag("--no-gemm-plan-cache", o.no_gemm_plan_cache,
+               "cuda: tune the GEMM plans at every start; read and write no plan file")
+      ->excludes(path);
 }
 
 }  // namespace detllm::cli

@@ -334,7 +334,8 @@ int run_bench_command(const BenchOptions& o) {
     ModeModel mm = build_mode_model(src, backend);
     cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
     // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
-    mm.model->prepare_gemms(cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step);
+    prepare_gemms_with_progress(
+        *mm.model, cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step, "detllm bench");
     const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
 
     for (const bench::ModeRun& run : runs) {
@@ -443,6 +444,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->backend.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
+  add_gemm_plan_cache_options(*cmd, o->backend);
   const auto mode_names = CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"});
   CLI::Option* mode = cmd->add_option("--mode", o->mode,
                                       "Determinism mode (docs/modes.md): fast, invariant (the "

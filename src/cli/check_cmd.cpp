@@ -61,6 +61,8 @@ SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::Engin
                  who);
     return SelfCheckVerdict::disabled();
   }
+  std::fprintf(stderr, "%s: self-check: running (kernels' bits across M, chunks, pages)\n", who);
+  std::fflush(stderr);
   const SelfCheckReport report = run_self_check(
       model.ops(), self_check_options_for(model.config(), config.scheduler.kv.block_size));
   std::fprintf(stderr, "%s: self-check: %s\n", who, report.summary().c_str());

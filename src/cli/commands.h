@@ -35,4 +35,8 @@ Command add_score_command(CLI::App& app);  // score_cmd.cpp
 SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::EngineConfig& config,
                                     const char* who);
 
+// model.prepare_gemms(max_rows) with progress on stderr (a line before; after it the time and,
+// on CUDA, what the plan file gave: plans re-verified, tuned, rejected). startup.cpp.
+void prepare_gemms_with_progress(const LlamaModel& model, int32_t max_rows, const char* who);
+
 }  // namespace detllm::cli

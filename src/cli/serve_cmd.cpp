@@ -115,16 +115,10 @@ int run_serve(ServeOptions& o) {
 
   o.engine.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   o.engine.policy.deterministic_by_default = o.deterministic_default;
+  // GEMM plans for every step size now (CUDA: verified cuBLASLt plans, from the plan file
+  // where it has them), not on first use; then the self-check runs on the plans that serve.
+  prepare_gemms_with_progress(*b.llama, o.engine.scheduler.max_tokens_per_step, "detllm serve");
   o.engine.self_check = startup_self_check(*b.llama, o.engine, "detllm serve");
-  {  // GEMM plans for every step size now (CUDA: verified cuBLASLt plans), not on first use.
-    const auto t0 = std::chrono::steady_clock::now();
-    b.llama->prepare_gemms(o.engine.scheduler.max_tokens_per_step);
-    if (o.backend.backend != "cpu")
-      std::fprintf(stderr,
-                   "detllm serve: GEMM plans for steps of up to %d tokens ready in %.1f s\n",
-                   o.engine.scheduler.max_tokens_per_step,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
   if (!o.kv_cache_tokens_given && o.engine.scheduler.kv.n_blocks == 0) {
     // Device memory: the pool takes gpu_memory_fraction of what weights and plans left free.
     if (const size_t free = b.ops->device_memory_free(); free > 0) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string_view>
 
 namespace detllm {
 struct SampleRowParams;  // kernels/sampling/sample_row.h
@@ -50,6 +51,10 @@ cudaError_t launch_fill_uniform(void* dst, bool is_bf16, int64_t n, uint64_t key
 // The fixed K-split count of a weight shape (n = out features, k = in features): a function
 // of (n, k) alone — part of the numerics, never of M or the GPU's occupancy.
 int gemm_split_count(int64_t n, int64_t k);
+// Names the invariant GEMM's numerics — x rounded to bf16, k16 MMA chains in ascending k from
+// zero, splits merged left to right, the split rule of gemm_split_count — for what must change
+// with them: the key of the persisted GEMM plans (gemm_lt.h). Change it with either.
+inline constexpr std::string_view kGemmNumericsRule = "bf16x;k16-asc;splits=1";
 // The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
 // An override changes the numerics; it exists only to measure the design choice (benchmarks).
 int gemm_effective_splits(int64_t n, int64_t k, int splits_override);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
 #include "kernels/sampling/sample_row.h"
 
@@ -67,6 +69,17 @@ class Scratch {
   size_t bytes_ = 0;
 };
 
+// The plan file LtGemm persists to: "" when off or when no default location exists.
+std::string plan_file_path(const CudaOptions::GemmPlanCache& cache) {
+  if (!cache.enabled) return "";
+  if (!cache.path.empty()) return cache.path;
+  if (auto p = default_gemm_plan_cache_path(cuda::LtGemm::plan_file_key())) return *p;
+  std::fprintf(stderr,
+               "detllm: warning: neither XDG_CACHE_HOME nor HOME is set: GEMM plans are not "
+               "persisted (give --gemm-plan-cache PATH)\n");
+  return "";
+}
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(const CudaOptions& options)
@@ -100,8 +113,11 @@ class CudaOps final : public Ops {
     if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
         gemm_splits_override_ == 0) {
       lt_gemm_ = std::make_unique<cuda::LtGemm>(
-          stream_, [this](const float* x, int32_t m, const uint16_t* w, int64_t n, int64_t k,
-                          float* y) { return run_invariant_kernel(x, m, w, n, k, nullptr, y); });
+          stream_,
+          [this](const float* x, int32_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+            return run_invariant_kernel(x, m, w, n, k, nullptr, y);
+          },
+          plan_file_path(options.gemm_plan_cache));
     }
     graphs_ = std::make_unique<cuda::CudaGraphCapture>(stream_, [this] {
       return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
@@ -261,6 +277,9 @@ class CudaOps final : public Ops {
 
   std::vector<cuda::LtPlanReport> gemm_plans() const {
     return lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
+  }
+  const cuda::LtPlanFileStats* gemm_plan_file_stats() const {
+    return lt_gemm_ ? &lt_gemm_->plan_file_stats() : nullptr;
   }
 
   // The invariant GEMM kernel (gemm.cu) with this object's scratch.
@@ -469,6 +488,23 @@ int cuda_gemm_lt_plan_count(const Ops& ops) {
   int n = 0;
   for (const auto& r : c->gemm_plans()) n += r.choice != "invariant-kernel";
   return n;
+}
+
+CudaGemmPlanFileSummary cuda_gemm_plan_file_summary(const Ops& ops) {
+  CudaGemmPlanFileSummary out;
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  if (c == nullptr) return out;
+  out.plans = static_cast<int>(c->gemm_plans().size());
+  if (const cuda::LtPlanFileStats* st = c->gemm_plan_file_stats()) {
+    out.path = st->path;
+    out.reverified = st->reverified;
+    out.kernel_from_file = st->kernel_from_file;
+    out.rejected = st->rejected;
+    out.tuned = st->tuned;
+    out.saves = st->saves;
+    out.warnings = st->warnings;
+  }
+  return out;
 }
 
 std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options) {

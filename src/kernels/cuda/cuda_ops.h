@@ -46,6 +46,15 @@ struct CudaOptions {
   // the published batch-invariant strategy, kept to measure what it costs. Same bits as the
   // invariant mode; invariant numerics only (ignored in fast mode).
   bool gemm_fixed_tile = false;
+  // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
+  // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
+  // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
+  // (default_gemm_plan_cache_path of the device's key). Persisted plans are re-verified before
+  // use, so this changes no bit, only how long preparing takes.
+  struct GemmPlanCache {
+    bool enabled = false;
+    std::string path;
+  } gemm_plan_cache;
 };
 
 // The gemm_variant value gemm.cu's planner reads as "the one fixed tile" (gemm_fixed_tile).
@@ -64,6 +73,20 @@ std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options);
 std::vector<std::string> cuda_gemm_plan_report(const Ops& ops);
 // How many of those plans run on cuBLASLt (tests check the verified path is really used).
 int cuda_gemm_lt_plan_count(const Ops& ops);
+
+// What the GEMM plan file did so far (gemm_lt.h's LtPlanFileStats), for progress lines and
+// tests. Zeros and an empty path for other ops or when plans are not persisted.
+struct CudaGemmPlanFileSummary {
+  std::string path;          // the plan file ("" = not persisted)
+  int plans = 0;             // plans made so far (tuned or taken from the file)
+  int reverified = 0;        // persisted cuBLASLt plans re-verified bit for bit and used
+  int kernel_from_file = 0;  // persisted plans that run the invariant kernel
+  int rejected = 0;          // persisted plans refused (then tuned again)
+  int tuned = 0;             // plans tuned in full
+  int saves = 0;             // times the file was written
+  std::vector<std::string> warnings;
+};
+CudaGemmPlanFileSummary cuda_gemm_plan_file_summary(const Ops& ops);
 
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can skip cleanly on machines without a GPU.

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -121,10 +123,55 @@ struct LtGemm::Plan {
   }
 };
 
-LtGemm::LtGemm(cudaStream_t stream, KernelFn kernel) : stream_(stream), kernel_(std::move(kernel)) {
+// One shape and bucket under test: random activations at M = tuned_m (fp32 for the kernel,
+// bf16 for cuBLASLt: the same rounding as the kernel's), the invariant kernel's output on the
+// host, an output buffer for candidates, and the timing events.
+struct LtGemm::Session {
+  int32_t m = 0;   // rows verified and timed
+  int32_t m2 = 0;  // a second M of the bucket (verified when < m)
+  std::vector<float> ref, got;
+  DeviceBuf x32, x16, y_ref, y;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+
+  Session(LtGemm& g, const uint16_t* w, int64_t n, int64_t k, int32_t bucket, int32_t rows)
+      : m(rows),
+        m2(bucket / 2 + 1),
+        ref(size_t(rows) * n),
+        got(ref.size()),
+        x32(size_t(rows) * k * 4),
+        x16(size_t(rows) * k * 2),
+        y_ref(size_t(rows) * n * 4),
+        y(size_t(rows) * n * 4) {
+    std::vector<float> xh(static_cast<size_t>(m) * k);
+    fill_random(xh, static_cast<uint64_t>(n * 131 + k * 7 + bucket));
+    cu_check(cudaMemcpyAsync(x32.p, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice, g.stream_),
+             "tuning upload");
+    cu_check(launch_f32_to_bf16(x32.as<float>(), static_cast<int64_t>(xh.size()),
+                                x16.as<uint16_t>(), g.stream_),
+             "tuning f32_to_bf16");
+    cu_check(g.kernel_(x32.as<float>(), m, w, n, k, y_ref.as<float>()), "tuning reference");
+    cu_check(cudaMemcpyAsync(ref.data(), y_ref.p, ref.size() * 4, cudaMemcpyDeviceToHost,
+                             g.stream_),
+             "tuning download");
+    cu_check(cudaStreamSynchronize(g.stream_), "tuning sync");
+    cu_check(cudaEventCreate(&e0), "event");
+    cu_check(cudaEventCreate(&e1), "event");
+  }
+  ~Session() {
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+LtGemm::LtGemm(cudaStream_t stream, KernelFn kernel, std::string plan_file)
+    : stream_(stream), kernel_(std::move(kernel)), plan_file_(std::move(plan_file)) {
   lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
   cu_check(cudaMalloc(&workspace_, kWorkspaceBytes), "cuBLASLt workspace");
   workspace_bytes_ = kWorkspaceBytes;
+  file_stats_.path = plan_file_;
+  if (!plan_file_.empty()) load_plan_file();
 }
 
 LtGemm::~LtGemm() {
@@ -137,6 +184,62 @@ std::vector<LtPlanReport> LtGemm::reports() const {
   std::vector<LtPlanReport> out;
   for (const auto& [key, plan] : plans_) out.push_back(plan->report);
   return out;
+}
+
+std::string LtGemm::plan_file_key() {
+  int device = 0;
+  cu_check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  cu_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::string name = prop.name;
+  for (char& c : name)
+    if (c < 0x20 || c >= 0x7f || c == ';' || c == '=') c = '_';  // the key is printable ASCII
+  std::string uuid;
+  for (char b : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<uint8_t>(b));
+  return fmt::format("gpu={};uuid={};driver={};runtime={};cublaslt={};gemm={};workspace={}", name,
+                     uuid, driver, runtime, cublasLtGetVersion(), kGemmNumericsRule,
+                     kWorkspaceBytes);
+}
+
+void LtGemm::warn(std::string message) {
+  std::fprintf(stderr, "detllm: warning: %s\n", message.c_str());
+  file_stats_.warnings.push_back(std::move(message));
+}
+
+void LtGemm::load_plan_file() {
+  plan_file_key_ = plan_file_key();
+  GemmPlanLoad l = load_gemm_plan_file(plan_file_, plan_file_key_);
+  if (!l.warning.empty()) warn(l.warning);
+  for (const GemmPlanEntry& e : l.entries) from_file_[{e.n, e.k, e.bucket}] = e;
+  file_stats_.entries_loaded = static_cast<int>(l.entries.size());
+}
+
+void LtGemm::save_plan_file() {
+  GemmPlanFile f;
+  f.key = plan_file_key_;
+  for (const auto& [key, plan] : plans_) {
+    GemmPlanEntry e;
+    std::tie(e.n, e.k, e.bucket) = key;
+    e.splits = gemm_split_count(e.n, e.k);
+    e.use_lt = plan->use_lt;
+    if (plan->use_lt) {
+      e.splits = plan->exec.splits;
+      e.chain = plan->exec.chain;
+      std::memcpy(e.algo.data(), &plan->exec.algo, sizeof(e.algo));
+    }
+    f.entries.push_back(e);
+  }
+  for (const auto& [key, e] : from_file_) f.entries.push_back(e);  // not used by this process
+  try {
+    write_gemm_plan_file(plan_file_, f);
+    ++file_stats_.saves;
+  } catch (const std::exception& e) {
+    warn(fmt::format("{}; GEMM plans are not persisted in this process", e.what()));
+    plan_file_.clear();
+  }
 }
 
 cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16,
@@ -160,7 +263,7 @@ cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_
   return cudaSuccess;
 }
 
-LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t bucket) {
+std::unique_ptr<LtGemm::Plan> LtGemm::new_plan(int64_t n, int64_t k, int32_t bucket) const {
   auto plan = std::make_unique<Plan>();
   lt_check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
@@ -168,129 +271,137 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
            "transa");
   lt_check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)),
            "transb");
-  const int splits = gemm_split_count(n, k);
-  const int32_t m =
-      static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(bucket, kMaxTuneOutput / n)));
   LtPlanReport& rep = plan->report;
   rep.n = n;
   rep.k = k;
   rep.bucket = bucket;
-  rep.tuned_m = m;
+  rep.tuned_m =
+      static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(bucket, kMaxTuneOutput / n)));
   rep.choice = "invariant-kernel";
+  return plan;
+}
 
-  // Activations (fp32 for the kernel, bf16 for cuBLASLt: the same rounding as the kernel's).
-  std::vector<float> xh(static_cast<size_t>(m) * k);
-  fill_random(xh, static_cast<uint64_t>(n * 131 + k * 7 + bucket));
-  DeviceBuf x32(xh.size() * 4), x16(xh.size() * 2), y_ref(size_t(m) * n * 4), y(size_t(m) * n * 4);
-  cu_check(cudaMemcpyAsync(x32.p, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice, stream_),
-           "tuning upload");
-  cu_check(launch_f32_to_bf16(x32.as<float>(), static_cast<int64_t>(xh.size()), x16.as<uint16_t>(),
-                              stream_),
-           "tuning f32_to_bf16");
-  cu_check(kernel_(x32.as<float>(), m, w, n, k, y_ref.as<float>()), "tuning reference");
-  std::vector<float> ref(size_t(m) * n), got(ref.size());
-  cu_check(cudaMemcpyAsync(ref.data(), y_ref.p, ref.size() * 4, cudaMemcpyDeviceToHost, stream_),
-           "tuning download");
-  cu_check(cudaStreamSynchronize(stream_), "tuning sync");
+double LtGemm::time_us(Session& s, const std::function<cudaError_t()>& call) {
+  double best = std::numeric_limits<double>::infinity();
+  if (call() != cudaSuccess || call() != cudaSuccess) return best;
+  for (int r = 0; r < kTimedRuns; ++r) {
+    cudaEventRecord(s.e0, stream_);
+    const cudaError_t err = call();
+    cudaEventRecord(s.e1, stream_);
+    cudaEventSynchronize(s.e1);
+    if (err != cudaSuccess) return std::numeric_limits<double>::infinity();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, s.e0, s.e1);
+    best = std::min(best, 1000.0 * ms);
+  }
+  return best;
+}
 
-  cudaEvent_t e0, e1;
-  cu_check(cudaEventCreate(&e0), "event");
-  cu_check(cudaEventCreate(&e1), "event");
-  auto time_us = [&](const std::function<cudaError_t()>& call) {
-    double best = std::numeric_limits<double>::infinity();
-    if (call() != cudaSuccess || call() != cudaSuccess) return best;
-    for (int r = 0; r < kTimedRuns; ++r) {
-      cudaEventRecord(e0, stream_);
-      const cudaError_t err = call();
-      cudaEventRecord(e1, stream_);
-      cudaEventSynchronize(e1);
-      if (err != cudaSuccess) return std::numeric_limits<double>::infinity();
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      best = std::min(best, 1000.0 * ms);
-    }
-    return best;
-  };
-  rep.kernel_us = time_us([&] { return kernel_(x32.as<float>(), m, w, n, k, y.as<float>()); });
-  rep.chosen_us = rep.kernel_us;
-  Plan& p = *plan;
+std::vector<cublasLtMatmulAlgo_t> LtGemm::heuristic_algos(const Plan& p, int32_t m,
+                                                          int64_t kk) const {
+  const int64_t n = p.report.n, k = p.report.k;
+  Layouts l(m, n, kk, k);
+  cublasLtMatmulPreference_t pref;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &workspace_bytes_, sizeof(workspace_bytes_)),
+           "preference workspace");
+  std::vector<cublasLtMatmulHeuristicResult_t> r(kHeuristics);
+  int got_n = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, l.a, l.b, l.c, l.c, pref,
+                                                           kHeuristics, r.data(), &got_n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  std::vector<cublasLtMatmulAlgo_t> out;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < got_n; ++i)
+      if (r[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+        out.push_back(r[static_cast<size_t>(i)].algo);
+  return out;
+}
 
-  // Candidates: heuristic algorithms of the whole problem with split-K forced to S (each
-  // reduction scheme), and of one K slice, unsplit, for the chain.
-  auto heuristics = [&](int64_t kk) {
-    Layouts l(m, n, kk, k);
-    cublasLtMatmulPreference_t pref;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &workspace_bytes_, sizeof(workspace_bytes_)),
-             "preference workspace");
-    std::vector<cublasLtMatmulHeuristicResult_t> r(kHeuristics);
-    int got_n = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, l.a, l.b, l.c, l.c, pref,
-                                                             kHeuristics, r.data(), &got_n);
-    cublasLtMatmulPreferenceDestroy(pref);
-    std::vector<cublasLtMatmulAlgo_t> out;
-    if (st == CUBLAS_STATUS_SUCCESS)
-      for (int i = 0; i < got_n; ++i)
-        if (r[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
-          out.push_back(r[static_cast<size_t>(i)].algo);
-    return out;
-  };
-  auto configure = [&](cublasLtMatmulAlgo_t& a, uint32_t splitk, uint32_t red, int64_t kk) {
-    if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                             sizeof(splitk)) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                             sizeof(red)) != CUBLAS_STATUS_SUCCESS)
-      return false;
-    Layouts l(m, n, kk, k);
-    cublasLtMatmulHeuristicResult_t res{};
-    return cublasLtMatmulAlgoCheck(lt_, p.op, l.a, l.b, l.c, l.c, &a, &res) ==
-               CUBLAS_STATUS_SUCCESS &&
-           res.workspaceSize <= workspace_bytes_;
-  };
-  std::vector<Exec> candidates;
-  for (const auto& a0 : heuristics(k)) {
+bool LtGemm::configure(const Plan& p, cublasLtMatmulAlgo_t& a, uint32_t splitk,
+                       uint32_t reduction, int32_t m, int64_t kk) const {
+  if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                           sizeof(splitk)) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                           sizeof(reduction)) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  return algo_usable(p, a, m, kk);
+}
+
+bool LtGemm::algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m,
+                         int64_t kk) const {
+  Layouts l(m, p.report.n, kk, p.report.k);
+  cublasLtMatmulHeuristicResult_t res{};
+  return cublasLtMatmulAlgoCheck(lt_, p.op, l.a, l.b, l.c, l.c, &a, &res) ==
+             CUBLAS_STATUS_SUCCESS &&
+         res.workspaceSize <= workspace_bytes_;
+}
+
+// Candidates: heuristic algorithms of the whole problem with split-K forced to S (each
+// reduction scheme), and of one K slice, unsplit, for the chain.
+std::vector<LtGemm::Exec> LtGemm::candidates(const Plan& p, int32_t m) const {
+  const int64_t n = p.report.n, k = p.report.k;
+  const int splits = gemm_split_count(n, k);
+  std::vector<Exec> out;
+  for (const auto& a0 : heuristic_algos(p, m, k)) {
     if (splits == 1) {
       Exec e{false, 1, a0, ""};
-      if (configure(e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, k)) candidates.push_back(e);
+      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, k)) out.push_back(e);
       continue;
     }
     for (uint32_t red :
          {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
       Exec e{false, splits, a0, ""};
-      if (configure(e.algo, static_cast<uint32_t>(splits), red, k)) candidates.push_back(e);
+      if (configure(p, e.algo, static_cast<uint32_t>(splits), red, m, k)) out.push_back(e);
     }
   }
   if (splits > 1)
-    for (const auto& a0 : heuristics(k / splits)) {
+    for (const auto& a0 : heuristic_algos(p, m, k / splits)) {
       Exec e{true, splits, a0, ""};
-      if (configure(e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, k / splits)) candidates.push_back(e);
+      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, k / splits))
+        out.push_back(e);
     }
+  for (Exec& e : out) e.text = (e.chain ? "lt-chain " : "lt-splitk ") + algo_text(e.algo);
+  return out;
+}
 
-  for (Exec& c : candidates) {
-    c.text = (c.chain ? "lt-chain " : "lt-splitk ") + algo_text(c.algo);
-    ++rep.candidates;
-    cudaMemsetAsync(y.p, 0xff, size_t(m) * n * 4, stream_);  // NaN: a skipped write shows
-    if (launch(p.op, c, x16.as<uint16_t>(), m, w, n, k, y.as<float>()) != cudaSuccess) continue;
-    cu_check(cudaMemcpyAsync(got.data(), y.p, got.size() * 4, cudaMemcpyDeviceToHost, stream_),
-             "tuning download");
+bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
+  const int64_t n = p.report.n, k = p.report.k;
+  cudaMemsetAsync(s.y.p, 0xff, size_t(s.m) * n * 4, stream_);  // NaN: a skipped write shows
+  if (launch(p.op, e, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()) != cudaSuccess)
+    return false;
+  cu_check(cudaMemcpyAsync(s.got.data(), s.y.p, s.got.size() * 4, cudaMemcpyDeviceToHost, stream_),
+           "tuning download");
+  cu_check(cudaStreamSynchronize(stream_), "tuning sync");
+  if (std::memcmp(s.got.data(), s.ref.data(), s.got.size() * 4) != 0) return false;
+  // And at a second M of the bucket: an execution whose K order followed M (stream-K,
+  // occupancy-chosen splits) would show here; the kernel's rows are the same at any M.
+  if (s.m2 < s.m) {
+    cudaMemsetAsync(s.y.p, 0xff, size_t(s.m2) * n * 4, stream_);
+    if (launch(p.op, e, s.x16.as<uint16_t>(), s.m2, w, n, k, s.y.as<float>()) != cudaSuccess)
+      return false;
+    cu_check(
+        cudaMemcpyAsync(s.got.data(), s.y.p, size_t(s.m2) * n * 4, cudaMemcpyDeviceToHost, stream_),
+        "tuning download");
     cu_check(cudaStreamSynchronize(stream_), "tuning sync");
-    if (std::memcmp(got.data(), ref.data(), got.size() * 4) != 0) continue;
-    // And at a second M of the bucket: an execution whose K order followed M (stream-K,
-    // occupancy-chosen splits) would show here; the kernel's rows are the same at any M.
-    const int32_t m2 = bucket / 2 + 1;
-    if (m2 < m) {
-      cudaMemsetAsync(y.p, 0xff, size_t(m2) * n * 4, stream_);
-      if (launch(p.op, c, x16.as<uint16_t>(), m2, w, n, k, y.as<float>()) != cudaSuccess) continue;
-      cu_check(
-          cudaMemcpyAsync(got.data(), y.p, size_t(m2) * n * 4, cudaMemcpyDeviceToHost, stream_),
-          "tuning download");
-      cu_check(cudaStreamSynchronize(stream_), "tuning sync");
-      if (std::memcmp(got.data(), ref.data(), size_t(m2) * n * 4) != 0) continue;
-    }
+    if (std::memcmp(s.got.data(), s.ref.data(), size_t(s.m2) * n * 4) != 0) return false;
+  }
+  return true;
+}
+
+void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
+  LtPlanReport& rep = p.report;
+  const int64_t n = rep.n, k = rep.k;
+  rep.kernel_us =
+      time_us(s, [&] { return kernel_(s.x32.as<float>(), s.m, w, n, k, s.y.as<float>()); });
+  rep.chosen_us = rep.kernel_us;
+  for (Exec& c : candidates(p, s.m)) {
+    ++rep.candidates;
+    if (!bit_equal(p, c, s, w)) continue;
     ++rep.bit_equal;
-    const double us =
-        time_us([&] { return launch(p.op, c, x16.as<uint16_t>(), m, w, n, k, y.as<float>()); });
+    const double us = time_us(
+        s, [&] { return launch(p.op, c, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()); });
     if (us < rep.chosen_us) {
       rep.chosen_us = us;
       rep.choice = c.text;
@@ -298,11 +409,76 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
       p.exec = c;
     }
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+}
+
+std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t n, int64_t k,
+                                                     int32_t bucket) {
+  const auto it = from_file_.find({n, k, bucket});
+  if (it == from_file_.end()) return nullptr;
+  const GemmPlanEntry e = it->second;
+  from_file_.erase(it);  // used or rejected: the file gets this process's plan instead
+  auto plan = new_plan(n, k, bucket);
+  auto reject = [&](std::string_view why) {
+    ++file_stats_.rejected;
+    warn(fmt::format("GEMM plan {}x{} M<={} from {} rejected ({}); tuning it again", k, n,
+                     bucket, plan_file_, why));
+    return nullptr;
+  };
+  const int splits = gemm_split_count(n, k);
+  if (e.splits != splits)
+    return reject(fmt::format("split count {}, the shape's is {}", e.splits, splits));
+  plan->report.from_file = true;
+  if (!e.use_lt) {  // the invariant kernel is the reference itself: nothing to verify
+    ++file_stats_.kernel_from_file;
+    return plan;
+  }
+  Exec x;
+  x.chain = e.chain;
+  x.splits = e.splits;
+  static_assert(sizeof(x.algo) == sizeof(e.algo), "cublasLtMatmulAlgo_t is 8 uint64");
+  std::memcpy(&x.algo, e.algo.data(), sizeof(x.algo));
+  // The algorithm must be one the planner could have chosen: split-K as the shape's S (1 per
+  // chained call), a reduction scheme that goes with it, accepted by cuBLASLt for this problem.
+  uint32_t splitk = 0, red = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&x.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                           sizeof(splitk), &written) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&x.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+                                           sizeof(red), &written) != CUBLAS_STATUS_SUCCESS)
+    return reject("unreadable algorithm");
+  const uint32_t want_splitk = x.chain ? 1u : static_cast<uint32_t>(splits);
+  const bool red_ok = want_splitk == 1 ? red == CUBLASLT_REDUCTION_SCHEME_NONE
+                                       : (red == CUBLASLT_REDUCTION_SCHEME_INPLACE ||
+                                          red == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  if (splitk != want_splitk || !red_ok)
+    return reject(fmt::format("algorithm with split-K {} and reduction {}", splitk, red));
+  if (!algo_usable(*plan, x.algo, plan->report.tuned_m, x.chain ? k / splits : k))
+    return reject("cuBLASLt refuses the algorithm");
+  x.text = (x.chain ? "lt-chain " : "lt-splitk ") + algo_text(x.algo);
+  Session s(*this, w, n, k, bucket, plan->report.tuned_m);
+  if (!bit_equal(*plan, x, s, w)) return reject("its output bits differ from the kernel's");
+  ++file_stats_.reverified;
+  plan->report.candidates = 1;
+  plan->report.bit_equal = 1;
+  plan->report.choice = x.text;
+  plan->use_lt = true;
+  plan->exec = x;
+  return plan;
+}
+
+LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t bucket) {
+  std::unique_ptr<Plan> plan = plan_from_file(w, n, k, bucket);
+  const bool tuned = plan == nullptr;
+  if (tuned) {
+    plan = new_plan(n, k, bucket);
+    Session s(*this, w, n, k, bucket, plan->report.tuned_m);
+    tune_fully(*plan, s, w);
+    ++file_stats_.tuned;
+  }
   cu_check(cudaGetLastError(), "tuning");
   auto& slot = plans_[{n, k, bucket}];
   slot = std::move(plan);
+  if (tuned && !plan_file_.empty()) save_plan_file();
   return *slot;
 }
 

@@ -13,8 +13,15 @@
 // plan never changes bits, only speed; if a library update changed cuBLASLt's order, no
 // candidate would pass and the kernel would run. When no plan exists yet and the stream is
 // being captured into a CUDA graph, the kernel runs too (same bits).
+//
+// Plans persist (kernels/gemm_plan_file.h) in a file keyed by the GPU (name + UUID), driver,
+// CUDA runtime, cuBLASLt version, the GEMM numerics rule and the workspace. A persisted
+// cuBLASLt execution is never trusted: before use it passes the same two-M bit comparison
+// against the invariant kernel as a tuned one (no timing); a mismatch, a missing entry or an
+// unusable file falls back to a full tune, and the file is rewritten.
 // Measured: benchmarks/cuda_gemm_lt_bench (every candidate, bits and time), docs/cuda.md.
-// Tests: tests/cuda/cuda_gemm_invariance_test.cpp (rows equal across M = 1…8192 with plans on).
+// Tests: tests/cuda/cuda_gemm_invariance_test.cpp (rows equal across M = 1…8192 with plans on),
+// tests/cuda/cuda_gemm_plan_cache_test.cpp (save, reload, re-verification, tampered entries).
 #pragma once
 
 #include <cublasLt.h>
@@ -28,6 +35,8 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/gemm_plan_file.h"
+
 namespace detllm::kernels::cuda {
 
 // What the planner chose for one (n, k, bucket), for benchmarks and logs.
@@ -40,6 +49,19 @@ struct LtPlanReport {
   int bit_equal = 0;     // … of which every output bit equalled the invariant kernel's
   double kernel_us = 0;  // invariant kernel time at tuned_m
   double chosen_us = 0;  // chosen execution's time at tuned_m
+  bool from_file = false;  // taken from the plan file (re-verified if cuBLASLt; not timed)
+};
+
+// What the plan file did in this process (tests and the startup progress lines).
+struct LtPlanFileStats {
+  std::string path;          // "" when plans are not persisted
+  int entries_loaded = 0;    // entries of a usable file for this key
+  int reverified = 0;        // persisted cuBLASLt plans whose bits passed, then used
+  int rejected = 0;          // persisted plans that failed a check (then tuned again)
+  int kernel_from_file = 0;  // persisted "invariant kernel" plans (nothing to verify)
+  int tuned = 0;             // plans tuned in full (missing or rejected entries)
+  int saves = 0;             // times the file was written
+  std::vector<std::string> warnings;  // an unusable file, a rejected entry, a failed write
 };
 
 class LtGemm {
@@ -48,7 +70,8 @@ class LtGemm {
   using KernelFn = std::function<cudaError_t(const float* x, int32_t m, const uint16_t* w,
                                              int64_t n, int64_t k, float* y)>;
 
-  LtGemm(cudaStream_t stream, KernelFn kernel);
+  // plan_file: where plans persist ("" = nowhere). Read here; written after every full tune.
+  LtGemm(cudaStream_t stream, KernelFn kernel, std::string plan_file = "");
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -61,20 +84,50 @@ class LtGemm {
   bool run(const uint16_t* x_bf16, int32_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
 
   std::vector<LtPlanReport> reports() const;
+  const LtPlanFileStats& plan_file_stats() const { return file_stats_; }
+
+  // What a plan file must have been written for, on the current device: "gpu=…;uuid=…;
+  // driver=…;runtime=…;cublaslt=…;gemm=…;workspace=…".
+  static std::string plan_file_key();
 
  private:
-  struct Exec;  // a verified execution: an algorithm and how it is called
+  struct Exec;     // a verified execution: an algorithm and how it is called
   struct Plan;
+  struct Session;  // one shape and bucket's activations, reference output and timer
+  using Key = std::tuple<int64_t, int64_t, int32_t>;  // (n, k, bucket)
+
   Plan& tune(const uint16_t* w, int64_t n, int64_t k, int32_t bucket);
+  std::unique_ptr<Plan> new_plan(int64_t n, int64_t k, int32_t bucket) const;
+  // The persisted plan of (n, k, bucket) after its checks, or nullptr (then tune in full).
+  std::unique_ptr<Plan> plan_from_file(const uint16_t* w, int64_t n, int64_t k, int32_t bucket);
+  // Every candidate verified and timed; the fastest bit-equal one (or the kernel) chosen.
+  void tune_fully(Plan& p, Session& s, const uint16_t* w);
+  std::vector<Exec> candidates(const Plan& p, int32_t m) const;
+  std::vector<cublasLtMatmulAlgo_t> heuristic_algos(const Plan& p, int32_t m, int64_t kk) const;
+  bool configure(const Plan& p, cublasLtMatmulAlgo_t& a, uint32_t splitk, uint32_t reduction,
+                 int32_t m, int64_t kk) const;
+  // cuBLASLt accepts `a` for the problem (m rows, K slices of kk) within our workspace.
+  bool algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m, int64_t kk) const;
+  // Every output bit of e equals the invariant kernel's, at the session's two M.
+  bool bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
+  double time_us(Session& s, const std::function<cudaError_t()>& call);
   cudaError_t launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16, int32_t m,
                      const uint16_t* w, int64_t n, int64_t k, float* y);
+  void load_plan_file();
+  void save_plan_file();
+  void warn(std::string message);
 
   cudaStream_t stream_;
   KernelFn kernel_;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;  // fixed: never reallocated (CUDA-graph safe)
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int32_t>, std::unique_ptr<Plan>> plans_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::string plan_file_;        // "" = not persisted
+  std::string plan_file_key_;
+  // Persisted plans not used yet (kept when the file is rewritten: other shapes, buckets).
+  std::map<Key, GemmPlanEntry> from_file_;
+  LtPlanFileStats file_stats_;
 };
 
 // The bucket of m: the next power of two ≥ m, at most 8192 (larger m use the 8192 plan).
