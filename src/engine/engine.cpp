@@ -265,6 +265,7 @@ void Engine::draw_samples(const StepPlan& plan) {
   d.begin.assign(1, 0);
   d.rows.clear();
   d.params.clear();
+  d.penalties.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
     if (owner != seq_owner_.end()) {
@@ -279,6 +280,8 @@ void Engine::draw_samples(const StepPlan& plan) {
         const int32_t n_draws = s.sample && t == end && !r.forked ? r.req.n : 1;
         for (int32_t j = 0; j < n_draws; ++j) {
           const int32_t k = n_draws == 1 ? sample_index : j;
+          add_penalties(static_cast<int32_t>(d.rows.size()), r.req.sampling, s.id,
+                        static_cast<uint32_t>(t));
           d.rows.push_back(s.logit_row(t - 1));
           d.params.push_back(sample_row_params(r.req.sampling, static_cast<uint32_t>(t),
                                                static_cast<uint32_t>(k)));
@@ -293,17 +296,38 @@ void Engine::draw_samples(const StepPlan& plan) {
   if (config_.host_sampling) {  // the reference path: every row to the host, the CPU sampler
     const int32_t vocab = model_.config().vocab_size;
     const std::span<const float> logits = runner_.host_logits(0, runner_.n_logit_rows());
+    size_t e = 0;  // d.penalties is ascending by draw
     for (size_t i = 0; i < n; ++i) {
       const SampleRowParams& p = d.params[i];
-      d.results[i] = sample(logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab),
-                            sampling_params_of(p), p.position, p.sample_index);
+      std::span<const float> row = logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab);
+      const size_t e0 = e;
+      while (e < d.penalties.size() && d.penalties[e].row == static_cast<int32_t>(i)) ++e;
+      if (e > e0) {  // a copy of the row, penalised (as row 0 of a one-row call)
+        d.host_row.assign(row.begin(), row.end());
+        std::vector<LogitPenalty> mine(d.penalties.begin() + static_cast<ptrdiff_t>(e0),
+                                       d.penalties.begin() + static_cast<ptrdiff_t>(e));
+        for (LogitPenalty& x : mine) x.row = 0;
+        apply_logit_penalties_host(d.host_row.data(), 1, vocab, mine);
+        row = d.host_row;
+      }
+      d.results[i] = sample(row, sampling_params_of(p), p.position, p.sample_index);
     }
     return;
   }
   d.row_results.resize(n);
-  runner_.sample(d.rows, d.params, d.row_results);
+  runner_.sample(d.rows, d.params, d.row_results, d.penalties);
   stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
   for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
+}
+
+void Engine::add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq,
+                           uint32_t position) {
+  if (!sampling.has_penalties()) return;
+  const Sequence& q = scheduler_.sequence(seq);
+  check(position <= q.tokens.size(), "engine: internal error: draw at position {} of {} tokens",
+        position, q.tokens.size());
+  build_logit_penalties(sampling, std::span(q.tokens).first(position), q.n_prompt, draw,
+                        draws_.penalties, draws_.penalty_scratch);
 }
 
 int32_t Engine::n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const {

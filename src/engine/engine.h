@@ -113,7 +113,15 @@ class Engine {
     std::vector<SampleRowParams> params;  // (draws)
     std::vector<SampleRowResult> row_results;  // (draws) backend sampling
     std::vector<SampleResult> results;         // (draws)
+    // Logit penalties (kernels/sampling/logit_penalties.h): the entries of every draw whose
+    // request has penalties, row = draw index, from the draw's history (the sequence's tokens
+    // before the sampled position).
+    std::vector<LogitPenalty> penalties;
+    std::vector<int64_t> penalty_scratch;
+    std::vector<float> host_row;  // host sampling: one penalised row
   };
+  // Appends draw i's penalty entries (nothing when its request has none).
+  void add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq, uint32_t position);
   // The step's plan: windows released for verification first (verified), then schedule();
   // when only held windows are left, the oldest group is released and scheduled at once.
   StepPlan schedule_step();

@@ -28,7 +28,8 @@ void ModelRunner::run(const StepPlan& plan, NumericsMode numerics, bool fixed_sh
 }
 
 void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
-                         std::span<SampleRowResult> out) {
+                         std::span<SampleRowResult> out,
+                         std::span<const LogitPenalty> penalties) {
   check(rows.size() == params.size() && rows.size() == out.size(),
         "ModelRunner::sample: {} rows, {} params, {} results", rows.size(), params.size(),
         out.size());
@@ -43,7 +44,8 @@ void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRo
   kernels::Ops& ops = model_.ops();
   const size_t vocab = static_cast<size_t>(logits_.vocab);
   // The usual decode step samples rows 0 … n-1 once each: sample the logits where they are.
-  bool contiguous = true;
+  // Penalties change a copy (a row may also be read as the model's: captured logits).
+  bool contiguous = penalties.empty();
   for (int32_t i = 1; i < n && contiguous; ++i) contiguous = rows[i] == rows[0] + i;
   const float* src = logits_.data + static_cast<size_t>(rows[0]) * vocab;
   if (!contiguous) {
@@ -54,6 +56,10 @@ void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRo
     }
     ops.upload(gather_rows_.data(), rows.data(), rows.size_bytes());
     ops.gather_rows(logits_.data, logits_.vocab, gather_rows_.i32(), n, gathered_.f32());
+    if (!penalties.empty()) {
+      ops.apply_logit_penalties(gathered_.f32(), n, logits_.vocab, penalties.data(),
+                                static_cast<int32_t>(penalties.size()));
+    }
     src = gathered_.f32();
   }
   ops.sample_rows(src, n, logits_.vocab, params.data(), out.data());

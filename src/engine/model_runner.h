@@ -12,6 +12,7 @@
 
 #include "engine/scheduler.h"
 #include "kernels/ops.h"
+#include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
@@ -38,9 +39,11 @@ class ModelRunner {
   // params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every
   // backend). rows may repeat (the n samples of a prompt draw from one row) and come in any
   // order; a contiguous ascending run is sampled in place, anything else gathered first
-  // (a copy on the backend). Throws detllm::Error like sample().
+  // (a copy on the backend). penalties (kernels/sampling/logit_penalties.h; entry row = index
+  // i of rows) are applied first, to a copy of the rows (the step's logits stay the model's).
+  // Throws detllm::Error like sample().
   void sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
-              std::span<SampleRowResult> out);
+              std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties = {});
 
   // Logit rows [first_row, first_row + n_rows) of this step on the host ((n_rows, vocab)
   // floats), downloaded on first use; valid until the next run().

@@ -38,7 +38,7 @@ void Request::validate(int32_t vocab_size, int32_t max_model_len) const {
         "the prompt has {} tokens and max_tokens is {}: together {} exceed the context of {} "
         "tokens; shorten the prompt or lower max_tokens",
         prompt.size(), max_tokens, total, max_model_len);
-  sampling.validate();
+  sampling.validate(vocab_size);
 }
 
 }  // namespace detllm::engine

@@ -17,6 +17,7 @@
 namespace detllm {
 struct SampleRowParams;  // kernels/sampling/sample_row.h
 struct SampleRowResult;
+struct LogitPenalty;  // kernels/sampling/logit_penalties.h
 }  // namespace detllm
 
 namespace detllm::kernels {
@@ -153,6 +154,14 @@ class Ops {
   // Throws detllm::Error on invalid params or logits (NaN, +inf, all -inf).
   virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
                            const SampleRowParams* params, SampleRowResult* out);
+
+  // In place on logits (rows, vocab) (backend memory): the n entries (host, strictly
+  // ascending by (row, token)) of the logit penalties, each logits[row, token] =
+  // penalized_logit(...) (kernels/sampling/logit_penalties.h) — the same bits on every
+  // backend. Host default: kernels/sampling/logit_penalties.cpp; CUDA: a kernel over the
+  // entries (kernels/cuda/logit_penalties.cu). Throws detllm::Error on an entry out of range.
+  virtual void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
+                                     const LogitPenalty* entries, int32_t n);
 
   // ---- optional: per-step GEMM numerics (the `verified` mode, determinism/modes.h) -----
   // Selects the numerics of the following matmul calls on the SAME weights: kInvariant (the

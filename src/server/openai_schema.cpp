@@ -1,6 +1,8 @@
 // OpenAI request parsing and validation (see openai_schema.h).
 #include "server/openai_schema.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -110,14 +112,51 @@ std::vector<std::string> parse_stop(FieldReader& r, const RequestLimits& limits)
   return stop;
 }
 
-bool is_zero(const json& v) {
-  return v.is_number() && v.get<double>() == 0.0;
-}
-bool is_one(const json& v) {
-  return v.is_number() && v.get<double>() == 1.0;
-}
-bool is_empty_object(const json& v) {
-  return v.is_object() && v.empty();
+// logit_bias: {"token id": bias, ...} (OpenAI: keys are token ids written as decimal strings,
+// biases in [-100, 100]). Returned sorted by token id; the vocabulary is checked later.
+std::vector<LogitBias> parse_logit_bias(const json& v) {
+  if (!v.is_object()) {
+    throw_bad_request("logit_bias",
+                      "'logit_bias' must be an object mapping token ids (as strings) to biases, "
+                      "got {}",
+                      json_type_name(v));
+  }
+  if (v.size() > static_cast<size_t>(SamplingParams::kMaxLogitBias)) {
+    throw_bad_request("logit_bias", "'logit_bias' has {} entries; at most {} are accepted",
+                      v.size(), SamplingParams::kMaxLogitBias);
+  }
+  std::vector<LogitBias> out;
+  out.reserve(v.size());
+  for (const auto& [key, value] : v.items()) {
+    int64_t token = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) token = std::stoll(key);
+    if (!digits || token > kMaxTokenId) {
+      throw_bad_request("logit_bias",
+                        "'logit_bias' key \"{}\" is not a token id (a decimal integer "
+                        "0…{})",
+                        key.substr(0, 32), kMaxTokenId);
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw_bad_request("logit_bias", "'logit_bias[\"{}\"]' must be a number, got {}", key,
+                        json_type_name(value));
+    }
+    const double bias = value.get<double>();
+    if (bias < -100.0 || bias > 100.0) {
+      throw_bad_request("logit_bias", "'logit_bias[\"{}\"]' must be in [-100, 100], got {}", key,
+                        bias);
+    }
+    out.push_back({static_cast<int32_t>(token), static_cast<float>(bias)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].token == out[i - 1].token) {
+      throw_bad_request("logit_bias", "'logit_bias' lists token id {} twice", out[i].token);
+    }
+  }
+  return out;
 }
 
 // Fields both generation endpoints share (max_tokens and logprobs are endpoint-specific).
@@ -167,10 +206,19 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
   (void)r.get_string("user", limits.max_string_bytes);  // accepted, unused: but a string, bounded
-  r.accept_if_neutral("frequency_penalty", is_zero);
-  r.accept_if_neutral("presence_penalty", is_zero);
-  r.accept_if_neutral("repetition_penalty", is_one);
-  r.accept_if_neutral("logit_bias", is_empty_object);
+  if (auto v = r.get_number("presence_penalty", -2.0, 2.0)) g.presence_penalty = static_cast<float>(*v);
+  if (auto v = r.get_number("frequency_penalty", -2.0, 2.0)) {
+    g.frequency_penalty = static_cast<float>(*v);
+  }
+  if (auto v = r.get_number("repetition_penalty", 0.0, SamplingParams::kMaxRepetitionPenalty)) {
+    if (*v <= 0.0) {
+      throw_bad_request("repetition_penalty",
+                        "'repetition_penalty' must be in (0, {}] (1 = off), got {}",
+                        SamplingParams::kMaxRepetitionPenalty, *v);
+    }
+    g.repetition_penalty = static_cast<float>(*v);
+  }
+  if (const json* lb = r.get_raw("logit_bias")) g.logit_bias = parse_logit_bias(*lb);
   return g;
 }
 

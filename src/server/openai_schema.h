@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "determinism/policy.h"
+#include "kernels/sampling/logit_penalties.h"
 #include "server/server_options.h"
 
 namespace detllm::server {
@@ -50,6 +51,11 @@ struct GenerationFields {
   std::optional<DeterminismMode> determinism_mode;
   bool ignore_eos = false;  // extension (as vLLM)
   int32_t logprobs = -1;    // top logprobs per token; -1 = no logprobs at all
+  // Logit penalties (kernels/sampling/logit_penalties.h); the neutral values are off.
+  float presence_penalty = 0.0f;      // [-2, 2] (OpenAI)
+  float frequency_penalty = 0.0f;     // [-2, 2] (OpenAI)
+  float repetition_penalty = 1.0f;    // (0, 100] (vLLM, transformers)
+  std::vector<LogitBias> logit_bias;  // ascending token ids (the vocabulary is checked later)
 };
 
 struct CompletionRequest {

@@ -127,6 +127,16 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
     r.sampling.min_p = gen.min_p;
     r.sampling.seed = b.seed;
     r.sampling.n_logprobs = std::max(gen.logprobs, 0);
+    r.sampling.presence_penalty = gen.presence_penalty;
+    r.sampling.frequency_penalty = gen.frequency_penalty;
+    r.sampling.repetition_penalty = gen.repetition_penalty;
+    r.sampling.logit_bias = gen.logit_bias;
+    for (const LogitBias& lb : gen.logit_bias) {
+      if (lb.token >= ctx.vocab_size) {
+        throw_bad_request("logit_bias", "'logit_bias' token id {} is outside the vocabulary (0…{})",
+                          lb.token, ctx.vocab_size - 1);
+      }
+    }
     try {
       r.validate(ctx.vocab_size, ctx.max_model_len);
     } catch (const std::exception& e) {

@@ -2,6 +2,9 @@
 // form of each field, and for each kind of bad input the 400 naming the offending field.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/openai_schema.h"
 
@@ -159,10 +162,6 @@ TEST(OpenAiSchema, OutOfRangeValues) {
 
 TEST(OpenAiSchema, UnknownAndUnsupportedFields) {
   EXPECT_BAD(completion(R"({"prompt": "x", "temprature": 0})"), "temprature", "unrecognized");
-  EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": 0.5})"), "frequency_penalty",
-             "not supported");
-  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": 5}})"), "logit_bias",
-             "not supported");
   EXPECT_BAD(completion(R"({"prompt": "x", "best_of": 2})"), "best_of", "not supported");
   EXPECT_BAD(completion(R"({"prompt": "x", "suffix": "s"})"), "suffix", "not supported");
   EXPECT_BAD(completion(R"({"prompt": "x", "stream_options": {"include_usage": true}})"),
@@ -170,6 +169,66 @@ TEST(OpenAiSchema, UnknownAndUnsupportedFields) {
   EXPECT_BAD(completion(R"({"prompt": "x", "stream": true, "stream_options": {"x": 1}})"),
              "stream_options.x", "unrecognized");
   EXPECT_BAD(completion(R"({"max_tokens": 3})"), "prompt", "required");
+}
+
+TEST(OpenAiSchema, Penalties) {
+  const CompletionRequest c = completion(R"({"prompt": "x", "presence_penalty": -1.5,
+    "frequency_penalty": 2, "repetition_penalty": 1.2,
+    "logit_bias": {"10": -100, "2": 100, "0": 0.5, "0003": 1}})");
+  EXPECT_EQ(c.gen.presence_penalty, -1.5f);
+  EXPECT_EQ(c.gen.frequency_penalty, 2.0f);
+  EXPECT_EQ(c.gen.repetition_penalty, 1.2f);
+  // Sorted by token id (JSON keys sort as strings: "10" < "2").
+  EXPECT_EQ(c.gen.logit_bias, (std::vector<LogitBias>{{0, 0.5f}, {2, 100.0f}, {3, 1.0f},
+                                                      {10, -100.0f}}));
+  const ChatRequest chat = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 1,
+        "logit_bias": {"5": 1}, "repetition_penalty": null})"),
+      RequestLimits{});
+  EXPECT_EQ(chat.gen.presence_penalty, 1.0f);
+  EXPECT_EQ(chat.gen.repetition_penalty, 1.0f);
+  EXPECT_EQ(chat.gen.logit_bias, (std::vector<LogitBias>{{5, 1.0f}}));
+}
+
+TEST(OpenAiSchema, MalformedPenalties) {
+  EXPECT_BAD(completion(R"({"prompt": "x", "presence_penalty": 2.5})"), "presence_penalty",
+             "2.5");
+  EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": -3})"), "frequency_penalty",
+             "-3");
+  EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": "1"})"), "frequency_penalty",
+             "number");
+  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 0})"), "repetition_penalty",
+             "(0, 100]");
+  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": -1})"), "repetition_penalty",
+             "-1");
+  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 1e300})"),
+             "repetition_penalty", "");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": [1, 2]})"), "logit_bias", "object");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"a": 1}})"), "logit_bias",
+             "not a token id");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"-1": 1}})"), "logit_bias",
+             "not a token id");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1.5": 1}})"), "logit_bias",
+             "not a token id");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"": 1}})"), "logit_bias",
+             "not a token id");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"99999999999": 1}})"), "logit_bias",
+             "not a token id");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": 101}})"), "logit_bias",
+             "[-100, 100]");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": "5"}})"), "logit_bias",
+             "a number");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": null}})"), "logit_bias",
+             "a number");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": 1, "01": 2}})"), "logit_bias",
+             "twice");
+  std::string many = R"({"prompt": "x", "logit_bias": {)";
+  for (int i = 0; i <= SamplingParams::kMaxLogitBias; ++i) {
+    if (i > 0) many += ", ";
+    many += fmt::format("\"{}\": 1", i);
+  }
+  many += "}}";
+  EXPECT_BAD(completion(many), "logit_bias", "at most 1024");
 }
 
 TEST(OpenAiSchema, ScoringNeedsEchoAndLogprobs) {

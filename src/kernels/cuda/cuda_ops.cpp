@@ -17,8 +17,10 @@
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/logit_penalties.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
+#include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
 namespace detllm::kernels {
@@ -436,6 +438,20 @@ class CudaOps final : public Ops {
     }
   }
 
+  // Logit penalties on the device (logit_penalties.cu): the entries up, one thread each.
+  void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
+                             const LogitPenalty* entries, int32_t n) override {
+    check(n >= 0, "logit penalties: {} entries", n);
+    check_logit_penalties(rows, vocab, {entries, static_cast<size_t>(n)});
+    if (n == 0) return;
+    const size_t bytes = sizeof(LogitPenalty) * static_cast<size_t>(n);
+    auto* d_entries = static_cast<LogitPenalty*>(penalty_io_.get(bytes, stream_));
+    cuda_check(cudaMemcpyAsync(d_entries, entries, bytes, cudaMemcpyHostToDevice, stream_),
+               "logit penalties (entries)");
+    cuda_check(cuda::launch_logit_penalties(logits, vocab, d_entries, n, stream_),
+               "logit penalties");
+  }
+
  private:
   int device_;
   NumericsMode mode_;
@@ -453,6 +469,7 @@ class CudaOps final : public Ops {
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
+  Scratch penalty_io_;  // apply_logit_penalties: (n) LogitPenalty
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)
   std::vector<float> rope_host_;
 };

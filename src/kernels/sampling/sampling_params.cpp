@@ -18,6 +18,35 @@ void SamplingParams::validate() const {
         "sampling: min_p must be in [0, 1] (0 = disabled), got {}", min_p);
   check(n_logprobs >= 0 && n_logprobs <= kMaxLogprobs,
         "sampling: logprobs must be in [0, {}], got {}", kMaxLogprobs, n_logprobs);
+  check(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f,
+        "sampling: presence_penalty must be in [-2, 2] (0 = off), got {}", presence_penalty);
+  check(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f &&
+            frequency_penalty <= 2.0f,
+        "sampling: frequency_penalty must be in [-2, 2] (0 = off), got {}", frequency_penalty);
+  check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f &&
+            repetition_penalty <= kMaxRepetitionPenalty,
+        "sampling: repetition_penalty must be in (0, {}] (1 = off), got {}", kMaxRepetitionPenalty,
+        repetition_penalty);
+  check(logit_bias.size() <= static_cast<size_t>(kMaxLogitBias),
+        "sampling: logit_bias has {} entries; at most {} are accepted", logit_bias.size(),
+        kMaxLogitBias);
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const LogitBias& b = logit_bias[i];
+    check(b.token >= 0, "sampling: logit_bias token id {} is negative", b.token);
+    check(i == 0 || logit_bias[i - 1].token < b.token,
+          "sampling: logit_bias token ids must be strictly ascending (token {} after {})", b.token,
+          i == 0 ? 0 : logit_bias[i - 1].token);
+    check(std::isfinite(b.bias) && b.bias >= -100.0f && b.bias <= 100.0f,
+          "sampling: logit_bias of token {} must be in [-100, 100], got {}", b.token, b.bias);
+  }
+}
+
+void SamplingParams::validate(int32_t vocab_size) const {
+  validate();
+  for (const LogitBias& b : logit_bias) {
+    check(b.token < vocab_size, "sampling: logit_bias token id {} is outside the vocabulary (0…{})",
+          b.token, vocab_size - 1);
+  }
 }
 
 }  // namespace detllm
