@@ -28,8 +28,7 @@ void ModelRunner::run(const StepPlan& plan, NumericsMode numerics, bool fixed_sh
 }
 
 void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
-                         std::span<SampleRowResult> out,
-                         std::span<const LogitPenalty> penalties) {
+                         std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties) {
   check(rows.size() == params.size() && rows.size() == out.size(),
         "ModelRunner::sample: {} rows, {} params, {} results", rows.size(), params.size(),
         out.size());

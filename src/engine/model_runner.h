@@ -35,8 +35,8 @@ class ModelRunner {
   void run(const StepPlan& plan, NumericsMode numerics = NumericsMode::kInvariant,
            bool fixed_shape = true);
 
-  // out[i] = the sampler's result (kernels/sampling/sampler.h) for logit row rows[i] of this step with
-  // params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every
+  // out[i] = the sampler's result (kernels/sampling/sampler.h) for logit row rows[i] of this step
+  // with params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every
   // backend). rows may repeat (the n samples of a prompt draw from one row) and come in any
   // order; a contiguous ascending run is sampled in place, anything else gathered first
   // (a copy on the backend). penalties (kernels/sampling/logit_penalties.h; entry row = index

@@ -65,4 +65,9 @@ void ProfilingOps::sample_rows(const float* logits, int32_t rows, int32_t vocab,
   timed("sample_rows", [&] { inner_.sample_rows(logits, rows, vocab, params, out); });
 }
 
+void ProfilingOps::apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
+                                         const LogitPenalty* entries, int32_t n) {
+  timed("logit_penalties", [&] { inner_.apply_logit_penalties(logits, rows, vocab, entries, n); });
+}
+
 }  // namespace detllm::kernels

@@ -62,6 +62,8 @@ class ProfilingOps final : public Ops {
                    float* out) override;
   void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
                    SampleRowResult* out) override;
+  void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
+                             const LogitPenalty* entries, int32_t n) override;
 
   void set_gemm_numerics(NumericsMode mode) override { inner_.set_gemm_numerics(mode); }
   NumericsMode gemm_numerics() const override { return inner_.gemm_numerics(); }

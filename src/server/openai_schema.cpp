@@ -206,7 +206,8 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
   (void)r.get_string("user", limits.max_string_bytes);  // accepted, unused: but a string, bounded
-  if (auto v = r.get_number("presence_penalty", -2.0, 2.0)) g.presence_penalty = static_cast<float>(*v);
+  if (auto v = r.get_number("presence_penalty", -2.0, 2.0))
+    g.presence_penalty = static_cast<float>(*v);
   if (auto v = r.get_number("frequency_penalty", -2.0, 2.0)) {
     g.frequency_penalty = static_cast<float>(*v);
   }

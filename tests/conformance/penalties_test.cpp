@@ -132,7 +132,8 @@ TEST_F(Penalties, SameBitsUnderEveryExecutionVariation) {
     EXPECT_FALSE(m.has_value()) << "request " << i << " alone: " << m->what;
   }
   Execution staggered = base_execution("staggered");
-  for (size_t i = 0; i < reqs_.size(); ++i) staggered.arrival.push_back(static_cast<int32_t>(3 * i));
+  for (size_t i = 0; i < reqs_.size(); ++i)
+    staggered.arrival.push_back(static_cast<int32_t>(3 * i));
   expect_same(ref, run(target_, staggered, reqs_), "V2 staggered arrival");
   Execution chunked = base_execution("chunked");
   chunked.engine.scheduler.chunk_size = 7;

@@ -45,7 +45,7 @@ void check_device_equals_host(int32_t rows, int32_t vocab, uint32_t seed) {
   std::vector<float> logits(static_cast<size_t>(rows) * vocab);
   for (float& x : logits) {
     const uint32_t kind = rng() % 32;
-    x = kind == 0 ? -std::numeric_limits<float>::infinity()
+    x = kind == 0   ? -std::numeric_limits<float>::infinity()
         : kind == 1 ? -0.0f
                     : uniform(rng, -40.0f, 40.0f);
   }

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -33,6 +34,7 @@
 #include "core/error.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 #include "kernels/sampling/sampler.h"
 
@@ -558,6 +560,36 @@ void check_sample_rows(const Backend& /*b*/, Ops& ops, Ops& /*ref*/, int vocab) 
   }
 }
 
+// Ops::apply_logit_penalties: the host formula's bits on every backend (rows with random
+// histories and penalties, masked and signed-zero logits among them).
+void check_logit_penalties_op(const Backend& /*b*/, Ops& ops, Ops& /*ref*/, int vocab) {
+  const int rows = 5;
+  auto logits = random_floats(static_cast<size_t>(rows) * vocab, 13, -30.0f, 30.0f);
+  logits[1] = -std::numeric_limits<float>::infinity();
+  logits[2] = -0.0f;
+  std::mt19937 rng(5);
+  std::vector<LogitPenalty> entries;
+  std::vector<int64_t> scratch;
+  for (int r = 0; r < rows; ++r) {
+    SamplingParams p;
+    p.presence_penalty = r == 1 ? 0.0f : 0.37f * static_cast<float>(r) - 0.5f;
+    p.frequency_penalty = r == 2 ? 0.0f : 1.9f - 0.41f * static_cast<float>(r);
+    p.repetition_penalty = r == 3 ? 1.0f : 0.6f + 0.3f * static_cast<float>(r);
+    for (int t = r; t < vocab; t += 7 + r)
+      p.logit_bias.push_back({t, 0.5f * static_cast<float>(t % 9) - 2.0f});
+    std::vector<int32_t> history;
+    for (int i = 0; i < 200; ++i)
+      history.push_back(static_cast<int32_t>(rng() % std::min(vocab, 60 + 40 * r)));
+    build_logit_penalties(p, history, 50 + 10 * r, r, entries, scratch);
+  }
+  std::vector<float> want = logits;
+  apply_logit_penalties_host(want.data(), rows, vocab, entries);
+  DeviceArray<float> d(ops, logits);
+  ops.apply_logit_penalties(d.data(), rows, vocab, entries.data(),
+                            static_cast<int32_t>(entries.size()));
+  expect_bits(d.download(), want, "apply_logit_penalties");
+}
+
 // Ops::fill_uniform: every backend gives the reference's bits (a model generated in device
 // memory equals the host-generated one).
 void check_fill_uniform(const Backend& /*b*/, Ops& ops, Ops& ref, DType dtype) {
@@ -662,6 +694,11 @@ std::vector<OpCase> op_cases() {
   for (const int vocab : {50, 1000, 49152}) {
     t.push_back({fmt::format("sample_rows_v{}", vocab),
                  [vocab](const Backend& b, Ops& o, Ops& r) { check_sample_rows(b, o, r, vocab); }});
+  }
+  for (const int vocab : {50, 49152}) {
+    t.push_back(
+        {fmt::format("logit_penalties_v{}", vocab),
+         [vocab](const Backend& b, Ops& o, Ops& r) { check_logit_penalties_op(b, o, r, vocab); }});
   }
   for (const DType dt : {DType::kF32, DType::kBF16}) {
     t.push_back({fmt::format("fill_uniform_{}", dtype_name(dt)),

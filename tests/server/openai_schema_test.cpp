@@ -179,8 +179,8 @@ TEST(OpenAiSchema, Penalties) {
   EXPECT_EQ(c.gen.frequency_penalty, 2.0f);
   EXPECT_EQ(c.gen.repetition_penalty, 1.2f);
   // Sorted by token id (JSON keys sort as strings: "10" < "2").
-  EXPECT_EQ(c.gen.logit_bias, (std::vector<LogitBias>{{0, 0.5f}, {2, 100.0f}, {3, 1.0f},
-                                                      {10, -100.0f}}));
+  EXPECT_EQ(c.gen.logit_bias,
+            (std::vector<LogitBias>{{0, 0.5f}, {2, 100.0f}, {3, 1.0f}, {10, -100.0f}}));
   const ChatRequest chat = parse_chat_request(
       json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 1,
         "logit_bias": {"5": 1}, "repetition_penalty": null})"),
@@ -191,18 +191,16 @@ TEST(OpenAiSchema, Penalties) {
 }
 
 TEST(OpenAiSchema, MalformedPenalties) {
-  EXPECT_BAD(completion(R"({"prompt": "x", "presence_penalty": 2.5})"), "presence_penalty",
-             "2.5");
-  EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": -3})"), "frequency_penalty",
-             "-3");
+  EXPECT_BAD(completion(R"({"prompt": "x", "presence_penalty": 2.5})"), "presence_penalty", "2.5");
+  EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": -3})"), "frequency_penalty", "-3");
   EXPECT_BAD(completion(R"({"prompt": "x", "frequency_penalty": "1"})"), "frequency_penalty",
              "number");
   EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 0})"), "repetition_penalty",
              "(0, 100]");
   EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": -1})"), "repetition_penalty",
              "-1");
-  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 1e300})"),
-             "repetition_penalty", "");
+  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 1e300})"), "repetition_penalty",
+             "");
   EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": [1, 2]})"), "logit_bias", "object");
   EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"a": 1}})"), "logit_bias",
              "not a token id");
@@ -216,10 +214,8 @@ TEST(OpenAiSchema, MalformedPenalties) {
              "not a token id");
   EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": 101}})"), "logit_bias",
              "[-100, 100]");
-  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": "5"}})"), "logit_bias",
-             "a number");
-  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": null}})"), "logit_bias",
-             "a number");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": "5"}})"), "logit_bias", "a number");
+  EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": null}})"), "logit_bias", "a number");
   EXPECT_BAD(completion(R"({"prompt": "x", "logit_bias": {"1": 1, "01": 2}})"), "logit_bias",
              "twice");
   std::string many = R"({"prompt": "x", "logit_bias": {)";

@@ -469,7 +469,7 @@ class CudaOps final : public Ops {
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
-  Scratch penalty_io_;  // apply_logit_penalties: (n) LogitPenalty
+  Scratch penalty_io_;                              // apply_logit_penalties: (n) LogitPenalty
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)
   std::vector<float> rope_host_;
 };

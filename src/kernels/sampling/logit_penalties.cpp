@@ -43,7 +43,8 @@ void build_logit_penalties(const SamplingParams& params, std::span<const int32_t
   size_t b = 0;
   size_t i = 0;
   while (i < scratch.size() || b < bias.size()) {
-    const int32_t token_hist = i < scratch.size() ? static_cast<int32_t>(scratch[i] >> 1) : INT32_MAX;
+    const int32_t token_hist =
+        i < scratch.size() ? static_cast<int32_t>(scratch[i] >> 1) : INT32_MAX;
     const int32_t token_bias = b < bias.size() ? bias[b].token : INT32_MAX;
     const int32_t token = std::min(token_hist, token_bias);
     LogitPenalty e = entry(token);

@@ -42,10 +42,10 @@ struct LogitBias {
 // One (row, token) the penalties touch: everything the formula needs, so a device applies
 // it without the history. Plain struct, the same layout in host and device code.
 struct LogitPenalty {
-  static constexpr uint32_t kHasBias = 1;    // step 1 applies
-  static constexpr uint32_t kSeen = 2;       // step 2 applies (with repetition != 1)
-  int32_t row = 0;          // logit row of the call
-  int32_t token = 0;        // column (vocabulary id)
+  static constexpr uint32_t kHasBias = 1;  // step 1 applies
+  static constexpr uint32_t kSeen = 2;     // step 2 applies (with repetition != 1)
+  int32_t row = 0;                         // logit row of the call
+  int32_t token = 0;                       // column (vocabulary id)
   int32_t n_generated = 0;  // c: occurrences among the generated tokens (steps 3 and 4)
   uint32_t flags = 0;
   float bias = 0.0f;

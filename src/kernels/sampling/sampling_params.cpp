@@ -20,8 +20,7 @@ void SamplingParams::validate() const {
         "sampling: logprobs must be in [0, {}], got {}", kMaxLogprobs, n_logprobs);
   check(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f,
         "sampling: presence_penalty must be in [-2, 2] (0 = off), got {}", presence_penalty);
-  check(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f &&
-            frequency_penalty <= 2.0f,
+  check(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f,
         "sampling: frequency_penalty must be in [-2, 2] (0 = off), got {}", frequency_penalty);
   check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f &&
             repetition_penalty <= kMaxRepetitionPenalty,
