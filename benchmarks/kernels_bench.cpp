@@ -1,6 +1,7 @@
 // Kernel benchmark (a program, not a test): CPU matmul GFLOP/s and weight bandwidth at the
 // SmolLM2-135M shapes, and attention tokens/s, as ratios to the memory copy bandwidth measured
-// in the same run. Run: build-kern/benchmarks/kernels_bench [--quick] [--only=matmul|attention].
+// in the same run; GGUF block weights against fp32. Run:
+// build/benchmarks/kernels_bench [--quick] [--only=matmul|quant|attention].
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -192,6 +193,79 @@ void bench_attention(bool quick) {
   }
 }
 
+// Random blocks of type t (rows × cols), every f16 scale/min set to 0.01 so values stay finite.
+std::vector<uint8_t> random_blocks(detllm::DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(static_cast<size_t>(rows * detllm::dtype_row_bytes(t, cols)));
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  const uint16_t h = 0x211f;  // 0.01 in f16
+  const int64_t bb = detllm::dtype_block_bytes(t);
+  for (size_t off = 0; off < b.size(); off += bb) {
+    uint8_t* blk = b.data() + off;
+    const bool k6 = t == detllm::DType::kQ6_K;
+    std::memcpy(blk + (k6 ? 208 : 0), &h, 2);
+    if (t == detllm::DType::kQ4_1 || t == detllm::DType::kQ4_K) std::memcpy(blk + 2, &h, 2);
+  }
+  return b;
+}
+
+// Weights kept in GGUF block types against fp32 weights, same shapes, same run, weights
+// streamed from DRAM (a ring of copies): the time ratio fp32 ÷ block (> 1: the block type is
+// faster). 1 thread, process CPU time. Both give the same bits (tests/kernels/quant_matmul_test).
+void bench_quant(bool quick) {
+  using detllm::DType;
+  // SmolLM2-135M's shapes (K = 576 is not whole k-quant blocks of 256: '–') and one of
+  // Llama-8B's (K = 4096).
+  const MatmulShape shapes[] = {{"q/o", 576, 576},       {"gate/up", 576, 1536},
+                                {"down", 1536, 576},     {"lm_head", 576, 49152},
+                                {"8B o", 4096, 4096}};
+  const double min_s = quick ? 0.05 : 0.25;
+  fmt::print("\n## matmul with block (GGUF) weights vs fp32 weights, 1 thread, cold W\n\n");
+  fmt::print("| shape (K→N) | m | fp32 ms | q4_1 ms | q8_0 ms | q4_0 ms | q4_k ms | q6_k ms | "
+             "fp32 ÷ q4_1 | fp32 ÷ q8_0 |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+  auto ops = make_cpu_ops(1);
+  for (const MatmulShape& s : shapes) {
+    for (int m : {1, 8, 32, 128}) {
+      if (quick && m > 32) continue;
+      const auto x = random_floats(static_cast<size_t>(m) * s.k, 7);
+      std::vector<float> y(static_cast<size_t>(m) * s.n);
+      auto time_type = [&](DType t) {
+        if (s.k % detllm::dtype_block_elems(t) != 0) return -1.0;  // rows not whole blocks
+        const size_t bytes = static_cast<size_t>(s.n) * detllm::dtype_row_bytes(t, s.k);
+        const size_t ring = std::max<size_t>(2, (size_t{256} << 20) / bytes + 1);
+        std::vector<std::vector<uint8_t>> ws(ring);
+        for (size_t r = 0; r < ring; ++r) {
+          if (t == DType::kF32) {
+            const auto f = random_floats(static_cast<size_t>(s.n) * s.k, 100 + r);
+            ws[r].resize(bytes);
+            std::memcpy(ws[r].data(), f.data(), bytes);
+          } else {
+            ws[r] = random_blocks(t, s.n, s.k, 100 + static_cast<uint32_t>(r));
+          }
+        }
+        size_t next = 0;
+        return time_per_call(
+                   [&] {
+                     const WeightMatrix w{ws[next].data(), t, s.n, s.k};
+                     next = (next + 1) % ring;
+                     ops->matmul(x.data(), m, w, nullptr, y.data());
+                   },
+                   min_s)
+            .cpu;
+      };
+      const double f32 = time_type(DType::kF32);
+      const double q41 = time_type(DType::kQ4_1), q80 = time_type(DType::kQ8_0);
+      const double q40 = time_type(DType::kQ4_0), q4k = time_type(DType::kQ4_K);
+      const double q6k = time_type(DType::kQ6_K);
+      auto ms = [](double t) { return t < 0 ? std::string("–") : fmt::format("{:.3f}", t * 1e3); };
+      fmt::print("| {} {}→{} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {:.2f} |\n", s.name,
+                 s.k, s.n, m, ms(f32), ms(q41), ms(q80), ms(q40), ms(q4k), ms(q6k), f32 / q41,
+                 f32 / q80);
+    }
+  }
+}
+
 // The scalar reference at one shape, to show what the SIMD kernel buys.
 void bench_vs_ref(bool quick) {
   const int m = 64, k = 576, n = 576;
@@ -216,7 +290,7 @@ void bench_vs_ref(bool quick) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string only;  // "", "matmul" or "attention"
+  std::string only;  // "", "matmul", "quant" or "attention"
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
@@ -224,7 +298,7 @@ int main(int argc, char** argv) {
     } else if (arg.rfind("--only=", 0) == 0) {
       only = arg.substr(7);
     } else {
-      fmt::print(stderr, "usage: kernels_bench [--quick] [--only=matmul|attention]\n");
+      fmt::print(stderr, "usage: kernels_bench [--quick] [--only=matmul|quant|attention]\n");
       return 2;
     }
   }
@@ -248,6 +322,7 @@ int main(int argc, char** argv) {
     bench_vs_ref(quick);
     bench_matmul(copy_gbs, quick);
   }
+  if (only.empty() || only == "quant") bench_quant(quick);
   if (only.empty() || only == "attention") bench_attention(quick);
   return 0;
 }

@@ -199,12 +199,14 @@ struct StepBytes {
 
 StepBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w) {
   StepBytes b;
-  auto add = [&](const Linear& l) { b.weights += 4.0 * (l.w.data.size() + l.bias.size()); };
+  auto add = [&](const Linear& l) {
+    b.weights += static_cast<double>(l.w.n_bytes()) + 4.0 * l.bias.size();
+  };
   for (const LayerWeights& l : w.layers) {
     for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
     b.weights += 4.0 * (l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() + l.k_norm.size());
   }
-  b.weights += 4.0 * (w.lm_head_tensor().data.size() + w.out_norm.size());
+  b.weights += static_cast<double>(w.lm_head_tensor().n_bytes()) + 4.0 * w.out_norm.size();
   b.kv_per_position = 4.0 * 2 * c.n_layers * c.kv_dim();
   return b;
 }
@@ -506,9 +508,9 @@ int main(int argc, char** argv) {
     const StepBytes bytes = decode_step_bytes(c, b.model->weights);
     fmt::print("\n## decode vs memory-bandwidth roofline\n\n");
     fmt::print(
-        "fp32 weights read per step: {:.1f} MB (lm_head {:.1f} MB); KV: {:.1f} KB per "
+        "weights read per step (as stored): {:.1f} MB (lm_head {:.1f} MB); KV: {:.1f} KB per "
         "cached position ({:.1f} MB for the {}-token prompt).\n",
-        bytes.weights / 1e6, 4.0 * b.model->weights.lm_head_tensor().data.size() / 1e6,
+        bytes.weights / 1e6, b.model->weights.lm_head_tensor().n_bytes() / 1e6,
         bytes.kv_per_position / 1e3, bytes.kv_per_position * o.prompt_len / 1e6, o.prompt_len);
     fmt::print(
         "bandwidth measured here over 512 MiB at the same thread count: copy = memcpy, "

@@ -57,6 +57,11 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   // The backend first: a missing GPU fails before the (slow) model load.
   s_->backend = backends::make_backend(bo, mode_info(mode).backend, threads);
   s_->bundle = open_model_bundle(o.model, threads);
+  // Weights are written in place by update_weights (host fp32 is the source of truth), so a
+  // GGUF's blocks are widened here, before the backend's forward takes pointers into them
+  // (the same values: the logits do not change). install_backend builds that forward.
+  s_->bundle.llama.reset();
+  dequantize_weights(s_->bundle.model->weights);
   backends::install_backend(s_->bundle, s_->backend);
   s_->weights_hash = s_->bundle.model->weights_hash;
 

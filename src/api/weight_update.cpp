@@ -21,6 +21,9 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights& w) {
   std::vector<ParameterSlot> out;
   auto tensor = [&](std::string name, HostTensor& t) {
+    // Writable fp32 slots: the session widened every stored block type at load.
+    check(t.dtype == DType::kF32, "parameter_slots: {} is held as {}, not fp32 (call "
+          "dequantize_weights first)", name, dtype_name(t.dtype));
     out.push_back({std::move(name), t.shape, t.data.data()});
   };
   auto vec = [&](std::string name, std::vector<float>& v) {
@@ -47,7 +50,7 @@ std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights& w
     linear(p + "mlp.down_proj", l.w_down);
   }
   vec("model.norm.weight", w.out_norm);
-  if (w.lm_head.w.data.empty()) {
+  if (w.lm_head.w.empty()) {
     tensor("lm_head.weight", w.tok_embd);  // tied: the same values as embed_tokens
   } else {
     tensor("lm_head.weight", w.lm_head.w);

@@ -1,5 +1,7 @@
-// Element types of weight files and their conversion to fp32. The conversions are exact
-// (bf16/f16 -> f32 widen without rounding), so dequantization at load changes no bits.
+// Element types of weights and their conversion to fp32. f16/bf16 widen exactly. The block
+// types are GGUF's quantized formats kept as they are in memory: a row of `cols` elements is
+// cols / dtype_block_elems(t) packed blocks of dtype_block_bytes(t) bytes (core/quant.h
+// decodes them, with the same fp32 bits as ggml's reference dequantizer).
 #pragma once
 
 #include <cstdint>
@@ -8,17 +10,65 @@
 
 namespace detllm {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ4_0, kQ4_1, kQ8_0, kQ4_K, kQ6_K };
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }
 
+// True for the block (quantized) types.
+constexpr bool dtype_is_block(DType t) {
+  return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
+}
+
+// Elements per block: 1 for f32/f16/bf16, 32 for the legacy quants, 256 for the k-quants.
+constexpr int64_t dtype_block_elems(DType t) {
+  switch (t) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return 1;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0: return 32;
+    case DType::kQ4_K:
+    case DType::kQ6_K: return 256;
+  }
+  return 1;
+}
+
+// Bytes per block (ggml's block structs: q4_0 = d | qs[16], q4_1 = d | m | qs[16],
+// q8_0 = d | qs[32], q4_K = d | dmin | scales[12] | qs[128], q6_K = ql | qh | scales | d).
+constexpr int64_t dtype_block_bytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kQ4_0: return 18;
+    case DType::kQ4_1: return 20;
+    case DType::kQ8_0: return 34;
+    case DType::kQ4_K: return 144;
+    case DType::kQ6_K: return 210;
+  }
+  return 0;
+}
+
+// Bytes of a row of `cols` elements (cols a multiple of the block size).
+constexpr int64_t dtype_row_bytes(DType t, int64_t cols) {
+  return cols / dtype_block_elems(t) * dtype_block_bytes(t);
+}
+
+// Bytes per element of the element types (f32, f16, bf16); block types have no element size
+// (use dtype_row_bytes).
 inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
 
 inline float bf16_to_f32(uint16_t h) {

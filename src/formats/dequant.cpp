@@ -1,19 +1,16 @@
-// Block layouts and dequantization of GGML types. Each quantized block is decoded by reading
-// its bytes with memcpy (blocks are packed, so nothing is aligned). The arithmetic per element
-// follows ggml's reference order (e.g. Q4_K: (d * scale) * q - (dmin * min)); the build uses
-// -ffp-contract=off, so no FMA changes the rounding.
+// GGML type table and dequantization of GGML types: the block decoders themselves are
+// core/quant (shared with the kernels), reached through the DType each GGML type maps to.
 #include "formats/dequant.h"
 
+#include <algorithm>
 #include <array>
-#include <bit>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/parallel.h"
+#include "core/quant.h"
 
 namespace detllm {
-
-static_assert(std::endian::native == std::endian::little,
-              "the loaders assume a little-endian host");
 
 namespace {
 
@@ -58,112 +55,6 @@ constexpr std::array<GgmlTypeInfo, 34> kTypes = {{
     {41, "Q1_0", 128, 2 + 16, false},
 }};
 
-inline uint16_t read_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline float read_f16(const uint8_t* p) {
-  return f16_to_f32(read_u16(p));
-}
-
-// Q4_0 block (18 B): d:f16 | qs[16]. Element j < 16 is the low nibble of qs[j], element
-// j + 16 the high nibble; x = (q - 8) * d.
-void dequant_q4_0(const uint8_t* b, float* y) {
-  const float d = read_f16(b);
-  const uint8_t* qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
-    y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
-  }
-}
-
-// Q4_1 block (20 B): d:f16 | m:f16 | qs[16]; nibbles as Q4_0; x = q * d + m.
-void dequant_q4_1(const uint8_t* b, float* y) {
-  const float d = read_f16(b);
-  const float m = read_f16(b + 2);
-  const uint8_t* qs = b + 4;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
-    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-  }
-}
-
-// Q8_0 block (34 B): d:f16 | qs:int8[32]; x = q * d.
-void dequant_q8_0(const uint8_t* b, float* y) {
-  const float d = read_f16(b);
-  for (int j = 0; j < 32; ++j) {
-    y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
-  }
-}
-
-// Q4_K super-block (144 B): d:f16 | dmin:f16 | scales[12] | qs[128]. Eight sub-blocks of 32
-// elements, each with a 6-bit scale and a 6-bit min packed into scales[12]:
-//   sub-block s < 4: scale = scales[s] & 63,  min = scales[s + 4] & 63
-//   sub-block s >= 4: scale = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4
-//                     min   = (scales[s + 4] >> 4) | (scales[s]     >> 6) << 4
-// qs is four 32-byte groups; group g holds sub-block 2g in its low nibbles and 2g + 1 in its
-// high nibbles. x = (d * scale) * q - (dmin * min).
-void dequant_q4_k(const uint8_t* b, float* y) {
-  const float d = read_f16(b);
-  const float dmin = read_f16(b + 2);
-  const uint8_t* sc = b + 4;
-  const uint8_t* qs = b + 16;
-  for (int s = 0; s < 8; ++s) {
-    int scale;
-    int min;
-    if (s < 4) {
-      scale = sc[s] & 63;
-      min = sc[s + 4] & 63;
-    } else {
-      scale = (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
-      min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-    }
-    const float d1 = d * static_cast<float>(scale);
-    const float m1 = dmin * static_cast<float>(min);
-    const uint8_t* q = qs + 32 * (s / 2);
-    const int shift = (s % 2) * 4;
-    for (int l = 0; l < 32; ++l) {
-      y[32 * s + l] = d1 * static_cast<float>((q[l] >> shift) & 0x0F) - m1;
-    }
-  }
-}
-
-// Q6_K super-block (210 B): ql[128] | qh[64] | scales:int8[16] | d:f16. Two halves of 128
-// elements; half h uses ql[64h..], qh[32h..], scales[8h..]. For l in 0..31 the 6-bit values
-//   y[l]      = (ql[l]      & 15) | ((qh[l] >> 0) & 3) << 4
-//   y[l + 32] = (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4
-//   y[l + 64] = (ql[l]      >> 4) | ((qh[l] >> 4) & 3) << 4
-//   y[l + 96] = (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4
-// are offset by -32; element i of the block uses scales[i / 16]; x = (d * scale) * q.
-void dequant_q6_k(const uint8_t* b, float* y) {
-  const float d = read_f16(b + 208);
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* ql = b + 64 * h;
-    const uint8_t* qh = b + 128 + 32 * h;
-    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
-    float* out = y + 128 * h;
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      out[l] = (d * static_cast<float>(scales[is + 0])) * static_cast<float>(q1);
-      out[l + 32] = (d * static_cast<float>(scales[is + 2])) * static_cast<float>(q2);
-      out[l + 64] = (d * static_cast<float>(scales[is + 4])) * static_cast<float>(q3);
-      out[l + 96] = (d * static_cast<float>(scales[is + 6])) * static_cast<float>(q4);
-    }
-  }
-}
-
-template <void (*Block)(const uint8_t*, float*)>
-void dequant_blocks(const uint8_t* src, float* dst, int64_t n, int64_t block_size,
-                    int64_t type_size) {
-  const int64_t n_blocks = n / block_size;
-  for (int64_t i = 0; i < n_blocks; ++i) Block(src + i * type_size, dst + i * block_size);
-}
-
 }  // namespace
 
 const GgmlTypeInfo* ggml_type_info(uint32_t id) {
@@ -185,48 +76,50 @@ void dequantize_ggml(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
         ggml_type_name(type));
   check(n >= 0 && n % t->block_size == 0, "{} element count {} is not a multiple of {}", t->name, n,
         t->block_size);
+  const std::optional<DType> dt = ggml_dtype(type);
+  check(dt.has_value(), "cannot dequantize GGML type {}", ggml_type_name(type));
+  dequantize_row(*dt, src, dst, n);
+}
+
+std::optional<DType> ggml_dtype(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32:
-      widen_to_f32(DType::kF32, src, dst, n);
-      return;
-    case GgmlType::kF16:
-      widen_to_f32(DType::kF16, src, dst, n);
-      return;
-    case GgmlType::kBF16:
-      widen_to_f32(DType::kBF16, src, dst, n);
-      return;
-    case GgmlType::kQ4_0:
-      dequant_blocks<dequant_q4_0>(src, dst, n, t->block_size, t->type_size);
-      return;
-    case GgmlType::kQ4_1:
-      dequant_blocks<dequant_q4_1>(src, dst, n, t->block_size, t->type_size);
-      return;
-    case GgmlType::kQ8_0:
-      dequant_blocks<dequant_q8_0>(src, dst, n, t->block_size, t->type_size);
-      return;
-    case GgmlType::kQ4_K:
-      dequant_blocks<dequant_q4_k>(src, dst, n, t->block_size, t->type_size);
-      return;
-    case GgmlType::kQ6_K:
-      dequant_blocks<dequant_q6_k>(src, dst, n, t->block_size, t->type_size);
-      return;
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBF16: return DType::kBF16;
+    case GgmlType::kQ4_0: return DType::kQ4_0;
+    case GgmlType::kQ4_1: return DType::kQ4_1;
+    case GgmlType::kQ8_0: return DType::kQ8_0;
+    case GgmlType::kQ4_K: return DType::kQ4_K;
+    case GgmlType::kQ6_K: return DType::kQ6_K;
   }
-  throw_error("cannot dequantize GGML type {}", ggml_type_name(type));  // unreachable
+  return std::nullopt;
 }
 
 void widen_to_f32(DType dtype, const uint8_t* src, float* dst, int64_t n) {
-  switch (dtype) {
-    case DType::kF32:
-      if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return;
-    case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(read_u16(src + 2 * i));
-      return;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(read_u16(src + 2 * i));
-      return;
-  }
-  throw_error("cannot widen dtype {} to f32", dtype_name(dtype));  // unreachable
+  check(!dtype_is_block(dtype), "widen_to_f32: {} is a block type", dtype_name(dtype));
+  dequantize_row(dtype, src, dst, n);
+}
+
+void dequantize_tensor(HostTensor& t) {
+  if (t.dtype == DType::kF32) return;
+  const int64_t n = t.numel();
+  check(static_cast<int64_t>(t.raw.size()) == dtype_row_bytes(t.dtype, n),
+        "dequantize_tensor: {} bytes for {} elements of {}", t.raw.size(), n, dtype_name(t.dtype));
+  t.data.resize(static_cast<size_t>(n));
+  // Row by row on every core: each row's values are the same whichever thread decodes it.
+  const int64_t cols = t.shape.empty() ? n : t.shape.back();
+  const int64_t rows = cols == 0 ? 0 : n / cols;
+  const int64_t row_bytes = dtype_row_bytes(t.dtype, cols);
+  const int64_t n_parts = std::max<int64_t>(1, rows / 256);
+  parallel_each(static_cast<size_t>(n_parts), 64, [&](size_t part) {
+    const int64_t begin = rows * static_cast<int64_t>(part) / n_parts;
+    const int64_t end = rows * (static_cast<int64_t>(part) + 1) / n_parts;
+    dequantize_row(t.dtype, t.raw.data() + begin * row_bytes, t.data.data() + begin * cols,
+                   (end - begin) * cols);
+  });
+  t.raw.clear();
+  t.raw.shrink_to_fit();
+  t.dtype = DType::kF32;
 }
 
 }  // namespace detllm

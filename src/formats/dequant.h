@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/dtype.h"
+#include "formats/tensor_source.h"
 
 namespace detllm {
 
@@ -42,6 +44,14 @@ std::string ggml_type_name(uint32_t id);
 // n / block_size * type_size bytes (no alignment required), into dst[0..n).
 // Throws detllm::Error when the type cannot be dequantized (the caller adds tensor and file).
 void dequantize_ggml(uint32_t type, const uint8_t* src, float* dst, int64_t n);
+
+// The DType a GGML type is kept as in memory (HostTensor::dtype); nullopt for the types
+// detllm cannot load.
+std::optional<DType> ggml_dtype(uint32_t type);
+
+// Turns a tensor kept in its stored type (HostTensor::dtype != kF32) into fp32 in place,
+// with the same bits as loading it with load_f32; a no-op for fp32 tensors.
+void dequantize_tensor(HostTensor& t);
 
 // Widens `n` elements of f32/f16/bf16 from `src` (little-endian, no alignment required).
 // Exact: no rounding happens.

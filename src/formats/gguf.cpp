@@ -545,15 +545,42 @@ std::vector<int64_t> GgufFile::tensor_shape(const std::string& name) const {
   return tensor_info(name).shape;
 }
 
-HostTensor GgufFile::load_f32(const std::string& name) const {
-  const GgufTensorInfo& t = tensor_info(name);
-  const GgmlTypeInfo* ti = ggml_type_info(t.type);
-  if (ti == nullptr || !ti->can_dequantize) {
+namespace {
+
+// The DType of a tensor detllm can load; throws naming the tensor and file otherwise.
+DType loadable_dtype(const GgufTensorInfo& t, const std::string& path) {
+  const std::optional<DType> dt = ggml_dtype(t.type);
+  if (!dt) {
     throw_error(
         "{}: tensor '{}' has GGML type {}, which detllm cannot load (supported: F32, F16, "
         "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); re-quantize the model to one of these",
-        impl_->path, name, ggml_type_name(t.type));
+        path, t.name, ggml_type_name(t.type));
   }
+  return *dt;
+}
+
+}  // namespace
+
+HostTensor GgufFile::load_stored(const std::string& name) const {
+  const GgufTensorInfo& t = tensor_info(name);
+  const DType dt = loadable_dtype(t, impl_->path);
+  if (dt == DType::kF32) return load_f32(name);
+  HostTensor out;
+  out.shape = t.shape;
+  out.dtype = dt;
+  // The open() checks made n_bytes = numel / block * block bytes and the row length a
+  // multiple of the block, so the bytes are whole rows of whole blocks.
+  check(static_cast<int64_t>(t.n_bytes) == dtype_row_bytes(dt, out.numel()),
+        "{}: tensor '{}' holds {} bytes, not {} {} elements", impl_->path, name, t.n_bytes,
+        out.numel(), dtype_name(dt));
+  const uint8_t* p = impl_->data + t.offset;
+  out.raw.assign(p, p + t.n_bytes);
+  return out;
+}
+
+HostTensor GgufFile::load_f32(const std::string& name) const {
+  const GgufTensorInfo& t = tensor_info(name);
+  loadable_dtype(t, impl_->path);
   HostTensor out;
   out.shape = t.shape;
   out.data.resize(static_cast<size_t>(out.numel()));

@@ -7,13 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace detllm {
 
-// Host tensor in fp32, row-major; shape in PyTorch order (outermost first), e.g. a linear
-// weight is (out_features, in_features).
+// Host tensor, row-major; shape in PyTorch order (outermost first), e.g. a linear weight is
+// (out_features, in_features). In fp32 (dtype kF32: `data`), or kept in the file's stored
+// type (f16, bf16 or a GGUF block type: `raw` holds dtype_row_bytes(dtype, cols) bytes per
+// row, rows back to back; formats/dequant.h dequantize_tensor turns it into fp32).
 struct HostTensor {
   std::vector<int64_t> shape;
-  std::vector<float> data;  // product(shape) elements
+  std::vector<float> data;  // product(shape) elements when dtype == kF32, else empty
+  DType dtype = DType::kF32;
+  std::vector<uint8_t> raw;  // the stored bytes when dtype != kF32, else empty
+
+  bool empty() const { return data.empty() && raw.empty(); }
+  // The elements' storage: data or raw.
+  const void* ptr() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(data.data()) : raw.data();
+  }
+  size_t n_bytes() const { return dtype == DType::kF32 ? data.size() * sizeof(float) : raw.size(); }
 
   int64_t numel() const {
     int64_t n = 1;
@@ -34,6 +47,10 @@ class TensorSource {
   // Dequantizes/widens to fp32 (exact for f32/f16/bf16; per the format's dequantization rule
   // for quantized blocks). Throws detllm::Error naming the tensor and file on any problem.
   virtual HostTensor load_f32(const std::string& name) const = 0;
+  // The tensor in the type it is stored as when the kernels can use that type directly
+  // (GGUF: f16, bf16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), else fp32 as load_f32. The default
+  // (safetensors) is load_f32.
+  virtual HostTensor load_stored(const std::string& name) const { return load_f32(name); }
 };
 
 }  // namespace detllm

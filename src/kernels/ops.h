@@ -22,7 +22,8 @@ struct LogitPenalty;  // kernels/sampling/logit_penalties.h
 
 namespace detllm::kernels {
 
-// A weight matrix, row-major: (rows = out_features N, cols = in_features K).
+// A weight matrix, row-major: (rows = out_features N, cols = in_features K). A block dtype
+// (core/dtype.h) stores each row as cols / dtype_block_elems blocks, rows back to back.
 struct WeightMatrix {
   const void* data = nullptr;  // (rows, cols) of dtype
   DType dtype = DType::kF32;
@@ -87,6 +88,10 @@ class Ops {
   virtual bool host_memory() const { return true; }
   // The dtype the backend wants weights in (upload_weight converts to it).
   virtual DType weight_dtype() const { return DType::kF32; }
+  // True when matmul and embedding read weights of dtype t as they are (host backends: every
+  // DType, block types decoded in registers with the bits of core/quant.h), so the model
+  // places them without conversion.
+  virtual bool reads_weight_dtype(DType t) const { return t == weight_dtype(); }
   // The dtype of the KV cache (KvStorage allocates it; kv_append converts to it). A numerics
   // setting: it is in the fingerprint (cli/backend.cpp). CPU backends: fp32 only.
   virtual DType kv_dtype() const { return DType::kF32; }

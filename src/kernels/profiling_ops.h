@@ -32,6 +32,7 @@ class ProfilingOps final : public Ops {
   std::string_view name() const override { return inner_.name(); }
   bool host_memory() const override { return inner_.host_memory(); }
   DType weight_dtype() const override { return inner_.weight_dtype(); }
+  bool reads_weight_dtype(DType t) const override { return inner_.reads_weight_dtype(t); }
   DType kv_dtype() const override { return inner_.kv_dtype(); }
   size_t device_memory_free() const override { return inner_.device_memory_free(); }
   void* alloc_bytes(size_t n) override { return inner_.alloc_bytes(n); }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "formats/dequant.h"
 #include "model/synthetic.h"
 
 namespace detllm {
@@ -107,7 +108,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
         [&](const Linear& t) { return place(t); }));
   }
   out_norm_ = place(w.out_norm);
-  lm_head_ = w.lm_head.w.data.empty() ? tok_embd_ : place(w.lm_head.w);
+  lm_head_ = w.lm_head.w.empty() ? tok_embd_ : place(w.lm_head.w);
 }
 
 LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, kernels::Ops& ops)
@@ -147,11 +148,24 @@ const float* LlamaModel::place(const std::vector<float>& v) {
 kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
   const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
   const DType dt = ops_.weight_dtype();
-  if (ops_.host_memory() && dt == DType::kF32) return {t.data.data(), DType::kF32, rows, cols};
-  const size_t n = t.data.size();
+  // Host backends read weights in place in every type they accept (CPU: fp32, f16, bf16 and
+  // the GGUF block types, decoded in registers with the bits of dequantize_tensor).
+  if (ops_.host_memory() && ops_.reads_weight_dtype(t.dtype)) return {t.ptr(), t.dtype, rows, cols};
+  // Otherwise convert through fp32 (exact: the same values the fp32 load would give).
+  HostTensor widened;
+  const HostTensor* src = &t;
+  if (t.dtype != DType::kF32) {
+    widened.shape = t.shape;
+    widened.dtype = t.dtype;
+    widened.raw = t.raw;
+    dequantize_tensor(widened);
+    src = &widened;
+  }
+  const std::vector<float>& values = src->data;
+  const size_t n = values.size();
   owned_.emplace_back(ops_, n * dtype_size(dt));
   if (dt == DType::kF32) {
-    ops_.upload(owned_.back().data(), t.data.data(), n * sizeof(float));
+    ops_.upload(owned_.back().data(), values.data(), n * sizeof(float));
   } else if (dt == DType::kBF16) {
     // Rounded on every core (an 8B model's 16 GB otherwise takes ~10 s on one); each element's
     // rounding is the same whichever thread does it.
@@ -159,7 +173,7 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
     const size_t n_parts = std::max<size_t>(1, n >> 20);  // parts of 1M elements
     parallel_each(n_parts, n_parts, [&](size_t part) {
       const size_t begin = n * part / n_parts, end = n * (part + 1) / n_parts;
-      for (size_t i = begin; i < end; ++i) h[i] = f32_to_bf16(t.data[i]);
+      for (size_t i = begin; i < end; ++i) h[i] = f32_to_bf16(values[i]);
     });
     ops_.upload(owned_.back().data(), h.get(), n * sizeof(uint16_t));
   } else {

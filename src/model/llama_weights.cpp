@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "formats/dequant.h"
 
 namespace detllm {
 namespace {
@@ -29,8 +31,9 @@ struct Names {
 // the first failing job in plan order is the error reported.
 class Loader {
  public:
-  Loader(const TensorSource& source, const std::function<void(size_t, size_t)>& cb)
-      : source_(source), progress_(cb) {}
+  Loader(const TensorSource& source, const std::function<void(size_t, size_t)>& cb,
+         WeightStorage storage)
+      : source_(source), progress_(cb), storage_(storage) {}
 
   void tensor(const std::string& name, std::vector<int64_t> shape, HostTensor* out,
               std::function<void(HostTensor&)> fixup = {}) {
@@ -69,7 +72,9 @@ class Loader {
   };
 
   void run_job(Job& job) const {
-    HostTensor t = source_.load_f32(job.name);
+    HostTensor t = job.tensor != nullptr && storage_ == WeightStorage::kStored
+                       ? source_.load_stored(job.name)
+                       : source_.load_f32(job.name);
     // A 1-D GGUF vector may be stored as (1, n); normalise by element count for vectors.
     const auto& shape = job.shape;
     const bool same = t.shape == shape ||
@@ -87,34 +92,42 @@ class Loader {
 
   const TensorSource& source_;
   const std::function<void(size_t, size_t)>& progress_;
+  const WeightStorage storage_;
   std::vector<Job> jobs_;
 };
 
 // llama.cpp's converter stores q/k rows of each head interleaved (pairs (2i, 2i+1)) for its
-// adjacent-pair RoPE; HF's half-split RoPE wants row i and i + head_dim/2. Undo it.
+// adjacent-pair RoPE; HF's half-split RoPE wants row i and i + head_dim/2. Undo it. Rows move
+// whole, so a tensor kept in a block type moves its rows' blocks.
 void unpermute_rows(HostTensor& t, int32_t n_heads, int32_t head_dim) {
-  const int64_t cols = t.shape.at(1);
+  const int64_t row_bytes = dtype_row_bytes(t.dtype, t.shape.at(1));
   const int32_t half = head_dim / 2;
-  std::vector<float> out(t.data.size());
+  const uint8_t* in = static_cast<const uint8_t*>(t.ptr());
+  std::vector<uint8_t> out(t.n_bytes());
   for (int32_t h = 0; h < n_heads; ++h) {
     for (int32_t i = 0; i < half; ++i) {
       for (int32_t j = 0; j < 2; ++j) {
         const int64_t src = static_cast<int64_t>(h) * head_dim + 2 * i + j;
         const int64_t dst = static_cast<int64_t>(h) * head_dim + j * half + i;
-        std::copy_n(t.data.data() + src * cols, cols, out.data() + dst * cols);
+        std::copy_n(in + src * row_bytes, row_bytes, out.data() + dst * row_bytes);
       }
     }
   }
-  t.data = std::move(out);
+  if (t.dtype == DType::kF32) {
+    std::memcpy(t.data.data(), out.data(), out.size());
+  } else {
+    t.raw = std::move(out);
+  }
 }
 
 }  // namespace
 
 ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
-                          const ModelConfig& c, const std::function<void(size_t, size_t)>& cb) {
+                          const ModelConfig& c, const std::function<void(size_t, size_t)>& cb,
+                          WeightStorage storage) {
   const Names n{naming};
   const bool gguf = naming == WeightNaming::kGguf;
-  Loader ld(source, cb);
+  Loader ld(source, cb, storage);
   auto linear = [&](Linear& l, int i, const char* g, const char* h, int64_t out, int64_t in,
                     bool bias, std::function<void(HostTensor&)> fixup = {}) {
     ld.tensor(n.layer(i, fmt::format("{}.weight", g).c_str(), fmt::format("{}.weight", h).c_str()),
@@ -160,6 +173,15 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   }
   ld.run();
   return w;
+}
+
+void dequantize_weights(ModelWeights& w) {
+  dequantize_tensor(w.tok_embd);
+  for (LayerWeights& l : w.layers) {
+    for (Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      dequantize_tensor(lin->w);
+  }
+  dequantize_tensor(w.lm_head.w);
 }
 
 }  // namespace detllm

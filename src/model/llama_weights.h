@@ -1,5 +1,7 @@
-// The weights of a Llama-family model in host fp32, mapped from a file's own tensor names
-// (GGUF or Hugging Face) and checked against ModelConfig shapes. GGUF "llama" files store
+// The weights of a Llama-family model in host memory, mapped from a file's own tensor names
+// (GGUF or Hugging Face) and checked against ModelConfig shapes. Matrices are kept as the file
+// stores them where the kernels read that type (GGUF f16/bf16/Q4_0/Q4_1/Q8_0/Q4_K/Q6_K,
+// WeightStorage::kStored) or widened to fp32; norms and biases are always fp32. GGUF "llama" files store
 // q/k rows permuted for llama.cpp's interleaved RoPE; they are un-permuted here so that one
 // RoPE (HF's half-split) serves every format.
 #pragma once
@@ -15,11 +17,9 @@ namespace detllm {
 
 // A linear layer's weight in host memory and the backend's view of it.
 struct Linear {
-  HostTensor w;            // (out_features, in_features)
+  HostTensor w;            // (out_features, in_features) of w.dtype
   std::vector<float> bias;  // (out_features) or empty
-  kernels::WeightMatrix view() const {
-    return {w.data.data(), DType::kF32, w.shape.at(0), w.shape.at(1)};
-  }
+  kernels::WeightMatrix view() const { return {w.ptr(), w.dtype, w.shape.at(0), w.shape.at(1)}; }
   const float* bias_ptr() const { return bias.empty() ? nullptr : bias.data(); }
 };
 
@@ -45,15 +45,23 @@ struct ModelWeights {
   std::vector<float> rope_freq_factors;  // (head_dim / 2) divisors from GGUF rope_freqs, or empty
 
   const HostTensor& lm_head_tensor() const {
-    return lm_head.w.data.empty() ? tok_embd : lm_head.w;
+    return lm_head.w.empty() ? tok_embd : lm_head.w;
   }
 };
 
 enum class WeightNaming : uint8_t { kGguf, kHuggingFace };
 
+// How matrices are held: as the file stores them (TensorSource::load_stored; LlamaModel
+// converts for backends that cannot read the type, with the same bits) or widened to fp32.
+enum class WeightStorage : uint8_t { kStored, kF32 };
+
 // progress(done, total) is called after each tensor (for the load indicator).
 ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
                           const ModelConfig& config,
-                          const std::function<void(size_t, size_t)>& progress = {});
+                          const std::function<void(size_t, size_t)>& progress = {},
+                          WeightStorage storage = WeightStorage::kStored);
+
+// Every matrix of w in fp32 (formats/dequant.h dequantize_tensor): the same values.
+void dequantize_weights(ModelWeights& w);
 
 }  // namespace detllm

@@ -19,23 +19,45 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// XXH3 of each weight's fp32 bits, hashed in parallel, then XXH3 of those digests in load
-// order: a function of the weights alone, whatever the thread count.
+// XXH3 of each weight's stored bits (fp32, or the file's f16/bf16/block bytes, seeded with
+// the dtype), hashed in parallel, then XXH3 of those digests in load order: a function of the
+// weights alone, whatever the thread count.
 uint64_t hash_weights(const ModelWeights& w) {
-  std::vector<const std::vector<float>*> parts = {&w.tok_embd.data};
+  struct Part {
+    const void* p;
+    size_t n_bytes;
+    DType dtype;
+  };
+  std::vector<Part> parts;
+  auto vec = [&](const std::vector<float>& v) {
+    parts.push_back({v.data(), v.size() * sizeof(float), DType::kF32});
+  };
+  auto mat = [&](const HostTensor& t) { parts.push_back({t.ptr(), t.n_bytes(), t.dtype}); };
+  mat(w.tok_embd);
   for (const auto& l : w.layers) {
-    for (const auto* v : {&l.attn_norm, &l.wq.w.data, &l.wq.bias, &l.wk.w.data, &l.wk.bias,
-                          &l.wv.w.data, &l.wv.bias, &l.wo.w.data, &l.q_norm, &l.k_norm,
-                          &l.ffn_norm, &l.w_gate.w.data, &l.w_up.w.data, &l.w_down.w.data}) {
-      parts.push_back(v);
-    }
+    vec(l.attn_norm);
+    mat(l.wq.w);
+    vec(l.wq.bias);
+    mat(l.wk.w);
+    vec(l.wk.bias);
+    mat(l.wv.w);
+    vec(l.wv.bias);
+    mat(l.wo.w);
+    vec(l.q_norm);
+    vec(l.k_norm);
+    vec(l.ffn_norm);
+    mat(l.w_gate.w);
+    mat(l.w_up.w);
+    mat(l.w_down.w);
   }
-  parts.push_back(&w.out_norm);
-  parts.push_back(&w.lm_head.w.data);
-  parts.push_back(&w.rope_freq_factors);
+  vec(w.out_norm);
+  mat(w.lm_head.w);
+  vec(w.rope_freq_factors);
   std::vector<uint64_t> digests(parts.size());
   parallel_each(parts.size(), 32, [&](size_t i) {
-    digests[i] = XXH3_64bits(parts[i]->data(), parts[i]->size() * sizeof(float));
+    const Part& p = parts[i];
+    // fp32 parts keep seed 0, so fp32 checkpoints keep the digests they had before.
+    digests[i] = XXH3_64bits_withSeed(p.p, p.n_bytes, static_cast<uint64_t>(p.dtype));
   });
   return XXH3_64bits(digests.data(), digests.size() * sizeof(uint64_t));
 }

@@ -36,7 +36,10 @@ class Recipe {
 };
 
 HostTensor host_matrix(const SyntheticTensor& t) {
-  return {{t.rows, t.cols}, synthetic_values(t)};
+  HostTensor h;
+  h.shape = {t.rows, t.cols};
+  h.data = synthetic_values(t);
+  return h;
 }
 
 Linear host_linear(const SyntheticLinear& l) {

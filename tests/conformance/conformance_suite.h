@@ -4,7 +4,9 @@
 // deterministic request's fp32 logits at every output position, its tokens and logprobs are
 // compared bit for bit between executions that differ in one variation — and, in the property
 // test, in many at once — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
-// q/k norm). Backend-specific checks (V11 threads on the CPU) live in the including file.
+// q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
+// or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
+// 64). Backend-specific checks (V11 threads on the CPU) live in the including file.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,8 +16,10 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 
+#include "core/quant.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
 
@@ -28,6 +32,25 @@ bool suite_backend_available(std::string* why);
 
 namespace {
 
+// Every matrix of w (embeddings, projections, lm_head) held as block type `name` ("q4_1", …).
+inline void quantize_matrices(ModelWeights& w, const std::string& name) {
+  DType t = DType::kF32;
+  for (DType d : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0})
+    if (dtype_name(d) == name) t = d;
+  if (t == DType::kF32) throw std::invalid_argument("unknown block type " + name);
+  auto q = [t](HostTensor& h) {
+    if (h.empty()) return;
+    h.raw.resize(static_cast<size_t>(dtype_row_bytes(t, h.numel())));
+    quantize_row(t, h.data.data(), h.raw.data(), h.numel());
+    h.data.clear();
+    h.dtype = t;
+  };
+  q(w.tok_embd);
+  q(w.lm_head.w);
+  for (auto& l : w.layers)
+    for (Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) q(m->w);
+}
+
 Execution exec(std::string label, int n_threads = 2) {
   return base_execution(std::move(label), n_threads);
 }
@@ -37,8 +60,12 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     std::string why;
     if (!suite_backend_available(&why)) GTEST_SKIP() << why;
-    config_ = synthetic_config(GetParam());
+    const std::string param = GetParam();
+    const size_t at = param.find('@');
+    config_ = synthetic_config(param.substr(0, at));
     weights_ = make_synthetic_weights(config_, 42);
+    if (at != std::string::npos) block_type_ = param.substr(at + 1);
+    if (!block_type_.empty()) quantize_matrices(weights_, block_type_);
     target_.name = GetParam();
     target_.config = &config_;
     target_.weights = &weights_;
@@ -76,6 +103,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
 
   ModelConfig config_;
   ModelWeights weights_;
+  std::string block_type_;  // "" (fp32) or the block type the matrices are held in
   Target target_;
 };
 
@@ -297,7 +325,8 @@ TEST_P(Conformance, V9_FreshEngine) {
   auto reqs = random_workload(10, spec(6));
   Execution e = exec("first");
   const RunResult a = run(target_, e, reqs);
-  const ModelWeights reloaded = make_synthetic_weights(config_, 42);  // new memory, same bits
+  ModelWeights reloaded = make_synthetic_weights(config_, 42);  // new memory, same bits
+  if (!block_type_.empty()) quantize_matrices(reloaded, block_type_);
   Target fresh = target_;
   fresh.weights = &reloaded;
   const RunResult b = run(fresh, e, reqs);
@@ -350,6 +379,7 @@ TEST_P(Conformance, Property_RandomWorkloadsAndExecutions) {
 inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   std::replace(n.begin(), n.end(), '-', '_');
+  std::replace(n.begin(), n.end(), '@', '_');
   return n;
 }
 

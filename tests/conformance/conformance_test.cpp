@@ -32,7 +32,9 @@ TEST_P(Conformance, V11_Threads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-llama@q4_1", "tiny-qwen2@q8_0",
+                                           "tiny-qwen3@q4_0"),
                          suite_param_name);
 
 }  // namespace

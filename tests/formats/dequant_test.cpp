@@ -168,5 +168,67 @@ TEST(Dequant, BitExactAgainstGgufPackage) {
             (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"}));
 }
 
+// Tensors kept in their stored type (load_stored, what the model keeps in memory): the file's
+// bytes as they are, the mapped DType, and dequantize_tensor of them gives the gguf package's
+// fp32 bits, like load_f32.
+TEST(Dequant, StoredTensorsKeepTheFileBytesAndDequantizeToThePackageBits) {
+  const auto file = GgufFile::open(kDataDir + "quant_types.gguf");
+  const std::vector<uint8_t> raw = read_bytes(kDataDir + "quant_types.expected.f32");
+  std::vector<float> expected(raw.size() / 4);
+  std::memcpy(expected.data(), raw.data(), expected.size() * 4);
+  std::ifstream mf(kDataDir + "quant_types.expected.json");
+  const nlohmann::json manifest = nlohmann::json::parse(mf);
+  std::set<DType> dtypes;
+  for (const auto& m : manifest) {
+    const std::string name = m["name"];
+    SCOPED_TRACE(name);
+    const GgufTensorInfo& info = file->tensor_info(name);
+    HostTensor t = file->load_stored(name);
+    ASSERT_EQ(t.dtype, ggml_dtype(info.type).value());
+    dtypes.insert(t.dtype);
+    EXPECT_EQ(t.shape, m["shape"].get<std::vector<int64_t>>());
+    if (t.dtype == DType::kF32) {
+      EXPECT_TRUE(t.raw.empty());
+    } else {
+      EXPECT_TRUE(t.data.empty());
+      ASSERT_EQ(t.raw.size(), info.n_bytes);
+      EXPECT_EQ(std::memcmp(t.raw.data(), file->tensor_data(name), info.n_bytes), 0);
+      EXPECT_EQ(static_cast<int64_t>(t.n_bytes()), dtype_row_bytes(t.dtype, t.numel()));
+    }
+    dequantize_tensor(t);
+    ASSERT_EQ(t.dtype, DType::kF32);
+    EXPECT_TRUE(t.raw.empty());
+    const size_t offset = m["offset"];
+    ASSERT_EQ(t.data.size(), m["numel"].get<size_t>());
+    ASSERT_EQ(std::memcmp(t.data.data(), expected.data() + offset, t.data.size() * 4), 0);
+  }
+  EXPECT_EQ(dtypes.size(), 8u);  // f32, f16, bf16 and the five block types
+}
+
+TEST(Dequant, GgmlTypesMapToDTypes) {
+  EXPECT_EQ(ggml_dtype(3), DType::kQ4_1);
+  EXPECT_EQ(ggml_dtype(14), DType::kQ6_K);
+  EXPECT_FALSE(ggml_dtype(6).has_value());   // Q5_0: not loadable
+  EXPECT_FALSE(ggml_dtype(999).has_value());  // not a ggml type
+  for (uint32_t id = 0; id < 64; ++id) {
+    const GgmlTypeInfo* info = ggml_type_info(id);
+    const auto dt = ggml_dtype(id);
+    EXPECT_EQ(dt.has_value(), info != nullptr && info->can_dequantize) << id;
+    if (dt) {  // the layout core/dtype.h keeps in memory is ggml's
+      EXPECT_EQ(dtype_block_elems(*dt), info->block_size) << id;
+      EXPECT_EQ(dtype_block_bytes(*dt), info->type_size) << id;
+    }
+  }
+}
+
+// A stored tensor whose byte count does not match its shape is refused, not read past.
+TEST(Dequant, DequantizeTensorRefusesWrongByteCount) {
+  HostTensor t;
+  t.shape = {2, 32};
+  t.dtype = DType::kQ4_1;
+  t.raw.resize(39);  // 2 blocks need 40
+  EXPECT_THROW(dequantize_tensor(t), Error);
+}
+
 }  // namespace
 }  // namespace detllm

@@ -42,6 +42,10 @@ std::string parse_and_load(const std::vector<uint8_t>& bytes) {
         (void)f->load_f32(t.name);
       } catch (const Error&) {  // an unsupported type: the file itself is fine
       }
+      try {
+        (void)f->load_stored(t.name);
+      } catch (const Error&) {
+      }
     }
     return "";
   } catch (const Error& e) {
@@ -336,6 +340,16 @@ TEST(Gguf, UnsupportedTypeErrorNamesTypeAndTensor) {
   }
   EXPECT_THROW(f->load_f32("missing"), Error);
   EXPECT_THROW(f->tensor_shape("missing"), Error);
+  // Kept as stored: the same refusal, naming the type, tensor and file.
+  try {
+    f->load_stored("blk.0.q5");
+    FAIL() << "Q5_K loaded as stored";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Q5_K"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blk.0.q5"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(f->load_stored("missing"), Error);
 }
 
 // ---- The fixture written by the gguf package ------------------------------------------------

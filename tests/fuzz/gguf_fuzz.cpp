@@ -54,6 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (static_cast<int64_t>(h.data.size()) != h.numel()) __builtin_trap();
     } catch (const Error&) {  // unsupported type
     }
+    try {  // kept as stored: whole rows of whole blocks, and they decode without reading past
+      detllm::HostTensor s = file->load_stored(t.name);
+      if (static_cast<int64_t>(s.n_bytes()) != detllm::dtype_row_bytes(s.dtype, s.numel()))
+        __builtin_trap();
+      detllm::dequantize_tensor(s);
+      if (static_cast<int64_t>(s.data.size()) != s.numel()) __builtin_trap();
+    } catch (const Error&) {
+    }
   }
   return 0;
 }

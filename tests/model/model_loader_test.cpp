@@ -32,8 +32,8 @@ TEST(ModelLoader, ConfigOnlyReadsTheSameConfigAndNoWeights) {
   EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
   EXPECT_EQ(head->name, full->name);
   EXPECT_EQ(head->format, full->format);
-  EXPECT_FALSE(full->weights.tok_embd.data.empty());
-  EXPECT_TRUE(head->weights.tok_embd.data.empty());
+  EXPECT_FALSE(full->weights.tok_embd.empty());
+  EXPECT_TRUE(head->weights.tok_embd.empty());
   EXPECT_TRUE(head->weights.layers.empty());
   EXPECT_EQ(head->weights_hash, 0u);
   EXPECT_NE(full->weights_hash, 0u);

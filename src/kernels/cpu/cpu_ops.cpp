@@ -22,6 +22,8 @@ class CpuOps final : public Ops {
   explicit CpuOps(int n_threads) : pool_(n_threads) {}
 
   std::string_view name() const override { return "cpu"; }
+  // fp32, f16, bf16 and every block type (matmul.cpp decodes blocks in registers).
+  bool reads_weight_dtype(DType) const override { return true; }
 
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
     cpu::embedding(pool_, table, ids, n, out);

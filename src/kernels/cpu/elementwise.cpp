@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "kernels/cpu/simd.h"
 
 namespace detllm::kernels::cpu {
@@ -64,6 +65,12 @@ void embedding(ThreadPool& pool, const WeightMatrix& table, const int32_t* ids, 
           if (table.dtype == DType::kF32) {
             std::memcpy(dst, static_cast<const float*>(table.data) + row * dim,
                         sizeof(float) * dim);
+            continue;
+          }
+          if (dtype_is_block(table.dtype)) {  // a row of blocks, decoded as core/quant.h does
+            const int64_t row_bytes = dtype_row_bytes(table.dtype, dim);
+            dequantize_row(table.dtype, static_cast<const uint8_t*>(table.data) + row * row_bytes,
+                           dst, dim);
             continue;
           }
           const uint16_t* src = static_cast<const uint16_t*>(table.data) + row * dim;

@@ -8,23 +8,21 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "kernels/ops.h"
 
 namespace detllm::kernels {
 namespace {
 
-// Element (r, c) of a weight matrix, widened to fp32 (exact).
-float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
-  const int64_t i = r * w.cols + c;
-  switch (w.dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(w.data)[i];
-    case DType::kBF16:
-      return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-    case DType::kF16:
-      return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-  }
-  throw_error("ref: unsupported weight dtype {}", static_cast<int>(w.dtype));
+// Row r of a weight matrix in fp32: widened exactly, or its blocks decoded by core/quant.h
+// (the scalar definition of every block type).
+std::vector<float> weight_row(const WeightMatrix& w, int64_t r) {
+  check(w.cols % dtype_block_elems(w.dtype) == 0, "ref: {} row of {} columns is not whole blocks",
+        dtype_name(w.dtype), w.cols);
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  const int64_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+  dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(), w.cols);
+  return row;
 }
 
 // Slot of position p of sequence s (ops.h StepBatch diagram), range-checked.
@@ -41,13 +39,14 @@ int64_t slot_of(const StepBatch& batch, const KvCacheLayer& cache, int32_t s, in
 class RefOps final : public Ops {
  public:
   std::string_view name() const override { return "ref"; }
+  bool reads_weight_dtype(DType) const override { return true; }
 
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
     for (int32_t i = 0; i < n; ++i) {
       check(ids[i] >= 0 && ids[i] < table.rows, "ref embedding: token id {} outside 0..{}", ids[i],
             table.rows - 1);
-      for (int64_t d = 0; d < table.cols; ++d)
-        out[i * table.cols + d] = weight_at(table, ids[i], d);
+      const std::vector<float> row = weight_row(table, ids[i]);
+      for (int64_t d = 0; d < table.cols; ++d) out[i * table.cols + d] = row[d];
     }
   }
 
@@ -65,10 +64,11 @@ class RefOps final : public Ops {
 
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
               float* y) override {
-    for (int32_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < w.rows; ++j) {
+    for (int64_t j = 0; j < w.rows; ++j) {
+      const std::vector<float> wj = weight_row(w, j);
+      for (int32_t i = 0; i < m; ++i) {
         float acc = 0.0f;
-        for (int64_t k = 0; k < w.cols; ++k) acc += x[i * w.cols + k] * weight_at(w, j, k);
+        for (int64_t k = 0; k < w.cols; ++k) acc += x[i * w.cols + k] * wj[k];
         if (bias != nullptr) acc += bias[j];
         y[i * w.rows + j] = acc;
       }

@@ -1,0 +1,198 @@
+// AVX2 decoding of GGUF block rows to fp32 with exactly the bits of core/quant.h's scalar
+// decoders: the same integer extraction, then the same fp32 multiply and add per element, each
+// rounded (no FMA: a fused q * d + m would round once and differ). matmul.cpp decodes weight
+// rows with these in registers / L1 and then runs its fp32 micro-kernels, so a quantized
+// matmul has the bits of the fp32 matmul on the dequantized weights.
+// Test: build/tests/test_kernels --gtest_filter='*Quant*'.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/quant.h"
+
+namespace detllm::kernels::cpu {
+
+inline float load_f16_scalar(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);  // F16C: exact, like f16_to_f32
+}
+
+// 16 bytes of nibbles -> the block's 32 quant values as 4 × 8 int32: lanes 0-15 the low
+// nibbles of bytes 0-15, lanes 16-31 the high nibbles.
+inline void nibbles_to_i32(const uint8_t* qs, __m256i out[4]) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  out[0] = _mm256_cvtepu8_epi32(lo);
+  out[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
+  out[2] = _mm256_cvtepu8_epi32(hi);
+  out[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+}
+
+// Q4_0 block (18 B) -> y[0..32): (q - 8) * d.
+inline void decode_block_q4_0(const uint8_t* b, float* y) {
+  const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+  __m256i q[4];
+  nibbles_to_i32(b + 2, q);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (int g = 0; g < 4; ++g)
+    _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], eight)), d));
+}
+
+// Q4_1 block (20 B) -> y[0..32): q * d + m (two roundings).
+inline void decode_block_q4_1(const uint8_t* b, float* y) {
+  const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+  const __m256 m = _mm256_set1_ps(load_f16_scalar(b + 2));
+  __m256i q[4];
+  nibbles_to_i32(b + 4, q);
+  for (int g = 0; g < 4; ++g)
+    _mm256_storeu_ps(y + 8 * g, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q[g]), d), m));
+}
+
+// Q8_0 block (34 B) -> y[0..32): q * d.
+inline void decode_block_q8_0(const uint8_t* b, float* y) {
+  const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+  for (int g = 0; g < 4; ++g) {
+    const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * g));
+    _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d));
+  }
+}
+
+// Q4_K super-block (144 B) -> y[0..256): (d * scale) * q - (dmin * min), per sub-block of 32.
+inline void decode_block_q4_k(const uint8_t* b, float* y) {
+  const float d = load_f16_scalar(b);
+  const float dmin = load_f16_scalar(b + 2);
+  const uint8_t* sc = b + 4;
+  const uint8_t* qs = b + 16;
+  const __m256i mask = _mm256_set1_epi32(0x0F);
+  for (int s = 0; s < 8; ++s) {
+    int scale, min;
+    if (s < 4) {
+      scale = sc[s] & 63;
+      min = sc[s + 4] & 63;
+    } else {
+      scale = (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
+      min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+    const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(scale));
+    const __m256 m1 = _mm256_set1_ps(dmin * static_cast<float>(min));
+    const uint8_t* q = qs + 32 * (s / 2);
+    const int shift = (s % 2) * 4;
+    for (int g = 0; g < 4; ++g) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g));
+      const __m256i qi =
+          _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(q8), shift), mask);
+      _mm256_storeu_ps(y + 32 * s + 8 * g,
+                       _mm256_sub_ps(_mm256_mul_ps(d1, _mm256_cvtepi32_ps(qi)), m1));
+    }
+  }
+}
+
+// Q6_K super-block (210 B) -> y[0..256): (d * scale) * (q - 32).
+inline void decode_block_q6_k(const uint8_t* b, float* y) {
+  const float d = load_f16_scalar(b + 208);
+  const __m256i m4 = _mm256_set1_epi32(0x0F);
+  const __m256i m2 = _mm256_set1_epi32(3);
+  const __m256i k32 = _mm256_set1_epi32(32);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b + 64 * h;
+    const uint8_t* qh = b + 128 + 32 * h;
+    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
+    float* out = y + 128 * h;
+    for (int g = 0; g < 4; ++g) {  // l in [8g, 8g + 8)
+      const int l = 8 * g;
+      const int is = l / 16;
+      auto ld = [](const uint8_t* p) {
+        return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+      };
+      const __m256i a = ld(ql + l), c = ld(ql + l + 32), hb = ld(qh + l);
+      const __m256i q1 = _mm256_sub_epi32(
+          _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi32(_mm256_and_si256(hb, m2), 4)),
+          k32);
+      const __m256i q2 = _mm256_sub_epi32(
+          _mm256_or_si256(_mm256_and_si256(c, m4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2), m2), 4)),
+          k32);
+      const __m256i q3 = _mm256_sub_epi32(
+          _mm256_or_si256(_mm256_srli_epi32(a, 4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 4), m2), 4)),
+          k32);
+      const __m256i q4 = _mm256_sub_epi32(
+          _mm256_or_si256(_mm256_srli_epi32(c, 4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 6), m2), 4)),
+          k32);
+      const __m256 s1 = _mm256_set1_ps(d * static_cast<float>(scales[is + 0]));
+      const __m256 s2 = _mm256_set1_ps(d * static_cast<float>(scales[is + 2]));
+      const __m256 s3 = _mm256_set1_ps(d * static_cast<float>(scales[is + 4]));
+      const __m256 s4 = _mm256_set1_ps(d * static_cast<float>(scales[is + 6]));
+      _mm256_storeu_ps(out + l, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(q1)));
+      _mm256_storeu_ps(out + l + 32, _mm256_mul_ps(s2, _mm256_cvtepi32_ps(q2)));
+      _mm256_storeu_ps(out + l + 64, _mm256_mul_ps(s3, _mm256_cvtepi32_ps(q3)));
+      _mm256_storeu_ps(out + l + 96, _mm256_mul_ps(s4, _mm256_cvtepi32_ps(q4)));
+    }
+  }
+}
+
+// One 32-element block of Q4_0 / Q4_1 / Q8_0 decoded into four registers (elements 8g..8g+7
+// in w[g]) with exactly the bits of the decode_block_* stores above.
+template <DType T>
+inline void decode_block32_regs(const uint8_t* b, __m256 w[4]) {
+  static_assert(T == DType::kQ4_0 || T == DType::kQ4_1 || T == DType::kQ8_0);
+  if constexpr (T == DType::kQ8_0) {
+    const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+    for (int g = 0; g < 4; ++g) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * g));
+      w[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
+    }
+  } else if constexpr (T == DType::kQ4_1) {
+    const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+    const __m256 m = _mm256_set1_ps(load_f16_scalar(b + 2));
+    __m256i q[4];
+    nibbles_to_i32(b + 4, q);
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q[g]), d), m);
+  } else {
+    const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
+    __m256i q[4];
+    nibbles_to_i32(b + 2, q);
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int g = 0; g < 4; ++g)
+      w[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], eight)), d);
+  }
+}
+
+// y[0..n) = the first n elements of a row of block type t (n a multiple of the block size).
+inline void decode_row(DType t, const uint8_t* src, float* y, int64_t n) {
+  const int64_t be = dtype_block_elems(t);
+  const int64_t bb = dtype_block_bytes(t);
+  const int64_t n_blocks = n / be;
+  switch (t) {
+    case DType::kQ4_0:
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q4_0(src + i * bb, y + i * be);
+      return;
+    case DType::kQ4_1:
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q4_1(src + i * bb, y + i * be);
+      return;
+    case DType::kQ8_0:
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q8_0(src + i * bb, y + i * be);
+      return;
+    case DType::kQ4_K:
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q4_k(src + i * bb, y + i * be);
+      return;
+    case DType::kQ6_K:
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q6_k(src + i * bb, y + i * be);
+      return;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      break;
+  }
+  dequantize_row(t, src, y, n);  // element types: the scalar widening
+}
+
+}  // namespace detllm::kernels::cpu
