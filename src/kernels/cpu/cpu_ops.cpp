@@ -61,6 +61,12 @@ class CpuOps final : public Ops {
 
 // n_threads: >= 1, or 0 for every hardware thread.
 std::unique_ptr<Ops> make_cpu_ops(int n_threads) {
+  // The kernels are built for x86-64-v3 (AVX2, FMA, F16C: the fixed SIMD width of the
+  // numerics); on an older CPU refuse here rather than die on an illegal instruction later.
+  check(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("f16c"),
+        "cpu backend: this CPU lacks AVX2/FMA/F16C, which this build ({}) requires",
+        DETLLM_CPU_ARCH);
   check(n_threads >= 0, "cpu backend: n_threads must be >= 0 (0 = all cores), got {}", n_threads);
   if (n_threads == 0)
     n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -179,22 +179,17 @@ struct ElemOf<T, false> {
 };
 
 // The fp32 strips of matmul_block over rows [i, ie) of one column group whose weights are
-// w (cols, k) fp32 (a decoded group): the same dispatch, hence the same per-element sequence.
+// w (cols, k) fp32 (a decoded group, already in L1/L2): strips of 4 rows (4 × 3 tiles load
+// fewer x vectors per fma than one 8 × 1 strip), the remainder as one narrower strip. Any
+// strip shape runs the same per-element sequence.
 inline void group_strips(const float* x, const float* w, int64_t k, int64_t n, const float* bias,
-                         float* y, int64_t ic, int64_t ie, int64_t jg, int64_t cols,
-                         int64_t row_bytes) {
-  constexpr int64_t kL1Half = 24 * 1024;
-  const int64_t strip_rows =
-      ie - ic <= 8 && (ie - ic) * row_bytes <= kL1Half ? ie - ic : kRowsPerTile;
+                         float* y, int64_t ic, int64_t ie, int64_t jg, int64_t cols) {
+  constexpr int64_t strip_rows = kRowsPerTile;
   const float* b = bias != nullptr ? bias + jg : nullptr;
   for (int64_t i = ic; i < ie; i += strip_rows) {
     const float* xr = x + i * k;
     float* yr = y + i * n + jg;
     switch (std::min<int64_t>(strip_rows, ie - i)) {
-      case 8: row_strip<DType::kF32, 8, 1>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      case 7: row_strip<DType::kF32, 7, 1>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      case 6: row_strip<DType::kF32, 6, 2>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      case 5: row_strip<DType::kF32, 5, 2>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
       case 4: row_strip<DType::kF32, 4, 3>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
       case 3: row_strip<DType::kF32, 3, 4>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
       case 2: row_strip<DType::kF32, 2, 6>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
@@ -290,7 +285,7 @@ void matmul_block_quant(DType t, const float* x, const uint8_t* w, int64_t k, in
         _mm_prefetch(reinterpret_cast<const char*>(pf + off), _MM_HINT_T1);
       for (int64_t c = 0; c < cols; ++c)
         decode_row(t, w + (jg + c) * w_row_bytes, scratch.data() + c * k, k);
-      group_strips(x, scratch.data(), k, n, bias, y, ic, ie, jg, cols, row_bytes);
+      group_strips(x, scratch.data(), k, n, bias, y, ic, ie, jg, cols);
     }
   }
 }

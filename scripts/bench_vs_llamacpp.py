@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""detllm's CPU backend against llama.cpp on the same GGUF, threads and machine, in one run:
+prefill (128 and 512 tokens), single-sequence decode (after a 128-token prompt) and batched
+decode (8 and 32 sequences sharing a 128-token prompt) at 1 and 2 threads. llama.cpp's side is
+llama-bench (prefill, decode with -d 128) and llama-batched-bench (-pps: the prompt shared, as
+model_bench does); detllm's is build/benchmarks/model_bench. The programs run in turn, --rounds
+times (interleaved, so load spikes hit both), and each figure is the median over rounds. Prints
+a markdown table of tokens/s and the ratio detllm ÷ llama.cpp, with the load average around it.
+
+llama.cpp is built outside the repository from the source PyPI's llama-cpp-python sdist vendors
+(docs/perf.md has the commands). Run:
+  python3 scripts/bench_vs_llamacpp.py --llama-build /work/llamacpp-build [--rounds 3]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_avg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run(cmd):
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def llama_bench(bin_dir, model, threads):
+    """{(case, threads): tok/s} from llama-bench -o jsonl."""
+    out = {}
+    t = ",".join(map(str, threads))
+    for args, case_of in (
+        (["-p", "128,512", "-n", "0"], lambda r: f"prefill {r['n_prompt']}"),
+        (["-p", "0", "-n", "64", "-d", "128"], lambda r: "decode 1 seq"),
+    ):
+        text = run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", t, "-r", "1",
+                    "-o", "jsonl"] + args)
+        for line in text.splitlines():
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            out[(case_of(r), int(r["n_threads"]))] = float(r["avg_ts"])
+    return out
+
+
+def llama_batched(bin_dir, model, threads, batches):
+    out = {}
+    for th in threads:
+        text = run([os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-c", "4096",
+                    "-b", "2048", "-ub", "512", "-npp", "128", "-ntg", "16", "-npl",
+                    ",".join(map(str, batches)), "-pps", "-t", str(th), "-tb", str(th),
+                    "--output-format", "jsonl"])
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                r = json.loads(line)
+                out[(f"decode batch {r['pl']}", th)] = float(r["speed_tg"])
+    return out
+
+
+ROW = re.compile(r"^\| (prefill \d+|decode 1 seq|decode batch \d+) \| (\d+) \| ([\d.]+) \|")
+
+
+def detllm_bench(build, model, threads, batches):
+    text = run([os.path.join(build, "benchmarks", "model_bench"), "--model", model, "--reps", "1",
+                "--threads", ",".join(map(str, threads)), "--prefill", "128,512", "--batches",
+                ",".join(map(str, batches)), "--decode-steps", "64", "--batch-decode-steps", "16"])
+    out = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m:
+            out[(m.group(1), int(m.group(2)))] = float(m.group(3))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llama-build", default="/work/llamacpp-build",
+                    help="llama.cpp build folder (its bin/ holds llama-bench)")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="detllm build folder")
+    ap.add_argument("--model", default=os.path.join(ROOT, "models",
+                                                    "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    batches = [8, 32]
+    bin_dir = os.path.join(a.llama_build, "bin")
+    ours, theirs, loads = [], [], [load_avg()]
+    for _ in range(a.rounds):
+        t = llama_bench(bin_dir, a.model, threads)
+        t.update(llama_batched(bin_dir, a.model, threads, batches))
+        theirs.append(t)
+        loads.append(load_avg())
+        ours.append(detllm_bench(a.build, a.model, threads, batches))
+        loads.append(load_avg())
+    cases = ["prefill 128", "prefill 512", "decode 1 seq"] + [f"decode batch {b}" for b in batches]
+    print(f"# detllm vs llama.cpp, {os.path.basename(a.model)}, {a.rounds} rounds (median), "
+          f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs\n")
+    print("| case | threads | llama.cpp tok/s | detllm tok/s | detllm ÷ llama.cpp |")
+    print("|---|---|---|---|---|")
+    for th in threads:
+        for c in cases:
+            l = [r[(c, th)] for r in theirs if (c, th) in r]
+            d = [r[(c, th)] for r in ours if (c, th) in r]
+            if not l or not d:
+                print(f"| {c} | {th} | {'–' if not l else f'{statistics.median(l):.1f}'} | "
+                      f"{'–' if not d else f'{statistics.median(d):.1f}'} | – |")
+                continue
+            lm, dm = statistics.median(l), statistics.median(d)
+            print(f"| {c} | {th} | {lm:.1f} | {dm:.1f} | {dm / lm:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
