@@ -239,19 +239,21 @@ TEST(CudaSampling, TimePerRowAtLlama3Vocab) {
       p.seed = r;
       params[r] = sample_row_params(p, static_cast<uint32_t>(r), 0);
     }
-    ops->sample_rows(d_logits.data(), kRows, kVocab, params.data(), out.data());  // warm-up
-    constexpr int kRepeats = 5;
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kRepeats; ++i) {
-      ops->sample_rows(d_logits.data(), kRows, kVocab, params.data(), out.data());
+    for (const size_t rows : {size_t{1}, size_t{8}, kRows}) {
+      const int32_t n = static_cast<int32_t>(rows);
+      ops->sample_rows(d_logits.data(), n, kVocab, params.data(), out.data());  // warm-up
+      constexpr int kRepeats = 5;
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kRepeats; ++i)
+        ops->sample_rows(d_logits.data(), n, kVocab, params.data(), out.data());
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count() /
+          kRepeats;
+      std::printf("sample_rows vocab %zu batch %3zu %-28s %9.1f us per batch, %6.2f us per row\n",
+                  kVocab, rows, c.name, us, us / static_cast<double>(rows));
     }
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count() /
-        kRepeats;
-    std::printf("sample_rows vocab %zu batch %zu %-28s %9.1f us per batch, %6.2f us per row\n",
-                kVocab, kRows, c.name, us, us / kRows);
-    // spot-check the timed results against the CPU
+    // spot-check the timed results (the last, whole batch) against the CPU
     for (size_t r : {size_t{0}, size_t{131}, kRows - 1}) {
       expect_same(out[r],
                   sample_row(std::span<const float>(logits.data() + r * kVocab, kVocab), params[r]),

@@ -30,6 +30,9 @@ namespace sm = ::detllm::sampler_math;
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxTop = SamplingParams::kMaxLogprobs;
+// A radix-select pass over the whole vocabulary also collects the tokens of the current prefix
+// when they are at most this many; the later passes then visit only those.
+constexpr int kMaxCandidates = 4096;
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Shared {
@@ -49,6 +52,9 @@ struct Shared {
   unsigned int bucket_count;
   unsigned long long bucket_mass_lo, bucket_mass_hi;
   unsigned long long found_key;
+  // candidates: the tokens of the prefix found so far, once they fit (search_prefix)
+  int n_cand;
+  int cand[kMaxCandidates];
   // top logprobs collection
   int n_list;
   int list_token[kMaxTop];
@@ -113,6 +119,23 @@ __device__ unsigned long long block_min(unsigned long long v, Shared& s) {
   return m;
 }
 
+__device__ inline sm::U128 shfl_xor_u128(sm::U128 v, int offset) {
+  sm::U128 r;
+  r.lo = __shfl_xor_sync(kFull, v.lo, offset);
+  r.hi = __shfl_xor_sync(kFull, v.hi, offset);
+  return r;
+}
+
+// Digit groups per warp up to which a butterfly per group beats one atomic per lane.
+constexpr int kButterflyGroups = 4;
+
+// bucket d's exact mass += m (128-bit, carried from the low word).
+__device__ inline void add_mass(Shared& s, unsigned int d, sm::U128 m) {
+  const unsigned long long old = atomicAdd(&s.mass_lo[d], m.lo);
+  const unsigned long long carry = old + m.lo < old ? 1u : 0u;
+  if (m.hi + carry != 0) atomicAdd(&s.mass_hi[d], m.hi + carry);
+}
+
 struct KeyOf {
   bool valid;
   unsigned long long key;
@@ -140,7 +163,15 @@ __device__ Boundary search_prefix(int vocab, int total_bits, KeyFn key_of, MassF
     s.acc_mass_lo = 0;
     s.acc_mass_hi = 0;
   }
+  // The tokens a pass visits: the whole vocabulary, or (use_list) the candidates collected by
+  // an earlier pass — exactly the tokens of the prefix then, a superset of the current
+  // prefix's. Which tokens are visited changes no sum: the others are outside the prefix.
+  bool use_list = false;
+  unsigned int prefix_count = static_cast<unsigned int>(vocab);  // tokens of the prefix
   while (true) {
+    const bool collect = !use_list && prefix_count <= static_cast<unsigned int>(kMaxCandidates);
+    const int n_visit = use_list ? s.n_cand : vocab;
+    if (collect && tid == 0) s.n_cand = 0;
     const int width = hi < 8 ? hi : 8;
     const int shift = hi - width;
     const unsigned int n_buckets = 1u << width;
@@ -150,36 +181,45 @@ __device__ Boundary search_prefix(int vocab, int total_bits, KeyFn key_of, MassF
       s.mass_hi[d] = 0;
     }
     __syncthreads();
-    for (int base = 0; base < vocab; base += kThreads) {
-      const int i = base + tid;
+    for (int base = 0; base < n_visit; base += kThreads) {
+      const int i = base + tid < n_visit ? (use_list ? s.cand[base + tid] : base + tid) : -1;
       bool in = false;
       unsigned int digit = 0xffffffffu;  // lanes outside the bucket match only each other
       unsigned long long q = 0;
-      if (i < vocab) {
+      if (i >= 0) {
         const KeyOf k = key_of(i);
         if (k.valid && (k.key >> hi) == prefix) {
           in = true;
+          if (collect) s.cand[atomicAdd(&s.n_cand, 1)] = i;
           digit = static_cast<unsigned int>(k.key >> shift) & (n_buckets - 1);
           if constexpr (kWithMass) q = mass_of(i);
         }
       }
       if (__ballot_sync(kFull, in) == 0) continue;
-      // Warp aggregation: one atomic per distinct digit of the warp (exact, order-free sums).
+      // Warp aggregation (exact, order-free integer sums, so any grouping gives the same
+      // bucket totals): a warp whose candidates share few digits — the usual case, logits
+      // cluster — sums each digit's masses by one butterfly and adds them with one atomic;
+      // a warp of many distinct digits adds each lane's own.
       const unsigned int peers = __match_any_sync(kFull, digit);
-      sm::U128 sum;
-      if constexpr (kWithMass) {
-        for (int l = 0; l < 32; ++l) {
-          const unsigned long long ql = __shfl_sync(kFull, q, l);
-          if ((peers >> l) & 1u) sum = sm::add(sum, ql);
+      const bool leader = in && lane == __ffs(peers) - 1;
+      const unsigned int leaders = __ballot_sync(kFull, leader);
+      if (!kWithMass) {
+        if (leader) atomicAdd(&s.count[digit], static_cast<unsigned int>(__popc(peers)));
+      } else if (__popc(leaders) <= kButterflyGroups) {
+        for (unsigned int rest = leaders; rest != 0; rest &= rest - 1) {
+          const int first = __ffs(rest) - 1;
+          const unsigned int d = __shfl_sync(kFull, digit, first);
+          sm::U128 sum = sm::u128(in && digit == d ? q : 0ull);
+          for (int offset = 16; offset > 0; offset >>= 1)
+            sum = sm::add(sum, shfl_xor_u128(sum, offset));
+          if (lane == first) {
+            atomicAdd(&s.count[d], static_cast<unsigned int>(__popc(peers)));
+            add_mass(s, d, sum);
+          }
         }
-      }
-      if (in && lane == __ffs(peers) - 1) {
-        atomicAdd(&s.count[digit], static_cast<unsigned int>(__popc(peers)));
-        if constexpr (kWithMass) {
-          const unsigned long long old = atomicAdd(&s.mass_lo[digit], sum.lo);
-          const unsigned long long carry = old + sum.lo < old ? 1u : 0u;
-          if (sum.hi + carry != 0) atomicAdd(&s.mass_hi[digit], sum.hi + carry);
-        }
+      } else if (in) {
+        atomicAdd(&s.count[digit], 1u);
+        add_mass(s, digit, sm::u128(q));
       }
     }
     __syncthreads();
@@ -213,6 +253,8 @@ __device__ Boundary search_prefix(int vocab, int total_bits, KeyFn key_of, MassF
     __syncthreads();
     const int chosen = s.chosen;
     const unsigned int bucket_count = s.bucket_count;
+    use_list = use_list || collect;
+    prefix_count = bucket_count;
     __syncthreads();  // before the histogram is cleared again
     if (chosen < 0 || bucket_count == 0) return Boundary{false, 0, 0, sm::U128{}};
     prefix = (prefix << width) | static_cast<unsigned long long>(chosen);
@@ -220,8 +262,9 @@ __device__ Boundary search_prefix(int vocab, int total_bits, KeyFn key_of, MassF
     if (bucket_count == 1 || hi == 0) {
       unsigned long long key = prefix;
       if (hi > 0) {  // the bucket's only token: find its low bits
-        for (int i = tid; i < vocab; i += kThreads) {
-          const KeyOf k = key_of(i);
+        const int n_find = use_list ? s.n_cand : vocab;
+        for (int j = tid; j < n_find; j += kThreads) {
+          const KeyOf k = key_of(use_list ? s.cand[j] : j);
           if (k.valid && (k.key >> hi) == prefix) s.found_key = k.key;
         }
         __syncthreads();
