@@ -11,8 +11,10 @@
 // (padded decode step, model/step_padding.h), and the download alone; and, as the engine runs
 // it now, replayed from a graph with the logits left on the device and every row sampled there
 // (Ops::sample_rows; only tokens and logprobs are downloaded).
-// Run: build-cuda/benchmarks/cuda_e2e_bench [--quick] [--steps N]  (exits without a CUDA device;
-// progress on stderr, markdown on stdout; docs/cuda.md)
+// Run: build-cuda/benchmarks/cuda_e2e_bench [--quick] [--steps N] [--invariant-only]
+//      [--cases 1x512,64x2048,…]  (exits without a CUDA device; progress on stderr, markdown on
+// stdout, and one "RESULT batch context mode graph_ms greedy_ms sampled_ms" line per case for
+// scripts/gpu/vs_peer.sh; docs/cuda.md)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,6 +64,7 @@ struct Timing {
   bool graph_replayed = false;  // the graph steps really replayed (LlamaModel::step_stats)
   double download_ms = 0;       // the all-rows logits download alone
   double sampled_ms = 0;        // graph step, every row sampled on the device, tokens downloaded
+  double greedy_ms = 0;         // the same with greedy rows (the argmax and its logprob)
 };
 
 double median(std::vector<double> v) {
@@ -100,27 +103,97 @@ double download_ms(Ops& ops, int rows, int vocab) {
   return median(t);
 }
 
+// One prompt of `tokens` tokens prefilled in one step (positions 0…tokens-1 of one sequence,
+// the last row's logits wanted), eager: mean ms of `steps` after `warmup`.
+double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int tokens, int warmup,
+                  int steps) {
+  const int32_t block = bench_util::kBlock;
+  const int32_t n_blocks = (tokens + block - 1) / block;
+  KvStorage kv(ops, c, n_blocks, block);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens)), pos(ids.size()), seq(ids.size(), 0),
+      slots(ids.size()), table(static_cast<size_t>(n_blocks));
+  for (int t = 0; t < tokens; ++t) {
+    ids[size_t(t)] = static_cast<int32_t>((uint64_t{2654435761u} * (t + 1)) % c.vocab_size);
+    pos[size_t(t)] = t;
+    slots[size_t(t)] = t;
+  }
+  std::iota(table.begin(), table.end(), 0);
+  const StepBatch batch{tokens, pos.data(), seq.data(), slots.data(), 1, n_blocks, table.data()};
+  const std::vector<int32_t> last = {tokens - 1};
+  std::vector<float> logits;
+  for (int i = 0; i < warmup; ++i) m.forward(ids, batch, last, kv, logits);
+  ops.synchronize();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) m.forward(ids, batch, last, kv, logits);
+  ops.synchronize();
+  return since(t0) * 1e3 / steps;
+}
+
 int usage(const char* argv0) {
   fmt::print(stderr,
-             "usage: {} [--quick] [--steps N]\n"
+             "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
+             "       [--prefill T,...]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
-             "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048 (batch <= 64), against\n"
-             "the bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n",
+             "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
+             "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
+             "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
+             "--prefill: also time one prompt of T tokens prefilled in one step.\n",
              argv0);
   return 2;
+}
+
+// "1x512,64x2048" → cases; empty on a malformed list.
+std::vector<Case> parse_cases(const std::string& list) {
+  std::vector<Case> out;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    const size_t x = item.find('x');
+    if (x == std::string::npos) return {};
+    const int b = std::atoi(item.substr(0, x).c_str()), ctx = std::atoi(item.substr(x + 1).c_str());
+    if (b <= 0 || ctx <= 0) return {};
+    out.push_back({b, ctx});
+    at = end + 1;
+  }
+  return out;
+}
+
+// "512,2048" → {512, 2048}; empty on a malformed list.
+std::vector<int> parse_counts(const std::string& list) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const int v = std::atoi(list.substr(at, end - at).c_str());
+    if (v <= 0) return {};
+    out.push_back(v);
+    at = end + 1;
+  }
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, invariant_only = false;
   int steps = 20;
+  std::vector<Case> chosen;
+  std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
       steps = 5;
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
+      invariant_only = true;
+    } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
+      prefill_tokens = parse_counts(argv[++i]);
+      if (prefill_tokens.empty()) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
+      chosen = parse_cases(argv[++i]);
+      if (chosen.empty()) return usage(argv[0]);
     } else {
       return usage(argv[0]);
     }
@@ -134,6 +207,7 @@ int main(int argc, char** argv) {
     std::vector<Case> cases = {{1, 512},  {1, 2048},  {8, 512},  {8, 2048},
                                {64, 512}, {64, 2048}, {256, 512}};
     if (quick) cases = {{1, 512}, {64, 512}};
+    if (!chosen.empty()) cases = chosen;
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
@@ -146,18 +220,20 @@ int main(int argc, char** argv) {
     progress("device copy {:.2f} TB/s (read + write, 1 GiB)", copy);
 
     // Bytes one decode step must read: every weight once (bf16; the embedding table only for
-    // the batch's rows) + each sequence's K and V at positions 0 … context (fp32).
+    // the batch's rows) + each sequence's K and V at positions 0 … context (the KV dtype).
     const double weight_bytes =
         static_cast<double>(recipe.bytes(2)) - 2.0 * static_cast<double>(recipe.tok_embd.numel());
     auto step_bytes = [&](const Case& k) {
-      const double kv = double(k.batch) * (k.context + 1) * c.n_layers * 2.0 * c.kv_dim() * 4;
+      const double kv = double(k.batch) * (k.context + 1) * c.n_layers * 2.0 * c.kv_dim() *
+                        double(dtype_size(CudaOptions{}.kv_dtype));
       return weight_bytes + 2.0 * k.batch * c.dim + kv;
     };
 
     std::map<std::pair<int, int>, Timing> results[2];  // [mode][(batch, context)]
     double gen_s[2] = {0, 0};
     const NumericsMode modes[2] = {NumericsMode::kInvariant, NumericsMode::kFast};
-    for (int mi = 0; mi < 2; ++mi) {
+    const int n_modes = invariant_only ? 1 : 2;
+    for (int mi = 0; mi < n_modes; ++mi) {
       const char* mode = mi == 0 ? "invariant" : "fast";
       CudaOptions o;
       o.mode = modes[mi];
@@ -169,6 +245,13 @@ int main(int argc, char** argv) {
       ops->synchronize();
       gen_s[mi] = since(t0);
       progress("{}: weights ready in {:.2f} s", mode, gen_s[mi]);
+      for (int tokens : prefill_tokens) {
+        const double ms = prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
+        progress("{}: prefill of {} tokens: {:.2f} ms, {:.0f} tok/s", mode, tokens, ms,
+                 tokens / ms * 1e3);
+        fmt::print("PREFILL {} {} {:.4f} {:.1f}\n", tokens, mode, ms, tokens / ms * 1e3);
+        std::fflush(stdout);
+      }
       for (const Case& k : cases) {
         DecodeStep step(*ops, c, k.batch, k.context);
         std::vector<int32_t> all(static_cast<size_t>(k.batch));
@@ -183,14 +266,18 @@ int main(int argc, char** argv) {
         t.graph_replayed = model->step_stats().n_graph_replays >= replays + steps;
         t.download_ms = download_ms(*ops, k.batch, c.vocab_size);
         t.sampled_ms = step.time_sampled_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
+        t.greedy_ms = step.time_sampled_ms(*model, all, GraphMode::kAuto, warmup + 2, steps, true);
         results[mi][{k.batch, k.context}] = t;
+        fmt::print("RESULT {} {} {} {:.4f} {:.4f} {:.4f}\n", k.batch, k.context, mode, t.graph_ms,
+                   t.greedy_ms, t.sampled_ms);
+        std::fflush(stdout);
         progress(
             "{}: batch {:3d}, context {:4d}: {:.2f} ms/step (all logit rows), {:.2f} (one "
             "row), {:.2f} (all rows, {}), download {:.2f} ms, {:.2f} (graph, sampled on the "
-            "device)",
+            "device), {:.2f} (greedy)",
             mode, k.batch, k.context, t.all_rows_ms, t.one_row_ms, t.graph_ms,
             t.graph_replayed ? "CUDA graph" : "NOT replayed from a graph", t.download_ms,
-            t.sampled_ms);
+            t.sampled_ms, t.greedy_ms);
       }
     }
 
@@ -200,11 +287,12 @@ int main(int argc, char** argv) {
         "{:.2f} TB/s (read + write).\n",
         gen_s[0], gen_s[1], steps, warmup, copy);
     fmt::print(
-        "Roofline = (bf16 weights {:.2f} GB + fp32 KV of positions 0…context) ÷ copy "
+        "Roofline = (bf16 weights {:.2f} GB + {} KV of positions 0…context) ÷ copy "
         "rate; % = roofline time ÷ measured time. Speed ratio = fast ms ÷ invariant ms "
-        "(1.0 = as fast).\n",
-        weight_bytes * 1e-9);
-    const char* kinds[4] = {
+        "(1.0 = as fast{}).\n",
+        weight_bytes * 1e-9, dtype_name(CudaOptions{}.kv_dtype),
+        invariant_only ? "; --invariant-only: the fast columns repeat the invariant ones" : "");
+    const char* kinds[5] = {
         "Eager step with every sequence's logits (lm_head at m = batch, batch × 128256 fp32 "
         "downloaded to pageable host memory: what the engine does)",
         "Eager step with one logit row (lm_head at m = 1, weights still read whole; 0.5 MB "
@@ -213,8 +301,9 @@ int main(int argc, char** argv) {
         "graph (GraphMode::kAuto, model/step_padding.h)",
         "All rows sampled on the device (only tokens downloaded): the graph step with its "
         "logits left in device memory and one Ops::sample_rows call (temperature 0.8, top-p "
-        "0.95, seeded) — what the engine does now"};
-    for (int kind = 0; kind < 4; ++kind) {
+        "0.95, seeded) — what the engine does now",
+        "The same with greedy rows (temperature 0: the argmax and its logprob)"};
+    for (int kind = 0; kind < 5; ++kind) {
       std::string notes;
       fmt::print("\n{}:\n\n", kinds[kind]);
       fmt::print(
@@ -223,9 +312,10 @@ int main(int argc, char** argv) {
           "roofline |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
       for (const Case& k : cases) {
         const Timing& ti = results[0].at({k.batch, k.context});
-        const Timing& tf = results[1].at({k.batch, k.context});
+        const Timing& tf = results[n_modes - 1].at({k.batch, k.context});
         const auto pick = [kind](const Timing& t) {
-          const double by_kind[4] = {t.all_rows_ms, t.one_row_ms, t.graph_ms, t.sampled_ms};
+          const double by_kind[5] = {t.all_rows_ms, t.one_row_ms, t.graph_ms, t.sampled_ms,
+                                     t.greedy_ms};
           return by_kind[kind];
         };
         const double inv = pick(ti);
@@ -251,7 +341,7 @@ int main(int argc, char** argv) {
         "− download |\n|---|---|---|---|---|---|---|\n");
     for (const Case& k : cases) {
       const Timing& ti = results[0].at({k.batch, k.context});
-      const Timing& tf = results[1].at({k.batch, k.context});
+      const Timing& tf = results[n_modes - 1].at({k.batch, k.context});
       const double mb = double(k.batch) * c.vocab_size * 4 * 1e-6;
       fmt::print("| {} | {} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} |\n", k.batch, k.context,
                  mb, ti.download_ms, mb / ti.download_ms, ti.all_rows_ms - ti.download_ms,

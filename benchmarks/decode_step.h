@@ -53,11 +53,12 @@ class DecodeStep {
   }
   // The same with the logits left on the device and every row sampled there in one
   // Ops::sample_rows call (temperature 0.8, top-p 0.95, seeded): only the results come back.
+  // greedy: temperature 0 (the argmax and its logprob); else temperature 0.8, top-p 0.95.
   double time_sampled_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
-                         int warmup, int steps) {
+                         int warmup, int steps, bool greedy = false) {
     SamplingParams p;
-    p.temperature = 0.8f;
-    p.top_p = 0.95f;
+    p.temperature = greedy ? 0.0f : 0.8f;
+    p.top_p = greedy ? 1.0f : 0.95f;
     p.seed = 1;
     std::vector<SampleRowParams> params;
     for (size_t i = 0; i < rows.size(); ++i) {

@@ -151,6 +151,46 @@ class Ops {
   virtual void gather_rows(const float* x, int32_t dim, const int32_t* rows, int32_t n_rows,
                            float* out);
 
+  // ---- the model's fused ops (LlamaModel's layer: docs/cuda.md "Rounding points") --------
+  // Each is specified as the sequence of the ops above that it replaces and gives the same
+  // bits. The defaults run exactly that sequence (through this object's virtual ops, on host
+  // scratch: for backends whose memory the host can address and whose GEMM inputs are fp32);
+  // the CUDA backend fuses each into one kernel.
+  //
+  // GEMM inputs (matmul_rounded's x, written by add_rmsnorm, attention_rounded and
+  // silu_mul_rows) are in gemm_input_dtype(). CUDA: bf16, the dtype each of its GEMMs rounds x
+  // to (nearest even) anyway, so a producer that writes bf16 hands the GEMM the very bits it
+  // would have made from the fp32 tensor. Host backends: fp32 (nothing is rounded).
+  virtual DType gemm_input_dtype() const { return DType::kF32; }
+
+  // y (m rows of stride ldy >= w.rows): columns [0, w.rows) = x · wᵀ (+ bias), the others
+  // untouched; x (m, w.cols) in gemm_input_dtype(). = matmul() of the fp32 tensor x rounds
+  // from, into those columns (one part of a fused projection, or the whole of it).
+  virtual void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias,
+                              float* y, int64_t ldy);
+
+  // The residual and the next norm: x (n, dim) += y (skipped when y is nullptr), then
+  // out (n, dim) in gemm_input_dtype() = rmsnorm(x, w). = add(); rmsnorm().
+  virtual void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
+                           float eps, void* out);
+
+  // After the fused q/k/v projection. qkv (n, (n_heads + 2 n_kv) head_dim) fp32, each row the
+  // token's q heads, then k heads, then v heads (n_kv, head_dim from cache). Per token: q and k
+  // heads RMSNorm-ed with q_norm / k_norm (each (head_dim); both nullptr for models without),
+  // RoPE on q and k at positions[t], k and v written to KV slot batch.slots[t], q to q_out
+  // (n, n_heads, head_dim) fp32. = rmsnorm() per head, rope() and kv_append() on q, k, v apart.
+  virtual void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
+                               const float* k_norm, float eps, const RopeTable& table,
+                               const StepBatch& batch, const KvCacheLayer& cache, float* q_out);
+
+  // attention() with out (n_tokens, n_heads, head_dim) in gemm_input_dtype().
+  virtual void attention_rounded(const float* q, const KvCacheLayer& cache,
+                                 const StepBatch& batch, int32_t n_heads, float scale, void* out);
+
+  // After the fused gate/up projection: gate_up (n, 2 ffn), each row gate then up;
+  // out (n, ffn) in gemm_input_dtype() = silu(gate) * up. = silu_mul() on the halves.
+  virtual void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out);
+
   // ---- sampling (kernels/sampling/sampler.h) ----------------------------------------------------
   // out[r] (host) = the sampler's result for row r of logits (rows, vocab) (backend memory)
   // with params[r] (host): token, logprob, top logprobs — bit-identical on every backend to
@@ -190,6 +230,7 @@ class Ops {
 
  private:
   NumericsMode gemm_numerics_ = NumericsMode::kInvariant;
+  std::vector<float> fused_scratch_;  // host scratch of the fused ops' defaults
 };
 
 // RAII owner of backend memory (host or device) from Ops::alloc_bytes.

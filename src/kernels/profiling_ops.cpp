@@ -60,6 +60,41 @@ void ProfilingOps::gather_rows(const float* x, int32_t dim, const int32_t* rows,
   timed("gather_rows", [&] { inner_.gather_rows(x, dim, rows, n_rows, out); });
 }
 
+DType ProfilingOps::gemm_input_dtype() const {
+  return inner_.gemm_input_dtype();
+}
+
+void ProfilingOps::matmul_rounded(const void* x, int32_t m, const WeightMatrix& w,
+                                  const float* bias, float* y, int64_t ldy) {
+  timed(fmt::format("matmul {}->{} m={}", w.cols, w.rows, m),
+        [&] { inner_.matmul_rounded(x, m, w, bias, y, ldy); });
+}
+
+void ProfilingOps::add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
+                               float eps, void* out) {
+  timed(y ? "add_rmsnorm" : "rmsnorm (fused)",
+        [&] { inner_.add_rmsnorm(x, y, w, n, dim, eps, out); });
+}
+
+void ProfilingOps::qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads,
+                                   const float* q_norm, const float* k_norm, float eps,
+                                   const RopeTable& table, const StepBatch& batch,
+                                   const KvCacheLayer& cache, float* q_out) {
+  timed("qkv_rope_append", [&] {
+    inner_.qkv_rope_append(qkv, n, n_heads, q_norm, k_norm, eps, table, batch, cache, q_out);
+  });
+}
+
+void ProfilingOps::attention_rounded(const float* q, const KvCacheLayer& cache,
+                                     const StepBatch& batch, int32_t n_heads, float scale,
+                                     void* out) {
+  timed("attention", [&] { inner_.attention_rounded(q, cache, batch, n_heads, scale, out); });
+}
+
+void ProfilingOps::silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) {
+  timed("silu_mul_rows", [&] { inner_.silu_mul_rows(gate_up, n, ffn, out); });
+}
+
 void ProfilingOps::sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out) {
   timed("sample_rows", [&] { inner_.sample_rows(logits, rows, vocab, params, out); });

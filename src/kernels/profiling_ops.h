@@ -65,6 +65,17 @@ class ProfilingOps final : public Ops {
                    SampleRowResult* out) override;
   void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
                              const LogitPenalty* entries, int32_t n) override;
+  DType gemm_input_dtype() const override;
+  void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+                      int64_t ldy) override;
+  void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
+                   void* out) override;
+  void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
+                       const float* k_norm, float eps, const RopeTable& table,
+                       const StepBatch& batch, const KvCacheLayer& cache, float* q_out) override;
+  void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                         int32_t n_heads, float scale, void* out) override;
+  void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override;
 
   void set_gemm_numerics(NumericsMode mode) override { inner_.set_gemm_numerics(mode); }
   NumericsMode gemm_numerics() const override { return inner_.gemm_numerics(); }

@@ -18,7 +18,9 @@ struct LlamaModel::Workspace {
   int32_t capacity_meta = 0;  // tokens (metadata; eager steps only)
   int32_t capacity_rows = 0;
   int32_t capacity_seq_entries = 0;
-  kernels::Buffer x, xb, q, k, v, att, proj, gate, up;           // activations (n, ·)
+  // Activations (n, ·): x the fp32 residual stream; xb, att and h GEMM inputs (the backend's
+  // GEMM input dtype, sized for fp32); qkv, q, proj and gate_up fp32.
+  kernels::Buffer x, xb, qkv, q, att, proj, gate_up, h;
   kernels::Buffer tokens, positions, seq_of_token, slots, rows;  // (n) int32 metadata
   kernels::Buffer block_tables;                                  // (n_seqs * max_blocks)
   kernels::Buffer out_rows, logits;                              // (n_rows, dim / vocab)
@@ -93,8 +95,17 @@ struct LlamaModel::GraphState {
   size_t staging_bytes = 0;
 };
 
-LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels::Ops& ops)
-    : config_(config), ops_(ops), rope_(config.rope_table()), ws_(std::make_unique<Workspace>()) {
+LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels::Ops& ops,
+                       ProjectionLayout layout)
+    : config_(config),
+      ops_(ops),
+      // Host fp32 weights on a host backend are used in place: fusing would copy them.
+      layout_(layout != ProjectionLayout::kAuto ? layout
+              : ops.host_memory() && ops.weight_dtype() == DType::kF32
+                  ? ProjectionLayout::kSeparate
+                  : ProjectionLayout::kFused),
+      rope_(config.rope_table()),
+      ws_(std::make_unique<Workspace>()) {
   if (!w.rope_freq_factors.empty()) {
     check(w.rope_freq_factors.size() == rope_.inv_freq.size(),
           "rope_freqs has {} factors, expected {}", w.rope_freq_factors.size(),
@@ -105,14 +116,21 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   for (const LayerWeights& l : w.layers) {
     layers_.push_back(layer_view(
         l, [&](const std::vector<float>& t) { return place(t); },
-        [&](const Linear& t) { return place(t); }));
+        [&](const Linear& t) { return place(t); },
+        [&](std::initializer_list<const Linear*> parts) { return place(parts); }));
   }
   out_norm_ = place(w.out_norm);
   lm_head_ = w.lm_head.w.empty() ? tok_embd_ : place(w.lm_head.w);
 }
 
-LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, kernels::Ops& ops)
-    : config_(config), ops_(ops), rope_(config.rope_table()), ws_(std::make_unique<Workspace>()) {
+LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, kernels::Ops& ops,
+                       ProjectionLayout layout)
+    : config_(config),
+      ops_(ops),
+      // Generated weights are written into backend memory anyway: fusing is free.
+      layout_(layout == ProjectionLayout::kAuto ? ProjectionLayout::kFused : layout),
+      rope_(config.rope_table()),
+      ws_(std::make_unique<Workspace>()) {
   const auto& c = config;
   const bool shapes_match =
       r.layers.size() == static_cast<size_t>(c.n_layers) && r.tok_embd.rows == c.vocab_size &&
@@ -130,7 +148,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
   for (const SyntheticLayer& l : r.layers) {
     layers_.push_back(layer_view(
         l, [&](const SyntheticTensor& t) { return generate_vector(t); },
-        [&](const SyntheticLinear& t) { return generate(t); }));
+        [&](const SyntheticLinear& t) { return generate(t); },
+        [&](std::initializer_list<const SyntheticLinear*> parts) { return generate(parts); }));
   }
   out_norm_ = generate_vector(r.out_norm);
   lm_head_ = r.lm_head.empty() ? tok_embd_ : generate_matrix(r.lm_head);
@@ -145,45 +164,124 @@ const float* LlamaModel::place(const std::vector<float>& v) {
   return owned_.back().f32();
 }
 
+namespace {
+
+// Host rows of several (rows_i, cols) tensors, one after another, as one matrix.
+struct RowParts {
+  std::vector<const HostTensor*> parts;
+  int64_t rows = 0, cols = 0;
+  size_t numel() const { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
+};
+
+RowParts row_parts(std::span<const HostTensor* const> parts) {
+  RowParts r;
+  for (const HostTensor* t : parts) {
+    const int64_t cols = t->shape.at(1);
+    check(r.parts.empty() || cols == r.cols, "fused weights: {} columns after {}", cols, r.cols);
+    r.parts.push_back(t);
+    r.rows += t->shape.at(0);
+    r.cols = cols;
+  }
+  return r;
+}
+
+}  // namespace
+
 kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
   const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
-  const DType dt = ops_.weight_dtype();
   // Host backends read weights in place in every type they accept (CPU: fp32, f16, bf16 and
   // the GGUF block types, decoded in registers with the bits of dequantize_tensor).
   if (ops_.host_memory() && ops_.reads_weight_dtype(t.dtype)) return {t.ptr(), t.dtype, rows, cols};
-  // Otherwise convert through fp32 (exact: the same values the fp32 load would give).
-  HostTensor widened;
-  const HostTensor* src = &t;
-  if (t.dtype != DType::kF32) {
-    widened.shape = t.shape;
-    widened.dtype = t.dtype;
-    widened.raw = t.raw;
-    dequantize_tensor(widened);
-    src = &widened;
+  const HostTensor* one[] = {&t};
+  return place_rows(one);
+}
+
+kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> tensors) {
+  // Parts of other types are converted through fp32 (exact: the values the fp32 load gives).
+  std::vector<HostTensor> widened;
+  widened.reserve(tensors.size());
+  std::vector<const HostTensor*> fp32;
+  for (const HostTensor* t : tensors) {
+    if (t->dtype == DType::kF32) {
+      fp32.push_back(t);
+      continue;
+    }
+    HostTensor& w = widened.emplace_back();
+    w.shape = t->shape;
+    w.dtype = t->dtype;
+    w.raw = t->raw;
+    dequantize_tensor(w);
+    fp32.push_back(&w);
   }
-  const std::vector<float>& values = src->data;
-  const size_t n = values.size();
+  const RowParts r = row_parts(fp32);
+  const DType dt = ops_.weight_dtype();
+  const size_t n = r.numel();
   owned_.emplace_back(ops_, n * dtype_size(dt));
+  char* dst = owned_.back().data<char>();
   if (dt == DType::kF32) {
-    ops_.upload(owned_.back().data(), values.data(), n * sizeof(float));
+    size_t offset = 0;
+    for (const HostTensor* t : r.parts) {
+      ops_.upload(dst + offset, t->data.data(), t->data.size() * sizeof(float));
+      offset += t->data.size() * sizeof(float);
+    }
   } else if (dt == DType::kBF16) {
     // Rounded on every core (an 8B model's 16 GB otherwise takes ~10 s on one); each element's
     // rounding is the same whichever thread does it.
     const std::unique_ptr<uint16_t[]> h(new uint16_t[n]);  // every element written below
-    const size_t n_parts = std::max<size_t>(1, n >> 20);  // parts of 1M elements
-    parallel_each(n_parts, n_parts, [&](size_t part) {
-      const size_t begin = n * part / n_parts, end = n * (part + 1) / n_parts;
-      for (size_t i = begin; i < end; ++i) h[i] = f32_to_bf16(values[i]);
-    });
-    ops_.upload(owned_.back().data(), h.get(), n * sizeof(uint16_t));
+    size_t offset = 0;
+    for (const HostTensor* t : r.parts) {
+      const size_t tn = t->data.size();
+      const size_t n_parts = std::max<size_t>(1, tn >> 20);  // parts of 1M elements
+      parallel_each(n_parts, n_parts, [&](size_t part) {
+        const size_t begin = tn * part / n_parts, end = tn * (part + 1) / n_parts;
+        for (size_t i = begin; i < end; ++i) h[offset + i] = f32_to_bf16(t->data[i]);
+      });
+      offset += tn;
+    }
+    ops_.upload(dst, h.get(), n * sizeof(uint16_t));
   } else {
     throw_error("backend {} asks for unsupported weight dtype {}", ops_.name(), dtype_name(dt));
   }
-  return {owned_.back().data(), dt, rows, cols};
+  return {dst, dt, r.rows, r.cols};
 }
 
 LlamaModel::LinearView LlamaModel::place(const Linear& l) {
   return {place(l.w), l.bias.empty() ? nullptr : place(l.bias)};
+}
+
+LlamaModel::LinearView LlamaModel::place_fused(std::initializer_list<const Linear*> parts) {
+  std::vector<const HostTensor*> ws;
+  std::vector<float> bias;
+  for (const Linear* l : parts) {
+    check(l->bias.empty() == parts.begin()[0]->bias.empty(),
+          "fused weights: some parts have a bias and some do not");
+    ws.push_back(&l->w);
+    bias.insert(bias.end(), l->bias.begin(), l->bias.end());
+  }
+  LinearView v;
+  v.w = place_rows(ws);
+  if (!bias.empty()) {
+    owned_.emplace_back(ops_, bias.size() * sizeof(float));
+    ops_.upload(owned_.back().data(), bias.data(), bias.size() * sizeof(float));
+    v.bias = owned_.back().f32();
+  }
+  return v;
+}
+
+LlamaModel::Projection LlamaModel::place(std::initializer_list<const Linear*> parts) {
+  check(parts.size() == 2 || parts.size() == 3, "a projection has 2 or 3 parts");
+  Projection p;
+  for (const Linear* l : parts) p.cols += l->w.shape.at(0);
+  if (layout_ == ProjectionLayout::kFused) {
+    p.parts.push_back({place_fused(parts), 0});
+    return p;
+  }
+  int64_t col = 0;
+  for (const Linear* l : parts) {
+    p.parts.push_back({place(*l), col});
+    col += l->w.shape.at(0);
+  }
+  return p;
 }
 
 const float* LlamaModel::generate_vector(const SyntheticTensor& t) {
@@ -206,13 +304,71 @@ LlamaModel::LinearView LlamaModel::generate(const SyntheticLinear& l) {
   return {generate_matrix(l.w), l.bias.empty() ? nullptr : generate_vector(l.bias)};
 }
 
+LlamaModel::LinearView LlamaModel::generate_fused(
+    std::initializer_list<const SyntheticLinear*> parts) {
+  const DType dt = ops_.weight_dtype();
+  check(dt == DType::kF32 || dt == DType::kBF16, "backend {} asks for unsupported weight dtype {}",
+        ops_.name(), dtype_name(dt));
+  int64_t rows = 0, cols = parts.begin()[0]->w.cols, n_bias = 0;
+  for (const SyntheticLinear* l : parts) {
+    check(l->w.cols == cols, "fused weights: {} columns after {}", l->w.cols, cols);
+    check(l->bias.empty() == parts.begin()[0]->bias.empty(),
+          "fused weights: some parts have a bias and some do not");
+    rows += l->w.rows;
+    n_bias += l->bias.numel();
+  }
+  // Each part filled at its offset with its own key: the same values as generated apart.
+  owned_.emplace_back(ops_, static_cast<size_t>(rows * cols) * dtype_size(dt));
+  char* w = owned_.back().data<char>();
+  size_t offset = 0;
+  for (const SyntheticLinear* l : parts) {
+    ops_.fill_uniform(w + offset, dt, l->w.numel(), l->w.key, l->w.center, l->w.scale);
+    offset += static_cast<size_t>(l->w.numel()) * dtype_size(dt);
+  }
+  LinearView v{{w, dt, rows, cols}, nullptr};
+  if (n_bias > 0) {
+    owned_.emplace_back(ops_, static_cast<size_t>(n_bias) * sizeof(float));
+    float* b = owned_.back().f32();
+    int64_t at = 0;
+    for (const SyntheticLinear* l : parts) {
+      ops_.fill_uniform(b + at, DType::kF32, l->bias.numel(), l->bias.key, l->bias.center,
+                        l->bias.scale);
+      at += l->bias.numel();
+    }
+    v.bias = b;
+  }
+  return v;
+}
+
+LlamaModel::Projection LlamaModel::generate(std::initializer_list<const SyntheticLinear*> parts) {
+  Projection p;
+  for (const SyntheticLinear* l : parts) p.cols += l->w.rows;
+  if (layout_ == ProjectionLayout::kFused) {
+    p.parts.push_back({generate_fused(parts), 0});
+    return p;
+  }
+  int64_t col = 0;
+  for (const SyntheticLinear* l : parts) {
+    p.parts.push_back({generate(*l), col});
+    col += l->w.rows;
+  }
+  return p;
+}
+
+void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y) const {
+  for (const Projection::Part& part : p.parts)
+    ops_.matmul_rounded(x, n, part.lin.w, part.lin.bias, y + part.col, p.cols);
+}
+
 void LlamaModel::prepare_gemms(int32_t max_rows) const {
   if (layers_.empty()) return;
   // Every layer has the shapes of layer 0; one call per distinct (out, in) shape.
   const LayerView& l = layers_[0];
+  std::vector<const kernels::WeightMatrix*> weights{&l.wo.w, &l.w_down.w, &lm_head_};
+  for (const Projection* p : {&l.qkv, &l.gate_up})
+    for (const Projection::Part& part : p->parts) weights.push_back(&part.lin.w);
   std::vector<std::pair<int64_t, int64_t>> seen;
-  for (const kernels::WeightMatrix* w :
-       {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w, &lm_head_}) {
+  for (const kernels::WeightMatrix* w : weights) {
     const std::pair<int64_t, int64_t> shape{w->rows, w->cols};
     if (std::find(seen.begin(), seen.end(), shape) != seen.end()) continue;
     seen.push_back(shape);
@@ -286,13 +442,12 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
     const size_t un = static_cast<size_t>(std::max(n, 2 * ws.capacity));
     ws.x = {ops_, un * c.dim * f};
     ws.xb = {ops_, un * c.dim * f};
+    ws.qkv = {ops_, un * (c.q_dim() + 2 * c.kv_dim()) * f};
     ws.q = {ops_, un * c.q_dim() * f};
-    ws.k = {ops_, un * c.kv_dim() * f};
-    ws.v = {ops_, un * c.kv_dim() * f};
     ws.att = {ops_, un * c.q_dim() * f};
     ws.proj = {ops_, un * c.dim * f};
-    ws.gate = {ops_, un * c.ffn_dim * f};
-    ws.up = {ops_, un * c.ffn_dim * f};
+    ws.gate_up = {ops_, un * 2 * c.ffn_dim * f};
+    ws.h = {ops_, un * c.ffn_dim * f};
     ws.capacity = static_cast<int32_t>(un);
   }
   if (n_out > ws.capacity_rows) {
@@ -348,44 +503,31 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
   const ModelConfig& c = config_;
   const int32_t n = batch.n_tokens;
   float* x = ws.x.f32();
-  float* xb = ws.xb.f32();
+  void* xb = ws.xb.data();  // GEMM inputs: the backend's GEMM input dtype
+  void* att = ws.att.data();
+  void* h = ws.h.data();
+  float* qkv = ws.qkv.f32();
   float* q = ws.q.f32();
-  float* k = ws.k.f32();
-  float* v = ws.v.f32();
-  float* att = ws.att.f32();
   float* proj = ws.proj.f32();
-  float* gate = ws.gate.f32();
-  float* up = ws.up.f32();
-  const int64_t n_x = int64_t{n} * c.dim;
-  const int64_t n_ffn = int64_t{n} * c.ffn_dim;
+  float* gate_up = ws.gate_up.f32();
 
   ops_.embedding(tok_embd_, tokens, n, x);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   for (int32_t li = 0; li < c.n_layers; ++li) {
     const LayerView& l = layers_[li];
     const kernels::KvCacheLayer cache = kv.layer(li);
-    ops_.rmsnorm(x, l.attn_norm, n, c.dim, c.rms_eps, xb);
-    ops_.matmul(xb, n, l.wq.w, l.wq.bias, q);
-    ops_.matmul(xb, n, l.wk.w, l.wk.bias, k);
-    ops_.matmul(xb, n, l.wv.w, l.wv.bias, v);
-    if (c.qk_norm) {
-      ops_.rmsnorm(q, l.q_norm, n * c.n_heads, c.head_dim, c.rms_eps, q);
-      ops_.rmsnorm(k, l.k_norm, n * c.n_kv_heads, c.head_dim, c.rms_eps, k);
-    }
-    ops_.rope(q, n, c.n_heads, c.head_dim, batch.positions, rope_);
-    ops_.rope(k, n, c.n_kv_heads, c.head_dim, batch.positions, rope_);
-    ops_.kv_append(k, v, batch, cache);
-    ops_.attention(q, cache, batch, c.n_heads, scale, att);
-    ops_.matmul(att, n, l.wo.w, nullptr, proj);
-    ops_.add(x, proj, n_x);
-
-    ops_.rmsnorm(x, l.ffn_norm, n, c.dim, c.rms_eps, xb);
-    ops_.matmul(xb, n, l.w_gate.w, nullptr, gate);
-    ops_.matmul(xb, n, l.w_up.w, nullptr, up);
-    ops_.silu_mul(gate, up, n_ffn, gate);
-    ops_.matmul(gate, n, l.w_down.w, nullptr, proj);
-    ops_.add(x, proj, n_x);
+    // The previous layer's MLP residual joins the attention norm (none before layer 0).
+    ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
+    project(xb, n, l.qkv, qkv);
+    ops_.qkv_rope_append(qkv, n, c.n_heads, l.q_norm, l.k_norm, c.rms_eps, rope_, batch, cache, q);
+    ops_.attention_rounded(q, cache, batch, c.n_heads, scale, att);
+    ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim);
+    ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
+    project(xb, n, l.gate_up, gate_up);
+    ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
+    ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim);
   }
+  if (c.n_layers > 0) ops_.add(x, proj, int64_t{n} * c.dim);
 
   // Final norm and lm_head only for the rows whose logits are wanted.
   float* rows = ws.out_rows.f32();

@@ -2,9 +2,14 @@
 // positions), written once against kernels::Ops so every backend runs the same model code.
 // Per token: embed → n_layers × (RMSNorm → q,k,v → [q/k norm] → RoPE → KV append → paged
 // attention → o_proj → residual → RMSNorm → SwiGLU MLP → residual) → final norm → lm_head.
+// A layer is 4 GEMMs, attention and 4 fused ops (kernels/ops.h): [residual +] RMSNorm → qkv
+// GEMM → q/k norm + RoPE + KV append → attention → o GEMM → residual + RMSNorm → gate_up GEMM
+// → SiLU·mul → down GEMM. GEMM inputs are in the backend's GEMM input dtype (bf16 on CUDA:
+// docs/cuda.md "Rounding points"); the residual stream and GEMM outputs are fp32.
 // Weights and activations live in the backend's memory (used in place on the CPU).
 #pragma once
 
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -20,18 +25,29 @@ struct SyntheticLinear;
 struct SyntheticTensor;
 struct SyntheticWeights;
 
+// How q/k/v and gate/up weights are held (same bits either way; tests compare the two):
+// kFused concatenates each group's rows at load (one GEMM per group), kSeparate keeps them
+// apart, kAuto fuses whenever the weights are copied into backend memory anyway (synthetic
+// weights, device backends, a weight dtype other than fp32) and otherwise uses the host
+// tensors in place (no second copy of an fp32 model on the CPU).
+enum class ProjectionLayout : uint8_t { kAuto, kFused, kSeparate };
+
 class LlamaModel {
  public:
   // The host weights and the ops must outlive the model. On a device backend the weights are
   // uploaded here (converted to the backend's weight dtype).
-  LlamaModel(const ModelConfig& config, const ModelWeights& weights, kernels::Ops& ops);
+  LlamaModel(const ModelConfig& config, const ModelWeights& weights, kernels::Ops& ops,
+             ProjectionLayout layout = ProjectionLayout::kAuto);
   // Weights generated in the backend's memory from a synthetic recipe (model/synthetic.h)
   // through Ops::fill_uniform: the same bits as uploading make_synthetic_weights(config, seed),
   // with no host copy (Llama-3.1-8B: 16 GB of bf16 made on the GPU in well under a second).
-  LlamaModel(const ModelConfig& config, const SyntheticWeights& recipe, kernels::Ops& ops);
+  LlamaModel(const ModelConfig& config, const SyntheticWeights& recipe, kernels::Ops& ops,
+             ProjectionLayout layout = ProjectionLayout::kAuto);
   ~LlamaModel();
 
   const ModelConfig& config() const { return config_; }
+  // The layout in use (kAuto resolved at construction).
+  ProjectionLayout projection_layout() const { return layout_; }
   // Makes the backend's per-(weight shape, row count) GEMM choices for steps of up to
   // max_rows tokens now rather than on first use (Ops::prepare_matmul; CUDA: the verified
   // cuBLASLt plans), so no request pays for them. Changes no bit. Call before serving.
@@ -83,31 +99,46 @@ class LlamaModel {
     kernels::WeightMatrix w;
     const float* bias = nullptr;
   };
+  // A projection whose output row is the concatenation of several linear layers' ([q | k | v],
+  // [gate | up]): one matrix of their rows, fused at load (one GEMM), or the parts kept apart,
+  // each writing its columns. Every output element has the same K order either way (design.md
+  // Rule 1: it is fixed by K), so the two layouts give the same bits.
+  struct Projection {
+    struct Part {
+      LinearView lin;
+      int64_t col = 0;  // first output column
+    };
+    std::vector<Part> parts;  // one part when fused
+    int64_t cols = 0;         // output features of all parts
+  };
   struct LayerView {
     const float* attn_norm;  // (dim)
-    LinearView wq, wk, wv, wo, w_gate, w_up, w_down;
+    Projection qkv;          // [q | k | v] (q_dim + 2 kv_dim, dim)
+    LinearView wo;
+    Projection gate_up;      // [gate | up] (2 ffn_dim, dim)
+    LinearView w_down;
     const float* q_norm;    // (head_dim) or nullptr
     const float* k_norm;    // (head_dim) or nullptr
     const float* ffn_norm;  // (dim)
   };
   // A layer's view from host weights (LayerWeights) or a recipe (SyntheticLayer): `vec` puts
-  // a norm vector and `lin` a linear layer into backend memory; absent q/k norms stay null.
-  template <typename Layer, typename VecFn, typename LinFn>
-  static LayerView layer_view(const Layer& l, VecFn vec, LinFn lin) {
+  // a norm vector, `lin` a linear layer and `proj` the linear layers of a projection into
+  // backend memory; absent q/k norms stay null.
+  template <typename Layer, typename VecFn, typename LinFn, typename ProjFn>
+  static LayerView layer_view(const Layer& l, VecFn vec, LinFn lin, ProjFn proj) {
     LayerView v{};
     v.attn_norm = vec(l.attn_norm);
-    v.wq = lin(l.wq);
-    v.wk = lin(l.wk);
-    v.wv = lin(l.wv);
+    v.qkv = proj({&l.wq, &l.wk, &l.wv});
     v.wo = lin(l.wo);
     v.q_norm = l.q_norm.empty() ? nullptr : vec(l.q_norm);
     v.k_norm = l.k_norm.empty() ? nullptr : vec(l.k_norm);
     v.ffn_norm = vec(l.ffn_norm);
-    v.w_gate = lin(l.w_gate);
-    v.w_up = lin(l.w_up);
+    v.gate_up = proj({&l.w_gate, &l.w_up});
     v.w_down = lin(l.w_down);
     return v;
   }
+  // Runs y (n, p.cols) = x · [parts]ᵀ; x in the backend's GEMM input dtype.
+  void project(const void* x, int32_t n, const Projection& p, float* y) const;
   // Activations of one step, in backend memory, grown to the largest step seen.
   struct Workspace;
   // Padded decode steps: padded metadata, fixed-size workspace and captured graphs.
@@ -130,12 +161,20 @@ class LlamaModel {
   const float* place(const std::vector<float>& v);
   kernels::WeightMatrix place(const HostTensor& t);
   LinearView place(const Linear& l);
+  // The tensors' rows, one after another, as one matrix in backend memory (the backend's dtype).
+  kernels::WeightMatrix place_rows(std::span<const HostTensor* const> tensors);
+  // The parts' rows as one matrix (and their biases as one vector) in backend memory.
+  LinearView place_fused(std::initializer_list<const Linear*> parts);
+  Projection place(std::initializer_list<const Linear*> parts);
   const float* generate_vector(const SyntheticTensor& t);           // fp32
   kernels::WeightMatrix generate_matrix(const SyntheticTensor& t);  // the backend's dtype
   LinearView generate(const SyntheticLinear& l);
+  LinearView generate_fused(std::initializer_list<const SyntheticLinear*> parts);
+  Projection generate(std::initializer_list<const SyntheticLinear*> parts);
 
   const ModelConfig config_;
   kernels::Ops& ops_;
+  const ProjectionLayout layout_;
   kernels::RopeTable rope_;
   std::vector<kernels::Buffer> owned_;  // uploaded or generated weights (backend memory)
   kernels::WeightMatrix tok_embd_;      // (vocab, dim)

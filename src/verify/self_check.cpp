@@ -441,6 +441,9 @@ SelfCheckOptions self_check_options_for(const ModelConfig& c, int32_t block_size
   add_gemm(o.gemms, "gate_proj", c.ffn_dim, c.dim, 256, false);
   add_gemm(o.gemms, "up_proj", c.ffn_dim, c.dim, 256, false);
   add_gemm(o.gemms, "down_proj", c.dim, c.ffn_dim, 256, false);
+  // The fused shapes a device backend runs (LlamaModel's ProjectionLayout::kFused).
+  add_gemm(o.gemms, "qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.dim, 256, c.qkv_bias);
+  add_gemm(o.gemms, "gate_up_proj", 2 * c.ffn_dim, c.dim, 256, false);
   // lm_head runs only on the rows whose logits are wanted; 16 rows keep the widest GEMM cheap.
   add_gemm(o.gemms, "lm_head", c.vocab_size, c.dim, 16, false);
   o.attention.push_back({c.n_heads, c.n_kv_heads, c.head_dim, block_size, 300});

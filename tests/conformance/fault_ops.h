@@ -196,6 +196,32 @@ class CpuGraphOps final : public DelegatingOps, public kernels::GraphCapture {
                    float* out) override {
     run([=, this] { inner_->gather_rows(x, dim, rows, n_rows, out); });
   }
+  // The fused ops run as their defaults (the op sequences above, on host scratch), recorded
+  // whole: their copies into scratch are not ops of their own and must run at replay too.
+  void matmul_rounded(const void* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+                      float* y, int64_t ldy) override {
+    run([=, this] { Ops::matmul_rounded(x, m, w, bias, y, ldy); });
+  }
+  void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
+                   void* out) override {
+    run([=, this] { Ops::add_rmsnorm(x, y, w, n, dim, eps, out); });
+  }
+  void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
+                       const float* k_norm, float eps, const kernels::RopeTable& t,
+                       const kernels::StepBatch& b, const kernels::KvCacheLayer& c,
+                       float* q_out) override {
+    const kernels::RopeTable* table = &t;  // the model's, at a fixed address (no copy)
+    run([=, this] {
+      Ops::qkv_rope_append(qkv, n, n_heads, q_norm, k_norm, eps, *table, b, c, q_out);
+    });
+  }
+  void attention_rounded(const float* q, const kernels::KvCacheLayer& c,
+                         const kernels::StepBatch& b, int32_t h, float s, void* out) override {
+    run([=, this] { Ops::attention_rounded(q, c, b, h, s, out); });
+  }
+  void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override {
+    run([=, this] { Ops::silu_mul_rows(gate_up, n, ffn, out); });
+  }
 
   // ---- GraphCapture ----
   void begin_capture() override {

@@ -116,6 +116,8 @@ TEST(SelfCheck, OptionsCoverTheModelShapes) {
   EXPECT_TRUE(has(c.ffn_dim, c.dim));
   EXPECT_TRUE(has(c.dim, c.ffn_dim));
   EXPECT_TRUE(has(c.vocab_size, c.dim));
+  EXPECT_TRUE(has(c.q_dim() + 2 * c.kv_dim(), c.dim));  // the fused shapes
+  EXPECT_TRUE(has(2 * c.ffn_dim, c.dim));
   ASSERT_EQ(o.attention.size(), 1u);
   EXPECT_EQ(o.attention[0].block_size, 8);
   EXPECT_EQ(o.attention[0].n_heads, c.n_heads);

@@ -28,8 +28,8 @@ TEST(CudaSelfCheck, InvariantModePassesOnLlama8BShapes) {
   auto ops = invariant_ops();
   const SelfCheckReport r = check_8b(*ops);
   EXPECT_TRUE(r.passed()) << r.describe();
-  // q/o, k/v, gate/up, down, lm_head, attention, rmsnorm.
-  EXPECT_EQ(r.checks.size(), 7u) << r.describe();
+  // q/o, k/v, gate/up, down, fused qkv, fused gate_up, lm_head, attention, rmsnorm.
+  EXPECT_EQ(r.checks.size(), 9u) << r.describe();
   for (const SelfCheckResult& c : r.checks) {
     EXPECT_GE(c.n_variants, 5) << c.name;
   }

@@ -33,6 +33,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernel_test_util.h"
+#include "kernels/fused_ops_checks.h"
 #include "kernels/ops.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
@@ -608,6 +609,10 @@ struct OpCase {
   DType weight_dtype = DType::kF32;  // the weights it needs (kF32: none, or any backend's)
   bool needs_weights = false;
   bool long_case = false;  // GPU backends only
+  // Whether the backend takes this shape at all (null: every backend). CUDA refuses, with an
+  // error, GEMMs whose in_features are not a multiple of 8 and attention with head_dim not a
+  // multiple of 4 (cuda_ops.cpp); those cases do not run there.
+  std::function<bool(const Backend&)> runs_on = nullptr;
 };
 
 // The table: one entry per (op, shape).
@@ -647,7 +652,7 @@ std::vector<OpCase> op_cases() {
     t.push_back({fmt::format("matmul_m{}_n{}_k{}_{}{}", c.m, c.n, c.k, dtype_name(c.dtype),
                              c.bias ? "_bias" : ""),
                  [c](const Backend& b, Ops& o, Ops& r) { check_matmul(b, o, r, c); }, c.dtype,
-                 true});
+                 true, false, [k = c.k](const Backend& b) { return !b.gpu || k % 8 == 0; }});
   }
   for (const MatmulCase c : {MatmulCase{300, 520, 1024, DType::kBF16, true},
                              {16, 4096, 4096, DType::kBF16, true},
@@ -689,6 +694,7 @@ std::vector<OpCase> op_cases() {
                           c.shape.head_dim, c.shape.block_size, c.len),
               [c](const Backend& b, Ops& o, Ops& r) { check_attention(b, o, r, c); }};
     oc.long_case = c.long_case;
+    oc.runs_on = [hd = c.shape.head_dim](const Backend& b) { return !b.gpu || hd % 4 == 0; };
     t.push_back(oc);
   }
   for (const int vocab : {50, 1000, 49152}) {
@@ -700,6 +706,15 @@ std::vector<OpCase> op_cases() {
         {fmt::format("logit_penalties_v{}", vocab),
          [vocab](const Backend& b, Ops& o, Ops& r) { check_logit_penalties_op(b, o, r, vocab); }});
   }
+  // The model's fused ops against the op sequences they replace on the same backend, bit for
+  // bit (kernels/fused_ops_checks.h; the sequences themselves are checked above).
+  const std::pair<const char*, void (*)(Ops&)> fused[] = {
+      {"fused_add_rmsnorm", testing::check_add_rmsnorm},
+      {"fused_matmul_rounded", testing::check_matmul_rounded},
+      {"fused_qkv_rope_append", testing::check_qkv_rope_append},
+      {"fused_silu_mul_rows", testing::check_silu_mul_rows}};
+  for (const auto& [name, check] : fused)
+    t.push_back({name, [check](const Backend&, Ops& o, Ops&) { check(o); }});
   for (const DType dt : {DType::kF32, DType::kBF16}) {
     t.push_back({fmt::format("fill_uniform_{}", dtype_name(dt)),
                  [dt](const Backend& b, Ops& o, Ops& r) { check_fill_uniform(b, o, r, dt); }});
@@ -825,6 +840,7 @@ std::vector<Param> params() {
   for (const Backend& b : all_backends()) {
     for (const OpCase& c : all_cases()) {
       if (c.long_case && !b.long_attention) continue;
+      if (c.runs_on && !c.runs_on(b)) continue;
       if (c.needs_weights && std::find(b.weight_dtypes.begin(), b.weight_dtypes.end(),
                                        c.weight_dtype) == b.weight_dtypes.end()) {
         continue;

@@ -45,7 +45,10 @@ TEST(ProfilingOps, SameBitsAndCallsPerOpAndShape) {
   const auto& t = prof.times();
   ASSERT_NE(find(t, "attention"), nullptr);
   EXPECT_EQ(find(t, "attention")->calls, c.n_layers);
-  EXPECT_EQ(find(t, "kv_append")->calls, c.n_layers);
+  ASSERT_NE(find(t, "qkv_rope_append"), nullptr);  // the fused ops are timed whole
+  EXPECT_EQ(find(t, "qkv_rope_append")->calls, c.n_layers);
+  ASSERT_NE(find(t, "add_rmsnorm"), nullptr);
+  EXPECT_EQ(find(t, "add_rmsnorm")->calls, 2 * c.n_layers - 1);
   const std::string down = "matmul " + std::to_string(c.ffn_dim) + "->" + std::to_string(c.dim) +
                            " m=" + std::to_string(prompt.size());
   ASSERT_NE(find(t, down), nullptr) << down;

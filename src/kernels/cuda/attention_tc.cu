@@ -356,11 +356,18 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     if (!row_ok[i]) continue;
-    float* out = a.out + (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
+    const int64_t at = (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-      *reinterpret_cast<float2*>(out + dt * 8 + 2 * cq) =
+    for (int dt = 0; dt < DT; ++dt) {
+      const float2 v =
           make_float2(__fdiv_rn(O[dt][2 * i], L[i]), __fdiv_rn(O[dt][2 * i + 1], L[i]));
+      if (a.out_bf16 != nullptr) {  // the fp32 value rounded once, as the GEMM would round it
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        *reinterpret_cast<__nv_bfloat162*>(a.out_bf16 + at + dt * 8 + 2 * cq) = b;
+      } else {
+        *reinterpret_cast<float2*>(a.out + at + dt * 8 + 2 * cq) = v;
+      }
+    }
   }
 }
 
@@ -387,11 +394,16 @@ __global__ void attention_tc_merge_kernel(const AttentionArgs a, const float* pa
       if (d < HD) O[i] = merge_value(O[i], part[2 + d], w);
     }
   }
-  float* out = a.out + row * HD;
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) {
     const int d = lane + 32 * i;
-    if (d < HD) out[d] = __fdiv_rn(O[i], L);
+    if (d >= HD) continue;
+    const float v = __fdiv_rn(O[i], L);
+    if (a.out_bf16 != nullptr) {
+      a.out_bf16[row * HD + d] = __float2bfloat16_rn(v);
+    } else {
+      a.out[row * HD + d] = v;
+    }
   }
 }
 

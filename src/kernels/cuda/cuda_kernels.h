@@ -3,6 +3,7 @@
 // Shapes in comments; the invariance argument of each kernel is in its .cu file.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -40,6 +41,35 @@ cudaError_t launch_gather_rows(const float* x, int32_t dim, const int32_t* rows,
 cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
 // y (m, n) += bias (n), row-broadcast.
 cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
+
+// ---- fused.cu (the model's fused ops, kernels/ops.h) -------------------------------
+// x (n, dim) += y (when y != nullptr), then out (n, dim) bf16 = rmsnorm(x, w) rounded once:
+// the bits of launch_add, launch_rmsnorm and the GEMM's rounding of its input.
+cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
+                               float eps, __nv_bfloat16* out, cudaStream_t stream);
+struct QkvRopeArgs {
+  const float* qkv = nullptr;  // (n, (n_heads + 2 n_kv_heads) head_dim): q, k, v heads
+  int32_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* q_norm = nullptr;  // (head_dim) or nullptr (then k_norm is nullptr too)
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  const int32_t* positions = nullptr;  // (n)
+  const int32_t* slots = nullptr;      // (n)
+  const float* inv_freq = nullptr;     // (half) device copy of the RopeTable
+  int32_t half = 0;                    // rot_dim / 2
+  int64_t n_slots = 0;
+  void* cache_k = nullptr;  // [n_slots, n_kv_heads * head_dim], bf16 when kv_bf16 else fp32
+  void* cache_v = nullptr;
+  bool kv_bf16 = true;
+  float* q_out = nullptr;  // (n, n_heads, head_dim)
+};
+// head_dim ≤ 256, even rot_dim ≤ head_dim.
+bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim);
+// The bits of rmsnorm per q/k head (when q_norm), rope on q and k, and kv_append.
+cudaError_t launch_qkv_rope_append(const QkvRopeArgs& a, cudaStream_t stream);
+// out (n, ffn) bf16 = silu(gate) * up rounded once; gate_up (n, 2 ffn), each row gate then up.
+cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, __nv_bfloat16* out,
+                                 cudaStream_t stream);
 
 // ---- synthetic.cu --------------------------------------------------------------------
 // dst (n) = synthetic weights, element i = synthetic_value(key, i, center, scale)
@@ -81,6 +111,12 @@ cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, 
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
                                   cudaStream_t stream);
+// The same GEMM on x already rounded to bf16 (m, k): the same bits as launch_gemm_invariant
+// on the fp32 tensor it was rounded from (scratch.x_bf16 is not used).
+cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
+                                       int64_t k, const float* bias, float* y,
+                                       const GemmScratch& scratch, int variant, int splits_override,
+                                       cudaStream_t stream);
 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {
@@ -93,6 +129,9 @@ struct AttentionArgs {
   const int32_t* seq_of_token = nullptr;  // (n_tokens)
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks)
   float* out = nullptr;                   // (n_tokens, n_heads, head_dim)
+  // attention_tc.cu only: when set, out is not written and this gets the same values rounded
+  // to bf16 (nearest even): the o projection's GEMM input (Ops::attention_rounded).
+  __nv_bfloat16* out_bf16 = nullptr;
   int32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks = 0, n_blocks = 0;
   float scale = 1.0f;

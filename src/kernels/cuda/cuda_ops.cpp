@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_ops.h"
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -123,7 +124,7 @@ class CudaOps final : public Ops {
     }
     graphs_ = std::make_unique<cuda::CudaGraphCapture>(stream_, [this] {
       return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
-                                      attn_.base(), rope_dev_.base()};
+                                      attn_.base(), rope_dev_.base(), y_part_.base()};
     });
   }
 
@@ -136,6 +137,8 @@ class CudaOps final : public Ops {
     counters_.release();
     attn_.release();
     rope_dev_.release();
+    y_part_.release();
+    sample_io_.release();
     uploader_.release();
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -229,6 +232,136 @@ class CudaOps final : public Ops {
 
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
               float* y) override {
+    check_matmul_args(x, w);
+    if (m == 0) return;
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    // The verified mode selects fast numerics per step on an invariant ops object.
+    const bool fast = mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast;
+    if (fast || (lt_gemm_ && lt_gemm_->prefers_lt(m, wd, w.rows, w.cols))) {
+      // x rounded to bf16, then the same paths as a bf16 input (cuBLAS, or a cuBLASLt
+      // execution verified bit-equal to the invariant kernel, gemm_lt.h).
+      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
+      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
+      return gemm_bf16(xb, m, w, bias, y);
+    }
+    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
+  }
+
+  // ---- the fused ops (fused.cu; GEMM inputs in bf16) --------------------------------
+  DType gemm_input_dtype() const override { return DType::kBF16; }
+
+  void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+                      int64_t ldy) override {
+    check_matmul_args(x, w);
+    check(ldy >= w.rows, "CUDA matmul_rounded: row stride {} below {} output features", ldy,
+          w.rows);
+    if (m == 0) return;
+    const auto* xb = static_cast<const uint16_t*>(x);
+    if (ldy == w.rows) return gemm_bf16(xb, m, w, bias, y);
+    // One part of a projection kept apart: into scratch, then its columns into place.
+    float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * m * w.rows, stream_));
+    gemm_bf16(xb, m, w, bias, tmp);
+    cuda_check(cudaMemcpy2DAsync(y, sizeof(float) * ldy, tmp, sizeof(float) * w.rows,
+                                 sizeof(float) * w.rows, m, cudaMemcpyDeviceToDevice, stream_),
+               "matmul_rounded (columns)");
+  }
+
+  void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
+                   void* out) override {
+    cuda_check(cuda::launch_add_rmsnorm(x, y, w, n, dim, eps, static_cast<__nv_bfloat16*>(out),
+                                        stream_),
+               "add_rmsnorm");
+  }
+
+  void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
+                       const float* k_norm, float eps, const RopeTable& table,
+                       const StepBatch& batch, const KvCacheLayer& cache, float* q_out) override {
+    check_cache_dtype(cache);
+    check((q_norm == nullptr) == (k_norm == nullptr),
+          "qkv_rope_append: q_norm and k_norm are given together or not at all");
+    check(cuda::qkv_rope_append_supported(cache.head_dim, table.rot_dim) &&
+              static_cast<int64_t>(table.inv_freq.size()) == table.rot_dim / 2,
+          "CUDA qkv_rope_append: head_dim {} (at most 256) and rot_dim {} (even, at most "
+          "head_dim) unsupported",
+          cache.head_dim, table.rot_dim);
+    cuda::QkvRopeArgs a;
+    a.qkv = qkv;
+    a.n = n;
+    a.n_heads = n_heads;
+    a.n_kv_heads = cache.n_kv_heads;
+    a.head_dim = cache.head_dim;
+    a.q_norm = q_norm;
+    a.k_norm = k_norm;
+    a.eps = eps;
+    a.positions = batch.positions;
+    a.slots = batch.slots;
+    a.inv_freq = rope_table_on_device(table);
+    a.half = table.rot_dim / 2;
+    a.n_slots = int64_t{cache.n_blocks} * cache.block_size;
+    a.cache_k = cache.k;
+    a.cache_v = cache.v;
+    a.kv_bf16 = cache.dtype == DType::kBF16;
+    a.q_out = q_out;
+    cuda_check(cuda::launch_qkv_rope_append(a, stream_), "qkv_rope_append");
+  }
+
+  void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                         int32_t n_heads, float scale, void* out) override {
+    auto* ob = static_cast<__nv_bfloat16*>(out);
+    if (cache.dtype == DType::kBF16) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
+    // fp32 KV (attention.cu) writes fp32: round it after.
+    const int64_t n_out = int64_t{batch.n_tokens} * n_heads * cache.head_dim;
+    float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * n_out, stream_));
+    run_attention(q, cache, batch, n_heads, scale, tmp, nullptr);
+    cuda_check(cuda::launch_f32_to_bf16(tmp, n_out, reinterpret_cast<uint16_t*>(ob), stream_),
+               "attention_rounded (bf16)");
+  }
+
+  void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override {
+    cuda_check(cuda::launch_silu_mul_rows(gate_up, n, ffn, static_cast<__nv_bfloat16*>(out),
+                                          stream_),
+               "silu_mul_rows");
+  }
+
+  // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
+  void gemm_bf16(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
+                 float* y) {
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    if (mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast) {
+      ensure_cublas();
+      cublas_gemm(xb, m, w, y);
+      if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
+      return;
+    }
+    if (lt_gemm_ && lt_gemm_->prefers_lt(m, wd, w.rows, w.cols) &&
+        lt_gemm_->run(xb, m, wd, w.rows, w.cols, y)) {
+      if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
+      return;
+    }
+    const cuda::GemmScratchNeed need =
+        cuda::gemm_scratch_need(m, w.rows, w.cols, gemm_variant_, gemm_splits_override_);
+    cuda::GemmScratch s;
+    s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
+    s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
+    cuda_check(cuda::launch_gemm_invariant_bf16(xb, m, wd, w.rows, w.cols, bias, y, s,
+                                                gemm_variant_, gemm_splits_override_, stream_),
+               "invariant gemm (bf16 input)");
+  }
+
+  // Default cuBLAS (the fast numerics): y (m, n) = xb (m, k) · wᵀ, fp32 out.
+  void cublas_gemm(const uint16_t* xb, int32_t m, const WeightMatrix& w, float* y) {
+    // Column-major view: yᵀ (N, m) = W (N, K) · xᵀ (K, m); W row-major (N, K) is col-major
+    // (K, N), hence op T. Default algorithm: cuBLAS's own heuristic choice.
+    const float alpha = 1.0f, beta = 0.0f;
+    cublas_check(
+        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), m,
+                     static_cast<int>(w.cols), &alpha, w.data, CUDA_R_16BF,
+                     static_cast<int>(w.cols), xb, CUDA_R_16BF, static_cast<int>(w.cols), &beta, y,
+                     CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+  }
+
+  void check_matmul_args(const void* x, const WeightMatrix& w) const {
     check(w.dtype == DType::kBF16,
           "CUDA matmul: weights must be bf16 on the device (got {}); upload them through "
           "Ops::weight_dtype()",
@@ -237,35 +370,6 @@ class CudaOps final : public Ops {
           "CUDA matmul: in_features {} must be a multiple of 8", w.cols);
     check(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
           "CUDA matmul: x and w must be 16-byte aligned");
-    if (m == 0) return;
-    const auto* wd = static_cast<const uint16_t*>(w.data);
-    // The verified mode selects fast numerics per step on an invariant ops object.
-    if (mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast) {
-      ensure_cublas();
-      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
-      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
-      // Column-major view: yᵀ (N, m) = W (N, K) · xᵀ (K, m); W row-major (N, K) is col-major
-      // (K, N), hence op T. Default algorithm: cuBLAS's own heuristic choice.
-      const float alpha = 1.0f, beta = 0.0f;
-      cublas_check(
-          cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), m,
-                       static_cast<int>(w.cols), &alpha, wd, CUDA_R_16BF, static_cast<int>(w.cols),
-                       xb, CUDA_R_16BF, static_cast<int>(w.cols), &beta, y, CUDA_R_32F,
-                       static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmEx");
-      if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
-      return;
-    }
-    if (lt_gemm_ && lt_gemm_->prefers_lt(m, wd, w.rows, w.cols)) {
-      // A cuBLASLt execution verified bit-equal to the invariant kernel (gemm_lt.h).
-      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
-      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
-      if (lt_gemm_->run(xb, m, wd, w.rows, w.cols, y)) {
-        if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
-        return;
-      }
-    }
-    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
   }
 
   void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
@@ -302,7 +406,14 @@ class CudaOps final : public Ops {
     const int32_t half = table.rot_dim / 2;
     check(table.rot_dim <= head_dim && static_cast<int64_t>(table.inv_freq.size()) == half,
           "CUDA rope: bad table (rot_dim {}, head_dim {})", table.rot_dim, head_dim);
-    // The table is a host struct: keep its device copy, refreshed when the contents change.
+    cuda_check(cuda::launch_rope(x, n, n_heads, head_dim, positions, rope_table_on_device(table),
+                                 table.rot_dim, stream_),
+               "rope");
+  }
+
+  // The table is a host struct: keep its device copy, refreshed when the contents change.
+  const float* rope_table_on_device(const RopeTable& table) {
+    const int32_t half = table.rot_dim / 2;
     if (rope_host_ != table.inv_freq) {
       float* d = static_cast<float*>(rope_dev_.get(sizeof(float) * std::max(half, 1), stream_));
       cuda_check(cudaStreamSynchronize(stream_), "rope table (sync)");
@@ -310,10 +421,7 @@ class CudaOps final : public Ops {
                  "rope table upload");
       rope_host_ = table.inv_freq;
     }
-    cuda_check(cuda::launch_rope(x, n, n_heads, head_dim, positions,
-                                 static_cast<const float*>(rope_dev_.get(0, stream_)),
-                                 table.rot_dim, stream_),
-               "rope");
+    return static_cast<const float*>(rope_dev_.get(0, stream_));
   }
 
   void kv_append(const float* k, const float* v, const StepBatch& batch,
@@ -335,6 +443,12 @@ class CudaOps final : public Ops {
 
   void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch, int32_t n_heads,
                  float scale, float* out) override {
+    run_attention(q, cache, batch, n_heads, scale, out, nullptr);
+  }
+
+  // Into out (fp32) or, for a bf16 cache only, out_bf16.
+  void run_attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                     int32_t n_heads, float scale, float* out, __nv_bfloat16* out_bf16) {
     check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0 &&
               n_heads / cache.n_kv_heads <= 32,
           "CUDA attention: n_heads {} must be a multiple (≤ 32×) of n_kv_heads {}", n_heads,
@@ -362,6 +476,7 @@ class CudaOps final : public Ops {
     a.seq_of_token = batch.seq_of_token;
     a.block_tables = batch.block_tables;
     a.out = out;
+    a.out_bf16 = out_bf16;
     a.n_tokens = batch.n_tokens;
     a.n_heads = n_heads;
     a.n_kv_heads = cache.n_kv_heads;
@@ -468,6 +583,7 @@ class CudaOps final : public Ops {
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  Scratch y_part_;  // a projection part's output before its columns go into place
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch penalty_io_;                              // apply_logit_penalties: (n) LogitPenalty
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)

@@ -1,12 +1,14 @@
 // CUDA pointwise and row kernels: embedding, RMSNorm, RoPE, KV append, SiLU·mul, add, row
 // gather, fp32→bf16, bias. Each output element is computed the same way whatever the batch:
-// pointwise ops have no reduction, and RMSNorm reduces a row with a fixed 256-thread tree.
+// pointwise ops have no reduction, and RMSNorm reduces a row with a fixed 256-thread tree
+// (row_reduce.cuh, shared with the fused ops of fused.cu).
 // Test: build-cuda/tests/test_cuda --gtest_filter='CudaVsRef*'.
 #include <cuda_bf16.h>
 
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/row_reduce.cuh"
 
 namespace detllm::kernels::cuda {
 namespace {
@@ -38,24 +40,18 @@ __global__ void embedding_kernel(const void* table, bool is_bf16, int64_t vocab,
   }
 }
 
-// One block per row, kThreads threads whatever dim is: thread i sums x[d]² for d ≡ i (mod 256)
-// in ascending d, then a fixed butterfly in each warp and a fixed butterfly over the 8 warp
-// sums. The order depends on dim alone. Then out = (x * r) * w as the reference rounds it.
-__global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* x, const float* w,
-                                                           int32_t dim, float eps, float* out) {
-  __shared__ float warp_sums[kThreads / 32];
+// One block per row, 256 threads whatever dim is, reduced by row_reduce.cuh's tree (the
+// order depends on dim alone). Then out = (x * r) * w as the reference rounds it.
+__global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const float* x, const float* w,
+                                                               int32_t dim, float eps, float* out) {
+  __shared__ float warp_sums[kNormWarps];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
-  for (int32_t d = threadIdx.x; d < dim; d += kThreads) ss = __fmaf_rn(xr[d], xr[d], ss);
-  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = warp_sums[threadIdx.x & (kThreads / 32 - 1)];
-  for (int off = kThreads / 64; off > 0; off >>= 1)
-    total = __fadd_rn(total, __shfl_xor_sync(0xffffffffu, total, off));
-  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(dim)), eps)));
-  for (int32_t d = threadIdx.x; d < dim; d += kThreads) o[d] = __fmul_rn(__fmul_rn(xr[d], r), w[d]);
+  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) ss = __fmaf_rn(xr[d], xr[d], ss);
+  const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
+    o[d] = __fmul_rn(__fmul_rn(xr[d], r), w[d]);
 }
 
 // Pair i of head h of token t rotated by float(pos) * inv_freq[i]; products and the sum are
@@ -156,7 +152,7 @@ cudaError_t launch_embedding(const void* table, bool is_bf16, int64_t vocab, int
 cudaError_t launch_rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
                            float* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  rmsnorm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, w, dim, eps, out);
+  rmsnorm_kernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, w, dim, eps, out);
   return cudaGetLastError();
 }
 

@@ -313,6 +313,12 @@ using Small0 = Cfg<16, 64, 64, 1, 4, 4, true>;
 using Small1 = Cfg<16, 64, 128, 1, 4, 4, true>;
 using Small2 = Cfg<16, 32, 128, 1, 2, 4, true>;
 using Small3 = Cfg<16, 128, 128, 1, 8, 3, true>;
+// Small m on bf16 A (launch_gemm_invariant_bf16): the same tiles reading A by ldmatrix; the
+// fragments hold the same bf16 values, so the MMA chain and the bits are the same.
+using SmallB0 = Cfg<16, 64, 64, 1, 4, 4, false>;
+using SmallB1 = Cfg<16, 64, 128, 1, 4, 4, false>;
+using SmallB2 = Cfg<16, 32, 128, 1, 2, 4, false>;
+using SmallB3 = Cfg<16, 128, 128, 1, 8, 3, false>;
 using Mid0 = Cfg<64, 128, 32, 2, 4, 4, false>;
 using Mid1 = Cfg<64, 128, 64, 2, 4, 3, false>;
 using Mid2 = Cfg<64, 64, 64, 2, 2, 4, false>;
@@ -433,10 +439,12 @@ GemmScratchNeed gemm_scratch_need(int32_t m, int64_t n, int64_t k, int variant,
   return need;
 }
 
-cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
-                                  int64_t k, const float* bias, float* y,
-                                  const GemmScratch& scratch, int variant, int splits_override,
-                                  cudaStream_t stream) {
+namespace {
+
+// x is fp32 (x_bf16 false: rounded here, or while loading fragments at small m) or bf16.
+cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
+                        int64_t k, const float* bias, float* y, const GemmScratch& scratch,
+                        int variant, int splits_override, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (!gemm_shape_supported(n, k)) return cudaErrorInvalidValue;
   GemmParams p{};
@@ -454,15 +462,38 @@ cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, 
   const bool split_blocks = plan.split_blocks && scratch.partials && scratch.counters;
   if (plan.kind == Kind::kSmall) {
     p.a = x;
+    if (x_bf16)
+      return run_variant<SmallB0, SmallB1, SmallB2, SmallB3>(plan.variant, p, split_blocks, stream);
     return run_variant<Small0, Small1, Small2, Small3>(plan.variant, p, split_blocks, stream);
   }
-  if (scratch.x_bf16 == nullptr) return cudaErrorInvalidValue;
-  const cudaError_t err = launch_f32_to_bf16(x, static_cast<int64_t>(m) * k, scratch.x_bf16, stream);
-  if (err != cudaSuccess) return err;
-  p.a = scratch.x_bf16;
+  if (x_bf16) {
+    p.a = x;
+  } else {
+    if (scratch.x_bf16 == nullptr) return cudaErrorInvalidValue;
+    const cudaError_t err = launch_f32_to_bf16(static_cast<const float*>(x),
+                                               static_cast<int64_t>(m) * k, scratch.x_bf16, stream);
+    if (err != cudaSuccess) return err;
+    p.a = scratch.x_bf16;
+  }
   if (plan.kind == Kind::kMid)
     return run_variant<Mid0, Mid1, Mid2, Mid3>(plan.variant, p, split_blocks, stream);
   return run_variant<Large0, Large1, Large2, Large3>(plan.variant, p, split_blocks, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
+                                  int64_t k, const float* bias, float* y,
+                                  const GemmScratch& scratch, int variant, int splits_override,
+                                  cudaStream_t stream) {
+  return launch_gemm(x, false, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
+}
+
+cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
+                                       int64_t k, const float* bias, float* y,
+                                       const GemmScratch& scratch, int variant, int splits_override,
+                                       cudaStream_t stream) {
+  return launch_gemm(x, true, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
 }
 
 }  // namespace detllm::kernels::cuda

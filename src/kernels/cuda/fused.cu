@@ -1,0 +1,204 @@
+// The fused ops of the model's layer (kernels/ops.h "the model's fused ops"): residual add +
+// RMSNorm, q/k head norms + RoPE + KV append, and SiLU·mul over a fused gate/up row. Each
+// gives the bits of the op sequence it replaces on this backend — the same per-element IEEE
+// operations (pinned with __fadd_rn/__fmul_rn/…), the same row reduction (row_reduce.cuh), and
+// GEMM inputs rounded to bf16 (nearest even) where the GEMM would have rounded them.
+// Test: build-cuda/tests/test_cuda --gtest_filter='CudaFused*' (tests/cuda/cuda_fused_ops_test.cpp).
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/row_reduce.cuh"
+
+namespace detllm::kernels::cuda {
+namespace {
+
+// One block of 256 threads per row: x (+= y) then out = bf16(rmsnorm(x)). Thread i handles
+// d ≡ i (mod 256) in ascending d, as rmsnorm_kernel does, so the sum of squares is the same
+// chain and tree; x + y is the add kernel's one rounding.
+template <bool kAdd>
+__global__ void __launch_bounds__(kNormThreads)
+    add_rmsnorm_kernel(float* x, const float* y, const float* w, int32_t dim, float eps,
+                       __nv_bfloat16* out) {
+  __shared__ float warp_sums[kNormWarps];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
+  float* xr = x + base;
+  float ss = 0.0f;
+  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) {
+    float v = xr[d];
+    if constexpr (kAdd) {
+      v = __fadd_rn(v, y[base + d]);
+      xr[d] = v;
+    }
+    ss = __fmaf_rn(v, v, ss);
+  }
+  const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
+    out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
+}
+
+constexpr int kHeadWarps = 4;  // heads per block of qkv_rope_append
+constexpr int kMaxHeadDim = 256;
+
+// One warp per (token, head) of the qkv row: q heads, then k heads, then v heads. A q or k head
+// is (optionally) normalized with the 256-thread tree written out for one warp — element
+// d = 32 e + lane plays thread d of rmsnorm_kernel, so S[e] is that kernel's warp e sum —
+// then rotated pair by pair as rope_kernel does; k and v go to the cache (rounded to bf16 once
+// for a bf16 cache, as kv_append_bf16 does), q to q_out.
+__global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const QkvRopeArgs a) {
+  __shared__ float head[kHeadWarps][kMaxHeadDim];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int hh = blockIdx.y * kHeadWarps + warp;
+  const int n_all = a.n_heads + 2 * a.n_kv_heads;
+  if (hh >= n_all) return;
+  const int t = blockIdx.x;
+  const int hd = a.head_dim;
+  const float* src = a.qkv + static_cast<int64_t>(t) * n_all * hd + static_cast<int64_t>(hh) * hd;
+  const int64_t slot = a.slots[t];
+  const bool slot_ok = slot >= 0 && slot < a.n_slots;  // validated on the host by the scheduler
+  const int64_t kv_row = static_cast<int64_t>(a.n_kv_heads) * hd;
+  if (hh >= a.n_heads + a.n_kv_heads) {  // v: a copy into the cache
+    if (!slot_ok) return;
+    const int64_t at = slot * kv_row + static_cast<int64_t>(hh - a.n_heads - a.n_kv_heads) * hd;
+    for (int d = lane; d < hd; d += 32) {
+      if (a.kv_bf16) {
+        static_cast<__nv_bfloat16*>(a.cache_v)[at + d] = __float2bfloat16_rn(src[d]);
+      } else {
+        static_cast<float*>(a.cache_v)[at + d] = src[d];
+      }
+    }
+    return;
+  }
+  const bool is_q = hh < a.n_heads;
+  const float* norm_w = is_q ? a.q_norm : a.k_norm;
+  float* row = head[warp];
+  if (norm_w != nullptr) {
+    constexpr int kE = kMaxHeadDim / 32;
+    float v[kE], s[kNormWarps];
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const int d = 32 * e + lane;
+      v[e] = d < hd ? src[d] : 0.0f;
+      // Thread d's fma chain has one term (hd ≤ 256); threads past hd hold 0.
+      s[e] = 32 * e < hd ? warp_butterfly_sum(d < hd ? __fmaf_rn(v[e], v[e], 0.0f) : 0.0f) : 0.0f;
+    }
+    const float r = rms_scale(warp_sums_total(s), hd, a.eps);
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const int d = 32 * e + lane;
+      if (d < hd) row[d] = __fmul_rn(__fmul_rn(v[e], r), norm_w[d]);
+    }
+  } else {
+    for (int d = lane; d < hd; d += 32) row[d] = src[d];
+  }
+  __syncwarp();
+  const float pos = static_cast<float>(a.positions[t]);
+  for (int p = lane; p < a.half; p += 32) {
+    const float angle = __fmul_rn(pos, a.inv_freq[p]);
+    float sn, cs;
+    sincosf(angle, &sn, &cs);
+    const float x0 = row[p], x1 = row[p + a.half];
+    const float y0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+    const float y1 = __fadd_rn(__fmul_rn(x1, cs), __fmul_rn(x0, sn));
+    row[p] = y0;  // lanes own disjoint pairs: no hazard within the loop
+    row[p + a.half] = y1;
+  }
+  __syncwarp();
+  if (is_q) {
+    float* dst = a.q_out + (static_cast<int64_t>(t) * a.n_heads + hh) * hd;
+    for (int d = lane; d < hd; d += 32) dst[d] = row[d];
+    return;
+  }
+  if (!slot_ok) return;
+  const int64_t at = slot * kv_row + static_cast<int64_t>(hh - a.n_heads) * hd;
+  for (int d = lane; d < hd; d += 32) {
+    if (a.kv_bf16) {
+      static_cast<__nv_bfloat16*>(a.cache_k)[at + d] = __float2bfloat16_rn(row[d]);
+    } else {
+      static_cast<float*>(a.cache_k)[at + d] = row[d];
+    }
+  }
+}
+
+__device__ inline float silu_mul_one(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);  // as silu_mul_kernel
+}
+
+// out (n, ffn) bf16 = silu(gate) * up over gate_up (n, 2 ffn); four elements a thread.
+__global__ void silu_mul_rows_x4_kernel(const float* gate_up, int32_t n, int32_t ffn,
+                                        __nv_bfloat16* out) {
+  const int64_t q4 = ffn / 4;
+  const int64_t total = static_cast<int64_t>(n) * q4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / q4, c = (i % q4) * 4;
+    const float4 g = *reinterpret_cast<const float4*>(gate_up + r * 2 * ffn + c);
+    const float4 u = *reinterpret_cast<const float4*>(gate_up + r * 2 * ffn + ffn + c);
+    const __nv_bfloat162 lo =
+        __floats2bfloat162_rn(silu_mul_one(g.x, u.x), silu_mul_one(g.y, u.y));
+    const __nv_bfloat162 hi =
+        __floats2bfloat162_rn(silu_mul_one(g.z, u.z), silu_mul_one(g.w, u.w));
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + r * ffn + c);
+    o[0] = lo;
+    o[1] = hi;
+  }
+}
+
+__global__ void silu_mul_rows_kernel(const float* gate_up, int32_t n, int32_t ffn,
+                                     __nv_bfloat16* out) {
+  const int64_t total = static_cast<int64_t>(n) * ffn;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / ffn, c = i % ffn;
+    out[i] = __float2bfloat16_rn(silu_mul_one(gate_up[r * 2 * ffn + c], gate_up[r * 2 * ffn + ffn + c]));
+  }
+}
+
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 16 ? 65535 * 16 : blocks));
+}
+
+}  // namespace
+
+cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
+                               float eps, __nv_bfloat16* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (y != nullptr) {
+    add_rmsnorm_kernel<true><<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, y, w, dim,
+                                                                                   eps, out);
+  } else {
+    add_rmsnorm_kernel<false><<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, y, w, dim,
+                                                                                    eps, out);
+  }
+  return cudaGetLastError();
+}
+
+bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim) {
+  return head_dim > 0 && head_dim <= kMaxHeadDim && rot_dim % 2 == 0 && rot_dim <= head_dim;
+}
+
+cudaError_t launch_qkv_rope_append(const QkvRopeArgs& a, cudaStream_t stream) {
+  if (a.n == 0) return cudaSuccess;
+  if (!qkv_rope_append_supported(a.head_dim, 2 * a.half)) return cudaErrorInvalidValue;
+  const int n_all = a.n_heads + 2 * a.n_kv_heads;
+  const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((n_all + kHeadWarps - 1) / kHeadWarps));
+  qkv_rope_append_kernel<<<grid, kHeadWarps * 32, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, __nv_bfloat16* out,
+                                 cudaStream_t stream) {
+  if (n == 0 || ffn == 0) return cudaSuccess;
+  const bool vec = ffn % 4 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  if (vec) {
+    silu_mul_rows_x4_kernel<<<grid_for(int64_t{n} * ffn / 4), 256, 0, stream>>>(gate_up, n, ffn, out);
+  } else {
+    silu_mul_rows_kernel<<<grid_for(int64_t{n} * ffn), 256, 0, stream>>>(gate_up, n, ffn, out);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace detllm::kernels::cuda

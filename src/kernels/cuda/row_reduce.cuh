@@ -1,0 +1,46 @@
+// The one sum-of-squares tree of the CUDA RMSNorms (elementwise.cu's rmsnorm, fused.cu's
+// add_rmsnorm and the q/k head norms of qkv_rope_append): a row reduced as if by 256 threads,
+// thread i holding the fma-chain of x[d]² for d ≡ i (mod 256) in ascending d, then a xor
+// butterfly in each warp (offsets 16 … 1), then a xor butterfly (offsets 4, 2, 1) over the 8
+// warp sums. Every kernel that normalizes a row reduces it through this code, so a row's bits
+// do not depend on which kernel (or how many rows, or which layout) did it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace detllm::kernels::cuda {
+
+constexpr int kNormThreads = 256;
+constexpr int kNormWarps = kNormThreads / 32;
+
+// A warp's xor butterfly: every lane ends with the same value (fp addition is commutative).
+__device__ inline float warp_butterfly_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// The butterfly over the 8 warp sums (as lanes 0…7, xor 4, 2, 1) written out: s[w] for w < 8.
+__device__ inline float warp_sums_total(const float (&s)[kNormWarps]) {
+  const float a0 = __fadd_rn(s[0], s[4]), a1 = __fadd_rn(s[1], s[5]);
+  const float a2 = __fadd_rn(s[2], s[6]), a3 = __fadd_rn(s[3], s[7]);
+  return __fadd_rn(__fadd_rn(a0, a2), __fadd_rn(a1, a3));
+}
+
+// Block version (blockDim.x == kNormThreads): ss is the thread's partial; every thread gets
+// the total. warp_sums: kNormWarps floats of shared memory.
+__device__ inline float block_sum_squares(float ss, float* warp_sums) {
+  ss = warp_butterfly_sum(ss);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float s[kNormWarps];
+#pragma unroll
+  for (int w = 0; w < kNormWarps; ++w) s[w] = warp_sums[w];
+  return warp_sums_total(s);
+}
+
+// 1 / sqrt(mean + eps), rounded step by step.
+__device__ inline float rms_scale(float total, int dim, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(dim)), eps)));
+}
+
+}  // namespace detllm::kernels::cuda
