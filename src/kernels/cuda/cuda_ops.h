@@ -54,7 +54,7 @@ struct CudaOptions {
   struct GemmPlanCache {
     bool enabled = false;
     std::string path;
-  } gemm_plan_cache;
+  } gemm_plan_cache = {};
 };
 
 // The gemm_variant value gemm.cu's planner reads as "the one fixed tile" (gemm_fixed_tile).
