@@ -185,6 +185,7 @@ TEST(HttpRouter, StreamNotifiesWhenOutputIsReady) {
   });
   std::string out;
   PumpResult p = PumpResult::kMore;
+  int waits = 0;  // pumps that found nothing ready and waited for the notification
   for (int i = 0; i < 1000 && p == PumpResult::kMore; ++i) {
     p = r.stream->pump(
         [&](std::string_view c) {
@@ -195,10 +196,16 @@ TEST(HttpRouter, StreamNotifiesWhenOutputIsReady) {
     if (p != PumpResult::kMore) break;
     std::unique_lock lk(mu);
     const int seen = notified;
+    ++waits;
     cv.wait_for(lk, std::chrono::seconds(5), [&] { return notified > seen; });
   }
   EXPECT_EQ(p, PumpResult::kDone);
-  EXPECT_GT(notified, 0);
+  // The engine may finish all 6 tokens before set_notify is installed (a fast machine): then
+  // the first pump is already kDone and nothing had to be notified. Whenever a pump had to wait,
+  // output arrived through a notification.
+  if (waits > 0) {
+    EXPECT_GT(notified, 0);
+  }
   EXPECT_NE(out.find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(r.stream->prompt_tokens(), 3);
   EXPECT_EQ(r.stream->completion_tokens(), 6);
