@@ -12,6 +12,9 @@
 namespace detllm {
 class LlamaModel;
 }
+namespace detllm::engine {
+class Engine;
+}
 
 namespace detllm::cli {
 
@@ -38,5 +41,8 @@ SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::Engin
 // model.prepare_gemms(max_rows) with progress on stderr (a line before; after it the time and,
 // on CUDA, what the plan file gave: plans re-verified, tuned, rejected). startup.cpp.
 void prepare_gemms_with_progress(const LlamaModel& model, int32_t max_rows, const char* who);
+// engine.warm_up_decode_graphs() with progress on stderr (a bar or milestones, then the count
+// of steps and graph captures and the time); nothing printed when decode steps are not padded.
+void warm_up_decode_graphs_with_progress(engine::Engine& engine, const char* who);
 
 }  // namespace detllm::cli

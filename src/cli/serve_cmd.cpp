@@ -37,6 +37,7 @@ struct ServeOptions {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BackendOptions backend;  // --backend, --numerics, --device, --kv-dtype
   bool kv_cache_tokens_given = false;  // --kv-cache-tokens: a fixed pool, not sized from memory
+  bool graph_warmup = true;  // --no-graph-warmup: capture decode graphs on first use instead
 };
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
@@ -130,7 +131,9 @@ int run_serve(ServeOptions& o) {
                    o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
     }
   }
-  server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get());
+  server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get(), [&](engine::Engine& e) {
+    if (o.graph_warmup) warm_up_decode_graphs_with_progress(e, "detllm serve");
+  });
   const engine::EngineConfig& cfg = loop.config();
 
   server::ServerContext ctx;
@@ -321,6 +324,11 @@ Command add_serve_command(CLI::App& app) {
                       "ones always run invariant): invariant, or fast (no guarantee; cuda: "
                       "default cuBLAS GEMMs in every step that holds no deterministic request; "
                       "the CPU runs the same kernels for both)");
+  cmd->add_flag_function(
+      "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
+      "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "
+      "widths, shortest contexts first); each is then captured in the first decode step that "
+      "needs it. Changes no bit");
   cmd->add_flag_function(
       "--no-self-check", [o](std::int64_t) { o->engine.policy.self_check = false; },
       "Skip the startup self-check (bit-invariance of the kernels on this "

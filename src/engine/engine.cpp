@@ -146,6 +146,25 @@ StepPlan Engine::schedule_step() {
   return plan;
 }
 
+DecodeWarmupResult Engine::warm_up_decode_graphs(
+    const std::function<void(size_t, size_t)>& progress) {
+  check(requests_.empty(), "warm_up_decode_graphs: call it before the first request");
+  // The numerics of the engine's steps (step_class): deterministic rows', the others', and
+  // both in the verified mode.
+  std::vector<NumericsMode> numerics{config_.policy.deterministic_mode};
+  auto add = [&](NumericsMode m) {
+    if (std::find(numerics.begin(), numerics.end(), m) == numerics.end()) numerics.push_back(m);
+  };
+  add(config_.policy.default_mode);
+  if (verifier_) {
+    add(NumericsMode::kInvariant);
+    add(NumericsMode::kFast);
+  }
+  const size_t limit = kMaxStepGraphs / 2 / numerics.size();  // room for other shapes
+  return runner_.warm_up(numerics, config_.scheduler.max_seqs, config_.max_model_len,
+                         config_.scheduler.max_tokens_per_step, limit, progress);
+}
+
 Engine::StepClass Engine::step_class(const StepPlan& plan) const {
   StepClass c;
   for (const ScheduledSeq& s : plan.seqs) {

@@ -76,6 +76,18 @@ class Engine {
   RequestStatus status(RequestId id) const;
   int32_t n_requests() const { return static_cast<int32_t>(requests_.size()); }
 
+  // Before serving (no request yet): one padded decode step of every shape the engine's decode
+  // steps can take — row buckets up to max_seqs × block-table widths up to max_model_len,
+  // shortest contexts first, at most kMaxStepGraphs / 2 graphs — under every GEMM numerics its
+  // steps use, on the KV pad slots (model/decode_warmup.h). On a backend with graphs each one
+  // is captured now instead of in a request's first decode step. Changes no bit; nothing on a
+  // backend without graphs or when decode steps are not padded. progress(done, total) after
+  // each step. Known limit: a later eager step that grows the backend's scratch beyond what
+  // the GEMM preparation gave it (attention split partials of a long prefill) retires the
+  // graphs; they are captured again on next use.
+  DecodeWarmupResult warm_up_decode_graphs(
+      const std::function<void(size_t, size_t)>& progress = {});
+
   const EngineConfig& config() const { return config_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineStats& stats() const { return stats_; }

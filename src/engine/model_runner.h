@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/ops.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
+#include "model/decode_warmup.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "model/step_padding.h"
@@ -56,6 +58,14 @@ class ModelRunner {
 
   const LlamaModel& model() const { return model_; }
   const DecodePadding& padding() const { return padding_; }
+  // Runs warm_up_decode_steps (model/decode_warmup.h) on this runner's KV pad slots for the
+  // shapes of decode steps of up to max_seqs sequences and max_tokens tokens, under each of
+  // `numerics`, at most `limit` shapes per numerics. The GEMMs are prepared for steps of up to
+  // max_step_tokens first (LlamaModel::prepare_gemms): on CUDA that also gives the GEMM scratch
+  // its size, so a later prefill does not move it and retire the graphs.
+  DecodeWarmupResult warm_up(std::span<const NumericsMode> numerics, int32_t max_seqs,
+                             int32_t max_tokens, int32_t max_step_tokens, size_t limit,
+                             const std::function<void(size_t, size_t)>& progress);
 
  private:
   const LlamaModel& model_;

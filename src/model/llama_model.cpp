@@ -40,7 +40,6 @@ struct LlamaModel::GraphState {
     kernels::Buffer meta;  // PaddedStep::meta in backend memory
     std::unique_ptr<kernels::OpsGraph> graph;
   };
-  static constexpr size_t kMaxEntries = 64;  // row buckets × table widths × KV storages
 
   explicit GraphState(kernels::Ops& ops) : ops(ops) {}
   ~GraphState() {
@@ -56,11 +55,16 @@ struct LlamaModel::GraphState {
       pools.push_back(kv.layer(i).v);
     }
     const int32_t kv_blocks = kv.n_layers() > 0 ? kv.layer(0).n_blocks : 0;
-    for (auto& e : entries)
-      if (e->key == key && e->kv_pools == pools && e->kv_blocks == kv_blocks &&
-          e->kv_block_size == kv.block_size() && e->gemm_numerics == ops.gemm_numerics())
-        return *e;
-    if (entries.size() >= kMaxEntries) entries.clear();  // rare: many KV storages or widths
+    // Most recently used last: a hit moves to the back, the front is dropped when full.
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      Entry& e = **it;
+      if (e.key == key && e.kv_pools == pools && e.kv_blocks == kv_blocks &&
+          e.kv_block_size == kv.block_size() && e.gemm_numerics == ops.gemm_numerics()) {
+        std::rotate(it, it + 1, entries.end());
+        return *entries.back();
+      }
+    }
+    if (entries.size() >= kMaxStepGraphs) entries.erase(entries.begin());
     auto e = std::make_unique<Entry>();
     e->key = key;
     e->kv_pools = std::move(pools);

@@ -39,6 +39,10 @@ int32_t table_bucket(int32_t max_blocks);
 // The most pad rows any step can need (largest gap between buckets): the pad slots to reserve.
 int32_t max_pad_rows();
 
+// Step graphs a LlamaModel keeps (row buckets × table widths × KV storages × GEMM numerics);
+// past it the least recently used one is dropped (and captured again if it comes back).
+inline constexpr size_t kMaxStepGraphs = 128;
+
 struct PaddedStepKey {
   int32_t rows = 0;        // R: row bucket
   int32_t table_cols = 0;  // C: block-table width
