@@ -21,26 +21,6 @@
 
 namespace detllm::kernels::testing {
 
-// n elements of T in the backend's memory.
-template <typename T>
-class OpsArray {
- public:
-  OpsArray(Ops& ops, size_t n) : ops_(&ops), n_(n), buf_(ops, n * sizeof(T)) {}
-  OpsArray(Ops& ops, const std::vector<T>& host) : OpsArray(ops, host.size()) { set(host); }
-  void set(const std::vector<T>& host) { ops_->upload(buf_.data(), host.data(), n_ * sizeof(T)); }
-  std::vector<T> get() const {
-    std::vector<T> h(n_);
-    ops_->download(h.data(), buf_.data(), n_ * sizeof(T));
-    return h;
-  }
-  T* data() const { return buf_.data<T>(); }
-
- private:
-  Ops* ops_;
-  size_t n_;
-  Buffer buf_;
-};
-
 // The bytes of fp32 values as a GEMM input of `ops` (bf16 bits, or the floats themselves).
 inline std::vector<uint8_t> as_gemm_input(const Ops& ops, const std::vector<float>& v) {
   std::vector<uint8_t> out;
@@ -102,16 +82,16 @@ inline void check_add_rmsnorm(Ops& ops) {
         const auto x = random_floats(cells, 11, -3.0f, 3.0f);
         const auto y = random_floats(cells, 12, -2.0f, 2.0f);
         const auto w = random_floats(dim, 13, 0.5f, 1.5f);
-        OpsArray<float> x1(ops, x), x2(ops, x), dy(ops, y), dw(ops, w), want(ops, cells);
+        DeviceArray<float> x1(ops, x), x2(ops, x), dy(ops, y), dw(ops, w), want(ops, cells);
         Buffer out(ops, cells * gemm_input_bytes(ops));
         ops.add_rmsnorm(x1.data(), with_y ? dy.data() : nullptr, dw.data(), n, dim, 1e-5f,
                         out.data());
         if (with_y) ops.add(x2.data(), dy.data(), int64_t(cells));
         ops.rmsnorm(x2.data(), dw.data(), n, dim, 1e-5f, want.data());
-        const auto got_x = x1.get(), want_x = x2.get();
+        const auto got_x = x1.download(), want_x = x2.download();
         EXPECT_BITS_EQ(got_x.data(), want_x.data(), int64_t(cells));  // the residual
         EXPECT_EQ(first_byte_element_difference(get_bytes(ops, out.data(), out.size_bytes()),
-                                                as_gemm_input(ops, want.get()),
+                                                as_gemm_input(ops, want.download()),
                                                 gemm_input_bytes(ops)),
                   -1);
       }
@@ -134,24 +114,24 @@ inline void check_matmul_rounded(Ops& ops) {
         const auto w = random_floats(size_t(s.n * s.k), 22, -0.2f, 0.2f);
         const auto bias = random_floats(size_t(s.n), 23);
         OpsWeights dw(ops, w, s.n, s.k);
-        OpsArray<float> dx(ops, x), db(ops, bias), want(ops, size_t(m) * s.n);
+        DeviceArray<float> dx(ops, x), db(ops, bias), want(ops, size_t(m) * s.n);
         const std::vector<uint8_t> x_in = as_gemm_input(ops, x);
         Buffer dx_in(ops, x_in.size());
         ops.upload(dx_in.data(), x_in.data(), x_in.size());
         const float* b = with_bias ? db.data() : nullptr;
         ops.matmul(dx.data(), m, dw.view, b, want.data());
-        const auto expect = want.get();
+        const auto expect = want.download();
 
-        OpsArray<float> whole(ops, size_t(m) * s.n);
+        DeviceArray<float> whole(ops, size_t(m) * s.n);
         ops.matmul_rounded(dx_in.data(), m, dw.view, b, whole.data(), s.n);
-        const auto got = whole.get();
+        const auto got = whole.download();
         EXPECT_BITS_EQ(got.data(), expect.data(), int64_t(got.size()));
 
         const int64_t col = 8, ld = s.n + 24;
         std::vector<float> sentinel(size_t(m) * ld, -7.25f);
-        OpsArray<float> wide(ops, sentinel);
+        DeviceArray<float> wide(ops, sentinel);
         ops.matmul_rounded(dx_in.data(), m, dw.view, b, wide.data() + col, ld);
-        const auto got_wide = wide.get();
+        const auto got_wide = wide.download();
         int bad = 0;
         for (int i = 0; i < m; ++i)
           for (int64_t j = 0; j < ld; ++j) {
@@ -188,9 +168,9 @@ struct OpsCache {
     // Fill through kv_append (the backend's own conversion): slots 0…n_slots-1.
     std::vector<int32_t> all(static_cast<size_t>(n_slots));
     for (int i = 0; i < n_slots; ++i) all[size_t(i)] = i;
-    OpsArray<int32_t> slots(ops, all);
-    OpsArray<float> kk(ops, random_floats(size_t(n_slots * row), seed, -1.5f, 1.5f));
-    OpsArray<float> vv(ops, random_floats(size_t(n_slots * row), seed + 1, -1.5f, 1.5f));
+    DeviceArray<int32_t> slots(ops, all);
+    DeviceArray<float> kk(ops, random_floats(size_t(n_slots * row), seed, -1.5f, 1.5f));
+    DeviceArray<float> vv(ops, random_floats(size_t(n_slots * row), seed + 1, -1.5f, 1.5f));
     StepBatch b;
     b.n_tokens = n_slots;
     b.slots = slots.data();
@@ -232,9 +212,9 @@ inline void check_qkv_rope_append(Ops& ops) {
       const auto qn = random_floats(size_t(hd), 32, 0.5f, 1.5f);
       const auto kn = random_floats(size_t(hd), 33, 0.5f, 1.5f);
       const RopeTable rope = test_rope(hd);
-      OpsArray<float> dqkv(ops, qkv), dq(ops, q), dk(ops, k), dv(ops, v), dqn(ops, qn),
+      DeviceArray<float> dqkv(ops, qkv), dq(ops, q), dk(ops, k), dv(ops, v), dqn(ops, qn),
           dkn(ops, kn), q_out(ops, q.size());
-      OpsArray<int32_t> pos(ops, st.positions), seqs(ops, st.seq_of_token), tabs(ops, st.tables);
+      DeviceArray<int32_t> pos(ops, st.positions), seqs(ops, st.seq_of_token), tabs(ops, st.tables);
       StepBatch b;
       b.n_tokens = n;
       b.positions = pos.data();
@@ -256,19 +236,19 @@ inline void check_qkv_rope_append(Ops& ops) {
       ops.rope(dk.data(), n, n_kv, hd, b.positions, rope);
       ops.kv_append(dk.data(), dv.data(), b, apart.layer);
 
-      const auto got_q = q_out.get(), want_q = dq.get();
+      const auto got_q = q_out.download(), want_q = dq.download();
       EXPECT_BITS_EQ(got_q.data(), want_q.data(), int64_t(got_q.size()));
       EXPECT_TRUE(fused.bytes(ops, false) == apart.bytes(ops, false)) << "K cache differs";
       EXPECT_TRUE(fused.bytes(ops, true) == apart.bytes(ops, true)) << "V cache differs";
 
       // attention_rounded = attention, rounded as a GEMM input.
-      OpsArray<float> att(ops, q.size());
+      DeviceArray<float> att(ops, q.size());
       Buffer att_in(ops, q.size() * gemm_input_bytes(ops));
       const float scale = 1.0f / std::sqrt(float(hd));
       ops.attention(q_out.data(), fused.layer, b, n_heads, scale, att.data());
       ops.attention_rounded(q_out.data(), fused.layer, b, n_heads, scale, att_in.data());
       EXPECT_EQ(first_byte_element_difference(get_bytes(ops, att_in.data(), att_in.size_bytes()),
-                                              as_gemm_input(ops, att.get()),
+                                              as_gemm_input(ops, att.download()),
                                               gemm_input_bytes(ops)),
                 -1)
           << "attention_rounded";
@@ -286,12 +266,12 @@ inline void check_silu_mul_rows(Ops& ops) {
         std::memcpy(&g[size_t(r) * ffn], &gu[size_t(r) * 2 * ffn], 4 * size_t(ffn));
         std::memcpy(&u[size_t(r) * ffn], &gu[size_t(r) * 2 * ffn + ffn], 4 * size_t(ffn));
       }
-      OpsArray<float> dgu(ops, gu), dg(ops, g), du(ops, u), want(ops, g.size());
+      DeviceArray<float> dgu(ops, gu), dg(ops, g), du(ops, u), want(ops, g.size());
       Buffer out(ops, g.size() * gemm_input_bytes(ops));
       ops.silu_mul_rows(dgu.data(), n, ffn, out.data());
       ops.silu_mul(dg.data(), du.data(), int64_t(g.size()), want.data());
       EXPECT_EQ(first_byte_element_difference(get_bytes(ops, out.data(), out.size_bytes()),
-                                              as_gemm_input(ops, want.get()),
+                                              as_gemm_input(ops, want.download()),
                                               gemm_input_bytes(ops)),
                 -1);
     }
