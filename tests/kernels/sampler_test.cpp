@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "kernels/ref/ref_sampler.h"
 #include "kernels/sampling/sample_row.h"
 #include "kernels/sampling/sampler.h"
 
@@ -644,7 +645,7 @@ TEST(Sampler, OpsSampleRowsHostDefaultEqualsSample) {
     params.push_back(
         sample_row_params(random_params(rng, kVocab), static_cast<uint32_t>(rng.below(1000)), 0));
   }
-  auto ops = kernels::make_ref_ops();
+  auto ops = kernels::make_cpu_ops(1);  // the host default (the reference backend has its own)
   std::vector<SampleRowResult> out(kRows);
   ops->sample_rows(logits.data(), kRows, kVocab, params.data(), out.data());
   for (size_t r = 0; r < kRows; ++r) {

@@ -1,15 +1,17 @@
 // The reference backend: the semantics of every op in ops.h as obvious scalar loops on one
-// thread (sequential fp32 sums, two-pass softmax, libm exp/cos/sin). Slow on purpose; other
-// backends are tested against it. Test: build/tests/test_kernels --gtest_filter='*BackendOps*'
+// thread (sequential fp32 sums, two-pass softmax, libm exp/cos/sin; sampling through the
+// reference sampler, ref_sampler.h). Slow on purpose; other backends are tested against it. Test: build/tests/test_kernels --gtest_filter='*BackendOps*'
 // (tests/kernels/backend_ops_test.cpp: every backend's ops against these).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "core/quant.h"
 #include "kernels/ops.h"
+#include "kernels/ref/ref_sampler.h"
 
 namespace detllm::kernels {
 namespace {
@@ -158,6 +160,16 @@ class RefOps final : public Ops {
 
   void add(float* x, const float* y, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+
+  void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
+                   SampleRowResult* out) override {
+    check(rows >= 0 && vocab > 0, "ref sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
+    for (int32_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(logits + static_cast<int64_t>(r) * vocab,
+                                       static_cast<size_t>(vocab));
+      out[r] = sample_row_reference(row, params[r]);
+    }
   }
 };
 

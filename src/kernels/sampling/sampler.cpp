@@ -1,14 +1,14 @@
-// The sampler's fast path and its reference (the specification is in sampler.h; the shared
-// arithmetic in sampler_math.h, which the CUDA sampler uses too). The fast path builds the rank
-// order lazily by partial selection; the reference sorts everything. Masses are summed exactly
-// (128-bit integers), so both agree bit for bit whatever order they add in.
-// Tests: tests/kernels/sampler_test.cpp, tests/kernels/sampler_math_test.cpp.
+// The sampler's fast path (the specification is in sampler.h; the shared arithmetic in
+// sampler_math.h, which the CUDA sampler uses too; the reference, which sorts everything, in
+// kernels/ref/ref_sampler.cpp). The fast path builds the rank order lazily by partial selection.
+// Masses are summed exactly (128-bit integers), so it and the reference agree bit for bit
+// whatever order they add in. Tests: tests/kernels/sampler_test.cpp,
+// tests/kernels/sampler_math_test.cpp.
 #include "kernels/sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <optional>
 
 #include "core/error.h"
@@ -38,21 +38,9 @@ U128 sum_masses(std::span<const float> logits, float max, double temperature) {
   return sum;
 }
 
-// Total order of the top logprobs: (logprob desc, token asc).
-inline bool logprob_ranks_before(const TokenLogprob& a, const TokenLogprob& b) {
-  return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
-}
-
 // The draw's 53 random bits (spec step 5).
 uint64_t draw_bits(const SamplingParams& params, int64_t position, uint32_t sample_index) {
   return sampler_math::draw_bits53(params.seed, static_cast<uint32_t>(position), sample_index);
-}
-
-void check_position(int64_t position) {
-  check(position >= 0 && position <= static_cast<int64_t>(std::numeric_limits<uint32_t>::max()),
-        "sampling: position {} is outside [0, 2^32): the random stream is keyed by a 32-bit "
-        "position",
-        position);
 }
 
 double log_min_p_of(const SamplingParams& params) {
@@ -283,6 +271,13 @@ int32_t draw_token(std::span<const float> logits, const SamplingParams& params,
 
 }  // namespace
 
+void check_sample_position(int64_t position) {
+  check(position >= 0 && position <= static_cast<int64_t>(std::numeric_limits<uint32_t>::max()),
+        "sampling: position {} is outside [0, 2^32): the random stream is keyed by a 32-bit "
+        "position",
+        position);
+}
+
 double sampler_exp(double x) {
   return sampler_math::exp_nonpositive(x);
 }
@@ -293,7 +288,7 @@ double sampler_log(double x) {
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, int64_t position,
                     uint32_t sample_index) {
   params.validate();
-  check_position(position);
+  check_sample_position(position);
   const LogitStats stats = logit_stats(logits);
 
   SampleResult result;
@@ -314,7 +309,14 @@ SampleResult sample(std::span<const float> logits, const SamplingParams& params,
 }
 
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row) {
-  const SampleResult r = sample(logits, sampling_params_of(row), row.position, row.sample_index);
+  return sample_row_result_of(
+      sample(logits, sampling_params_of(row), row.position, row.sample_index));
+}
+
+SampleRowResult sample_row_result_of(const SampleResult& r) {
+  check(r.top_logprobs.size() <= static_cast<size_t>(SamplingParams::kMaxLogprobs),
+        "sampling: {} top logprobs do not fit a row result (at most {})", r.top_logprobs.size(),
+        SamplingParams::kMaxLogprobs);
   SampleRowResult out;
   out.token = r.token;
   out.logprob = r.logprob;
@@ -354,86 +356,6 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
   if (n == 0) return {};
   RankOrder order(logits);
   return top_logprobs_fast(logits, order, stats, n);
-}
-
-// ---- Reference: the spec of sampler.h, step by step, with whole-vocab arrays. ----
-
-SampleResult sample_reference(std::span<const float> logits, const SamplingParams& params,
-                              int64_t position, uint32_t sample_index) {
-  params.validate();
-  check_position(position);
-  check(!logits.empty(), "sampling: empty logits (vocab size 0)");
-  const size_t vocab = logits.size();
-  for (size_t i = 0; i < vocab; ++i) {
-    check(!std::isnan(logits[i]) && logits[i] != std::numeric_limits<float>::infinity(),
-          "sampling: logit of token {} is {}: the model produced a non-finite value", i, logits[i]);
-  }
-  const float max = *std::max_element(logits.begin(), logits.end());
-  check(max > -std::numeric_limits<float>::infinity(),
-        "sampling: every logit is -inf: no token can be chosen");
-
-  // Logprobs of the raw logits.
-  U128 z1;
-  for (size_t i = 0; i < vocab; ++i) z1 = sampler_math::add(z1, mass(logits[i], max, 1.0));
-  const double log_z1 = sampler_math::log_normalizer(z1);
-  std::vector<TokenLogprob> all(vocab);
-  for (size_t i = 0; i < vocab; ++i) {
-    all[i] = TokenLogprob{static_cast<int32_t>(i), logprob_from_gap(logits[i], max, log_z1)};
-  }
-  SampleResult result;
-  std::vector<TokenLogprob> by_logprob = all;
-  std::sort(by_logprob.begin(), by_logprob.end(), logprob_ranks_before);
-  by_logprob.resize(std::min(static_cast<size_t>(params.n_logprobs), vocab));
-  result.top_logprobs = by_logprob;
-
-  // Rank order s.
-  std::vector<int32_t> rank(vocab);
-  std::iota(rank.begin(), rank.end(), 0);
-  std::sort(rank.begin(), rank.end(), [&](int32_t a, int32_t b) {
-    return ranks_before(Candidate{logits[static_cast<size_t>(a)], a},
-                        Candidate{logits[static_cast<size_t>(b)], b});
-  });
-
-  if (params.is_greedy()) {
-    result.token = rank[0];
-  } else {
-    const double temperature = static_cast<double>(params.temperature);
-    // C[n] = mass of s(0) .. s(n-1), n = 0 .. V.
-    std::vector<U128> c(vocab + 1);
-    for (size_t j = 0; j < vocab; ++j) {
-      c[j + 1] =
-          sampler_math::add(c[j], mass(logits[static_cast<size_t>(rank[j])], max, temperature));
-    }
-    // 1. top-k.
-    const size_t k_size =
-        params.top_k > 0 ? std::min(static_cast<size_t>(params.top_k), vocab) : vocab;
-    const U128 z = c[k_size];
-    // 2. top-p.
-    size_t n_p = k_size;
-    if (params.top_p < 1.0f) {
-      const U128 threshold = sampler_math::top_p_threshold(z, params.top_p);
-      n_p = 1;
-      while (c[n_p] < threshold) ++n_p;
-    }
-    // 3. min-p.
-    size_t n = n_p;
-    if (params.min_p > 0.0f) {
-      const double log_min_p = log_min_p_of(params);
-      n = 0;
-      while (n < n_p && sampler_math::passes_min_p(logits[static_cast<size_t>(rank[n])], max,
-                                                   temperature, log_min_p)) {
-        ++n;
-      }
-    }
-    // 4-5. mass and draw.
-    const U128 target = sampler_math::draw_target(c[n], draw_bits(params, position, sample_index));
-    size_t j = 0;
-    while (!(c[j + 1] > target)) ++j;
-    check(j < n, "sampling reference: the draw fell outside the kept set");
-    result.token = rank[j];
-  }
-  result.logprob = all[static_cast<size_t>(result.token)].logprob;
-  return result;
 }
 
 }  // namespace detllm

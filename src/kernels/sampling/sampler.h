@@ -2,9 +2,9 @@
 // function of (logits bits, SamplingParams, position, sample index): fixed reduction orders,
 // ties broken by token id, randomness from Philox keyed per token (design.md §1 and §2).
 //
-// Specification (sample_reference implements it literally; sample() and the CUDA sampler
-// (kernels/cuda/sampling.cu) must return the same bits; the shared arithmetic is in
-// kernels/sampling/sampler_math.h):
+// Specification (sample_reference, kernels/ref/ref_sampler.h, implements it literally; sample()
+// and the CUDA sampler (kernels/cuda/sampling.cu) must return the same bits; the shared
+// arithmetic is in kernels/sampling/sampler_math.h):
 //
 //   V = logits.size(), x_i = logits[i] (fp32), m = max_i x_i, d_i = double(x_i) - double(m).
 //   Logits may be -inf (masked); NaN, +inf, or all -inf is an error.
@@ -69,6 +69,11 @@ struct TokenLogprob {
   bool operator==(const TokenLogprob&) const = default;
 };
 
+// The total order of top_logprobs: (logprob desc, token asc).
+inline bool logprob_ranks_before(const TokenLogprob& a, const TokenLogprob& b) {
+  return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+}
+
 struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;                    // of `token`, under the raw logits
@@ -81,10 +86,8 @@ struct SampleResult {
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, int64_t position,
                     uint32_t sample_index);
 
-// The specification above, written the obvious way (full sorts, whole-vocab arrays). Slow;
-// the tests check that sample() returns identical results.
-SampleResult sample_reference(std::span<const float> logits, const SamplingParams& params,
-                              int64_t position, uint32_t sample_index);
+// Throws detllm::Error unless 0 <= position < 2^32 (the Philox counter word it keys).
+void check_sample_position(int64_t position);
 
 // Logprob of `token` under the raw logits, bit-identical to SampleResult::logprob. For
 // scoring (teacher forcing). No allocation.
@@ -98,8 +101,10 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
 // the row's params and Philox counter, as a SampleRowResult. Throws like sample().
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row);
 
-// A batched call's result as sample() returns it (the same token, logprob and top logprobs).
+// A batched call's result as sample() returns it (the same token, logprob and top logprobs),
+// and back (at most SamplingParams::kMaxLogprobs top logprobs).
 SampleResult sample_result_of(const SampleRowResult& row);
+SampleRowResult sample_row_result_of(const SampleResult& result);
 
 // The sampler's exp and log: IEEE +, -, *, / and exact bit operations only (no libm; the build
 // forbids FMA contraction), so the bits are a function of this code alone and can be
