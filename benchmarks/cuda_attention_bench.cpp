@@ -163,9 +163,11 @@ int usage() {
   return 2;
 }
 
-std::unique_ptr<Ops> ops_for(DType kv) {
+// decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs).
+std::unique_ptr<Ops> ops_for(DType kv, int decode = -1) {
   CudaOptions o;
   o.kv_dtype = kv;
+  o.attention_tc_decode = decode;
   return make_cuda_ops(o);
 }
 
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
   fmt::print("device: {}\n", cuda_device_description(0));
   auto bf16 = ops_for(DType::kBF16);
   auto fp32 = ops_for(DType::kF32);
+  auto packed = ops_for(DType::kBF16, 0);  // the packed schedule on decode steps too
   // Copy roofline: bytes read + written by a 1 GiB device-to-device copy.
   double copy_tbs = 0;
   {
@@ -246,17 +249,19 @@ int main(int argc, char** argv) {
   }
   fmt::print("device copy: {:.2f} TB/s (read + write)\n\n", copy_tbs);
   std::string table =
-      "| decode batch | context | bf16 KV (tensor cores) µs | TB/s | % of copy | fp32 KV (CUDA "
-      "cores) µs | TB/s | speed-up |\n|---|---|---|---|---|---|---|---|\n";
+      "| decode batch | context | bf16 KV (tensor cores) µs | TB/s | % of copy | packed schedule "
+      "µs | decode ÷ packed speed | fp32 KV (CUDA cores) µs | TB/s | speed-up |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
   for (int batch : {1, 8, 64, 256}) {
     for (int ctx : {512, 2048, 8192, 32768}) {
       const double tb = run_case(*bf16, batch, ctx, 1);
+      const double tp = run_case(*packed, batch, ctx, 1);
       const double tf = run_case(*fp32, batch, ctx, 1);
       const double elems = 2.0 * batch * ctx * kKvHeads * kHeadDim;
       const std::string row = fmt::format(
-          "| {} | {} | {:.1f} | {:.2f} | {:.0f}% | {:.1f} | {:.2f} | {:.2f} |\n", batch, ctx, tb,
-          elems * 2 / tb * 1e-6, elems * 2 / tb * 1e-6 / copy_tbs * 100, tf, elems * 4 / tf * 1e-6,
-          tf / tb);
+          "| {} | {} | {:.1f} | {:.2f} | {:.0f}% | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} |\n",
+          batch, ctx, tb, elems * 2 / tb * 1e-6, elems * 2 / tb * 1e-6 / copy_tbs * 100, tp,
+          tp / tb, tf, elems * 4 / tf * 1e-6, tf / tb);
       fmt::print("{}", row);
       std::fflush(stdout);
       table += row;

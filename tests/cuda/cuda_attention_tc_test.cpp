@@ -5,8 +5,9 @@
 //  - bit for bit, in ONE test per head shape: whole prefill = decode one token at a time =
 //    chunks of 1, 7, 64 and 333 = mixed batches in shuffled token order = shuffled/fragmented
 //    pages = a prefix-cache hit (the second half computed on the first half's shared blocks),
-//    for every split placement (in the row's CTA, a CTA per split + merge, chosen) and every
-//    CTA shape (1 or 4 warps, chosen);
+//    for every split placement (in the row's CTA, a CTA per split + merge, chosen), every
+//    CTA shape (1 or 4 warps, chosen) and both schedules (packed CTAs; a warp per token, KV
+//    head and run of splits — forced on every step, too);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>
@@ -27,11 +28,13 @@ using namespace cuda_testing;
 
 constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile edges everywhere
 
-std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int warps = 0, bool layout_dependent = false) {
+std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int warps = 0, bool layout_dependent = false,
+                            int decode = -1) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
   o.attention_tc_warps = warps;
+  o.attention_tc_decode = decode;
   o.attention_tc_layout_dependent = layout_dependent;
   return make_cuda_ops(o);
 }
@@ -173,13 +176,18 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   auto base_ops = tc_ops();
   DevicePagedWorld base(*base_ops, shape, {42}, {kLen}, 0);
   base.step({{0, 0, kLen}});
-  for (int split_blocks : {-1, 0, 1})
-    for (int warps : {0, 1, 4}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "split placement " << split_blocks << ", warps " << warps);
-      auto ops = tc_ops(split_blocks, warps);
-      run_schedules(*ops, shape, base);
-    }
+  // decode -1: the decode schedule on decode-like steps (chunks of 1), the packed CTAs
+  // elsewhere; 0: packed CTAs only, in every CTA shape; 1: the decode schedule on every step
+  // (a warp per token, KV head and run of splits, also for whole prefills).
+  for (int decode : {-1, 0, 1})
+    for (int split_blocks : {-1, 0, 1})
+      for (int warps : {0, 1, 4}) {
+        if (decode != 0 && warps != 0) continue;  // the decode schedule has no CTA shape
+        SCOPED_TRACE(::testing::Message() << "decode schedule " << decode << ", split placement "
+                                          << split_blocks << ", warps " << warps);
+        auto ops = tc_ops(split_blocks, warps, false, decode);
+        run_schedules(*ops, shape, base);
+      }
 }
 
 // The same checks catch a kernel whose row sum follows the row's place in the warp tile.

@@ -1,5 +1,7 @@
 // Paged causal GQA attention on the tensor cores over a bf16 KV cache (FA2 style: mma.sync
-// m16n8k16, bf16 in, fp32 accumulate), one kernel for prefill, chunks, decode and mixed steps.
+// m16n8k16, bf16 in, fp32 accumulate): the packed schedule, for prefill, chunks and mixed steps
+// (decode-like steps run attention_tc_decode.cu's schedule, with the same bits: the per-tile
+// arithmetic, the split grid and the merge are attention_tc_common.cuh's).
 // Invariant by construction (design.md Rule 2 and section 6; the grid is drawn in
 // docs/architecture.md, "Attention's reduction grid"):
 //   - a row is one (token, query head); a warp holds 16 rows, the GQA heads of its tokens
@@ -21,74 +23,17 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_tc_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels::cuda {
+
 namespace {
 
-constexpr int kKvTile = 64;    // positions per KV tile, aligned to absolute 0 (numerics)
-constexpr int kTcSplit = 256;  // positions per KV split, aligned to absolute 0 (numerics)
-static_assert(kTcSplit % kKvTile == 0, "a split is whole tiles");
-constexpr int kWarpRows = 16;          // rows of one m16n8k16 tile
+using namespace tc;
+
 constexpr int kMaxCtasInBlock = 1024;  // fewer CTAs unsplit: a CTA per split instead
 constexpr size_t kMaxSplitScratch = size_t(512) << 20;  // bytes of split partials at most
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr unsigned kFull = 0xffffffffu;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_async_wait1() {
-  asm volatile("cp.async.wait_group 1;\n" ::);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-// d (16×8 fp32) += a (16×16 bf16, row) · b (16×8 bf16, col).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Two floats as bf16 (round to nearest even), lo in the low half (the lower column index).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// (M, L) ⊕ (m, l): the one merge of two partial softmax states (max in log2 units), rounding
-// pinned; returns the weights of the old and the new accumulator. Used by the in-CTA merge
-// and by the merge kernel alike, element by element, so both placements give the same bits.
-struct MergeWeights {
-  float a, b;
-};
-__device__ __forceinline__ MergeWeights merge_state(float& M, float& L, float m, float l) {
-  const float mn = fmaxf(M, m);
-  const float a = M == mn ? 1.0f : exp2f(__fsub_rn(M, mn));  // 0 when M = -inf
-  const float b = m == mn ? 1.0f : exp2f(__fsub_rn(m, mn));
-  L = __fadd_rn(__fmul_rn(L, a), __fmul_rn(l, b));
-  M = mn;
-  return {a, b};
-}
-__device__ __forceinline__ float merge_value(float O, float o, MergeWeights w) {
-  return __fadd_rn(__fmul_rn(O, w.a), __fmul_rn(o, w.b));
-}
 
 // grid (ceil(n_tokens / tq), n_kv_heads, split_blocks ? max_splits : 1), block W warps.
 // CTA x holds tokens [x·tq, x·tq + tq) (heaviest last tokens first: x is reversed) × the n_rep
@@ -99,11 +44,9 @@ template <int HD, int W>
 __global__ void __launch_bounds__(W * 32)
     attention_tc_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
                         int max_splits, bool split_blocks) {
-  constexpr int LD = HD + 8;       // smem row stride (bf16): conflict-free ldmatrix rows
-  constexpr int KT = HD / 16;      // k-steps of Q·Kᵀ
-  constexpr int DT = HD / 8;       // n-tiles of O
-  constexpr int NT = kKvTile / 8;  // n-tiles of S
-  constexpr int CH = HD / 8;       // 16-byte chunks of one K/V row
+  constexpr int LD = kLd<HD>;
+  constexpr int DT = HD / 8;  // n-tiles of O
+  constexpr int CH = HD / 8;  // 16-byte chunks of one K/V row
   static_assert(HD % 16 == 0 && DT % 2 == 0, "head_dim is whole k-steps");
   constexpr int kRowsPerPass = W * 32 / CH;  // K/V rows one pass of the CTA's threads copies
   static_assert(W * 32 % CH == 0 && kKvTile % kRowsPerPass == 0, "whole rows per pass");
@@ -121,6 +64,7 @@ __global__ void __launch_bounds__(W * 32)
   // The thread's two rows: gq and gq + 8 of its warp.
   int row_t[2], row_h[2], row_pos[2];
   bool row_ok[2];
+  const float* qr[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp * kWarpRows + gq + 8 * i;
@@ -129,23 +73,10 @@ __global__ void __launch_bounds__(W * 32)
     row_t[i] = t;
     row_h[i] = g * n_rep + r % n_rep;
     row_pos[i] = row_ok[i] ? a.positions[t] : -1;
+    qr[i] = row_ok[i] ? a.q + (static_cast<int64_t>(t) * a.n_heads + row_h[i]) * HD : nullptr;
   }
-  // Q fragments (A of m16n8k16): [kk][0/1] = rows 0/1, cols 2cq..; [kk][2/3]: cols 8 + 2cq..
-  uint32_t qf[KT][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float* qr = a.q + (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      float2 lo = make_float2(0.0f, 0.0f), hi = lo;
-      if (row_ok[i]) {
-        lo = *reinterpret_cast<const float2*>(qr + kk * 16 + 2 * cq);
-        hi = *reinterpret_cast<const float2*>(qr + kk * 16 + 8 + 2 * cq);
-      }
-      qf[kk][i] = pack_bf16(lo.x, lo.y);
-      qf[kk][2 + i] = pack_bf16(hi.x, hi.y);
-    }
-  }
+  uint32_t qf[HD / 16][4];
+  load_q_fragments<HD>(qf, qr, cq);
 
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};  // merged splits
   float O[DT][4];
@@ -153,7 +84,6 @@ __global__ void __launch_bounds__(W * 32)
   for (int dt = 0; dt < DT; ++dt) O[dt][0] = O[dt][1] = O[dt][2] = O[dt][3] = 0.0f;
 
   const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;  // elements per slot
-  const int ldm = lane >> 3, ldr = lane & 7;  // ldmatrix: which 8×8 matrix, which of its rows
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
@@ -213,138 +143,40 @@ __global__ void __launch_bounds__(W * 32)
           }
         }
       };
-      float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // this split
-      float o[DT][4];
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+      SplitState<HD> st;  // this split
+      st.reset();
 
       load_tile(0, range_begin);
       cp_async_commit();
       for (int f = 0; f < n_tiles; ++f) {
         const int start = range_begin + f * kKvTile;
         const int z = start / kTcSplit, first = z * kTcSplit;  // the tile's split
-        if (start == first) {  // a split starts: its state from zero
-          m[0] = m[1] = -INFINITY;
-          l[0] = l[1] = 0.0f;
-#pragma unroll
-          for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-        }
+        if (start == first) st.reset();  // a split starts: its state from zero
         if (f + 1 < n_tiles) load_tile((f + 1) & 1, start + kKvTile);
         cp_async_commit();
-        cp_async_wait1();         // this thread's copies of tile f have landed
+        cp_async_wait<1>();       // this thread's copies of tile f have landed
         __syncthreads();          // everyone's have
         if (warp_lim >= start) {  // else the tile is masked for every row of this warp
-          const __nv_bfloat16* kb = kbuf + (f & 1) * kKvTile * LD;
-          const __nv_bfloat16* vb = vbuf + (f & 1) * kKvTile * LD;
-          float s[NT][4];
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-          for (int kk = 0; kk < KT; ++kk) {
-#pragma unroll
-            for (int nt = 0; nt < NT; nt += 2) {
-              uint32_t r[4];
-              ldmatrix_x4(r, kb + ((nt + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
-              mma_bf16(s[nt], qf[kk], r[0], r[1]);
-              mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
-            }
-          }
-          // Scores in log2 units, masked to -inf past the row's position; tile row max.
-          float mt[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int col = start + nt * 8 + 2 * cq + (e & 1);
-              const float v = col <= lim[e >> 1] ? __fmul_rn(s[nt][e], scale_log2) : -INFINITY;
-              s[nt][e] = v;
-              mt[e >> 1] = fmaxf(mt[e >> 1], v);
-            }
-          float c[2], ref[2];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
-            mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
-            const float m_new = fmaxf(m[i], mt[i]);
-            ref[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing yet stays 0
-            c[i] = m[i] == m_new ? 1.0f : exp2f(__fsub_rn(m[i], ref[i]));
-            m[i] = m_new;
-          }
-          // p = 2^(s - m): exact 0 where masked; row sums in one fixed order.
-          float ts[2] = {0.0f, 0.0f};
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int i = e >> 1;
-              const float p = s[nt][e] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][e], ref[i]));
-              s[nt][e] = p;
-              ts[i] = __fadd_rn(ts[i], p);
-            }
-          if (a.tc_layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
-            ts[1] = 0.0f;
-#pragma unroll
-            for (int nt = NT - 1; nt >= 0; --nt) {
-              ts[1] = __fadd_rn(ts[1], s[nt][3]);
-              ts[1] = __fadd_rn(ts[1], s[nt][2]);
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
-            ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
-            l[i] = __fadd_rn(__fmul_rn(l[i], c[i]), ts[i]);
-          }
-#pragma unroll
-          for (int dt = 0; dt < DT; ++dt) {
-            o[dt][0] = __fmul_rn(o[dt][0], c[0]);
-            o[dt][1] = __fmul_rn(o[dt][1], c[0]);
-            o[dt][2] = __fmul_rn(o[dt][2], c[1]);
-            o[dt][3] = __fmul_rn(o[dt][3], c[1]);
-          }
-          // o += P (bf16) · V: the S accumulators are P's A fragments, 16 positions a k-step.
-#pragma unroll
-          for (int j = 0; j < kKvTile / 16; ++j) {
-            const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
-                                    pack_bf16(s[2 * j][2], s[2 * j][3]),
-                                    pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                                    pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-            for (int dt = 0; dt < DT; dt += 2) {
-              uint32_t r[4];
-              ldmatrix_x4_trans(r,
-                                vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
-              mma_bf16(o[dt], pa, r[0], r[1]);
-              mma_bf16(o[dt + 1], pa, r[2], r[3]);
-            }
-          }
+          float s[kKvTile / 8][4];
+          tile_scores<HD>(kbuf + (f & 1) * kKvTile * LD, qf, start, lim, scale_log2,
+                          a.tc_layout_dependent, st, s);
+          tile_values<HD>(vbuf + (f & 1) * kKvTile * LD, s, st);
         }
         __syncthreads();  // buffer f & 1 is free for tile f + 2
         if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
-          // The end of split z: rows whose position reaches it merge (or store) its state.
+        // The end of split z: rows whose position reaches it merge (or store) its state.
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           if (lim[i] < first) continue;
           if (split_blocks) {
-            float* part =
-                partials +
-                ((static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * max_splits + z) *
-                    (HD + 2);
-            if (cq == 0) {
-              part[0] = m[i];
-              part[1] = l[i];
-            }
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-              part[2 + dt * 8 + 2 * cq] = o[dt][2 * i];
-              part[2 + dt * 8 + 2 * cq + 1] = o[dt][2 * i + 1];
-            }
+            store_partial<HD>(partials, static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i],
+                              max_splits, z, st, i);
           } else {
-            const MergeWeights w = merge_state(M[i], L[i], m[i], l[i]);
+            const MergeWeights w = merge_state(M[i], L[i], st.m[i], st.l[i]);
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
-              O[dt][2 * i] = merge_value(O[dt][2 * i], o[dt][2 * i], w);
-              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], o[dt][2 * i + 1], w);
+              O[dt][2 * i] = merge_value(O[dt][2 * i], st.o[dt][2 * i], w);
+              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], st.o[dt][2 * i + 1], w);
             }
           }
         }
@@ -369,47 +201,6 @@ __global__ void __launch_bounds__(W * 32)
       }
     }
   }
-}
-
-// One warp per (token, head) row: merges its split partials in order 0, 1, … with the same
-// merge_state/merge_value as the in-CTA path.
-template <int HD>
-__global__ void attention_tc_merge_kernel(const AttentionArgs a, const float* partials,
-                                          int max_splits) {
-  constexpr int PER_LANE = (HD + 31) / 32;
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
-  if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
-  const int lane = threadIdx.x & 31;
-  const int t = static_cast<int>(row / a.n_heads);
-  const int n_splits = a.positions[t] / kTcSplit + 1;
-  float M = -INFINITY, L = 0.0f, O[PER_LANE];
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) O[i] = 0.0f;
-  for (int z = 0; z < n_splits; ++z) {
-    const float* part = partials + (row * max_splits + z) * (HD + 2);
-    const MergeWeights w = merge_state(M, L, part[0], part[1]);
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) {
-      const int d = lane + 32 * i;
-      if (d < HD) O[i] = merge_value(O[i], part[2 + d], w);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) {
-    const int d = lane + 32 * i;
-    if (d >= HD) continue;
-    const float v = __fdiv_rn(O[i], L);
-    if (a.out_bf16 != nullptr) {
-      a.out_bf16[row * HD + d] = __float2bfloat16_rn(v);
-    } else {
-      a.out[row * HD + d] = v;
-    }
-  }
-}
-
-int max_splits_of(const AttentionArgs& a) {
-  const int64_t max_len = static_cast<int64_t>(a.max_blocks) * a.block_size;
-  return static_cast<int>((max_len + kTcSplit - 1) / kTcSplit);
 }
 
 // The CTA shape: W warps (16 rows each) and tq tokens per CTA. Decode-like steps (few query
@@ -453,10 +244,7 @@ cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split
       <<<grid, W * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch, max_splits, split);
   err = cudaGetLastError();
   if (err != cudaSuccess || !split) return err;
-  const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
-  attention_tc_merge_kernel<HD>
-      <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, scratch, max_splits);
-  return cudaGetLastError();
+  return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
 template <int HD>
@@ -473,21 +261,30 @@ bool attention_tc_supported(int32_t head_dim, int32_t n_rep) {
          n_rep <= 4 * kWarpRows;
 }
 
-size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, int force_split,
-                                   int force_warps) {
-  if (!use_split_blocks(a, tc_shape(a, n_seqs, force_warps), force_split)) return 0;
+// The decode schedule runs decode-like steps (at most two query tokens a sequence), or every
+// step when forced, wherever it applies.
+static bool use_decode_schedule(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
+  if (s.decode == 0 || !attention_tc_decode_applies(a)) return false;
+  return s.decode == 1 || a.n_tokens <= 2 * n_seqs;
+}
+
+size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
+  if (use_decode_schedule(a, n_seqs, s)) return attention_tc_decode_scratch_floats(a);
+  if (!use_split_blocks(a, tc_shape(a, n_seqs, s.warps), s.split)) return 0;
   return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
 }
 
-cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch, int force_split,
-                                int force_warps, cudaStream_t stream) {
+cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
+                                const TcSchedule& s, cudaStream_t stream) {
   if (a.n_tokens == 0) return cudaSuccess;
   if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
       !attention_tc_supported(a.head_dim, a.n_heads / a.n_kv_heads) || a.k_bf16 == nullptr ||
       a.v_bf16 == nullptr)
     return cudaErrorInvalidValue;
-  const TcShape shape = tc_shape(a, n_seqs, force_warps);
-  const bool split = use_split_blocks(a, shape, force_split);
+  if (use_decode_schedule(a, n_seqs, s))
+    return launch_attention_tc_decode(a, scratch, s.split, stream);
+  const TcShape shape = tc_shape(a, n_seqs, s.warps);
+  const bool split = use_split_blocks(a, shape, s.split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;
   switch (a.head_dim) {
     case 16:

@@ -148,17 +148,29 @@ cudaError_t launch_attention(const AttentionArgs& a, float* scratch, int force_s
                              cudaStream_t stream);
 bool attention_head_dim_supported(int32_t head_dim);
 
-// ---- attention_tc.cu -----------------------------------------------------------------
+// ---- attention_tc.cu, attention_tc_decode.cu ------------------------------------------
 // The tensor-core kernel over a bf16 cache (a.k_bf16/v_bf16): head_dim 16, 32, 64 or 128 and
 // n_heads / n_kv_heads ≤ 64. Same contract as launch_attention (a row's bits depend only on
 // its q, its position and the KV values), with its own fixed grid: tiles of 64 positions,
-// splits of 256. n_seqs: rows of the block table (a CTA-shape hint only).
-// force_split: as launch_attention; force_warps: 0 = chosen, 1 or 4 warps per CTA (tests).
+// splits of 256 (attention_tc_common.cuh). n_seqs: rows of the block table (a hint only).
+// Two schedules give the same bits: CTAs of packed rows (attention_tc.cu) and, for decode-like
+// steps, a warp per (token, KV head, run of splits) (attention_tc_decode.cu).
+struct TcSchedule {
+  int split = -1;   // -1 chosen; 0 a row's splits in one CTA (warp); 1 a CTA (warp) per split
+  int warps = 0;    // warps of a packed CTA: 0 chosen, 1 or 4
+  int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
+};
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
-size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, int force_split,
-                                   int force_warps);
+size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
 cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
-                                int force_split, int force_warps, cudaStream_t stream);
+                                const TcSchedule& s, cudaStream_t stream);
+// The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
+// it can run `a` (n_rep ≤ 16, partials within its scratch limit), the partials' floats, and
+// the launch (force_split: -1 chosen, 0 every split of a row in one warp, 1 a warp a split).
+bool attention_tc_decode_applies(const AttentionArgs& a);
+size_t attention_tc_decode_scratch_floats(const AttentionArgs& a);
+cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
+                                       cudaStream_t stream);
 
 // ---- kv_cache.cu ---------------------------------------------------------------------
 // cache_k/v [n_slots, row] bf16 ← round-to-nearest-even(k/v (n_tokens, row) fp32) at slots:

@@ -89,7 +89,8 @@ class CudaOps final : public Ops {
       : device_(options.device),
         mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
-        force_attention_warps_(options.attention_tc_warps),
+        tc_schedule_{options.attention_split_blocks, options.attention_tc_warps,
+                     options.attention_tc_decode},
         attention_layout_dependent_(options.attention_tc_layout_dependent),
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
@@ -487,12 +488,9 @@ class CudaOps final : public Ops {
     a.scale = scale;
     if (cache.dtype == DType::kBF16) {
       float* scratch = static_cast<float*>(
-          attn_.get(sizeof(float) * cuda::attention_tc_scratch_floats(a, batch.n_seqs,
-                                                                      force_attention_split_,
-                                                                      force_attention_warps_),
+          attn_.get(sizeof(float) * cuda::attention_tc_scratch_floats(a, batch.n_seqs, tc_schedule_),
                     stream_));
-      cuda_check(cuda::launch_attention_tc(a, batch.n_seqs, scratch, force_attention_split_,
-                                           force_attention_warps_, stream_),
+      cuda_check(cuda::launch_attention_tc(a, batch.n_seqs, scratch, tc_schedule_, stream_),
                  "attention (tensor cores, bf16 KV)");
       return;
     }
@@ -572,7 +570,7 @@ class CudaOps final : public Ops {
   NumericsMode mode_;
   NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
-  int force_attention_warps_;
+  cuda::TcSchedule tc_schedule_;  // the tensor-core attention's schedule (any gives the same bits)
   bool attention_layout_dependent_;
   DType kv_dtype_;
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode

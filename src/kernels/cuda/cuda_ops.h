@@ -27,6 +27,10 @@ struct CudaOptions {
   // Warps per CTA of the tensor-core attention: 0 chosen by the step; 1 or 4 (tests show
   // every shape gives the same bits).
   int attention_tc_warps = 0;
+  // The decode schedule of the tensor-core attention (attention_tc_decode.cu: a warp per token,
+  // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
+  // Same bits as the packed schedule (tests show it).
+  int attention_tc_decode = -1;
   // Tests only: the negative control of the invariance tests, a tensor-core attention whose
   // row sums depend on the row's place in the tile (the tests must catch it). Never set it
   // otherwise.

@@ -1,0 +1,309 @@
+// What both schedules of the tensor-core attention share (attention_tc.cu: CTAs of packed
+// rows for prefill and mixed steps; attention_tc_decode.cu: one warp per (token, KV head,
+// splits) for decode steps): the numerics constants, the per-tile arithmetic and the split
+// merge. A row's bits are made only here, so the two schedules agree by construction (the
+// tests also check it: CudaAttentionTc.BitIdenticalAcross…).
+//
+// The per-tile arithmetic of one warp tile of 16 rows (rows = (token, query head) pairs; the
+// thread holds rows gq = lane / 4 and gq + 8, columns 2·(lane % 4) + {0, 1} of each n8 tile):
+//   scores  S = Q·Kᵀ (mma m16n8k16, head dims in k-steps of 16 ascending), · scale·log2 e,
+//           -inf past the row's last position;
+//   softmax tile max by the thread's 16 values then xor-shuffles 1, 2; c = 2^(m - m_new);
+//           p = 2^(s - m_new) (0 where masked); row sum in the thread's column order, then
+//           xor-shuffles 1, 2; l = l·c + Σp; o = o·c;
+//   values  o += P (bf16) · V, 16 positions a k-step, ascending.
+// A split (kTcSplit positions, aligned to absolute 0) starts from (−inf, 0, 0); split states
+// merge in ascending order by merge_state / merge_value.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace detllm::kernels::cuda::tc {
+
+constexpr int kKvTile = 64;    // positions per KV tile, aligned to absolute 0 (numerics)
+constexpr int kTcSplit = 256;  // positions per KV split, aligned to absolute 0 (numerics)
+static_assert(kTcSplit % kKvTile == 0, "a split is whole tiles");
+constexpr int kWarpRows = 16;  // rows of one m16n8k16 tile
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFull = 0xffffffffu;
+
+// Shared-memory row stride of a K/V tile (bf16 elements): conflict-free ldmatrix rows.
+template <int HD>
+constexpr int kLd = HD + 8;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+// d (16×8 fp32) += a (16×16 bf16, row) · b (16×8 bf16, col).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two floats as bf16 (round to nearest even), lo in the low half (the lower column index).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The Q fragments (A of m16n8k16) of the thread's two rows, rounded to bf16: [kk][0/1] = rows
+// gq / gq + 8, columns 2cq..; [kk][2/3]: columns 8 + 2cq... `qr[i]` is row i's fp32 q (nullptr:
+// no row there, zeros).
+template <int HD>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[HD / 16][4],
+                                                 const float* const (&qr)[2], int cq) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      float2 lo = make_float2(0.0f, 0.0f), hi = lo;
+      if (qr[i] != nullptr) {
+        lo = *reinterpret_cast<const float2*>(qr[i] + kk * 16 + 2 * cq);
+        hi = *reinterpret_cast<const float2*>(qr[i] + kk * 16 + 8 + 2 * cq);
+      }
+      qf[kk][i] = pack_bf16(lo.x, lo.y);
+      qf[kk][2 + i] = pack_bf16(hi.x, hi.y);
+    }
+  }
+}
+
+// One split's running state for the thread's two rows.
+template <int HD>
+struct SplitState {
+  float m[2], l[2];
+  float o[HD / 8][4];
+  __device__ __forceinline__ void reset() {
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  }
+};
+
+// The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
+// start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
+// row i's last position (-1: no row). layout_dependent: the tests' negative control.
+template <int HD>
+__device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
+                                            const uint32_t (&qf)[HD / 16][4], int start,
+                                            const int (&lim)[2], float scale_log2,
+                                            bool layout_dependent, SplitState<HD>& st,
+                                            float (&s)[kKvTile / 8][4]) {
+  constexpr int LD = kLd<HD>;
+  constexpr int NT = kKvTile / 8;
+  const int lane = threadIdx.x & 31;
+  const int cq = lane & 3;
+  const int ldm = lane >> 3, ldr = lane & 7;  // ldmatrix: which 8×8 matrix, which of its rows
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4(r, kb + ((nt + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
+      mma_bf16(s[nt], qf[kk], r[0], r[1]);
+      mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
+    }
+  }
+  // Scores in log2 units, masked to -inf past the row's position; tile row max.
+  float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = start + nt * 8 + 2 * cq + (e & 1);
+      const float v = col <= lim[e >> 1] ? __fmul_rn(s[nt][e], scale_log2) : -INFINITY;
+      s[nt][e] = v;
+      mt[e >> 1] = fmaxf(mt[e >> 1], v);
+    }
+  float c[2], ref[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
+    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
+    const float m_new = fmaxf(st.m[i], mt[i]);
+    ref[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing yet stays 0
+    c[i] = st.m[i] == m_new ? 1.0f : exp2f(__fsub_rn(st.m[i], ref[i]));
+    st.m[i] = m_new;
+  }
+  // p = 2^(s - m): exact 0 where masked; row sums in one fixed order.
+  float ts[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e >> 1;
+      const float p = s[nt][e] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][e], ref[i]));
+      s[nt][e] = p;
+      ts[i] = __fadd_rn(ts[i], p);
+    }
+  if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
+    ts[1] = 0.0f;
+#pragma unroll
+    for (int nt = NT - 1; nt >= 0; --nt) {
+      ts[1] = __fadd_rn(ts[1], s[nt][3]);
+      ts[1] = __fadd_rn(ts[1], s[nt][2]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
+    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
+    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
+  }
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
+    st.o[dt][1] = __fmul_rn(st.o[dt][1], c[0]);
+    st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
+    st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
+  }
+}
+
+// The second half: o += P (bf16) · V over the V tile `vb`; the S accumulators are P's A
+// fragments, 16 positions a k-step, ascending.
+template <int HD>
+__device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
+                                            const float (&s)[kKvTile / 8][4],
+                                            SplitState<HD>& st) {
+  constexpr int LD = kLd<HD>;
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int j = 0; j < kKvTile / 16; ++j) {
+    const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                            pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                            pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
+      mma_bf16(st.o[dt], pa, r[0], r[1]);
+      mma_bf16(st.o[dt + 1], pa, r[2], r[3]);
+    }
+  }
+}
+
+// (M, L) ⊕ (m, l): the one merge of two partial softmax states (max in log2 units), rounding
+// pinned; returns the weights of the old and the new accumulator. Used by the in-CTA merge
+// and by the merge kernel alike, element by element, so every placement gives the same bits.
+struct MergeWeights {
+  float a, b;
+};
+__device__ __forceinline__ MergeWeights merge_state(float& M, float& L, float m, float l) {
+  const float mn = fmaxf(M, m);
+  const float a = M == mn ? 1.0f : exp2f(__fsub_rn(M, mn));  // 0 when M = -inf
+  const float b = m == mn ? 1.0f : exp2f(__fsub_rn(m, mn));
+  L = __fadd_rn(__fmul_rn(L, a), __fmul_rn(l, b));
+  M = mn;
+  return {a, b};
+}
+__device__ __forceinline__ float merge_value(float O, float o, MergeWeights w) {
+  return __fadd_rn(__fmul_rn(O, w.a), __fmul_rn(o, w.b));
+}
+
+// Split partials: row (t, h)'s split z at ((t · n_heads + h) · max_splits + z) · (HD + 2):
+// m, l, then o. Row i of the thread (its quad's column pairs) stores its state.
+template <int HD>
+__device__ __forceinline__ void store_partial(float* partials, int64_t row, int max_splits, int z,
+                                              const SplitState<HD>& st, int i) {
+  const int cq = threadIdx.x & 3;
+  float* part = partials + (row * max_splits + z) * (HD + 2);
+  if (cq == 0) {
+    part[0] = st.m[i];
+    part[1] = st.l[i];
+  }
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    part[2 + dt * 8 + 2 * cq] = st.o[dt][2 * i];
+    part[2 + dt * 8 + 2 * cq + 1] = st.o[dt][2 * i + 1];
+  }
+}
+
+// The merge kernel has internal linkage: each including file gets its own (a template kernel
+// instantiated in two files without relocatable device code must not share a host stub).
+namespace {
+
+// One warp per (token, head) row: merges its split partials in order 0, 1, … with the same
+// merge_state/merge_value as the in-CTA path, then divides by L and stores (fp32 or bf16).
+template <int HD>
+__global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
+                                      int max_splits) {
+  constexpr int PER_LANE = (HD + 31) / 32;
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
+  if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
+  const int lane = threadIdx.x & 31;
+  const int t = static_cast<int>(row / a.n_heads);
+  const int n_splits = a.positions[t] / kTcSplit + 1;
+  float M = -INFINITY, L = 0.0f, O[PER_LANE];
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) O[i] = 0.0f;
+  for (int z = 0; z < n_splits; ++z) {
+    const float* part = partials + (row * max_splits + z) * (HD + 2);
+    const MergeWeights w = merge_state(M, L, part[0], part[1]);
+#pragma unroll
+    for (int i = 0; i < PER_LANE; ++i) {
+      const int d = lane + 32 * i;
+      if (d < HD) O[i] = merge_value(O[i], part[2 + d], w);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) {
+    const int d = lane + 32 * i;
+    if (d >= HD) continue;
+    const float v = __fdiv_rn(O[i], L);
+    if (a.out_bf16 != nullptr) {
+      a.out_bf16[row * HD + d] = __float2bfloat16_rn(v);
+    } else {
+      a.out[row * HD + d] = v;
+    }
+  }
+}
+
+template <int HD>
+cudaError_t launch_merge_partials(const AttentionArgs& a, const float* partials, int max_splits,
+                                  cudaStream_t stream) {
+  const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
+  merge_partials_kernel<HD>
+      <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, partials, max_splits);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// Splits of a row of the block table's full width.
+inline int max_splits_of(const AttentionArgs& a) {
+  const int64_t max_len = static_cast<int64_t>(a.max_blocks) * a.block_size;
+  return static_cast<int>((max_len + kTcSplit - 1) / kTcSplit);
+}
+
+}  // namespace detllm::kernels::cuda::tc

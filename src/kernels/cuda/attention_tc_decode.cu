@@ -1,0 +1,208 @@
+// The decode schedule of the tensor-core attention: one warp per (token, KV head, run of KV
+// splits), each warp with its own cp.async ring of K/V tiles in shared memory, nothing shared
+// between the warps of a CTA (no __syncthreads). Every split's state goes to the partials and
+// the merge kernel folds them in ascending order.
+//
+// Why: in a decode step a token's rows are only its n_rep query heads (4 for Llama-3-8B), so
+// the packed schedule (attention_tc.cu) has one computing warp per CTA and the other warps only
+// copy; a CTA holds two tiles, and too few bytes are in flight per SM. Here every warp computes
+// and keeps kDecBuffers − 1 tiles (16 KB each) in flight.
+//
+// The bits are attention_tc.cu's: the per-tile arithmetic (tile_scores, tile_values), the
+// split grid and the merge are the same functions (attention_tc_common.cuh); a row's place in
+// the warp tile, which warp or CTA runs a split and how many splits a warp runs change nothing.
+// The tests run every schedule against every other (CudaAttentionTc.BitIdenticalAcross…).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/attention_tc_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace detllm::kernels::cuda {
+namespace {
+
+using namespace tc;
+
+constexpr int kDecWarps = 4;                 // independent warps per CTA
+constexpr int kDecBuffers = 3;               // K/V tiles in a warp's ring (2 in flight)
+constexpr int kDecTargetWarps = 132 * 4 * 2;  // grid size the run of splits per warp aims at
+constexpr size_t kMaxDecodeScratch = size_t(512) << 20;  // bytes of split partials at most
+
+// grid (ceil(n_tokens · n_zc · n_kv_heads / kDecWarps)), block kDecWarps warps.
+// Warp w: token w % n_tokens, then run zc of splits [zc·S, zc·S + S), then KV head g.
+template <int HD, int NBUF>
+__global__ void __launch_bounds__(kDecWarps * 32)
+    attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
+                               int max_splits, int splits_per_warp, int n_zc) {
+  constexpr int LD = kLd<HD>;
+  constexpr int CH = HD / 8;             // 16-byte pieces of one K/V row
+  constexpr int RPP = 32 / CH;           // rows the warp copies per pass
+  constexpr int PASSES = kKvTile / RPP;  // passes per tile
+  static_assert(32 % CH == 0 && kKvTile % RPP == 0, "whole rows per pass");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gq = lane >> 2, cq = lane & 3;
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * kKvTile * LD;
+
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * kDecWarps + warp;
+  const int t = static_cast<int>(w % a.n_tokens);
+  const int64_t rest = w / a.n_tokens;
+  const int zc = static_cast<int>(rest % n_zc);
+  const int g = static_cast<int>(rest / n_zc);
+  if (g >= a.n_kv_heads) return;  // warp-uniform: the grid's last CTA
+  const int pos = a.positions[t];
+  const int n_splits = pos / kTcSplit + 1;
+  const int z_begin = zc * splits_per_warp;
+  if (z_begin >= n_splits) return;  // this token has no such run of splits
+  const int z_end = min(z_begin + splits_per_warp, n_splits);
+  const int range_begin = z_begin * kTcSplit;
+  const int range_end = min(z_end * kTcSplit, pos + 1);
+  const int n_tiles = (range_end - range_begin + kKvTile - 1) / kKvTile;
+  const int n_chunks = 2 * n_tiles;  // chunk 2f: K of tile f, 2f + 1: V of tile f
+
+  const int n_rep = a.n_heads / a.n_kv_heads;
+  const int* table = a.block_tables + static_cast<int64_t>(a.seq_of_token[t]) * a.max_blocks;
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;  // elements per slot
+  const uint16_t* k_src = a.k_bf16 + g * HD;
+  const uint16_t* v_src = a.v_bf16 + g * HD;
+
+  // Lane j holds the slots of positions start + j and start + 32 + j of the tile being
+  // issued (cur) and of the next one (nxt, loaded a tile ahead so the copy never waits on
+  // the block table); -1 past range_end (zeros are stored there, never the cache).
+  auto slot_of = [&](int p) {
+    return p < range_end ? table[p / a.block_size] * a.block_size + p % a.block_size : -1;
+  };
+  int cur0 = slot_of(range_begin + lane), cur1 = slot_of(range_begin + 32 + lane);
+  int nxt0 = slot_of(range_begin + kKvTile + lane), nxt1 = slot_of(range_begin + kKvTile + 32 + lane);
+  auto issue = [&](int c) {
+    __nv_bfloat16* buf = ring + (c % NBUF) * kKvTile * LD;
+    const uint16_t* src = (c & 1) ? v_src : k_src;
+    const int d = (lane % CH) * 8;
+#pragma unroll
+    for (int k = 0; k < PASSES; ++k) {
+      const int j = lane / CH + RPP * k;  // the tile row this lane copies
+      const int slot = __shfl_sync(kFull, RPP * k < 32 ? cur0 : cur1, j & 31);
+      if (slot >= 0) {
+        cp_async16(buf + j * LD + d, src + static_cast<int64_t>(slot) * kv_stride + d);
+      } else {
+        *reinterpret_cast<uint4*>(buf + j * LD + d) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (c & 1) {  // the tile's V is issued: move on to the next tile's slots
+      const int next = range_begin + ((c >> 1) + 2) * kKvTile;
+      cur0 = nxt0;
+      cur1 = nxt1;
+      nxt0 = slot_of(next + lane);
+      nxt1 = slot_of(next + 32 + lane);
+    }
+  };
+#pragma unroll
+  for (int c = 0; c < NBUF - 1; ++c) {
+    if (c < n_chunks) issue(c);
+    cp_async_commit();
+  }
+
+  // The thread's rows gq and gq + 8: query heads g·n_rep + r of token t.
+  int lim[2];
+  const float* qr[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = gq + 8 * i;
+    lim[i] = r < n_rep ? pos : -1;
+    qr[i] = r < n_rep ? a.q + (static_cast<int64_t>(t) * a.n_heads + g * n_rep + r) * HD : nullptr;
+  }
+  uint32_t qf[HD / 16][4];
+  load_q_fragments<HD>(qf, qr, cq);
+
+  // Chunk c is ready: the copies issued NBUF − 1 commits ago have landed, for every lane.
+  auto ready = [&](int c) {
+    if (c + NBUF - 1 < n_chunks) issue(c + NBUF - 1);  // into the buffer chunk c − 1 freed
+    cp_async_commit();
+    cp_async_wait<NBUF - 1>();
+    __syncwarp();
+    return ring + (c % NBUF) * kKvTile * LD;
+  };
+  SplitState<HD> st;
+  float s[kKvTile / 8][4];
+  for (int f = 0; f < n_tiles; ++f) {
+    const int start = range_begin + f * kKvTile;
+    if (start % kTcSplit == 0) st.reset();  // a split starts: its state from zero
+    tile_scores<HD>(ready(2 * f), qf, start, lim, scale_log2, a.tc_layout_dependent, st, s);
+    __syncwarp();  // the K buffer is free for the chunk after next
+    tile_values<HD>(ready(2 * f + 1), s, st);
+    __syncwarp();
+    if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
+    const int z = start / kTcSplit;  // the end of split z: store its state
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (lim[i] >= 0)
+        store_partial<HD>(partials,
+                          static_cast<int64_t>(t) * a.n_heads + g * n_rep + gq + 8 * i,
+                          max_splits, z, st, i);
+  }
+}
+
+size_t decode_scratch_floats(const AttentionArgs& a) {
+  return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
+}
+
+template <int HD>
+cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_split,
+                          cudaStream_t stream) {
+  constexpr int NBUF = kDecBuffers;
+  const int max_splits = max_splits_of(a);
+  int per_warp = 1;  // splits a warp runs: any count gives the same bits
+  if (force_split == 0) {
+    per_warp = max_splits;
+  } else if (force_split != 1) {
+    const int64_t items = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * max_splits;
+    per_warp = static_cast<int>(
+        std::clamp<int64_t>((items + kDecTargetWarps - 1) / kDecTargetWarps, 1, max_splits));
+  }
+  const int n_zc = (max_splits + per_warp - 1) / per_warp;
+  const int64_t warps = static_cast<int64_t>(a.n_tokens) * n_zc * a.n_kv_heads;
+  const size_t smem = sizeof(__nv_bfloat16) * kDecWarps * NBUF * kKvTile * kLd<HD>;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      attention_tc_decode_kernel<HD, NBUF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
+  const auto blocks = static_cast<unsigned>((warps + kDecWarps - 1) / kDecWarps);
+  attention_tc_decode_kernel<HD, NBUF><<<blocks, kDecWarps * 32, smem, stream>>>(
+      a, a.scale * kLog2e, scratch, max_splits, per_warp, n_zc);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return launch_merge_partials<HD>(a, scratch, max_splits, stream);
+}
+
+}  // namespace
+
+bool attention_tc_decode_applies(const AttentionArgs& a) {
+  const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
+  return n_rep >= 1 && n_rep <= kWarpRows && a.n_tokens > 0 &&
+         sizeof(float) * decode_scratch_floats(a) <= kMaxDecodeScratch;
+}
+
+size_t attention_tc_decode_scratch_floats(const AttentionArgs& a) {
+  return decode_scratch_floats(a);
+}
+
+cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
+                                       cudaStream_t stream) {
+  if (!attention_tc_decode_applies(a) || scratch == nullptr) return cudaErrorInvalidValue;
+  switch (a.head_dim) {
+    case 16:
+      return launch_decode<16>(a, scratch, force_split, stream);
+    case 32:
+      return launch_decode<32>(a, scratch, force_split, stream);
+    case 64:
+      return launch_decode<64>(a, scratch, force_split, stream);
+    case 128:
+      return launch_decode<128>(a, scratch, force_split, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace detllm::kernels::cuda
