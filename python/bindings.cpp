@@ -84,7 +84,21 @@ NB_MODULE(_core, m) {
       .def_rw("top_p", &detllm::SamplingParams::top_p)
       .def_rw("min_p", &detllm::SamplingParams::min_p)
       .def_rw("seed", &detllm::SamplingParams::seed)
-      .def_rw("n_logprobs", &detllm::SamplingParams::n_logprobs);
+      .def_rw("n_logprobs", &detllm::SamplingParams::n_logprobs)
+      .def_rw("presence_penalty", &detllm::SamplingParams::presence_penalty)
+      .def_rw("frequency_penalty", &detllm::SamplingParams::frequency_penalty)
+      .def_rw("repetition_penalty", &detllm::SamplingParams::repetition_penalty)
+      .def_rw("logit_bias", &detllm::SamplingParams::logit_bias);  // ascending token ids
+
+  nb::class_<detllm::LogitBias>(m, "LogitBias")
+      .def(nb::init<>())
+      .def("__init__",
+           [](detllm::LogitBias* self, int32_t token, float bias) {
+             new (self) detllm::LogitBias{token, bias};
+           },
+           "token"_a, "bias"_a)
+      .def_rw("token", &detllm::LogitBias::token)
+      .def_rw("bias", &detllm::LogitBias::bias);
 
   nb::class_<GenerateRequest>(m, "GenerateRequest")
       .def(nb::init<>())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import secrets
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from . import _core
 
 MAX_LOGPROBS = 20  # as the engine (and OpenAI's top_logprobs)
+MAX_LOGIT_BIAS = 1024  # entries of logit_bias, as the engine and the server
+MAX_REPETITION_PENALTY = 100.0
 
 
 @dataclasses.dataclass
@@ -17,6 +20,14 @@ class SamplingParams:
     every output can be replayed; ``temperature=0`` is greedy (ties go to the lowest token id).
     ``logprobs=k`` adds the top-k logprobs per token (the sampled token's own logprob is always
     returned, as ``CompletionOutput.token_logprobs``); ``prompt_logprobs=k`` scores the prompt.
+
+    Logit penalties, applied before the sampler in one fixed order with pinned fp32 rounding
+    (``logit_bias``, then repetition, frequency, presence: kernels/sampling/logit_penalties.h),
+    the same bits as the server's fields of the same names: ``presence_penalty`` and
+    ``frequency_penalty`` (OpenAI's, in [-2, 2], over the generated tokens),
+    ``repetition_penalty`` (transformers/vLLM's, in (0, 100], over prompt + generated) and
+    ``logit_bias`` ({token id: bias in [-100, 100]}, at most 1024 entries). Logprobs are those
+    of the penalised logits.
     """
 
     n: int = 1
@@ -31,6 +42,10 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: Optional[int] = None
     prompt_logprobs: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: Optional[Mapping[int, float]] = None
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -45,6 +60,15 @@ class SamplingParams:
             self.top_k = 0
         if self.seed is not None and not 0 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and -2.0 <= v <= 2.0):
+                raise ValueError(f"{name} must be in [-2, 2] (0 = off), got {v}")
+        r = self.repetition_penalty
+        if not (math.isfinite(r) and 0.0 < r <= MAX_REPETITION_PENALTY):
+            raise ValueError(
+                f"repetition_penalty must be in (0, {MAX_REPETITION_PENALTY:g}] (1 = off), got {r}")
+        _checked_logit_bias(self.logit_bias)
 
     def _request(self, prompt_ids: Sequence[int]) -> "_core.GenerateRequest":
         """The engine request for one prompt (draws the seed when none was given)."""
@@ -57,6 +81,10 @@ class SamplingParams:
         s.min_p = float(self.min_p)
         s.seed = int(self.seed) if self.seed is not None else secrets.randbits(63)
         s.n_logprobs = int(self.logprobs or 0)
+        s.presence_penalty = float(self.presence_penalty)
+        s.frequency_penalty = float(self.frequency_penalty)
+        s.repetition_penalty = float(self.repetition_penalty)
+        s.logit_bias = [_core.LogitBias(t, b) for t, b in _checked_logit_bias(self.logit_bias)]
         r.sampling = s
         r.max_tokens = int(self.max_tokens)
         r.n = int(self.n)
@@ -65,3 +93,33 @@ class SamplingParams:
         r.ignore_eos = bool(self.ignore_eos)
         r.prompt_logprobs = -1 if self.prompt_logprobs is None else int(self.prompt_logprobs)
         return r
+
+
+def _checked_logit_bias(logit_bias: Optional[Mapping[int, float]]) -> list:
+    """{token id: bias} -> [(id, bias)] by ascending id; ValueError naming a bad entry. Token
+    ids are ints (or decimal strings, as OpenAI's JSON keys); the vocabulary is checked by the
+    engine (detllm.Error)."""
+    if logit_bias is None:
+        return []
+    if not isinstance(logit_bias, Mapping):
+        raise ValueError(f"logit_bias must be a dict {{token id: bias}}, got {type(logit_bias).__name__}")
+    if len(logit_bias) > MAX_LOGIT_BIAS:
+        raise ValueError(f"logit_bias has {len(logit_bias)} entries; at most {MAX_LOGIT_BIAS} are accepted")
+    out = {}
+    for key, bias in logit_bias.items():
+        if isinstance(key, str) and key.isdecimal():
+            token = int(key)
+        elif isinstance(key, int) and not isinstance(key, bool):
+            token = key
+        else:
+            raise ValueError(f"logit_bias key {key!r} is not a token id")
+        if not 0 <= token < 2**31:
+            raise ValueError(f"logit_bias token id {token} is outside 0..{2**31 - 1}")
+        if token in out:
+            raise ValueError(f"logit_bias lists token id {token} twice")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)):
+            raise ValueError(f"logit_bias[{token}] must be a number, got {type(bias).__name__}")
+        if not (math.isfinite(bias) and -100.0 <= bias <= 100.0):
+            raise ValueError(f"logit_bias[{token}] must be in [-100, 100], got {bias}")
+        out[token] = float(bias)
+    return sorted(out.items())

@@ -1,12 +1,16 @@
 // `detllm generate PROMPT`: loads a model (the embedded default without --model), runs the
 // prompt through the serving engine and streams the text to stdout as it is produced;
 // statistics (tokens/s) go to stderr.
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/penalty_flags.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -24,9 +28,11 @@ struct GenerateOptions {
   int top_k = 0;
   float min_p = 0.0f;
   uint64_t seed = 0;
+  PenaltyFlags penalties;  // --presence-penalty, --frequency-penalty, ...
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_special = false;
   bool ignore_eos = false;
+  bool print_token_ids = false;
   bool self_check = true;  // the startup self-check (--no-self-check turns it off)
   BackendOptions backend;  // --backend, --numerics, --device
 };
@@ -65,6 +71,7 @@ int run_generate(const GenerateOptions& o) {
   req.sampling.top_k = o.top_k;
   req.sampling.min_p = o.min_p;
   req.sampling.seed = o.seed;
+  apply_penalty_flags(o.penalties, req.sampling);
 
   cfg.policy.default_mode = mode;
   cfg.policy.deterministic_by_default =
@@ -84,9 +91,11 @@ int run_generate(const GenerateOptions& o) {
   Clock::time_point t_first;
   int n_generated = 0;
   std::string finish = "?";
+  std::vector<int32_t> generated;
   engine::RequestCallbacks cb;
   cb.on_token = [&](const engine::TokenEvent& e) {
     if (n_generated++ == 0) t_first = Clock::now();
+    generated.push_back(e.token);
     const std::string piece = decoder.push(e.token);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -102,6 +111,12 @@ int run_generate(const GenerateOptions& o) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
 
+  if (o.print_token_ids) {
+    std::fprintf(stderr, "[detllm] prompt token ids: %s\n",
+                 fmt::format("{}", fmt::join(req.prompt, " ")).c_str());
+    std::fprintf(stderr, "[detllm] generated token ids: %s\n",
+                 fmt::format("{}", fmt::join(generated, " ")).c_str());
+  }
   const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
   const double decode_s = std::chrono::duration<double>(t1 - t_first).count();
   std::fprintf(stderr,
@@ -148,12 +163,16 @@ Command add_generate_command(CLI::App& app) {
                   "Seed of the per-token Philox streams; same seed, same "
                   "output")
       ->capture_default_str();
+  add_penalty_options(*cmd, o->penalties);
   cmd->add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_flag("--no-special", o->no_special,
                 "Do not add the tokenizer's special tokens (e.g. BOS) to the prompt");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  cmd->add_flag("--print-token-ids", o->print_token_ids,
+                "Also print the prompt's and the generated token ids to stderr (to compare a\n"
+                "run with the same request made elsewhere, e.g. over HTTP)");
   add_backend_options(*cmd, o->backend,
                       "Numerics path: invariant (batch-invariant kernels: a deterministic "
                       "request) or fast (cuda: default cuBLAS GEMM, no guarantee: the request "
