@@ -2,16 +2,21 @@
 // (kernels/sampling/sampler.h): token, logprob and top logprobs bit for bit, on >= 1000 random rows over
 // vocab 512, 49152 and 128256 with every parameter kind — rows with different params in one
 // launch, ties, -inf, signed zeros, top_k > vocab, top_p = 1, min_p, temperature 0 — and the
-// errors (NaN, +inf, all -inf). Skips without a GPU. Also prints the time per row at
-// vocab 128256, batch 256.
+// errors (NaN, +inf, all -inf). Every check runs under each sampler layout a test can force
+// (blocks a row: chosen, 1, 2, 7, 64; candidate lists: default, tiny, none — the one-block
+// search over the whole row): no layout may change a bit. Skips without a GPU. Also prints the
+// time per launch at vocab 128256, batch 1, 8 and 256.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -111,101 +116,182 @@ void expect_same(const SampleRowResult& gpu, const SampleRowResult& cpu, const s
   }
 }
 
-// rows random rows of `vocab`, each with its own params, in one launch.
-void check_batch(Ops& ops, Rng& rng, size_t vocab, size_t rows, const std::string& label) {
-  std::vector<float> logits(rows * vocab);
-  std::vector<SampleRowParams> params(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    fill_row(rng, logits.data() + r * vocab, vocab);
-    params[r] = random_params(rng, vocab);
+// A sampler layout a test forces (CudaOptions::sample_*): none of them may change a bit.
+struct Layout {
+  int blocks_per_row;      // 0: chosen from the batch
+  int candidate_capacity;  // -1: default; 0: no lists
+  std::string name() const {
+    return "blocks/row " + std::to_string(blocks_per_row) + " lists " +
+           std::to_string(candidate_capacity);
   }
-  DeviceArray<float> d_logits(ops, logits);
-  std::vector<SampleRowResult> gpu(rows);
-  ops.sample_rows(d_logits.data(), static_cast<int32_t>(rows), static_cast<int32_t>(vocab),
-                  params.data(), gpu.data());
+};
+const Layout kLayouts[] = {{0, -1}, {1, -1}, {2, -1}, {7, -1}, {64, -1},
+                           {0, 0},  {7, 0},  {0, 16}, {64, 3}};
+
+std::unique_ptr<Ops> sampling_ops(const Layout& layout) {
+  CudaOptions o;
+  o.kv_dtype = test_kv_dtype();
+  o.sample_blocks_per_row = layout.blocks_per_row;
+  o.sample_candidate_capacity = layout.candidate_capacity;
+  return make_cuda_ops(o);
+}
+
+// Rows of one vocab with their params and the CPU sampler's results, checked on the GPU under
+// every layout (one launch a layout).
+struct Batch {
+  size_t vocab = 0;
+  std::vector<float> logits;  // (rows, vocab)
+  std::vector<SampleRowParams> params;
+  std::vector<SampleRowResult> cpu;
+  size_t rows() const { return params.size(); }
+  void add(std::span<const float> row, const SampleRowParams& p) {
+    logits.insert(logits.end(), row.begin(), row.end());
+    params.push_back(p);
+    cpu.push_back(sample_row(row, p));
+  }
+};
+
+Batch random_batch(Rng& rng, size_t vocab, size_t rows) {
+  Batch b;
+  b.vocab = vocab;
+  std::vector<float> row(vocab);
   for (size_t r = 0; r < rows; ++r) {
-    const SampleRowResult cpu =
-        sample_row(std::span<const float>(logits.data() + r * vocab, vocab), params[r]);
-    expect_same(gpu[r], cpu,
-                label + " vocab " + std::to_string(vocab) + " row " + std::to_string(r) + " " +
-                    describe(params[r]));
-    if (::testing::Test::HasFailure()) return;
+    fill_row(rng, row.data(), vocab);
+    b.add(row, random_params(rng, vocab));
+  }
+  return b;
+}
+
+void check_layouts(const std::vector<Batch>& batches, const std::string& label) {
+  for (const Layout& layout : kLayouts) {
+    auto ops = sampling_ops(layout);
+    for (const Batch& b : batches) {
+      DeviceArray<float> d_logits(*ops, b.logits);
+      std::vector<SampleRowResult> gpu(b.rows());
+      ops->sample_rows(d_logits.data(), static_cast<int32_t>(b.rows()),
+                       static_cast<int32_t>(b.vocab), b.params.data(), gpu.data());
+      for (size_t r = 0; r < b.rows(); ++r) {
+        expect_same(gpu[r], b.cpu[r],
+                    label + " " + layout.name() + " vocab " + std::to_string(b.vocab) + " row " +
+                        std::to_string(r) + " " + describe(b.params[r]));
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
   }
 }
 
 TEST(CudaSampling, MatchesCpuSamplerBitForBit) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto ops = invariant_ops();
   Rng rng(11);
-  int total = 0;
-  for (int batch = 0; batch < 12; ++batch) {  // 12 x 64 rows at vocab 512
-    check_batch(*ops, rng, 512, 64, "batch " + std::to_string(batch));
-    total += 64;
-    if (HasFailure()) return;
+  std::vector<Batch> batches;
+  size_t total = 0;
+  for (const auto& [vocab, rows] : {std::pair<size_t, size_t>{512, 768}, {49152, 256},
+                                    {128256, 128}}) {
+    batches.push_back(random_batch(rng, vocab, rows));
+    total += rows;
   }
-  for (int batch = 0; batch < 4; ++batch) {  // 4 x 64 at 49152
-    check_batch(*ops, rng, 49152, 64, "batch " + std::to_string(batch));
-    total += 64;
-    if (HasFailure()) return;
-  }
-  for (int batch = 0; batch < 2; ++batch) {  // 2 x 64 at 128256
-    check_batch(*ops, rng, 128256, 64, "batch " + std::to_string(batch));
-    total += 64;
-    if (HasFailure()) return;
-  }
-  EXPECT_GE(total, 1000);
+  EXPECT_GE(total, 1000u);
+  check_layouts(batches, "random");
 }
 
 TEST(CudaSampling, OddVocabSizesAndSmallRows) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto ops = invariant_ops();
   Rng rng(12);
-  for (size_t vocab : {1, 2, 3, 7, 255, 256, 257, 511, 513, 1000, 4099, 152064}) {
-    check_batch(*ops, rng, vocab, vocab > 10000 ? 16 : 48, "odd");
+  std::vector<Batch> batches;
+  for (size_t vocab : {1, 2, 3, 7, 255, 256, 257, 511, 513, 1000, 4099, 152064})
+    batches.push_back(random_batch(rng, vocab, vocab > 10000 ? 16 : 48));
+  check_layouts(batches, "odd");
+}
+
+// Hand-made rows under hand-made params: all-equal logits, -inf logits, one finite logit,
+// top-k larger than the vocab, top-p = 1, min-p, 20 logprobs, ties across bucket edges.
+TEST(CudaSampling, EdgeCases) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  std::vector<SampleRowParams> params;
+  const auto param = [&](float t, int32_t k, float top_p, float min_p, int32_t n_logprobs) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.n_logprobs = n_logprobs;
+    p.seed = 0x1234u + params.size();
+    params.push_back(sample_row_params(p, static_cast<uint32_t>(7 * params.size()), 0));
+  };
+  param(0.0f, 0, 1.0f, 0.0f, 0);
+  param(0.0f, 0, 1.0f, 0.0f, 20);
+  param(1.0f, 0, 1.0f, 0.0f, 20);
+  param(0.8f, 50, 0.95f, 0.0f, 5);
+  param(0.8f, 1 << 30, 1.0f, 0.0f, 20);  // top-k larger than the vocab
+  param(1.0f, 0, 1.0f, 0.0f, 0);         // top-p = 1
+  param(1.2f, 0, 1.0f, 0.05f, 3);        // min-p
+  param(0.7f, 0, 1.0f, 1.0f, 20);        // min-p 1: the max's ties only
+  param(2.0f, 7, 0.5f, 0.2f, 20);
+  param(1e-20f, 0, 0.999999f, 0.0f, 1);
+  param(4.0f, 3000, 1e-6f, 0.0f, 20);
+  for (const size_t vocab : {size_t{513}, size_t{49153}, size_t{128256}}) {
+    std::vector<std::vector<float>> rows;
+    rows.emplace_back(vocab, 0.5f);  // all equal
+    rows.emplace_back(vocab, kNegInf);
+    rows.back()[vocab / 3] = -3.0f;  // one finite logit
+    rows.emplace_back(vocab, kNegInf);
+    for (size_t i = 0; i < vocab; i += 97) rows.back()[i] = static_cast<float>(i % 5);  // masked
+    rows.emplace_back(vocab);
+    for (size_t i = 0; i < vocab; ++i)  // every value on 3 tokens, adjacent floats
+      rows.back()[i] = std::nextafter(2.0f, 0.0f) - static_cast<float>(i / 3) * 1e-7f;
+    rows.emplace_back(vocab);
+    for (size_t i = 0; i < vocab; ++i)  // logits differing by one ulp: logprobs tie
+      rows.back()[i] = std::bit_cast<float>(std::bit_cast<uint32_t>(0.001f) +
+                                            static_cast<uint32_t>((i * 7919) % 4096));
+    rows.emplace_back(vocab, 0.0f);
+    for (size_t i = 0; i < vocab; ++i) rows.back()[i] = (i % 2) ? 0.0f : -0.0f;  // signed zeros
+    std::vector<Batch> batches(1);
+    batches[0].vocab = vocab;
+    for (const auto& row : rows)
+      for (const SampleRowParams& p : params) batches[0].add(row, p);
+    check_layouts(batches, "edge");
     if (HasFailure()) return;
   }
 }
 
 TEST(CudaSampling, SameRowDifferentParamsInOneLaunch) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto ops = invariant_ops();
   Rng rng(13);
   constexpr size_t kVocab = 49152, kRows = 96;
   std::vector<float> row(kVocab);
   fill_row(rng, row.data(), kVocab);
-  std::vector<float> logits;
-  std::vector<SampleRowParams> params;
-  for (size_t r = 0; r < kRows; ++r) {
-    logits.insert(logits.end(), row.begin(), row.end());
-    params.push_back(random_params(rng, kVocab));
-  }
-  DeviceArray<float> d_logits(*ops, logits);
-  std::vector<SampleRowResult> gpu(kRows);
-  ops->sample_rows(d_logits.data(), kRows, kVocab, params.data(), gpu.data());
-  for (size_t r = 0; r < kRows; ++r) {
-    expect_same(gpu[r], sample_row(row, params[r]),
-                "row " + std::to_string(r) + " " + describe(params[r]));
-  }
+  std::vector<Batch> batches(1);
+  batches[0].vocab = kVocab;
+  for (size_t r = 0; r < kRows; ++r) batches[0].add(row, random_params(rng, kVocab));
+  check_layouts(batches, "same row");
 }
 
 TEST(CudaSampling, BadLogitsThrow) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto ops = invariant_ops();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  for (const std::vector<float>& row :
-       {std::vector<float>{1.0f, nan, 2.0f}, std::vector<float>{1.0f, inf, 2.0f},
-        std::vector<float>{kNegInf, kNegInf, kNegInf}}) {
-    DeviceArray<float> d(*ops, row);
-    SampleRowParams p;
+  for (const Layout& layout : kLayouts) {
+    auto ops = sampling_ops(layout);
+    for (const size_t vocab : {size_t{3}, size_t{50000}}) {
+      for (const float bad : {nan, inf, kNegInf}) {
+        // the bad value late in the row (another block's part when a row is spread)
+        std::vector<float> row(vocab, bad == kNegInf ? kNegInf : 1.0f);
+        row[vocab - 2] = bad;
+        DeviceArray<float> d(*ops, row);
+        SampleRowParams p;
+        p.temperature = 0.8f;
+        p.n_logprobs = 2;
+        SampleRowResult out;
+        EXPECT_THROW(ops->sample_rows(d.data(), 1, static_cast<int32_t>(vocab), &p, &out), Error)
+            << layout.name() << " vocab " << vocab << " bad " << bad;
+      }
+    }
+    SampleRowParams bad;
+    bad.top_p = 1.5f;
+    DeviceArray<float> d(*ops, std::vector<float>{1.0f, 2.0f});
     SampleRowResult out;
-    EXPECT_THROW(ops->sample_rows(d.data(), 1, 3, &p, &out), Error);
+    EXPECT_THROW(ops->sample_rows(d.data(), 1, 2, &bad, &out), Error);
   }
-  SampleRowParams bad;
-  bad.top_p = 1.5f;
-  DeviceArray<float> d(*ops, std::vector<float>{1.0f, 2.0f});
-  SampleRowResult out;
-  EXPECT_THROW(ops->sample_rows(d.data(), 1, 2, &bad, &out), Error);
 }
 
 TEST(CudaSampling, TimePerRowAtLlama3Vocab) {

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -180,13 +181,28 @@ cudaError_t launch_kv_append_bf16(const float* k, const float* v, const int32_t*
                                   uint16_t* cache_k, uint16_t* cache_v, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
-// One block per row: out[r] = the CPU sampler's result (kernels/sampling/sampler.h) for row r of logits
+// out[r] = the CPU sampler's result (kernels/sampling/sampler.h) for row r of logits
 // (rows, vocab) fp32 with params[r], bit for bit (token, logprob, top logprobs). params (rows)
 // and out (rows) are device memory. A row with a NaN/+inf or only -inf logits gets a non-kOk
 // status; token -1 or n_top -1 would mean an internal selection failure. Params must be valid
-// (SamplingParams::validate) — the launcher does not check them.
+// (SamplingParams::validate) — the launcher does not check them. A row is spread over
+// blocks_per_row blocks in the full-vocabulary passes; no setting changes a bit.
+struct SampleRowsConfig {
+  int blocks_per_row = 0;       // 0: chosen from the batch and the SM count; > 0: forced (tests)
+  int candidate_capacity = -1;  // tokens a row's lists hold: -1 the default; 0 none (tests:
+                                // every boundary searched over the whole row by one block)
+};
+struct SampleRowsPlan {
+  int blocks_per_row = 1;
+  int cand_capacity = 0;
+  int lp_capacity = 0;
+  size_t scratch_bytes = 0;  // device scratch that launch_sample_rows needs (256-aligned)
+};
+SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsConfig& config,
+                                int sm_count);
+// scratch: plan.scratch_bytes of device memory (any content; the first pass resets it).
 cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out,
-                               cudaStream_t stream);
+                               const SampleRowsPlan& plan, void* scratch, cudaStream_t stream);
 
 }  // namespace detllm::kernels::cuda

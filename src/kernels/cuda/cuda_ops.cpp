@@ -95,7 +95,8 @@ class CudaOps final : public Ops {
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
-        gemm_splits_override_(options.gemm_splits_override) {
+        gemm_splits_override_(options.gemm_splits_override),
+        sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     const int n = cuda_device_count();
     check(n > 0,
           "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
@@ -109,6 +110,7 @@ class CudaOps final : public Ops {
           "(Hopper: H100/H200) only",
           device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    sm_count_ = prop.multiProcessorCount;
     check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
           "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
           dtype_name(kv_dtype_));
@@ -140,6 +142,7 @@ class CudaOps final : public Ops {
     rope_dev_.release();
     y_part_.release();
     sample_io_.release();
+    sample_scratch_.release();
     uploader_.release();
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -534,7 +537,10 @@ class CudaOps final : public Ops {
     auto* d_results = reinterpret_cast<SampleRowResult*>(io + results_offset);
     cuda_check(cudaMemcpyAsync(d_params, params, params_bytes, cudaMemcpyHostToDevice, stream_),
                "sample_rows (params)");
-    cuda_check(cuda::launch_sample_rows(logits, rows, vocab, d_params, d_results, stream_),
+    const cuda::SampleRowsPlan plan =
+        cuda::plan_sample_rows(rows, vocab, sample_config_, sm_count_);
+    cuda_check(cuda::launch_sample_rows(logits, rows, vocab, d_params, d_results, plan,
+                                        sample_scratch_.get(plan.scratch_bytes, stream_), stream_),
                "sample_rows");
     cuda_check(cudaMemcpyAsync(out, d_results, results_bytes, cudaMemcpyDeviceToHost, stream_),
                "sample_rows (results)");
@@ -583,6 +589,9 @@ class CudaOps final : public Ops {
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch y_part_;  // a projection part's output before its columns go into place
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
+  Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)
+  cuda::SampleRowsConfig sample_config_;   // CudaOptions::sample_*
+  int sm_count_ = 1;                       // the device's SMs (sampling's blocks a row)
   Scratch penalty_io_;                              // apply_logit_penalties: (n) LogitPenalty
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)
   std::vector<float> rope_host_;

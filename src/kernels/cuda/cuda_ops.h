@@ -35,6 +35,12 @@ struct CudaOptions {
   // row sums depend on the row's place in the tile (the tests must catch it). Never set it
   // otherwise.
   bool attention_tc_layout_dependent = false;
+  // Device sampling (sampling.cu): blocks a row's full-vocabulary passes use (0 chosen from the
+  // batch; > 0 forced) and the tokens a row's candidate lists hold (-1 the default; 0 none:
+  // every boundary searched over the row by one block). Any values give the same bits (tests
+  // check that); for tests and benchmarks.
+  int sample_blocks_per_row = 0;
+  int sample_candidate_capacity = -1;
   // GEMM tile variant of each size class: -1 the tuned default; 0…3 for benchmarks and tests.
   // Any value gives the same bits (the K order is fixed by the weight shape alone).
   int gemm_variant = -1;

@@ -1,460 +1,541 @@
-// Sampling on the device: one block per row of a logits matrix (rows, vocab) fp32, each row with
-// its own SampleRowParams; the result (token, logprob, top logprobs) is bit-identical to the CPU
-// sampler (kernels/sampling/sampler.h: the spec; kernels/sampling/sampler_math.h: the shared per-element math).
-// Test: build-cuda/tests/test_cuda --gtest_filter='CudaSampling*' (tests/cuda/cuda_sampling_test.cpp).
+// Sampling on the device: every row of a logits matrix (rows, vocab) fp32, each with its own
+// SampleRowParams, to the CPU sampler's result (token, logprob, top logprobs) bit for bit
+// (kernels/sampling/sampler.h: the spec; kernels/sampling/sampler_math.h: the shared math).
+// Test: build/tests/test_cuda --gtest_filter='CudaSampling*' (tests/cuda/cuda_sampling_test.cpp);
+// it also prints the time per launch at vocab 128256, batch 1, 8 and 256.
 //
-// How it stays identical without sorting the vocabulary:
-//   - every sum is of exact 128-bit fixed-point masses (sampler_math.h), so block reductions,
-//     warp-aggregated shared-memory atomics and the CPU's sequential loops give the same value;
-//   - every prefix of the rank order (logit desc, id asc) that the spec needs — top-k, the top-p
-//     boundary, the min-p kept mass, the inverse-CDF draw, the top-logprobs cut — is "the
-//     smallest rank prefix whose (count or mass) reaches a target", found by a radix select on
-//     the integer rank key ((value key << id_bits) | id, unique per token): 8 bits a pass from
-//     the top, each pass a histogram of counts and exact masses of the candidates that share the
-//     prefix found so far; it stops when the chosen bucket holds one token;
+// Why a row may be split over any number of blocks without changing a bit:
+//   - every sum the spec takes over tokens (Z1, the kept masses, the top-p cumulative mass, the
+//     inverse-CDF walk, the counts) is a sum of exact 128-bit fixed-point integers
+//     (sampler_math.h): integer addition is associative and commutative, so per-block partial
+//     sums merged by integer atomics or by a later pass equal the CPU's sequential loop,
+//     whatever the partition into blocks, the visiting order or the atomics' order;
+//   - the max is a min over unique integer rank keys, the same under any partition;
 //   - the per-element values (d, exp, q, logprob, the min-p test) come from the same DETLLM_HD
-//     functions as on the CPU, with __dadd_rn/__dmul_rn/__ddiv_rn (no contraction).
+//     functions as on the CPU, with __dadd_rn/__dmul_rn/__ddiv_rn (no contraction);
+//   - every prefix of the rank order (logit desc, id asc) the spec needs — top-k, the top-p
+//     boundary, the draw, the n-th best logprob — is "the smallest rank prefix whose count or
+//     mass reaches a target": found from exact bucket sums, then by a radix select inside the
+//     one bucket that holds its end. Which tokens share a bucket and which tokens a pass visits
+//     change which work is done, never a sum or a comparison. No float atomics anywhere.
+//
+// The passes (ordinary launches in stream order, no grid barrier; B = blocks a row, chosen
+// from the batch to fill the GPU, or forced for tests):
+//   1. max (B per row): each block's smallest rank key and a NaN/+inf flag -> its BlockPart;
+//      also zeroes the row's bucket histogram and list counters for pass 2 and 4.
+//   2. histogram (B per row): the row's max from pass 1's parts; for every token its T = 1
+//      mass (Z1), its mass at T, the min-p test, and its bucket (sampling_layout.cuh: a code of
+//      the distance from the max in the rank order, 1728 buckets): a shared-memory histogram
+//      of counts and masses, added to the row's global histogram by integer atomics; Z1 and the
+//      min-p sums per block in its BlockPart.
+//   3. plan (1 per row): Z1, log Z1; the histogram to inclusive prefix sums; from them the
+//      buckets that can hold each boundary (top-k exactly; top-p and the draw as intervals, as
+//      their targets depend on the masses found before them) and a lower bound of the n-th
+//      best logprob (from the n-th rank token's bucket).
+//   4. collect (B per row): the tokens of those buckets (rank key and mass) and the tokens with
+//      logprob >= the bound, appended to the row's lists (integer atomics; any order).
+//   5. finish (1 per row, sampling_finish.cu): each boundary's bucket from the prefix sums,
+//      then the radix select (sampling_select.cuh) over the bucket's tokens from the list, with
+//      the sums before the bucket as the start; the top logprobs selected from their list. A
+//      bucket or list that did not fit (ties: one logit on thousands of tokens) is searched over
+//      the whole vocabulary by the block instead: slower, the same bits.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/sampling_block.cuh"
+#include "kernels/cuda/sampling_layout.cuh"
 #include "kernels/sampling/sample_row.h"
 #include "kernels/sampling/sampler_math.h"
 
 namespace detllm::kernels::cuda {
+namespace sampling {
 namespace {
 
-namespace sm = ::detllm::sampler_math;
+constexpr int kDefaultCandCapacity = 4096;
+constexpr int kDefaultLpCapacity = 2048;
+// Tokens a block of a full-vocabulary pass gets at least, when the batch leaves SMs idle.
+constexpr int kMinTokensPerBlock = 1024;
 
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxTop = SamplingParams::kMaxLogprobs;
-// A radix-select pass over the whole vocabulary also collects the tokens of the current prefix
-// when they are at most this many; the later passes then visit only those.
-constexpr int kMaxCandidates = 4096;
-constexpr unsigned kFull = 0xffffffffu;
-
-struct Shared {
-  // radix-select histogram (256 buckets of 8-bit digits)
-  unsigned int count[256];
-  unsigned long long mass_lo[256];
-  unsigned long long mass_hi[256];
-  // reductions and broadcasts
-  unsigned long long red_a[kWarps];
-  unsigned long long red_b[kWarps];
-  unsigned long long bcast_a;
-  unsigned long long bcast_b;
-  // search state (written by thread 0)
-  int chosen;
-  unsigned int acc_count;
-  unsigned long long acc_mass_lo, acc_mass_hi;  // (no U128 here: __shared__ has no constructors)
-  unsigned int bucket_count;
-  unsigned long long bucket_mass_lo, bucket_mass_hi;
-  unsigned long long found_key;
-  // candidates: the tokens of the prefix found so far, once they fit (search_prefix)
-  int n_cand;
-  int cand[kMaxCandidates];
-  // top logprobs collection
-  int n_list;
-  int list_token[kMaxTop];
-  float list_logprob[kMaxTop];
+struct Chunk {
+  int begin;
+  int end;
 };
-
-__device__ inline sm::U128 shfl_down_u128(sm::U128 v, int offset) {
-  sm::U128 r;
-  r.lo = __shfl_down_sync(kFull, v.lo, offset);
-  r.hi = __shfl_down_sync(kFull, v.hi, offset);
-  return r;
+// Block j's tokens of a row: contiguous chunks (any partition gives the same bits).
+__device__ inline Chunk chunk_of(int vocab, int blocks, int j) {
+  const int64_t size = (static_cast<int64_t>(vocab) + blocks - 1) / blocks;
+  const int64_t begin = size * j < vocab ? size * j : vocab;
+  const int64_t end = begin + size < vocab ? begin + size : vocab;
+  return Chunk{static_cast<int>(begin), static_cast<int>(end)};
 }
 
-// Exact sum over the block (every thread gets it).
-__device__ sm::U128 block_sum(sm::U128 v, Shared& s) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = sm::add(v, shfl_down_u128(v, offset));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    s.red_a[warp] = v.lo;
-    s.red_b[warp] = v.hi;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    sm::U128 total;
-    for (int w = 0; w < kWarps; ++w) {
-      sm::U128 part;
-      part.lo = s.red_a[w];
-      part.hi = s.red_b[w];
-      total = sm::add(total, part);
-    }
-    s.bcast_a = total.lo;
-    s.bcast_b = total.hi;
-  }
-  __syncthreads();
-  sm::U128 total;
-  total.lo = s.bcast_a;
-  total.hi = s.bcast_b;
-  __syncthreads();  // the next reduction may overwrite red_* / bcast_*
-  return total;
+__device__ inline bool all_masked(unsigned long long best, int id_bits) {
+  return (best >> id_bits) == sm::rank_value_key_neg_inf();
 }
 
-__device__ unsigned int block_count(unsigned int v, Shared& s) {
-  return static_cast<unsigned int>(block_sum(sm::u128(v), s).lo);
-}
-
-__device__ unsigned long long block_min(unsigned long long v, Shared& s) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long o = __shfl_down_sync(kFull, v, offset);
-    v = o < v ? o : v;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) s.red_a[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long m = s.red_a[0];
-    for (int w = 1; w < kWarps; ++w) m = s.red_a[w] < m ? s.red_a[w] : m;
-    s.bcast_a = m;
-  }
-  __syncthreads();
-  const unsigned long long m = s.bcast_a;
-  __syncthreads();
-  return m;
-}
-
-__device__ inline sm::U128 shfl_xor_u128(sm::U128 v, int offset) {
-  sm::U128 r;
-  r.lo = __shfl_xor_sync(kFull, v.lo, offset);
-  r.hi = __shfl_xor_sync(kFull, v.hi, offset);
-  return r;
-}
-
-// Digit groups per warp up to which a butterfly per group beats one atomic per lane.
-constexpr int kButterflyGroups = 4;
-
-// bucket d's exact mass += m (128-bit, carried from the low word).
-__device__ inline void add_mass(Shared& s, unsigned int d, sm::U128 m) {
-  const unsigned long long old = atomicAdd(&s.mass_lo[d], m.lo);
-  const unsigned long long carry = old + m.lo < old ? 1u : 0u;
-  if (m.hi + carry != 0) atomicAdd(&s.mass_hi[d], m.hi + carry);
-}
-
-struct KeyOf {
-  bool valid;
-  unsigned long long key;
-};
-
-// The end of the smallest key-ordered prefix (over the tokens with a valid key) whose count
-// (by_mass false) or exact mass (by_mass true) reaches the target; the caller guarantees the
-// whole set reaches it. Returns the boundary key and the aggregates of the prefix including it.
-struct Boundary {
-  bool ok;
-  unsigned long long key;
-  unsigned int count;
-  sm::U128 mass;
-};
-
-template <bool kWithMass, typename KeyFn, typename MassFn>
-__device__ Boundary search_prefix(int vocab, int total_bits, KeyFn key_of, MassFn mass_of,
-                                  bool by_mass, unsigned int target_count, sm::U128 target_mass,
-                                  Shared& s) {
-  const int tid = threadIdx.x, lane = tid % 32;
-  unsigned long long prefix = 0;
-  int hi = total_bits;  // bits above `hi` are fixed to `prefix`
-  if (tid == 0) {
-    s.acc_count = 0;
-    s.acc_mass_lo = 0;
-    s.acc_mass_hi = 0;
-  }
-  // The tokens a pass visits: the whole vocabulary, or (use_list) the candidates collected by
-  // an earlier pass — exactly the tokens of the prefix then, a superset of the current
-  // prefix's. Which tokens are visited changes no sum: the others are outside the prefix.
-  bool use_list = false;
-  unsigned int prefix_count = static_cast<unsigned int>(vocab);  // tokens of the prefix
-  while (true) {
-    const bool collect = !use_list && prefix_count <= static_cast<unsigned int>(kMaxCandidates);
-    const int n_visit = use_list ? s.n_cand : vocab;
-    if (collect && tid == 0) s.n_cand = 0;
-    const int width = hi < 8 ? hi : 8;
-    const int shift = hi - width;
-    const unsigned int n_buckets = 1u << width;
-    for (int d = tid; d < 256; d += kThreads) {
-      s.count[d] = 0;
-      s.mass_lo[d] = 0;
-      s.mass_hi[d] = 0;
-    }
-    __syncthreads();
-    for (int base = 0; base < n_visit; base += kThreads) {
-      const int i = base + tid < n_visit ? (use_list ? s.cand[base + tid] : base + tid) : -1;
-      bool in = false;
-      unsigned int digit = 0xffffffffu;  // lanes outside the bucket match only each other
-      unsigned long long q = 0;
-      if (i >= 0) {
-        const KeyOf k = key_of(i);
-        if (k.valid && (k.key >> hi) == prefix) {
-          in = true;
-          if (collect) s.cand[atomicAdd(&s.n_cand, 1)] = i;
-          digit = static_cast<unsigned int>(k.key >> shift) & (n_buckets - 1);
-          if constexpr (kWithMass) q = mass_of(i);
-        }
-      }
-      if (__ballot_sync(kFull, in) == 0) continue;
-      // Warp aggregation (exact, order-free integer sums, so any grouping gives the same
-      // bucket totals): a warp whose candidates share few digits — the usual case, logits
-      // cluster — sums each digit's masses by one butterfly and adds them with one atomic;
-      // a warp of many distinct digits adds each lane's own.
-      const unsigned int peers = __match_any_sync(kFull, digit);
-      const bool leader = in && lane == __ffs(peers) - 1;
-      const unsigned int leaders = __ballot_sync(kFull, leader);
-      if (!kWithMass) {
-        if (leader) atomicAdd(&s.count[digit], static_cast<unsigned int>(__popc(peers)));
-      } else if (__popc(leaders) <= kButterflyGroups) {
-        for (unsigned int rest = leaders; rest != 0; rest &= rest - 1) {
-          const int first = __ffs(rest) - 1;
-          const unsigned int d = __shfl_sync(kFull, digit, first);
-          sm::U128 sum = sm::u128(in && digit == d ? q : 0ull);
-          for (int offset = 16; offset > 0; offset >>= 1)
-            sum = sm::add(sum, shfl_xor_u128(sum, offset));
-          if (lane == first) {
-            atomicAdd(&s.count[d], static_cast<unsigned int>(__popc(peers)));
-            add_mass(s, d, sum);
-          }
-        }
-      } else if (in) {
-        atomicAdd(&s.count[digit], 1u);
-        add_mass(s, digit, sm::u128(q));
-      }
-    }
-    __syncthreads();
-    if (tid == 0) {
-      int chosen = -1;
-      unsigned int acc_count = s.acc_count;
-      sm::U128 acc_mass;
-      acc_mass.lo = s.acc_mass_lo;
-      acc_mass.hi = s.acc_mass_hi;
-      for (unsigned int d = 0; d < n_buckets; ++d) {
-        sm::U128 bucket;
-        bucket.lo = s.mass_lo[d];
-        bucket.hi = s.mass_hi[d];
-        const unsigned int c = acc_count + s.count[d];
-        const sm::U128 m = sm::add(acc_mass, bucket);
-        if (by_mass ? m >= target_mass : c >= target_count) {
-          chosen = static_cast<int>(d);
-          s.bucket_count = s.count[d];
-          s.bucket_mass_lo = bucket.lo;
-          s.bucket_mass_hi = bucket.hi;
-          break;
-        }
-        acc_count = c;
-        acc_mass = m;
-      }
-      s.chosen = chosen;
-      s.acc_count = acc_count;
-      s.acc_mass_lo = acc_mass.lo;
-      s.acc_mass_hi = acc_mass.hi;
-    }
-    __syncthreads();
-    const int chosen = s.chosen;
-    const unsigned int bucket_count = s.bucket_count;
-    use_list = use_list || collect;
-    prefix_count = bucket_count;
-    __syncthreads();  // before the histogram is cleared again
-    if (chosen < 0 || bucket_count == 0) return Boundary{false, 0, 0, sm::U128{}};
-    prefix = (prefix << width) | static_cast<unsigned long long>(chosen);
-    hi = shift;
-    if (bucket_count == 1 || hi == 0) {
-      unsigned long long key = prefix;
-      if (hi > 0) {  // the bucket's only token: find its low bits
-        const int n_find = use_list ? s.n_cand : vocab;
-        for (int j = tid; j < n_find; j += kThreads) {
-          const KeyOf k = key_of(use_list ? s.cand[j] : j);
-          if (k.valid && (k.key >> hi) == prefix) s.found_key = k.key;
-        }
-        __syncthreads();
-        key = s.found_key;
-      }
-      sm::U128 acc_mass, bucket_mass;
-      acc_mass.lo = s.acc_mass_lo;
-      acc_mass.hi = s.acc_mass_hi;
-      bucket_mass.lo = s.bucket_mass_lo;
-      bucket_mass.hi = s.bucket_mass_hi;
-      Boundary b{true, key, s.acc_count + s.bucket_count, sm::add(acc_mass, bucket_mass)};
-      __syncthreads();
-      return b;
-    }
-  }
-}
+// ---- Pass 1 ----------------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kThreads)
-    sample_rows_kernel(const float* __restrict__ logits, int vocab, int id_bits,
-                       const SampleRowParams* __restrict__ params, SampleRowResult* results) {
-  __shared__ Shared s;
-  const int tid = threadIdx.x;
-  const float* x = logits + static_cast<size_t>(blockIdx.x) * static_cast<size_t>(vocab);
-  const SampleRowParams p = params[blockIdx.x];
-  SampleRowResult* out = results + blockIdx.x;
-  const unsigned long long id_mask = (1ull << id_bits) - 1;
-  const int rank_bits = 32 + id_bits;
-
-  // 1. Validation and s(0) (the smallest rank key: the max with the lowest id).
+    max_kernel(const float* __restrict__ logits, int vocab, int id_bits, Scratch sc) {
+  __shared__ Reduce red;
+  const int row = blockIdx.y, j = blockIdx.x, tid = threadIdx.x, blocks = sc.blocks_per_row;
+  const size_t hist = static_cast<size_t>(row) * kBuckets;
+  for (int b = j * kThreads + tid; b < kBuckets; b += blocks * kThreads) {
+    sc.hist_count[hist + b] = 0;
+    sc.hist_lo[hist + b] = 0;
+    sc.hist_hi[hist + b] = 0;
+  }
+  if (j == 0 && tid < 2) sc.counters[2 * row + tid] = 0;
+  const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  const Chunk c = chunk_of(vocab, blocks, j);
   unsigned int bad = 0;
   unsigned long long best = ~0ull;
-  for (int i = tid; i < vocab; i += kThreads) {
+  for (int i = c.begin + tid; i < c.end; i += kThreads) {
     const float v = x[i];
     if (!(v < __int_as_float(0x7f800000))) bad = 1;  // NaN or +inf
     const unsigned long long k = sm::rank_key(v, static_cast<uint32_t>(i), id_bits);
     best = k < best ? k : best;
   }
-  bad = block_count(bad, s);
-  best = block_min(best, s);
-  if (bad != 0 || (best >> id_bits) == sm::rank_value_key_neg_inf()) {
+  bad = block_count(bad, red);
+  best = block_min(best, red);
+  if (tid == 0) {
+    BlockPart& part = sc.parts[static_cast<size_t>(row) * blocks + j];
+    part.min_key = best;
+    part.bad = bad;
+  }
+}
+
+// The row's smallest rank key and bad flag from pass 1's parts (every thread gets them).
+struct RowMax {
+  unsigned long long best;
+  unsigned int bad;
+};
+__device__ inline RowMax row_max(const Scratch& sc, int row, Reduce& red) {
+  unsigned long long best = ~0ull;
+  unsigned int bad = 0;
+  if (threadIdx.x < sc.blocks_per_row) {
+    const BlockPart& part =
+        sc.parts[static_cast<size_t>(row) * sc.blocks_per_row + threadIdx.x];
+    best = part.min_key;
+    bad = part.bad;
+  }
+  bad = block_count(bad, red);
+  best = block_min(best, red);
+  return RowMax{best, bad};
+}
+
+// ---- Pass 2 ----------------------------------------------------------------------------------
+
+struct HistShared {
+  unsigned int count[kBuckets];
+  unsigned long long mass_lo[kBuckets];
+  unsigned int mass_hi[kBuckets];  // a block's bucket mass < 2^31 * 2^63 * 2
+  Reduce red;
+};
+
+__device__ inline void hist_add_mass(HistShared& s, int d, sm::U128 m) {
+  const unsigned long long old = atomicAdd(&s.mass_lo[d], m.lo);
+  const unsigned long long carry = old + m.lo < old ? 1u : 0u;
+  if (m.hi + carry != 0) atomicAdd(&s.mass_hi[d], static_cast<unsigned int>(m.hi + carry));
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hist_kernel(const float* __restrict__ logits, int vocab, int id_bits,
+                const SampleRowParams* __restrict__ params, Scratch sc) {
+  __shared__ HistShared s;
+  const int row = blockIdx.y, j = blockIdx.x, tid = threadIdx.x, lane = tid % 32;
+  const RowMax m = row_max(sc, row, s.red);
+  if (m.bad != 0 || all_masked(m.best, id_bits)) return;  // the plan reports it
+  const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  const float max = x[m.best & ((1ull << id_bits) - 1)];
+  const uint32_t vkey_max = static_cast<uint32_t>(m.best >> id_bits);
+  const SampleRowParams p = params[row];
+  const bool hist = row_needs_hist(p);
+  const bool sampled = p.temperature != 0.0f;
+  const double temperature = static_cast<double>(p.temperature);
+  const bool min_p = sampled && p.min_p > 0.0f;
+  const double log_min_p = min_p ? sm::log_positive(static_cast<double>(p.min_p)) : 0.0;
+  if (hist) {
+    for (int d = tid; d < kBuckets; d += kThreads) {
+      s.count[d] = 0;
+      s.mass_lo[d] = 0;
+      s.mass_hi[d] = 0;
+    }
+  }
+  __syncthreads();
+  const Chunk c = chunk_of(vocab, sc.blocks_per_row, j);
+  sm::U128 z1, min_p_mass;
+  unsigned int n_min_p = 0;
+  for (int base = c.begin; base < c.end; base += kThreads) {  // uniform trip count
+    const int i = base + tid;
+    const bool in = i < c.end;
+    int digit = -1;  // lanes without a token match only each other
+    unsigned long long q = 0;
+    if (in) {
+      const float v = x[i];
+      const unsigned long long q1 = sm::mass(v, max, 1.0);
+      z1 = sm::add(z1, q1);
+      if (hist) {
+        digit = bucket_of_rel(sm::rank_value_key(v) - vkey_max);
+        if (sampled) q = p.temperature == 1.0f ? q1 : sm::mass(v, max, temperature);
+        if (min_p && sm::passes_min_p(v, max, temperature, log_min_p)) {
+          ++n_min_p;
+          min_p_mass = sm::add(min_p_mass, q);
+        }
+      }
+    }
+    if (!hist) continue;
+    // Warp aggregation as in the radix select: few distinct buckets in a warp -> one butterfly
+    // and one atomic per bucket; many -> one atomic per lane. Exact either way.
+    const unsigned int peers = __match_any_sync(kFull, static_cast<unsigned int>(digit));
+    const bool leader = in && lane == __ffs(peers) - 1;
+    const unsigned int leaders = __ballot_sync(kFull, leader);
+    if (!sampled) {
+      if (leader) atomicAdd(&s.count[digit], static_cast<unsigned int>(__popc(peers)));
+    } else if (__popc(leaders) <= 4) {
+      for (unsigned int rest = leaders; rest != 0; rest &= rest - 1) {
+        const int first = __ffs(rest) - 1;
+        const int d = __shfl_sync(kFull, digit, first);
+        sm::U128 sum = sm::u128(in && digit == d ? q : 0ull);
+        for (int offset = 16; offset > 0; offset >>= 1)
+          sum = sm::add(sum, shfl_xor_u128(sum, offset));
+        if (lane == first) {
+          atomicAdd(&s.count[d], static_cast<unsigned int>(__popc(peers)));
+          hist_add_mass(s, d, sum);
+        }
+      }
+    } else if (in) {
+      atomicAdd(&s.count[digit], 1u);
+      hist_add_mass(s, digit, sm::u128(q));
+    }
+  }
+  z1 = block_sum(z1, s.red);
+  min_p_mass = block_sum(min_p_mass, s.red);
+  n_min_p = block_count(n_min_p, s.red);  // (its __syncthreads also ends the histogram)
+  if (tid == 0) {
+    BlockPart& part = sc.parts[static_cast<size_t>(row) * sc.blocks_per_row + j];
+    part.z1_lo = z1.lo;
+    part.z1_hi = z1.hi;
+    part.n_min_p = n_min_p;
+    part.min_p_lo = min_p_mass.lo;
+    part.min_p_hi = min_p_mass.hi;
+  }
+  if (!hist) return;
+  const size_t o = static_cast<size_t>(row) * kBuckets;
+  for (int d = tid; d < kBuckets; d += kThreads) {
+    const unsigned int n = s.count[d];
+    if (n == 0) continue;
+    atomicAdd(&sc.hist_count[o + d], n);
+    const unsigned long long lo = s.mass_lo[d];
+    const unsigned long long old = atomicAdd(&sc.hist_lo[o + d], lo);
+    const unsigned long long carry = old + lo < old ? 1u : 0u;
+    const unsigned long long hi = s.mass_hi[d] + carry;
+    if (hi != 0) atomicAdd(&sc.hist_hi[o + d], hi);
+  }
+}
+
+// ---- Pass 3 ----------------------------------------------------------------------------------
+
+struct PlanShared {
+  Reduce red;
+  int found;
+};
+
+__global__ void __launch_bounds__(kThreads)
+    plan_kernel(const float* __restrict__ logits, int vocab, int id_bits,
+                const SampleRowParams* __restrict__ params, Scratch sc) {
+  __shared__ PlanShared s;
+  const int row = blockIdx.x, tid = threadIdx.x;
+  const RowMax m = row_max(sc, row, s.red);
+  RowPlan& plan = sc.plans[row];
+  if (m.bad != 0 || all_masked(m.best, id_bits)) {
     if (tid == 0) {
-      out->status = bad != 0 ? SampleRowStatus::kNonFiniteLogit : SampleRowStatus::kAllMasked;
-      out->token = -1;
-      out->n_top = 0;
+      plan.status = m.bad != 0 ? SampleRowStatus::kNonFiniteLogit : SampleRowStatus::kAllMasked;
     }
     return;
   }
-  const int argmax = static_cast<int>(best & id_mask);
+  const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  const int argmax = static_cast<int>(m.best & ((1ull << id_bits) - 1));
   const float max = x[argmax];
+  const uint32_t vkey_max = static_cast<uint32_t>(m.best >> id_bits);
+  const SampleRowParams p = params[row];
 
-  // 2. Z1 and log Z1 (the raw logits' normalizer).
-  sm::U128 local;
-  for (int i = tid; i < vocab; i += kThreads) local = sm::add(local, sm::mass(x[i], max, 1.0));
-  const sm::U128 z1 = block_sum(local, s);
+  // Z1 and the min-p sums from pass 2's parts.
+  sm::U128 z1, min_p_mass;
+  unsigned int n_min_p = 0;
+  if (tid < sc.blocks_per_row) {
+    const BlockPart& part = sc.parts[static_cast<size_t>(row) * sc.blocks_per_row + tid];
+    z1 = u128_of(part.z1_lo, part.z1_hi);
+    min_p_mass = u128_of(part.min_p_lo, part.min_p_hi);
+    n_min_p = part.n_min_p;
+  }
+  z1 = block_sum(z1, s.red);
+  min_p_mass = block_sum(min_p_mass, s.red);
+  n_min_p = block_count(n_min_p, s.red);
   const double log_z1 = sm::log_normalizer(z1);
 
-  const auto rank_key_of = [&](int i) {
-    return KeyOf{true, sm::rank_key(x[i], static_cast<uint32_t>(i), id_bits)};
-  };
-  const auto no_mass = [](int) { return 0ull; };
-
-  // 3. Top logprobs: the n_top best by (logprob desc, id asc). logprob is non-decreasing in the
-  // logit, so they are: every token with logprob > L* (L* = logprob of s(n_top - 1)), then the
-  // lowest ids among those with logprob == L*.
-  const int n_top = p.n_logprobs < vocab ? p.n_logprobs : vocab;
-  if (n_top > 0) {
-    const Boundary last = search_prefix<false>(vocab, rank_bits, rank_key_of, no_mass, false,
-                                               static_cast<unsigned int>(n_top), sm::U128{}, s);
-    const float l_star = sm::logprob_from_gap(x[last.key & id_mask], max, log_z1);
-    unsigned int above = 0;
-    for (int i = tid; i < vocab; i += kThreads) {
-      above += sm::logprob_from_gap(x[i], max, log_z1) > l_star ? 1u : 0u;
+  int n_intervals = 0;
+  int interval_lo[kMaxIntervals] = {}, interval_hi[kMaxIntervals] = {};
+  int collect_lp = 0;
+  float lp_bound = 0.0f;
+  if (row_needs_hist(p)) {
+    // The histogram to inclusive prefix sums, in place: thread t owns kPer consecutive buckets.
+    constexpr int kPer = (kBuckets + kThreads - 1) / kThreads;
+    const size_t o = static_cast<size_t>(row) * kBuckets;
+    unsigned int count[kPer];
+    sm::U128 mass[kPer];
+    CountMass own{0, sm::U128{}};
+    for (int k = 0; k < kPer; ++k) {
+      const int b = tid * kPer + k;
+      count[k] = b < kBuckets ? sc.hist_count[o + b] : 0u;
+      mass[k] = b < kBuckets ? u128_of(sc.hist_lo[o + b], sc.hist_hi[o + b]) : sm::U128{};
+      own.count += count[k];
+      own.mass = sm::add(own.mass, mass[k]);
     }
-    above = block_count(above, s);
-    const auto tied_key_of = [&](int i) {
-      return KeyOf{sm::logprob_from_gap(x[i], max, log_z1) == l_star,
-                   static_cast<unsigned long long>(i)};
+    CountMass run = block_exclusive_scan(own, s.red);
+    for (int k = 0; k < kPer; ++k) {
+      const int b = tid * kPer + k;
+      run.count += count[k];
+      run.mass = sm::add(run.mass, mass[k]);
+      if (b < kBuckets) {
+        sc.hist_count[o + b] = run.count;
+        sc.hist_lo[o + b] = run.mass.lo;
+        sc.hist_hi[o + b] = run.mass.hi;
+      }
+    }
+    __syncthreads();  // the block's global writes are visible to it after the barrier
+    const RowHist h = row_hist(sc, row);
+    // Keeps the bucket interval [a, b] when its tokens fit in the list with those kept so far.
+    unsigned int listed = 0;
+    const auto keep = [&](int a, int b) {
+      if (a < 0 || b < a || n_intervals == kMaxIntervals) return;
+      const unsigned int n = h.count_through(b) - h.count_through(a - 1);
+      if (listed + n > static_cast<unsigned int>(sc.cand_capacity)) return;
+      listed += n;
+      interval_lo[n_intervals] = a;
+      interval_hi[n_intervals] = b;
+      ++n_intervals;
     };
-    const Boundary tied = search_prefix<false>(vocab, id_bits, tied_key_of, no_mass, false,
-                                               static_cast<unsigned int>(n_top) - above,
-                                               sm::U128{}, s);
-    if (tid == 0) s.n_list = 0;
-    __syncthreads();
-    for (int i = tid; i < vocab; i += kThreads) {
-      const float lp = sm::logprob_from_gap(x[i], max, log_z1);
-      if (lp > l_star || (lp == l_star && static_cast<unsigned long long>(i) <= tied.key)) {
-        const int slot = atomicAdd(&s.n_list, 1);
-        if (slot < kMaxTop) {
-          s.list_token[slot] = i;
-          s.list_logprob[slot] = lp;
+    if (p.temperature != 0.0f) {
+      // The kept mass Z after top-k, S before the draw: known exactly, or bounded by the
+      // bucket that holds the boundary they depend on (the finish pass finds the exact value;
+      // these intervals only decide which tokens it gets in its list).
+      const sm::U128 total = h.mass_through(kBuckets - 1);
+      sm::U128 z_lo = total, z_hi = total;
+      if (p.top_k > 0 && p.top_k < vocab) {
+        const int b = find_bucket(h, false, static_cast<unsigned int>(p.top_k), sm::U128{},
+                                  s.found);
+        if (b >= 0) {
+          z_lo = h.mass_through(b - 1);
+          z_hi = h.mass_through(b);
+          if (z_lo < z_hi) keep(b, b);  // (a bucket of zero mass needs no refinement)
         }
       }
-    }
-    __syncthreads();
-    if (tid == 0) {
-      const int n = s.n_list < kMaxTop ? s.n_list : kMaxTop;
-      for (int a = 1; a < n; ++a) {  // insertion sort by (logprob desc, id asc)
-        const int t = s.list_token[a];
-        const float lp = s.list_logprob[a];
-        int b = a;
-        while (b > 0 && (s.list_logprob[b - 1] < lp ||
-                         (s.list_logprob[b - 1] == lp && s.list_token[b - 1] > t))) {
-          s.list_token[b] = s.list_token[b - 1];
-          s.list_logprob[b] = s.list_logprob[b - 1];
-          --b;
-        }
-        s.list_token[b] = t;
-        s.list_logprob[b] = lp;
+      sm::U128 s_lo = z_lo, s_hi = z_hi;
+      if (p.top_p < 1.0f) {
+        const sm::U128 t_lo = sm::top_p_threshold(z_lo, p.top_p);
+        const sm::U128 t_hi = sm::top_p_threshold(z_hi, p.top_p);
+        const int a = find_bucket(h, true, 0, t_lo, s.found);
+        const int b = find_bucket(h, true, 0, t_hi, s.found);
+        keep(a, b);
+        s_lo = t_lo;
+        if (b >= 0) s_hi = h.mass_through(b);
       }
-      for (int j = 0; j < n; ++j) {
-        out->top_tokens[j] = s.list_token[j];
-        out->top_logprobs[j] = s.list_logprob[j];
+      if (p.min_p > 0.0f) {  // S = min(C_n_p, the min-p prefix's mass)
+        s_lo = min(s_lo, min_p_mass);
+        s_hi = min(s_hi, min_p_mass);
       }
-      // A count other than n_top means the selection broke: report it, never a wrong list.
-      out->n_top = (last.ok && tied.ok && s.n_list == n_top) ? n_top : -1;
+      const uint64_t u53 = sm::draw_bits53(p.seed, p.position, p.sample_index);
+      const int a = find_bucket(h, true, 0, sm::add(sm::draw_target(s_lo, u53), 1ull), s.found);
+      const int b = find_bucket(h, true, 0, sm::add(sm::draw_target(s_hi, u53), 1ull), s.found);
+      keep(a, b);
     }
-    __syncthreads();
-  } else if (tid == 0) {
-    out->n_top = 0;
-  }
-
-  // 4. The token (spec steps 1-5 of sampler.h).
-  int token = argmax;
-  bool ok = true;
-  if (p.temperature != 0.0f) {
-    const double temperature = static_cast<double>(p.temperature);
-    const auto mass_of = [&](int i) { return sm::mass(x[i], max, temperature); };
-    unsigned int n = static_cast<unsigned int>(vocab);
-    sm::U128 kept;
-    if (p.top_k > 0 && p.top_k < vocab) {  // 1. top-k
-      const Boundary k = search_prefix<true>(vocab, rank_bits, rank_key_of, mass_of, false,
-                                             static_cast<unsigned int>(p.top_k), sm::U128{}, s);
-      ok = ok && k.ok;
-      n = static_cast<unsigned int>(p.top_k);
-      kept = k.mass;
-    } else if (temperature == 1.0) {
-      kept = z1;
-    } else {
-      sm::U128 part;
-      for (int i = tid; i < vocab; i += kThreads) part = sm::add(part, mass_of(i));
-      kept = block_sum(part, s);
-    }
-    if (p.top_p < 1.0f) {  // 2. top-p
-      const sm::U128 threshold = sm::top_p_threshold(kept, p.top_p);
-      const Boundary b =
-          search_prefix<true>(vocab, rank_bits, rank_key_of, mass_of, true, 0, threshold, s);
-      ok = ok && b.ok;
-      n = b.count;
-      kept = b.mass;
-    }
-    if (p.min_p > 0.0f) {  // 3. min-p
-      const double log_min_p = sm::log_positive(static_cast<double>(p.min_p));
-      unsigned int passing = 0;
-      sm::U128 passing_mass;
-      for (int i = tid; i < vocab; i += kThreads) {
-        if (sm::passes_min_p(x[i], max, temperature, log_min_p)) {
-          ++passing;
-          passing_mass = sm::add(passing_mass, mass_of(i));
-        }
-      }
-      passing = block_count(passing, s);
-      passing_mass = block_sum(passing_mass, s);
-      if (passing < n) {
-        n = passing;
-        kept = passing_mass;
+    const int n_top = p.n_logprobs < vocab ? p.n_logprobs : vocab;
+    if (n_top > 0) {
+      // The n-th rank token is in bucket b, so its logit >= the smallest logit of b and its
+      // logprob (L*) >= that logit's: every token of the top list has logprob >= the bound.
+      const int b = find_bucket(h, false, static_cast<unsigned int>(n_top), sm::U128{}, s.found);
+      if (b >= 0) {
+        const uint64_t vkey_lowest = vkey_max + bucket_rel_lo(b + 1) - 1;
+        const float x_lowest = vkey_lowest >= sm::rank_value_key_neg_inf()
+                                   ? -__int_as_float(0x7f800000)
+                                   : float_of_value_key(static_cast<uint32_t>(vkey_lowest));
+        collect_lp = 1;
+        lp_bound = sm::logprob_from_gap(x_lowest, max, log_z1);
       }
     }
-    // 4-5. the draw: the first rank prefix whose mass exceeds t = floor(u53 * S / 2^53).
-    const sm::U128 t = sm::draw_target(kept, sm::draw_bits53(p.seed, p.position, p.sample_index));
-    const Boundary d = search_prefix<true>(vocab, rank_bits, rank_key_of, mass_of, true, 0,
-                                           sm::add(t, 1ull), s);
-    ok = ok && d.ok && d.count <= n;
-    token = static_cast<int>(d.key & id_mask);
   }
   if (tid == 0) {
-    out->token = ok ? token : -1;
-    out->logprob = sm::logprob_from_gap(x[token], max, log_z1);
-    out->status = SampleRowStatus::kOk;
+    plan.status = SampleRowStatus::kOk;
+    plan.argmax = argmax;
+    plan.max = max;
+    plan.collect_lp = collect_lp;
+    plan.lp_bound = lp_bound;
+    plan.n_intervals = n_intervals;
+    for (int k = 0; k < kMaxIntervals; ++k) {
+      plan.interval_lo[k] = interval_lo[k];
+      plan.interval_hi[k] = interval_hi[k];
+    }
+    plan.log_z1 = log_z1;
+    plan.z1_lo = z1.lo;
+    plan.z1_hi = z1.hi;
+    plan.n_min_p = n_min_p;
+    plan.min_p_lo = min_p_mass.lo;
+    plan.min_p_hi = min_p_mass.hi;
   }
+}
+
+// ---- Pass 4 ----------------------------------------------------------------------------------
+
+// Appends this lane's item (when `in`) to a row list: one atomic per warp. Returns the slot
+// (>= capacity: counted, not stored).
+__device__ inline unsigned int warp_append(bool in, unsigned int* counter) {
+  const int lane = threadIdx.x % 32;
+  const unsigned int lanes = __ballot_sync(kFull, in);
+  unsigned int base = 0;
+  if (lanes != 0 && lane == __ffs(lanes) - 1) base = atomicAdd(counter, __popc(lanes));
+  base = __shfl_sync(kFull, base, lanes != 0 ? __ffs(lanes) - 1 : 0);
+  return base + static_cast<unsigned int>(__popc(lanes & ((1u << lane) - 1)));
+}
+
+__global__ void __launch_bounds__(kThreads)
+    collect_kernel(const float* __restrict__ logits, int vocab, int id_bits,
+                   const SampleRowParams* __restrict__ params, Scratch sc) {
+  const int row = blockIdx.y, j = blockIdx.x, tid = threadIdx.x;
+  const RowPlan& plan = sc.plans[row];
+  if (plan.status != SampleRowStatus::kOk) return;
+  const int n_intervals = plan.n_intervals;
+  const bool collect_lp = plan.collect_lp != 0;
+  if (n_intervals == 0 && !collect_lp) return;
+  int lo[kMaxIntervals], hi[kMaxIntervals];
+  for (int k = 0; k < kMaxIntervals; ++k) {
+    lo[k] = k < n_intervals ? plan.interval_lo[k] : 1;
+    hi[k] = k < n_intervals ? plan.interval_hi[k] : 0;
+  }
+  const float max = plan.max;
+  const double log_z1 = plan.log_z1;
+  const float lp_bound = plan.lp_bound;
+  const uint32_t vkey_max = sm::rank_value_key(max);
+  const double temperature = static_cast<double>(params[row].temperature);
+  const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  unsigned int* counters = sc.counters + 2 * row;
+  Candidate* cands = sc.cands + static_cast<size_t>(row) * sc.cand_capacity;
+  unsigned int* lp_ids = sc.lp_ids + static_cast<size_t>(row) * sc.lp_capacity;
+  const Chunk c = chunk_of(vocab, sc.blocks_per_row, j);
+  for (int base = c.begin; base < c.end; base += kThreads) {  // uniform trip count
+    const int i = base + tid;
+    float v = 0.0f;
+    bool in = false, in_lp = false;
+    if (i < c.end) {
+      v = x[i];
+      const int d = bucket_of_rel(sm::rank_value_key(v) - vkey_max);
+      for (int k = 0; k < kMaxIntervals; ++k) in = in || (lo[k] <= d && d <= hi[k]);
+      in_lp = collect_lp && sm::logprob_from_gap(v, max, log_z1) >= lp_bound;
+    }
+    if (n_intervals > 0) {
+      const unsigned int slot = warp_append(in, &counters[0]);
+      if (in && slot < static_cast<unsigned int>(sc.cand_capacity)) {
+        cands[slot] = Candidate{sm::rank_key(v, static_cast<uint32_t>(i), id_bits),
+                                sm::mass(v, max, temperature)};
+      }
+    }
+    if (collect_lp) {
+      const unsigned int slot = warp_append(in_lp, &counters[1]);
+      if (in_lp && slot < static_cast<unsigned int>(sc.lp_capacity))
+        lp_ids[slot] = static_cast<unsigned int>(i);
+    }
+  }
+}
+
+constexpr size_t align256(size_t n) {
+  return (n + 255) / 256 * 256;
 }
 
 }  // namespace
 
+size_t scratch_bytes(int rows, int blocks_per_row, int cand_capacity, int lp_capacity) {
+  const size_t r = static_cast<size_t>(rows);
+  return align256(sizeof(BlockPart) * r * static_cast<size_t>(blocks_per_row)) +
+         align256(sizeof(RowPlan) * r) + align256(sizeof(unsigned int) * r * kBuckets) +
+         2 * align256(sizeof(unsigned long long) * r * kBuckets) +
+         align256(sizeof(unsigned int) * 2 * r) +
+         align256(sizeof(Candidate) * r * static_cast<size_t>(cand_capacity)) +
+         align256(sizeof(unsigned int) * r * static_cast<size_t>(lp_capacity));
+}
+
+Scratch carve_scratch(void* base, int rows, int blocks_per_row, int cand_capacity,
+                      int lp_capacity) {
+  const size_t r = static_cast<size_t>(rows);
+  char* p = static_cast<char*>(base);
+  const auto take = [&p](size_t bytes) {
+    char* q = p;
+    p += align256(bytes);
+    return q;
+  };
+  Scratch s;
+  s.parts = reinterpret_cast<BlockPart*>(
+      take(sizeof(BlockPart) * r * static_cast<size_t>(blocks_per_row)));
+  s.plans = reinterpret_cast<RowPlan*>(take(sizeof(RowPlan) * r));
+  s.hist_count = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int) * r * kBuckets));
+  s.hist_lo =
+      reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long) * r * kBuckets));
+  s.hist_hi =
+      reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long) * r * kBuckets));
+  s.counters = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int) * 2 * r));
+  s.cands = reinterpret_cast<Candidate*>(
+      take(sizeof(Candidate) * r * static_cast<size_t>(cand_capacity)));
+  s.lp_ids = reinterpret_cast<unsigned int*>(
+      take(sizeof(unsigned int) * r * static_cast<size_t>(lp_capacity)));
+  s.blocks_per_row = blocks_per_row;
+  s.cand_capacity = cand_capacity;
+  s.lp_capacity = lp_capacity;
+  return s;
+}
+
+}  // namespace sampling
+
+SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsConfig& config,
+                                int sm_count) {
+  SampleRowsPlan plan;
+  if (config.blocks_per_row > 0) {
+    plan.blocks_per_row = std::min(config.blocks_per_row, sampling::kMaxBlocksPerRow);
+  } else {
+    // Enough blocks to fill every SM twice, none with fewer than kMinTokensPerBlock tokens.
+    const int64_t fill = (2 * static_cast<int64_t>(std::max(sm_count, 1)) + rows - 1) /
+                         std::max<int64_t>(rows, 1);
+    const int64_t useful =
+        (static_cast<int64_t>(vocab) + sampling::kMinTokensPerBlock - 1) /
+        sampling::kMinTokensPerBlock;
+    plan.blocks_per_row = static_cast<int>(
+        std::clamp<int64_t>(std::min(fill, useful), 1, sampling::kMaxBlocksPerRow));
+  }
+  plan.cand_capacity = config.candidate_capacity >= 0 ? config.candidate_capacity
+                                                      : sampling::kDefaultCandCapacity;
+  plan.lp_capacity = config.candidate_capacity >= 0 ? config.candidate_capacity
+                                                    : sampling::kDefaultLpCapacity;
+  plan.scratch_bytes = sampling::scratch_bytes(std::max(rows, 1), plan.blocks_per_row,
+                                               plan.cand_capacity, plan.lp_capacity);
+  return plan;
+}
+
 cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out,
-                               cudaStream_t stream) {
+                               const SampleRowsPlan& plan, void* scratch, cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
-  const int id_bits = vocab > 1 ? sm::bit_length(static_cast<uint64_t>(vocab - 1)) : 1;
-  sample_rows_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, id_bits, params, out);
-  return cudaGetLastError();
+  namespace s = sampling;
+  const int id_bits = vocab > 1 ? s::sm::bit_length(static_cast<uint64_t>(vocab - 1)) : 1;
+  const s::Scratch sc =
+      s::carve_scratch(scratch, rows, plan.blocks_per_row, plan.cand_capacity, plan.lp_capacity);
+  const dim3 wide(static_cast<unsigned>(plan.blocks_per_row), static_cast<unsigned>(rows));
+  s::max_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, sc);
+  s::hist_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  s::plan_kernel<<<rows, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  s::collect_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  return s::launch_finish(logits, rows, vocab, id_bits, params, sc, out, stream);
 }
 
 }  // namespace detllm::kernels::cuda
