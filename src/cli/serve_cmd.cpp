@@ -35,7 +35,7 @@ struct ServeOptions {
   bool prefix_cache = true;
   bool deterministic_default = true;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  BackendOptions backend;  // --backend, --numerics, --device, --kv-dtype
+  BackendOptions backend;              // --backend, --numerics, --device, --kv-dtype
   bool kv_cache_tokens_given = false;  // --kv-cache-tokens: a fixed pool, not sized from memory
   bool graph_warmup = true;  // --no-graph-warmup: capture decode graphs on first use instead
 };
@@ -123,9 +123,9 @@ int run_serve(ServeOptions& o) {
   if (!o.kv_cache_tokens_given && o.engine.scheduler.kv.n_blocks == 0) {
     // Device memory: the pool takes gpu_memory_fraction of what weights and plans left free.
     if (const size_t free = b.ops->device_memory_free(); free > 0) {
-      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(
-          b.model->config, b.ops->kv_dtype(), free, o.engine.gpu_memory_fraction,
-          o.engine.scheduler.kv.block_size);
+      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(b.model->config, b.ops->kv_dtype(),
+                                                              free, o.engine.gpu_memory_fraction,
+                                                              o.engine.scheduler.kv.block_size);
       std::fprintf(stderr, "detllm serve: KV pool %d tokens (%s) = %.2f of %.1f GiB free\n",
                    o.engine.kv_cache_tokens, b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16",
                    o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
@@ -193,6 +193,176 @@ int run_serve(ServeOptions& o) {
   return 0;
 }
 
+// The model, its served name, where to listen and the API key.
+void add_identity_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
+  server::ServerOptions& s = o->server;
+  cmd.add_option("-m,--model", o->model,
+                 "A GGUF file or a Hugging Face directory. Default: the embedded "
+                 "SmolLM2-135M-Instruct (also accepted as model name 'default')");
+  cmd.add_option("--served-model-name", o->served_name,
+                 "Model name reported and accepted (default: the file or directory name)");
+  cmd.add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  cmd.add_option("--port", s.port, "Port to listen on (0 = any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--api-key", s.api_key,
+                 "Require 'Authorization: Bearer KEY' on every endpoint but /health "
+                 "(or set DETLLM_API_KEY, which keeps the key out of the process list)")
+      ->envname("DETLLM_API_KEY");
+}
+
+// The HTTP server's limits and timeouts.
+void add_limit_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
+  server::ServerOptions& s = o->server;
+  cmd.add_option("--max-body-bytes", s.limits.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  cmd.add_option("--max-prompt-tokens", s.limits.max_prompt_tokens,
+                 "Longest prompt in tokens (0 = the model's context)")
+      ->capture_default_str();
+  cmd.add_option("--max-tokens-limit", s.limits.max_tokens,
+                 "Largest max_tokens a request may ask for")
+      ->capture_default_str();
+  cmd.add_option("--max-n", s.limits.max_n, "Largest n (samples per prompt)")
+      ->capture_default_str();
+  cmd.add_option("--max-prompts", s.limits.max_prompts,
+                 "Most prompts in one /v1/completions request")
+      ->capture_default_str();
+  cmd.add_option("--http-threads", s.http_threads,
+                 "Worker threads for request handlers (parse, tokenize, admission); "
+                 "connections and streams hold no thread")
+      ->capture_default_str();
+  cmd.add_option("--keep-alive-timeout", s.keep_alive_timeout_s,
+                 "Seconds an idle keep-alive connection is kept open")
+      ->capture_default_str();
+  cmd.add_option("--header-timeout", s.header_timeout_s,
+                 "Seconds a request's header may take to arrive (408 after)")
+      ->capture_default_str();
+  cmd.add_option("--request-timeout", s.request_timeout_s,
+                 "Seconds a request's body may take to arrive after its header (408 after)")
+      ->capture_default_str();
+  cmd.add_option("--write-timeout", s.write_timeout_s,
+                 "Seconds a client may accept no response bytes before it is cut off (its "
+                 "request aborted)")
+      ->capture_default_str();
+  cmd.add_option("--max-connections", s.max_connections,
+                 "Open connections at most; further ones are closed at once")
+      ->capture_default_str();
+  cmd.add_option("--cors-origin", s.cors_origins,
+                 "Allow browser calls from this origin (repeat for several; * = any). "
+                 "Default: no CORS");
+  cmd.add_option("--drain-timeout", s.drain_timeout_s,
+                 "On SIGTERM, seconds to let in-flight requests finish before aborting them")
+      ->capture_default_str();
+  cmd.add_flag("--log-requests", s.log_requests, "Log one line per request to stderr");
+}
+
+// The verified mode's window and group options (only with --mode verified: run_serve_command).
+struct VerifyOptionFlags {
+  CLI::Option* window = nullptr;
+  CLI::Option* group_tokens = nullptr;
+  CLI::Option* group_max_requests = nullptr;
+  bool any() const {
+    return window->count() + group_tokens->count() + group_max_requests->count() > 0;
+  }
+};
+
+// The engine: KV pool, scheduler limits, context, the verified mode's windows and groups.
+VerifyOptionFlags add_engine_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
+  engine::EngineConfig& e = o->engine;
+  cmd.add_option_function<int32_t>(
+         "--kv-cache-tokens",
+         [o](int32_t n) {
+           o->engine.kv_cache_tokens = n;
+           o->kv_cache_tokens_given = true;
+         },
+         "KV cache capacity in tokens (default on cuda: sized by --gpu-memory-fraction; "
+         "cpu: 8192)")
+      ->check(CLI::Range(1, 1 << 26));
+  cmd.add_option("--gpu-memory-fraction", e.gpu_memory_fraction,
+                 "cuda: share of the device memory free after loading that the KV pool takes "
+                 "when --kv-cache-tokens is not given")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd.add_option("--block-size", e.scheduler.kv.block_size, "Tokens per KV cache block")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd.add_option("--max-tokens-per-step", e.scheduler.max_tokens_per_step,
+                 "Token budget of one engine step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--max-seqs", e.scheduler.max_seqs, "Sequences per step and running at once")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd.add_option("--chunk-size", e.scheduler.chunk_size,
+                 "Prefill chunk limit in tokens (0 = whole prompt within the step budget)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--max-model-len", e.max_model_len,
+                 "Longest prompt + output in tokens (0 = the model's context)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  CLI::Option* vw = cmd.add_option("--verify-window", e.verify.window,
+                                   "--mode verified: candidate tokens per verification window")
+                        ->check(CLI::Range(1, 1 << 16))
+                        ->capture_default_str();
+  CLI::Option* vg =
+      cmd.add_option("--verify-group-tokens", e.verify.group_tokens,
+                     "--mode verified: recomputed rows per verification group (docs/perf.md "
+                     "measures 64-512)")
+          ->check(CLI::Range(2, 1 << 20))
+          ->capture_default_str();
+  CLI::Option* vr = cmd.add_option("--verify-group-max-requests", e.verify.group_max_requests,
+                                   "--mode verified: windows per verification group at most")
+                        ->check(CLI::Range(1, 1 << 16))
+                        ->capture_default_str();
+  return {vw, vg, vr};
+}
+
+// How requests run: prefix cache, threads, the default determinism, the backend, the startup
+// warm-up and self-check.
+void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
+  cmd.add_option("--prefix-cache", o->prefix_cache,
+                 "Reuse the KV of shared prompt prefixes "
+                 "(true|false; results are the same either way)")
+      ->capture_default_str();
+  cmd.add_option("--threads", o->threads,
+                 "CPU threads of the engine (results do not depend "
+                 "on it)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd.add_option("--deterministic-default", o->deterministic_default,
+                 "Whether a request that does not set 'deterministic' is deterministic "
+                 "(true|false)")
+      ->capture_default_str();
+  add_backend_options(cmd, o->backend,
+                      "Numerics path of the requests that are not deterministic (deterministic "
+                      "ones always run invariant): invariant, or fast (no guarantee; cuda: "
+                      "default cuBLAS GEMMs in every step that holds no deterministic request; "
+                      "the CPU runs the same kernels for both)");
+  cmd.add_flag_function(
+      "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
+      "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "
+      "widths, shortest contexts first); each is then captured in the first decode step that "
+      "needs it. Changes no bit");
+  cmd.add_flag_function(
+      "--no-self-check", [o](std::int64_t) { o->engine.policy.self_check = false; },
+      "Skip the startup self-check (bit-invariance of the kernels on this "
+      "machine, see `detllm check`); deterministic requests are then served "
+      "unverified");
+}
+
+int run_serve_command(ServeOptions& o, const VerifyOptionFlags& verify) {
+  if (verify.any()) {
+    check(o.backend.mode == "verified",
+          "--verify-window, --verify-group-tokens and --verify-group-max-requests "
+          "set the verified mode's windows: add --mode verified");
+    engine::VerifyConfig& v = o.engine.verify;
+    v.set_group_max_requests(v.group_max_requests);
+    v.validate();
+  }
+  return run_serve(o);
+}
+
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
@@ -203,148 +373,11 @@ Command add_serve_command(CLI::App& app) {
       "/v1/chat/completions, /v1/models, /health, /metrics, /tokenize, /detokenize).\n"
       "Deterministic requests replay bit for bit: responses carry system_fingerprint and the "
       "seed used. See docs/server.md.");
-  server::ServerOptions& s = o->server;
-  engine::EngineConfig& e = o->engine;
-  cmd->add_option("-m,--model", o->model,
-                  "A GGUF file or a Hugging Face directory. Default: the embedded "
-                  "SmolLM2-135M-Instruct (also accepted as model name 'default')");
-  cmd->add_option("--served-model-name", o->served_name,
-                  "Model name reported and accepted (default: the file or directory name)");
-  cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", s.port, "Port to listen on (0 = any free port, printed at start)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  cmd->add_option("--api-key", s.api_key,
-                  "Require 'Authorization: Bearer KEY' on every endpoint but /health "
-                  "(or set DETLLM_API_KEY, which keeps the key out of the process list)")
-      ->envname("DETLLM_API_KEY");
-  // Limits.
-  cmd->add_option("--max-body-bytes", s.limits.max_body_bytes, "Largest request body (413 above)")
-      ->capture_default_str();
-  cmd->add_option("--max-prompt-tokens", s.limits.max_prompt_tokens,
-                  "Longest prompt in tokens (0 = the model's context)")
-      ->capture_default_str();
-  cmd->add_option("--max-tokens-limit", s.limits.max_tokens,
-                  "Largest max_tokens a request may ask for")
-      ->capture_default_str();
-  cmd->add_option("--max-n", s.limits.max_n, "Largest n (samples per prompt)")
-      ->capture_default_str();
-  cmd->add_option("--max-prompts", s.limits.max_prompts,
-                  "Most prompts in one /v1/completions request")
-      ->capture_default_str();
-  cmd->add_option("--http-threads", s.http_threads,
-                  "Worker threads for request handlers (parse, tokenize, admission); "
-                  "connections and streams hold no thread")
-      ->capture_default_str();
-  cmd->add_option("--keep-alive-timeout", s.keep_alive_timeout_s,
-                  "Seconds an idle keep-alive connection is kept open")
-      ->capture_default_str();
-  cmd->add_option("--header-timeout", s.header_timeout_s,
-                  "Seconds a request's header may take to arrive (408 after)")
-      ->capture_default_str();
-  cmd->add_option("--request-timeout", s.request_timeout_s,
-                  "Seconds a request's body may take to arrive after its header (408 after)")
-      ->capture_default_str();
-  cmd->add_option("--write-timeout", s.write_timeout_s,
-                  "Seconds a client may accept no response bytes before it is cut off (its "
-                  "request aborted)")
-      ->capture_default_str();
-  cmd->add_option("--max-connections", s.max_connections,
-                  "Open connections at most; further ones are closed at once")
-      ->capture_default_str();
-  cmd->add_option("--cors-origin", s.cors_origins,
-                  "Allow browser calls from this origin (repeat for several; * = any). "
-                  "Default: no CORS");
-  cmd->add_option("--drain-timeout", s.drain_timeout_s,
-                  "On SIGTERM, seconds to let in-flight requests finish before aborting them")
-      ->capture_default_str();
-  cmd->add_flag("--log-requests", s.log_requests, "Log one line per request to stderr");
-  // Engine.
-  cmd->add_option_function<int32_t>(
-         "--kv-cache-tokens",
-         [o](int32_t n) {
-           o->engine.kv_cache_tokens = n;
-           o->kv_cache_tokens_given = true;
-         },
-         "KV cache capacity in tokens (default on cuda: sized by --gpu-memory-fraction; "
-         "cpu: 8192)")
-      ->check(CLI::Range(1, 1 << 26));
-  cmd->add_option("--gpu-memory-fraction", e.gpu_memory_fraction,
-                  "cuda: share of the device memory free after loading that the KV pool takes "
-                  "when --kv-cache-tokens is not given")
-      ->check(CLI::Range(0.01, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--block-size", e.scheduler.kv.block_size, "Tokens per KV cache block")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd->add_option("--max-tokens-per-step", e.scheduler.max_tokens_per_step,
-                  "Token budget of one engine step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-seqs", e.scheduler.max_seqs, "Sequences per step and running at once")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
-  cmd->add_option("--chunk-size", e.scheduler.chunk_size,
-                  "Prefill chunk limit in tokens (0 = whole prompt within the step budget)")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", e.max_model_len,
-                  "Longest prompt + output in tokens (0 = the model's context)")
-      ->check(CLI::Range(0, 1 << 24))
-      ->capture_default_str();
-  CLI::Option* vw = cmd->add_option("--verify-window", e.verify.window,
-                                    "--mode verified: candidate tokens per verification window")
-                        ->check(CLI::Range(1, 1 << 16))
-                        ->capture_default_str();
-  CLI::Option* vg =
-      cmd->add_option("--verify-group-tokens", e.verify.group_tokens,
-                      "--mode verified: recomputed rows per verification group (docs/perf.md "
-                      "measures 64-512)")
-          ->check(CLI::Range(2, 1 << 20))
-          ->capture_default_str();
-  CLI::Option* vr = cmd->add_option("--verify-group-max-requests", e.verify.group_max_requests,
-                                    "--mode verified: windows per verification group at most")
-                        ->check(CLI::Range(1, 1 << 16))
-                        ->capture_default_str();
-  cmd->add_option("--prefix-cache", o->prefix_cache,
-                  "Reuse the KV of shared prompt prefixes "
-                  "(true|false; results are the same either way)")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads,
-                  "CPU threads of the engine (results do not depend "
-                  "on it)")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  cmd->add_option("--deterministic-default", o->deterministic_default,
-                  "Whether a request that does not set 'deterministic' is deterministic "
-                  "(true|false)")
-      ->capture_default_str();
-  add_backend_options(*cmd, o->backend,
-                      "Numerics path of the requests that are not deterministic (deterministic "
-                      "ones always run invariant): invariant, or fast (no guarantee; cuda: "
-                      "default cuBLAS GEMMs in every step that holds no deterministic request; "
-                      "the CPU runs the same kernels for both)");
-  cmd->add_flag_function(
-      "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
-      "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "
-      "widths, shortest contexts first); each is then captured in the first decode step that "
-      "needs it. Changes no bit");
-  cmd->add_flag_function(
-      "--no-self-check", [o](std::int64_t) { o->engine.policy.self_check = false; },
-      "Skip the startup self-check (bit-invariance of the kernels on this "
-      "machine, see `detllm check`); deterministic requests are then served "
-      "unverified");
-  return {cmd, [o, vw, vg, vr] {
-            if (vw->count() + vg->count() + vr->count() > 0) {
-              check(o->backend.mode == "verified",
-                    "--verify-window, --verify-group-tokens and --verify-group-max-requests "
-                    "set the verified mode's windows: add --mode verified");
-              engine::VerifyConfig& v = o->engine.verify;
-              v.set_group_max_requests(v.group_max_requests);
-              v.validate();
-            }
-            return run_serve(*o);
-          }};
+  add_identity_options(*cmd, o);
+  add_limit_options(*cmd, o);
+  const VerifyOptionFlags verify = add_engine_options(*cmd, o);
+  add_run_options(*cmd, o);
+  return {cmd, [o, verify] { return run_serve_command(*o, verify); }};
 }
 
 }  // namespace detllm::cli
