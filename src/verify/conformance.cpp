@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <unordered_map>
@@ -34,9 +35,9 @@ Execution base_execution(std::string label, int n_threads) {
   return e;
 }
 
-RunResult run(const Target& target, const Execution& exec,
-              const std::vector<engine::Request>& requests) {
-  const size_t n = requests.size();
+namespace {
+
+void check_run_inputs(const Target& target, const Execution& exec, size_t n) {
   check(exec.arrival.empty() || exec.arrival.size() == n,
         "{}: arrival has {} entries for {} "
         "requests",
@@ -48,19 +49,200 @@ RunResult run(const Target& target, const Execution& exec,
         "{}: a conformance Target needs a config "
         "and exactly one of weights, recipe and shared_model ({} given)",
         target.name, n_sources);
-  // Declared in this order so that the model goes before its ops.
+}
+
+// The model of one run: the Target's shared one, or its own on fresh ops (declared in this
+// order so that the model goes before its ops).
+struct RunModel {
   std::unique_ptr<kernels::Ops> ops;
-  std::unique_ptr<LlamaModel> own_model;
+  std::unique_ptr<LlamaModel> own;
+  LlamaModel* model = nullptr;
+};
+
+RunModel run_model(const Target& target, const Execution& exec) {
+  RunModel m;
   if (!target.shared_model) {
     check(static_cast<bool>(target.make_ops), "{}: the Target has no make_ops", target.name);
-    ops = target.make_ops(exec.n_threads);
-    own_model = target.recipe ? std::make_unique<LlamaModel>(*target.config, *target.recipe, *ops)
-                              : std::make_unique<LlamaModel>(*target.config, *target.weights, *ops);
+    m.ops = target.make_ops(exec.n_threads);
+    m.own = target.recipe ? std::make_unique<LlamaModel>(*target.config, *target.recipe, *m.ops)
+                          : std::make_unique<LlamaModel>(*target.config, *target.weights, *m.ops);
   }
-  LlamaModel& model = own_model ? *own_model : target.shared_model();
-  check(model.config().vocab_size == target.config->vocab_size &&
-            model.config().n_layers == target.config->n_layers,
+  m.model = m.own ? m.own.get() : &target.shared_model();
+  check(m.model->config().vocab_size == target.config->vocab_size &&
+            m.model->config().n_layers == target.config->n_layers,
         "{}: the shared model does not match the Target's config", target.name);
+  return m;
+}
+
+// The engine's step observer of a run. Every step, warm-up included, goes to a listening
+// backend (negative controls); once tracing, what the traced requests' steps ran is recorded
+// in the RunResult (the evidence not_exercised() reads).
+class StepRecorder {
+ public:
+  StepRecorder(const engine::Engine& eng, RunResult& res, StepListener* listener,
+               int32_t block_size)
+      : eng_(eng), res_(res), listener_(listener), block_size_(block_size) {}
+
+  void trace(engine::RequestId id, size_t index) { index_of_[id] = index; }
+  void start_tracing() { tracing_ = true; }
+
+  void on_step(const engine::StepView& v) {
+    StepInfo info{v.plan, {}, block_size_};
+    info.seqs.reserve(v.plan.seqs.size());
+    std::vector<engine::RequestId> distinct;
+    for (size_t k = 0; k < v.plan.seqs.size(); ++k) {
+      const engine::ScheduledSeq& s = v.plan.seqs[k];
+      const engine::Sequence& q = eng_.scheduler().sequence(s.id);
+      const StepSeqInfo si = seq_info(s, q, v.request_of_seq[k]);
+      info.seqs.push_back(si);
+      if (std::find(distinct.begin(), distinct.end(), v.request_of_seq[k]) == distinct.end()) {
+        distinct.push_back(v.request_of_seq[k]);
+      }
+      if (tracing_ && si.request >= 0) trace_seq(s, q, si.request);
+    }
+    if (tracing_) {
+      res_.max_tokens_in_step = std::max<int64_t>(res_.max_tokens_in_step, v.plan.n_tokens());
+      res_.max_requests_in_step =
+          std::max(res_.max_requests_in_step, static_cast<int32_t>(distinct.size()));
+      res_.n_shared_steps += distinct.size() >= 2;
+    }
+    if (listener_) listener_->on_step(info);
+  }
+
+ private:
+  StepSeqInfo seq_info(const engine::ScheduledSeq& s, const engine::Sequence& q,
+                       engine::RequestId request) const {
+    StepSeqInfo si;
+    const auto it = index_of_.find(request);
+    si.request = it == index_of_.end() ? -1 : static_cast<int32_t>(it->second);
+    si.first_pos = s.first_pos;
+    si.n_tokens = s.n_tokens;
+    si.token_begin = s.token_begin;
+    si.n_prompt = q.n_prompt;
+    si.n_seq_tokens = q.n_tokens();
+    si.n_cached_tokens = q.n_cached_tokens;
+    si.n_preemptions = q.n_preemptions;
+    return si;
+  }
+
+  // A traced request's prompt chunks and the block table of its sample 0's sequence.
+  void trace_seq(const engine::ScheduledSeq& s, const engine::Sequence& q, int32_t request) {
+    RequestTrace& t = res_.traces[static_cast<size_t>(request)];
+    if (s.first_pos < q.n_prompt) {
+      ++res_.prompt_chunks[s.n_tokens];
+      t.prompt_chunks.push_back(s.n_tokens);
+    }
+    // Sample 0's sequence is the request's first (its forks come later): the smallest id.
+    const auto ls = layout_seq_.try_emplace(static_cast<size_t>(request), s.id).first;
+    if (s.id < ls->second) {
+      ls->second = s.id;
+      t.blocks.clear();
+    }
+    const std::span<const int32_t> table = eng_.scheduler().kv_cache().block_table(s.id);
+    if (s.id == ls->second && table.size() > t.blocks.size()) {
+      t.blocks.assign(table.begin(), table.end());
+    }
+  }
+
+  const engine::Engine& eng_;
+  RunResult& res_;
+  StepListener* listener_;
+  int32_t block_size_;
+  std::unordered_map<engine::RequestId, size_t> index_of_;  // traced requests only
+  std::unordered_map<size_t, engine::SeqId> layout_seq_;    // request → its sample 0's sequence
+  bool tracing_ = false;
+};
+
+// Callbacks that record request `index`'s tokens, logprobs, logits, prompt logprobs and
+// finishes into t, sized for its n_samples samples.
+engine::RequestCallbacks trace_callbacks(RequestTrace& t, size_t index, int32_t n_samples,
+                                         const Execution& exec) {
+  t.tokens.assign(n_samples, {});
+  t.logprobs.assign(n_samples, {});
+  t.top_logprobs.assign(n_samples, {});
+  t.finish.assign(n_samples, engine::FinishReason::kNone);
+  t.usage.assign(n_samples, {});
+  t.cached_tokens.assign(n_samples, 0);
+  engine::RequestCallbacks cb;
+  cb.on_token = [&t](const engine::TokenEvent& e) {
+    t.tokens[e.sample_index].push_back(e.token);
+    t.logprobs[e.sample_index].push_back(e.logprob);
+    t.top_logprobs[e.sample_index].push_back(e.top_logprobs);
+  };
+  cb.on_logits = [&t, index, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
+    auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
+    // A scoring row computed again after preemption must repeat its bits (V6).
+    check(inserted || std::memcmp(it->second.data(), logits.data(), logits.size_bytes()) == 0,
+          "{}: request {} position {}: logits changed when recomputed", exec.label, index, pos);
+  };
+  cb.on_prompt_logprobs = [&t](std::span<const engine::PromptLogprob> lp) {
+    t.prompt_logprobs.assign(lp.begin(), lp.end());
+  };
+  cb.on_finish = [&t](int32_t sample, engine::FinishReason reason, const engine::Usage& u) {
+    t.finish[sample] = reason;
+    t.usage[sample] = u;
+    t.cached_tokens[sample] = u.cached_tokens;
+  };
+  return cb;
+}
+
+// Steps the engine, adding each request (in the Execution's add order) at its arrival step,
+// until every request is added and the engine is idle.
+void run_arrivals(engine::Engine& eng, const Execution& exec, size_t n,
+                  const std::function<void(size_t)>& add) {
+  std::vector<size_t> order = exec.add_order;
+  if (order.empty()) {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), 0);
+  }
+  std::vector<bool> added(n, false);
+  size_t n_added = 0;
+  for (int64_t step = 0;; ++step) {
+    check(step < 1'000'000, "{}: the workload did not finish (livelock?)", exec.label);
+    for (size_t i : order) {
+      const int32_t when = exec.arrival.empty() ? 0 : exec.arrival[i];
+      if (!added[i] && when <= step) {
+        add(i);
+        added[i] = true;
+        ++n_added;
+      }
+    }
+    const bool ran = eng.step();
+    if (exec.check_kv_every_step) eng.scheduler().check_consistency();
+    if (n_added == n && !eng.has_work()) break;
+    check(ran || n_added < n, "{}: the engine stalled with work left", exec.label);
+  }
+}
+
+void check_kv_released(const engine::Engine& eng, const std::string& label) {
+  eng.scheduler().check_consistency();
+  const engine::KvCacheStats kv = eng.scheduler().kv_cache().stats();
+  check(kv.n_referenced == 0 && kv.n_free + kv.n_cached_idle == kv.n_blocks,
+        "{}: KV blocks leaked: {} still referenced, {} free, {} cached of {}", label,
+        kv.n_referenced, kv.n_free, kv.n_cached_idle, kv.n_blocks);
+}
+
+// The counters a run reports net of its warm-up.
+struct RunCounters {
+  int64_t cached_tokens = 0;
+  int64_t padded_steps = 0;
+  int64_t graph_replays = 0;
+  int64_t preemptions = 0;
+};
+
+RunCounters counters_of(const engine::Engine& eng, const LlamaModel& model) {
+  return {eng.stats().n_cached_tokens, model.step_stats().n_padded_steps,
+          model.step_stats().n_graph_replays, eng.scheduler().stats().n_preemptions};
+}
+
+}  // namespace
+
+RunResult run(const Target& target, const Execution& exec,
+              const std::vector<engine::Request>& requests) {
+  const size_t n = requests.size();
+  check_run_inputs(target, exec, n);
+  const RunModel rm = run_model(target, exec);
+  LlamaModel& model = *rm.model;
   engine::EngineConfig cfg = exec.engine;
   cfg.policy = target.policy;
   engine::Engine eng(model, cfg);
@@ -69,129 +251,27 @@ RunResult run(const Target& target, const Execution& exec,
   res.traces.resize(n);
   res.block_size = cfg.scheduler.kv.block_size;
   res.graphs_available = model.ops().graph_capture() != nullptr;  // shared models too
-  // Every step, warm-up included: tell a listening backend (negative controls), and record
-  // what the traced steps ran (the evidence not_exercised() reads).
-  StepListener* listener = dynamic_cast<StepListener*>(&model.ops());
-  std::unordered_map<engine::RequestId, size_t> index_of;  // traced requests only
-  std::unordered_map<size_t, engine::SeqId> layout_seq;    // request → its sample 0's sequence
-  bool tracing = false;
-  eng.set_step_observer([&](const engine::StepView& v) {
-    StepInfo info{v.plan, {}, cfg.scheduler.kv.block_size};
-    info.seqs.reserve(v.plan.seqs.size());
-    std::vector<engine::RequestId> distinct;
-    for (size_t k = 0; k < v.plan.seqs.size(); ++k) {
-      const engine::ScheduledSeq& s = v.plan.seqs[k];
-      const engine::Sequence& q = eng.scheduler().sequence(s.id);
-      StepSeqInfo si;
-      const auto it = index_of.find(v.request_of_seq[k]);
-      si.request = it == index_of.end() ? -1 : static_cast<int32_t>(it->second);
-      si.first_pos = s.first_pos;
-      si.n_tokens = s.n_tokens;
-      si.token_begin = s.token_begin;
-      si.n_prompt = q.n_prompt;
-      si.n_seq_tokens = q.n_tokens();
-      si.n_cached_tokens = q.n_cached_tokens;
-      si.n_preemptions = q.n_preemptions;
-      info.seqs.push_back(si);
-      if (std::find(distinct.begin(), distinct.end(), v.request_of_seq[k]) == distinct.end()) {
-        distinct.push_back(v.request_of_seq[k]);
-      }
-      if (!tracing || si.request < 0) continue;
-      RequestTrace& t = res.traces[static_cast<size_t>(si.request)];
-      if (s.first_pos < q.n_prompt) {
-        ++res.prompt_chunks[s.n_tokens];
-        t.prompt_chunks.push_back(s.n_tokens);
-      }
-      // Sample 0's sequence is the request's first (its forks come later): the smallest id.
-      const auto ls = layout_seq.try_emplace(static_cast<size_t>(si.request), s.id).first;
-      if (s.id < ls->second) {
-        ls->second = s.id;
-        t.blocks.clear();
-      }
-      const std::span<const int32_t> table = eng.scheduler().kv_cache().block_table(s.id);
-      if (s.id == ls->second && table.size() > t.blocks.size()) {
-        t.blocks.assign(table.begin(), table.end());
-      }
-    }
-    if (tracing) {
-      res.max_tokens_in_step = std::max<int64_t>(res.max_tokens_in_step, v.plan.n_tokens());
-      res.max_requests_in_step =
-          std::max(res.max_requests_in_step, static_cast<int32_t>(distinct.size()));
-      res.n_shared_steps += distinct.size() >= 2;
-    }
-    if (listener) listener->on_step(info);
-  });
+  StepRecorder recorder(eng, res, dynamic_cast<StepListener*>(&model.ops()),
+                        cfg.scheduler.kv.block_size);
+  eng.set_step_observer([&recorder](const engine::StepView& v) { recorder.on_step(v); });
 
   for (const engine::Request& w : exec.warmup) eng.add_request(w, {});
   eng.run_until_idle();
-  const int64_t warmup_cached = eng.stats().n_cached_tokens;
-  const int64_t warmup_padded = model.step_stats().n_padded_steps;
-  const int64_t warmup_replays = model.step_stats().n_graph_replays;
-  const int64_t warmup_preemptions = eng.scheduler().stats().n_preemptions;
-  tracing = true;
-  std::vector<size_t> order = exec.add_order;
-  if (order.empty()) {
-    order.resize(n);
-    std::iota(order.begin(), order.end(), 0);
-  }
-  std::vector<bool> added(n, false);
-  size_t n_added = 0;
-  auto add = [&](size_t i) {
+  const RunCounters warmup = counters_of(eng, model);
+  recorder.start_tracing();
+  run_arrivals(eng, exec, n, [&](size_t i) {
     engine::Request r = requests[i];
     r.capture_logits = true;
-    RequestTrace& t = res.traces[i];
-    t.tokens.assign(r.n, {});
-    t.logprobs.assign(r.n, {});
-    t.top_logprobs.assign(r.n, {});
-    t.finish.assign(r.n, engine::FinishReason::kNone);
-    t.usage.assign(r.n, {});
-    t.cached_tokens.assign(r.n, 0);
-    engine::RequestCallbacks cb;
-    cb.on_token = [&t](const engine::TokenEvent& e) {
-      t.tokens[e.sample_index].push_back(e.token);
-      t.logprobs[e.sample_index].push_back(e.logprob);
-      t.top_logprobs[e.sample_index].push_back(e.top_logprobs);
-    };
-    cb.on_logits = [&t, i, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
-      auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
-      // A scoring row computed again after preemption must repeat its bits (V6).
-      check(inserted || std::memcmp(it->second.data(), logits.data(), logits.size_bytes()) == 0,
-            "{}: request {} position {}: logits changed when recomputed", exec.label, i, pos);
-    };
-    cb.on_prompt_logprobs = [&t](std::span<const engine::PromptLogprob> lp) {
-      t.prompt_logprobs.assign(lp.begin(), lp.end());
-    };
-    cb.on_finish = [&t](int32_t sample, engine::FinishReason reason, const engine::Usage& u) {
-      t.finish[sample] = reason;
-      t.usage[sample] = u;
-      t.cached_tokens[sample] = u.cached_tokens;
-    };
-    index_of[eng.add_request(std::move(r), std::move(cb))] = i;
-    added[i] = true;
-    ++n_added;
-  };
-
-  for (int64_t step = 0;; ++step) {
-    check(step < 1'000'000, "{}: the workload did not finish (livelock?)", exec.label);
-    for (size_t i : order) {
-      const int32_t when = exec.arrival.empty() ? 0 : exec.arrival[i];
-      if (!added[i] && when <= step) add(i);
-    }
-    const bool ran = eng.step();
-    if (exec.check_kv_every_step) eng.scheduler().check_consistency();
-    if (n_added == n && !eng.has_work()) break;
-    check(ran || n_added < n, "{}: the engine stalled with work left", exec.label);
-  }
-  eng.scheduler().check_consistency();
-  const engine::KvCacheStats kv = eng.scheduler().kv_cache().stats();
-  check(kv.n_referenced == 0 && kv.n_free + kv.n_cached_idle == kv.n_blocks,
-        "{}: KV blocks leaked: {} still referenced, {} free, {} cached of {}", exec.label,
-        kv.n_referenced, kv.n_free, kv.n_cached_idle, kv.n_blocks);
+    engine::RequestCallbacks cb = trace_callbacks(res.traces[i], i, r.n, exec);
+    recorder.trace(eng.add_request(std::move(r), std::move(cb)), i);
+  });
+  check_kv_released(eng, exec.label);
+  const RunCounters after = counters_of(eng, model);
   res.n_steps = eng.stats().n_steps;
-  res.n_preemptions = eng.scheduler().stats().n_preemptions - warmup_preemptions;
-  res.n_cached_tokens = eng.stats().n_cached_tokens - warmup_cached;
-  res.n_padded_steps = model.step_stats().n_padded_steps - warmup_padded;
-  res.n_graph_replays = model.step_stats().n_graph_replays - warmup_replays;
+  res.n_preemptions = after.preemptions - warmup.preemptions;
+  res.n_cached_tokens = after.cached_tokens - warmup.cached_tokens;
+  res.n_padded_steps = after.padded_steps - warmup.padded_steps;
+  res.n_graph_replays = after.graph_replays - warmup.graph_replays;
   res.engine_stats = eng.stats();
   return res;
 }
@@ -493,6 +573,20 @@ std::vector<engine::Request> random_workload(uint64_t seed, const WorkloadSpec& 
     }
     if (spec.allow_n_samples && chance(0.2)) r.n = 2;
     if (chance(0.1)) r.prompt_logprobs = 1;
+  }
+  return out;
+}
+
+std::vector<engine::Request> partial_prefix_warmup(const std::vector<engine::Request>& reqs) {
+  std::vector<engine::Request> out;
+  out.reserve(reqs.size());
+  for (engine::Request r : reqs) {
+    r.prompt.resize((r.prompt.size() + 1) / 2);
+    r.prompt.push_back(1);
+    r.max_tokens = 1;
+    r.prompt_logprobs = -1;
+    r.n = 1;
+    out.push_back(std::move(r));
   }
   return out;
 }

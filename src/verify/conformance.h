@@ -206,4 +206,9 @@ struct WorkloadSpec {
 };
 std::vector<engine::Request> random_workload(uint64_t seed, const WorkloadSpec& spec);
 
+// The warm-up that makes `reqs` hit the prefix cache partially (V5): each prompt cut in the
+// middle of a block ((n + 1) / 2 tokens) and continued by token 1, one new token, no prompt
+// logprobs, one sample.
+std::vector<engine::Request> partial_prefix_warmup(const std::vector<engine::Request>& reqs);
+
 }  // namespace detllm::conformance

@@ -112,201 +112,228 @@ std::string cell_short(const CellResult& r) {
   return "?";
 }
 
+// V1: one request alone vs with 1, 3, n-1 random neighbours in the same steps.
+Variation variation_v1(const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V1", "batch size and composition", {}, {}};
+  const auto reqs = random_workload(seed + 1, ws);
+  std::vector<size_t> ks;
+  for (size_t k : {size_t{1}, size_t{3}, reqs.size() - 1}) {
+    if (k < reqs.size() && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+  }
+  for (size_t k : ks) {
+    std::vector<engine::Request> sub(reqs.begin(), reqs.begin() + static_cast<ptrdiff_t>(k) + 1);
+    VariationCase c =
+        pair_case(fmt::format("{} neighbours", k), sub, exec("alone"), exec("neighbours"), true);
+    // Rows of different requests in one step (under padded, prefills run alone and the
+    // first requests may finish decoding before the last one is admitted).
+    c.expect_b.requests_in_step = 2;
+    v.cases.push_back(std::move(c));
+  }
+  return v;
+}
+
+// V2: shuffled add order and staggered arrival steps.
+Variation variation_v2(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed,
+                       std::mt19937& rng) {
+  Variation v{"V2", "arrival order and timing", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = spec.n_requests + 1;
+  const auto reqs = random_workload(seed + 2, w);
+  for (int round = 0; round < 2; ++round) {
+    Execution b = exec("arrival");
+    shuffle_arrival(b, reqs.size(), rng, 3);  // staggered, close enough to overlap
+    VariationCase c =
+        pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b, true);
+    c.expect_b.requests_in_step = 2;  // staggered, yet sharing steps
+    v.cases.push_back(std::move(c));
+  }
+  return v;
+}
+
+// V3: whole prompts vs chunked prefill (1, 7, 16) under small step budgets.
+Variation variation_v3(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V3", "prompt chunking", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = std::max(2, spec.n_requests - 2);
+  w.max_prompt = spec.max_prompt * 2;
+  const auto reqs = random_workload(seed + 3, w);
+  for (int32_t chunk : {1, 7, 16}) {
+    Execution b = exec("chunk");
+    b.engine.scheduler.chunk_size = chunk;
+    b.engine.scheduler.max_tokens_per_step = std::max(chunk, 20);
+    VariationCase c = pair_case(fmt::format("chunk {}", chunk), reqs, exec("alone"), b, true);
+    c.expect_b.chunk_size = chunk;
+    v.cases.push_back(std::move(c));
+  }
+  v.not_applicable = [](const ModeInfo& m) {
+    return m.isolate_prefill ? std::string("the mode never chunks a deterministic prefill")
+                             : std::string();
+  };
+  return v;
+}
+
+// V4: generation vs re-scoring (teacher forcing), scoring chunked differently.
+Variation variation_v4(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V4", "prefill vs decode (generation = re-scoring)", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = std::max(2, spec.n_requests - 1);
+  w.scoring_share = 0;
+  w.max_new_tokens = spec.max_new_tokens + 4;
+  Execution b = exec("score");
+  b.engine.scheduler.chunk_size = 5;
+  b.engine.scheduler.max_tokens_per_step = 24;
+  VariationCase c =
+      pair_case("generate vs score", random_workload(seed + 4, w), exec("generate"), b, false);
+  c.b_scores_a = true;
+  c.min_scored_positions = static_cast<size_t>(w.n_requests);  // >= 1 token each
+  v.cases.push_back(std::move(c));
+  return v;
+}
+
+// V5: prefix cache off vs warm vs partial hits.
+Variation variation_v5(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V5", "prefix cache (hit, miss, partial)", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = spec.n_requests + 1;
+  const auto reqs = random_workload(seed + 5, w);
+  Execution cold = exec("cache off");
+  cold.engine.scheduler.kv.enable_prefix_cache = false;
+  Execution warm = exec("warm");
+  warm.warmup = reqs;
+  VariationCase wc = pair_case("warm cache", reqs, cold, warm, false);
+  wc.expect_a.no_hit = true;
+  wc.expect_b.full_hit = true;
+  v.cases.push_back(std::move(wc));
+  Execution partial = exec("partial");
+  partial.warmup = partial_prefix_warmup(reqs);  // the same prompts cut mid-block
+  VariationCase pc = pair_case("partial hits", reqs, cold, partial, false);
+  pc.expect_a.no_hit = true;
+  pc.expect_b.partial_hit = true;
+  v.cases.push_back(std::move(pc));
+  v.not_applicable = [](const ModeInfo& m) {
+    return m.prefix_cache_off
+               ? std::string("deterministic requests never use the prefix cache in this mode")
+               : std::string();
+  };
+  return v;
+}
+
+// V6: a KV pool so small that sequences are preempted and recomputed.
+Variation variation_v6(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V6", "preemption and KV recompute", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = std::max(3, spec.n_requests);
+  w.max_prompt = std::min(spec.max_prompt, 12);
+  w.scoring_share = 0;
+  w.allow_n_samples = false;
+  auto reqs = random_workload(seed + 6, w);
+  // Short prompts, long outputs, a pool that holds the longest request alone: two prompts
+  // are admitted together (their prompt blocks fit), both grow, and one must be preempted.
+  const int32_t bs = base_engine_config().scheduler.kv.block_size;
+  const int32_t n_new = std::max(16, spec.max_new_tokens);
+  int32_t n_blocks = 0;
+  for (auto& r : reqs) {
+    r.max_tokens = n_new;
+    r.prompt_logprobs = -1;
+    const int32_t need = static_cast<int32_t>(r.prompt.size()) + n_new;
+    n_blocks = std::max(n_blocks, (need + bs - 1) / bs);
+  }
+  Execution b = exec("tiny KV");
+  b.engine.kv_cache_tokens = 0;
+  b.engine.scheduler.kv.n_blocks = n_blocks;
+  VariationCase c =
+      pair_case(fmt::format("{}-block KV pool", n_blocks), reqs, exec("alone"), b, true);
+  c.expect_b.preemption = true;
+  v.cases.push_back(std::move(c));
+  return v;
+}
+
+// V7: shuffled physical blocks after a fragmenting warm-up.
+Variation variation_v7(const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V7", "physical KV page layout", {}, {}};
+  const auto reqs = random_workload(seed + 7, ws);
+  for (uint64_t shuffle : {1, 2}) {
+    Execution b = exec("shuffled blocks");
+    b.engine.scheduler.kv.shuffle_blocks = true;
+    b.engine.scheduler.kv.shuffle_seed = shuffle;
+    WorkloadSpec wu = ws;
+    wu.n_requests = 4;
+    b.warmup = random_workload(seed + 100 + shuffle, wu);
+    VariationCase c = pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b, true);
+    c.expect_b.other_layout = true;
+    v.cases.push_back(std::move(c));
+  }
+  return v;
+}
+
+// V8: decode steps eager vs padded and replayed as CUDA graphs (padding on the CPU).
+Variation variation_v8(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed,
+                       std::mt19937& rng) {
+  Variation v{"V8", "CUDA graphs on/off, batch padding", {}, {}};
+  WorkloadSpec w = ws;
+  w.max_new_tokens = spec.max_new_tokens + 4;
+  const auto reqs = random_workload(seed + 8, w);
+  Execution a = exec("graphs off");
+  a.engine.cuda_graphs = GraphMode::kOff;
+  Execution b = exec("graphs on");
+  b.engine.cuda_graphs = GraphMode::kOn;
+  shuffle_arrival(b, reqs.size(), rng, 5);
+  VariationCase c = pair_case("graphs off vs on", reqs, a, b, false);
+  c.keeps_graph_mode = true;
+  c.expect_b.padded = true;
+  c.expect_b.graph_replays = true;  // where the backend has graphs
+  v.cases.push_back(std::move(c));
+  return v;
+}
+
+// V9: a fresh engine, backend and model (as after a restart).
+Variation variation_v9(const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V9", "process restart (fresh engine)", {}, {}};
+  v.cases.push_back(pair_case("fresh engine", random_workload(seed + 9, ws), exec("first"),
+                              exec("second"), false));
+  return v;
+}
+
+// V10: non-deterministic neighbours.
+Variation variation_v10(const VariationSpec& spec, const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V10", "non-deterministic neighbours", {}, {}};
+  WorkloadSpec w = ws;
+  w.n_requests = spec.n_requests + 3;
+  w.nondet_share = 0.5;
+  VariationCase c =
+      pair_case("mixed batch", random_workload(seed + 10, w), exec("alone"), exec("mixed"), true);
+  c.expect_b.requests_in_step = 2;
+  v.cases.push_back(std::move(c));
+  return v;
+}
+
+// V11: CPU thread counts.
+Variation variation_v11(const WorkloadSpec& ws, uint64_t seed) {
+  Variation v{"V11", "CPU threads", {}, {}};
+  v.cases.push_back(pair_case("1 vs 3 threads", random_workload(seed + 11, ws), exec("1 thread", 1),
+                              exec("3 threads", 3), false));
+  return v;
+}
+
 }  // namespace
 
 std::vector<Variation> build_variations(const VariationSpec& spec) {
   check(spec.vocab_size > 0 && spec.n_requests >= 2, "build_variations: bad spec");
   const WorkloadSpec ws = workload_spec(spec);
   const uint64_t seed = spec.seed * 1000;
-  std::mt19937 rng(static_cast<uint32_t>(spec.seed));
+  std::mt19937 rng(static_cast<uint32_t>(spec.seed));  // V2, then V8: in this order
   std::vector<Variation> out;
-
-  {  // V1: one request alone vs with 1, 3, n-1 random neighbours in the same steps.
-    Variation v{"V1", "batch size and composition", {}, {}};
-    const auto reqs = random_workload(seed + 1, ws);
-    std::vector<size_t> ks;
-    for (size_t k : {size_t{1}, size_t{3}, reqs.size() - 1}) {
-      if (k < reqs.size() && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
-    }
-    for (size_t k : ks) {
-      std::vector<engine::Request> sub(reqs.begin(), reqs.begin() + static_cast<ptrdiff_t>(k) + 1);
-      VariationCase c =
-          pair_case(fmt::format("{} neighbours", k), sub, exec("alone"), exec("neighbours"), true);
-      // Rows of different requests in one step (under padded, prefills run alone and the
-      // first requests may finish decoding before the last one is admitted).
-      c.expect_b.requests_in_step = 2;
-      v.cases.push_back(std::move(c));
-    }
-    out.push_back(std::move(v));
-  }
-  {  // V2: shuffled add order and staggered arrival steps.
-    Variation v{"V2", "arrival order and timing", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = spec.n_requests + 1;
-    const auto reqs = random_workload(seed + 2, w);
-    for (int round = 0; round < 2; ++round) {
-      Execution b = exec("arrival");
-      shuffle_arrival(b, reqs.size(), rng, 3);  // staggered, close enough to overlap
-      VariationCase c =
-          pair_case(fmt::format("arrival round {}", round), reqs, exec("alone"), b, true);
-      c.expect_b.requests_in_step = 2;  // staggered, yet sharing steps
-      v.cases.push_back(std::move(c));
-    }
-    out.push_back(std::move(v));
-  }
-  {  // V3: whole prompts vs chunked prefill (1, 7, 16) under small step budgets.
-    Variation v{"V3", "prompt chunking", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = std::max(2, spec.n_requests - 2);
-    w.max_prompt = spec.max_prompt * 2;
-    const auto reqs = random_workload(seed + 3, w);
-    for (int32_t chunk : {1, 7, 16}) {
-      Execution b = exec("chunk");
-      b.engine.scheduler.chunk_size = chunk;
-      b.engine.scheduler.max_tokens_per_step = std::max(chunk, 20);
-      VariationCase c = pair_case(fmt::format("chunk {}", chunk), reqs, exec("alone"), b, true);
-      c.expect_b.chunk_size = chunk;
-      v.cases.push_back(std::move(c));
-    }
-    v.not_applicable = [](const ModeInfo& m) {
-      return m.isolate_prefill ? std::string("the mode never chunks a deterministic prefill")
-                               : std::string();
-    };
-    out.push_back(std::move(v));
-  }
-  {  // V4: generation vs re-scoring (teacher forcing), scoring chunked differently.
-    Variation v{"V4", "prefill vs decode (generation = re-scoring)", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = std::max(2, spec.n_requests - 1);
-    w.scoring_share = 0;
-    w.max_new_tokens = spec.max_new_tokens + 4;
-    Execution b = exec("score");
-    b.engine.scheduler.chunk_size = 5;
-    b.engine.scheduler.max_tokens_per_step = 24;
-    VariationCase c =
-        pair_case("generate vs score", random_workload(seed + 4, w), exec("generate"), b, false);
-    c.b_scores_a = true;
-    c.min_scored_positions = static_cast<size_t>(w.n_requests);  // >= 1 token each
-    v.cases.push_back(std::move(c));
-    out.push_back(std::move(v));
-  }
-  {  // V5: prefix cache off vs warm vs partial hits.
-    Variation v{"V5", "prefix cache (hit, miss, partial)", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = spec.n_requests + 1;
-    const auto reqs = random_workload(seed + 5, w);
-    Execution cold = exec("cache off");
-    cold.engine.scheduler.kv.enable_prefix_cache = false;
-    Execution warm = exec("warm");
-    warm.warmup = reqs;
-    VariationCase wc = pair_case("warm cache", reqs, cold, warm, false);
-    wc.expect_a.no_hit = true;
-    wc.expect_b.full_hit = true;
-    v.cases.push_back(std::move(wc));
-    Execution partial = exec("partial");
-    for (auto r : reqs) {  // the same prompts cut mid-block, other continuations
-      r.prompt.resize((r.prompt.size() + 1) / 2);
-      r.prompt.push_back(1);
-      r.max_tokens = 1;
-      r.prompt_logprobs = -1;
-      r.n = 1;
-      partial.warmup.push_back(r);
-    }
-    VariationCase pc = pair_case("partial hits", reqs, cold, partial, false);
-    pc.expect_a.no_hit = true;
-    pc.expect_b.partial_hit = true;
-    v.cases.push_back(std::move(pc));
-    v.not_applicable = [](const ModeInfo& m) {
-      return m.prefix_cache_off
-                 ? std::string("deterministic requests never use the prefix cache in this mode")
-                 : std::string();
-    };
-    out.push_back(std::move(v));
-  }
-  {  // V6: a KV pool so small that sequences are preempted and recomputed.
-    Variation v{"V6", "preemption and KV recompute", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = std::max(3, spec.n_requests);
-    w.max_prompt = std::min(spec.max_prompt, 12);
-    w.scoring_share = 0;
-    w.allow_n_samples = false;
-    auto reqs = random_workload(seed + 6, w);
-    // Short prompts, long outputs, a pool that holds the longest request alone: two prompts
-    // are admitted together (their prompt blocks fit), both grow, and one must be preempted.
-    const int32_t bs = base_engine_config().scheduler.kv.block_size;
-    const int32_t n_new = std::max(16, spec.max_new_tokens);
-    int32_t n_blocks = 0;
-    for (auto& r : reqs) {
-      r.max_tokens = n_new;
-      r.prompt_logprobs = -1;
-      const int32_t need = static_cast<int32_t>(r.prompt.size()) + n_new;
-      n_blocks = std::max(n_blocks, (need + bs - 1) / bs);
-    }
-    Execution b = exec("tiny KV");
-    b.engine.kv_cache_tokens = 0;
-    b.engine.scheduler.kv.n_blocks = n_blocks;
-    VariationCase c =
-        pair_case(fmt::format("{}-block KV pool", n_blocks), reqs, exec("alone"), b, true);
-    c.expect_b.preemption = true;
-    v.cases.push_back(std::move(c));
-    out.push_back(std::move(v));
-  }
-  {  // V7: shuffled physical blocks after a fragmenting warm-up.
-    Variation v{"V7", "physical KV page layout", {}, {}};
-    const auto reqs = random_workload(seed + 7, ws);
-    for (uint64_t shuffle : {1, 2}) {
-      Execution b = exec("shuffled blocks");
-      b.engine.scheduler.kv.shuffle_blocks = true;
-      b.engine.scheduler.kv.shuffle_seed = shuffle;
-      WorkloadSpec wu = ws;
-      wu.n_requests = 4;
-      b.warmup = random_workload(seed + 100 + shuffle, wu);
-      VariationCase c = pair_case(fmt::format("shuffle {}", shuffle), reqs, exec("alone"), b, true);
-      c.expect_b.other_layout = true;
-      v.cases.push_back(std::move(c));
-    }
-    out.push_back(std::move(v));
-  }
-  {  // V8: decode steps eager vs padded and replayed as CUDA graphs (padding on the CPU).
-    Variation v{"V8", "CUDA graphs on/off, batch padding", {}, {}};
-    WorkloadSpec w = ws;
-    w.max_new_tokens = spec.max_new_tokens + 4;
-    const auto reqs = random_workload(seed + 8, w);
-    Execution a = exec("graphs off");
-    a.engine.cuda_graphs = GraphMode::kOff;
-    Execution b = exec("graphs on");
-    b.engine.cuda_graphs = GraphMode::kOn;
-    shuffle_arrival(b, reqs.size(), rng, 5);
-    VariationCase c = pair_case("graphs off vs on", reqs, a, b, false);
-    c.keeps_graph_mode = true;
-    c.expect_b.padded = true;
-    c.expect_b.graph_replays = true;  // where the backend has graphs
-    v.cases.push_back(std::move(c));
-    out.push_back(std::move(v));
-  }
-  {  // V9: a fresh engine, backend and model (as after a restart).
-    Variation v{"V9", "process restart (fresh engine)", {}, {}};
-    v.cases.push_back(pair_case("fresh engine", random_workload(seed + 9, ws), exec("first"),
-                                exec("second"), false));
-    out.push_back(std::move(v));
-  }
-  {  // V10: non-deterministic neighbours.
-    Variation v{"V10", "non-deterministic neighbours", {}, {}};
-    WorkloadSpec w = ws;
-    w.n_requests = spec.n_requests + 3;
-    w.nondet_share = 0.5;
-    VariationCase c =
-        pair_case("mixed batch", random_workload(seed + 10, w), exec("alone"), exec("mixed"), true);
-    c.expect_b.requests_in_step = 2;
-    v.cases.push_back(std::move(c));
-    out.push_back(std::move(v));
-  }
-  if (spec.cpu_threads) {  // V11: CPU thread counts.
-    Variation v{"V11", "CPU threads", {}, {}};
-    v.cases.push_back(pair_case("1 vs 3 threads", random_workload(seed + 11, ws),
-                                exec("1 thread", 1), exec("3 threads", 3), false));
-    out.push_back(std::move(v));
-  }
+  out.push_back(variation_v1(ws, seed));
+  out.push_back(variation_v2(spec, ws, seed, rng));
+  out.push_back(variation_v3(spec, ws, seed));
+  out.push_back(variation_v4(spec, ws, seed));
+  out.push_back(variation_v5(spec, ws, seed));
+  out.push_back(variation_v6(spec, ws, seed));
+  out.push_back(variation_v7(ws, seed));
+  out.push_back(variation_v8(spec, ws, seed, rng));
+  out.push_back(variation_v9(ws, seed));
+  out.push_back(variation_v10(spec, ws, seed));
+  if (spec.cpu_threads) out.push_back(variation_v11(ws, seed));
   return out;
 }
 

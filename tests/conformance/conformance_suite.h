@@ -240,14 +240,7 @@ TEST_P(Conformance, V5_PrefixCache) {
   expect_exercised(full, reqs, w, "warm cache");
 
   Execution partial = exec("partial");
-  for (auto r : reqs) {  // same prompts cut in the middle of a block, other continuations
-    r.prompt.resize((r.prompt.size() + 1) / 2);
-    r.prompt.push_back(1);
-    r.max_tokens = 1;
-    r.prompt_logprobs = -1;
-    r.n = 1;
-    partial.warmup.push_back(r);
-  }
+  partial.warmup = partial_prefix_warmup(reqs);  // same prompts cut in the middle of a block
   const RunResult p = run(target_, partial, reqs);
   expect_same(reqs, ref_traces, p, "partial prefix hits");
   Expect part;

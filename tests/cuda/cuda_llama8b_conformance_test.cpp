@@ -239,14 +239,7 @@ TEST_F(Llama8bConformance, V5_PrefixCacheWarmVsCold) {
   ASSERT_TRUE(same_traces(reqs, ref, w)) << warm.label;
   EXPECT_GT(w.n_cached_tokens, 0) << "the warm run never hit the prefix cache";
   Execution partial = exec("V5 partial hits");
-  for (auto r : reqs) {
-    r.prompt.resize((r.prompt.size() + 1) / 2);
-    r.prompt.push_back(1);
-    r.max_tokens = 1;
-    r.prompt_logprobs = -1;
-    r.n = 1;
-    partial.warmup.push_back(r);
-  }
+  partial.warmup = partial_prefix_warmup(reqs);
   const RunResult p = timed_run(partial, reqs);
   ASSERT_TRUE(same_traces(reqs, ref, p)) << partial.label;
   EXPECT_GT(p.n_cached_tokens, 0) << "the partial run never hit the prefix cache";
