@@ -255,15 +255,25 @@ void KvCacheManager::truncate(SeqId id, int32_t n_tokens) {
 
 // ---- allocation for writes ----
 
+const KvCacheManager::SeqBlocks& KvCacheManager::write_table(SeqId id, int32_t first) const {
+  const SeqBlocks& t = table(id);
+  const int32_t n_have = static_cast<int32_t>(t.blocks.size());
+  check(first >= 0 && first <= n_have * config_.block_size,
+        "kv cache: write at position {} of sequence {} skips past its {} blocks", first, id,
+        n_have);
+  return t;
+}
+
+bool KvCacheManager::must_copy(int32_t block) const {
+  return blocks_[block].ref_count > 1 || blocks_[block].cached;
+}
+
 // A block in the write range costs one pool block when it does not exist yet, or when it must be
 // copied first: it is shared with another table, or keyed (cached blocks are immutable).
 int32_t KvCacheManager::blocks_needed(SeqId id, int32_t first, int32_t n) const {
-  const SeqBlocks& t = table(id);
+  const SeqBlocks& t = write_table(id, first);
   const int32_t bs = config_.block_size;
   const int32_t n_have = static_cast<int32_t>(t.blocks.size());
-  check(first >= 0 && first <= n_have * bs,
-        "kv cache: write at position {} of sequence {} skips past its {} blocks", first, id,
-        n_have);
   if (n <= 0) return 0;
   int32_t needed = 0;
   for (int32_t j = first / bs; j <= (first + n - 1) / bs; ++j) {
@@ -271,28 +281,20 @@ int32_t KvCacheManager::blocks_needed(SeqId id, int32_t first, int32_t n) const 
       needed += (first + n - 1) / bs - j + 1;
       break;
     }
-    const BlockInfo& info = blocks_[t.blocks[j]];
-    if (info.ref_count > 1 || info.cached) ++needed;
+    if (must_copy(t.blocks[j])) ++needed;
   }
   return needed;
 }
 
 int32_t KvCacheManager::max_tokens_fitting(SeqId id, int32_t first, int32_t n) const {
-  const SeqBlocks& t = table(id);
+  const SeqBlocks& t = write_table(id, first);
   const int32_t bs = config_.block_size;
   const int32_t n_have = static_cast<int32_t>(t.blocks.size());
-  check(first >= 0 && first <= n_have * bs,
-        "kv cache: write at position {} of sequence {} skips past its {} blocks", first, id,
-        n_have);
   const int32_t avail = n_available_blocks();
   int32_t used = 0;
   int32_t end = first;  // positions [first, end) fit
   for (int32_t j = first / bs; end < first + n; ++j) {
-    int32_t cost = 1;
-    if (j < n_have) {
-      const BlockInfo& info = blocks_[t.blocks[j]];
-      cost = (info.ref_count > 1 || info.cached) ? 1 : 0;
-    }
+    const int32_t cost = j < n_have && !must_copy(t.blocks[j]) ? 0 : 1;
     if (used + cost > avail) break;
     used += cost;
     end = std::min(first + n, (j + 1) * bs);
@@ -312,7 +314,7 @@ bool KvCacheManager::ensure_writable(SeqId id, int32_t first, int32_t n,
       continue;
     }
     const int32_t src = t.blocks[j];
-    if (blocks_[src].ref_count > 1 || blocks_[src].cached) {
+    if (must_copy(src)) {
       const int32_t dst = take_block();
       copies.push_back(BlockCopy{src, dst});
       ++n_copies_;

@@ -158,6 +158,12 @@ class KvCacheManager {
 
   SeqBlocks& table(SeqId id);
   const SeqBlocks& table(SeqId id) const;
+  // The table of a sequence that is written from position `first` on; throws when the write
+  // would skip past its blocks.
+  const SeqBlocks& write_table(SeqId id, int32_t first) const;
+  // A block written must first be copied: it is shared with another table, or keyed (cached
+  // blocks are immutable).
+  bool must_copy(int32_t block) const;
   int32_t take_block();  // free block first, else evict the LRU cached-idle block
   void release(int32_t block);
   void lru_push_back(int32_t block);
