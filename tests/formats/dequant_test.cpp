@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -16,17 +16,13 @@
 #include "core/error.h"
 #include "formats/dequant.h"
 #include "formats/gguf.h"
+#include "formats/loader_test_util.h"
 
 namespace detllm {
 namespace {
 
-const std::string kDataDir = std::string(DETLLM_SOURCE_DIR) + "/tests/data/loaders/";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const std::string& kDataDir = testing::kLoaderDataDir;
+using testing::read_bytes;
 
 uint32_t bits_of(float f) {
   uint32_t b;
@@ -134,15 +130,33 @@ TEST(Dequant, WidenIsExact) {
   EXPECT_EQ(out[1], std::ldexp(1.0f, -24));
 }
 
+// quant_types.gguf (one tensor per supported type, random blocks; scripts/ref/
+// make_loader_fixtures.py), the gguf package's dequantize() of it (fp32, all tensors one after
+// another) and the manifest (name, type, shape, offset, numel of each).
+struct QuantTypes {
+  std::unique_ptr<GgufFile> file;
+  std::vector<float> expected;
+  nlohmann::json manifest;
+};
+
+QuantTypes load_quant_types() {
+  QuantTypes q;
+  q.file = GgufFile::open(kDataDir + "quant_types.gguf");
+  const std::vector<uint8_t> raw = read_bytes(kDataDir + "quant_types.expected.f32");
+  q.expected.resize(raw.size() / 4);
+  std::memcpy(q.expected.data(), raw.data(), q.expected.size() * 4);
+  std::ifstream mf(kDataDir + "quant_types.expected.json");
+  q.manifest = nlohmann::json::parse(mf);
+  return q;
+}
+
 // Every tensor of quant_types.gguf (one per supported type, random blocks) against the gguf
 // package's dequantize(): identical fp32 bits.
 TEST(Dequant, BitExactAgainstGgufPackage) {
-  const auto file = GgufFile::open(kDataDir + "quant_types.gguf");
-  const std::vector<uint8_t> raw = read_bytes(kDataDir + "quant_types.expected.f32");
-  std::vector<float> expected(raw.size() / 4);
-  std::memcpy(expected.data(), raw.data(), expected.size() * 4);
-  std::ifstream mf(kDataDir + "quant_types.expected.json");
-  const nlohmann::json manifest = nlohmann::json::parse(mf);
+  const QuantTypes q = load_quant_types();
+  const auto& file = q.file;
+  const std::vector<float>& expected = q.expected;
+  const nlohmann::json& manifest = q.manifest;
   ASSERT_EQ(manifest.size(), 8u);
   std::set<std::string> types_seen;
   for (const auto& m : manifest) {
@@ -172,12 +186,10 @@ TEST(Dequant, BitExactAgainstGgufPackage) {
 // bytes as they are, the mapped DType, and dequantize_tensor of them gives the gguf package's
 // fp32 bits, like load_f32.
 TEST(Dequant, StoredTensorsKeepTheFileBytesAndDequantizeToThePackageBits) {
-  const auto file = GgufFile::open(kDataDir + "quant_types.gguf");
-  const std::vector<uint8_t> raw = read_bytes(kDataDir + "quant_types.expected.f32");
-  std::vector<float> expected(raw.size() / 4);
-  std::memcpy(expected.data(), raw.data(), expected.size() * 4);
-  std::ifstream mf(kDataDir + "quant_types.expected.json");
-  const nlohmann::json manifest = nlohmann::json::parse(mf);
+  const QuantTypes q = load_quant_types();
+  const auto& file = q.file;
+  const std::vector<float>& expected = q.expected;
+  const nlohmann::json& manifest = q.manifest;
   std::set<DType> dtypes;
   for (const auto& m : manifest) {
     const std::string name = m["name"];
@@ -208,7 +220,7 @@ TEST(Dequant, StoredTensorsKeepTheFileBytesAndDequantizeToThePackageBits) {
 TEST(Dequant, GgmlTypesMapToDTypes) {
   EXPECT_EQ(ggml_dtype(3), DType::kQ4_1);
   EXPECT_EQ(ggml_dtype(14), DType::kQ6_K);
-  EXPECT_FALSE(ggml_dtype(6).has_value());   // Q5_0: not loadable
+  EXPECT_FALSE(ggml_dtype(6).has_value());    // Q5_0: not loadable
   EXPECT_FALSE(ggml_dtype(999).has_value());  // not a ggml type
   for (uint32_t id = 0; id < 64; ++id) {
     const GgmlTypeInfo* info = ggml_type_info(id);

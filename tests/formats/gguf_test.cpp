@@ -18,18 +18,14 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "formats/loader_test_util.h"
 #include "model/model_loader.h"
 
 namespace detllm {
 namespace {
 
-const std::string kDataDir = std::string(DETLLM_SOURCE_DIR) + "/tests/data/loaders/";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const std::string& kDataDir = testing::kLoaderDataDir;
+using testing::read_bytes;
 
 // Parses a copy of `bytes` (its own allocation, so ASan sees any read past the end) and loads
 // every tensor. Returns the error message, or "" when the file was accepted.
@@ -465,7 +461,9 @@ TEST(Gguf, ByteFlipsNeverCrash) {
 // ---- The real default model ------------------------------------------------------------------
 
 // $DETLLM_DEFAULT_MODEL, else models/ beside the build (model_loader.h); "" when absent.
-std::string default_model_path() { return find_default_model(); }
+std::string default_model_path() {
+  return find_default_model();
+}
 
 uint64_t checksum(const std::vector<float>& v) {  // as make_loader_fixtures.py computes it
   uint64_t sum = 0;

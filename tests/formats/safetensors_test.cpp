@@ -14,19 +14,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "formats/loader_test_util.h"
 #include "formats/safetensors.h"
 
 namespace detllm {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kDataDir = std::string(DETLLM_SOURCE_DIR) + "/tests/data/loaders/";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const std::string& kDataDir = testing::kLoaderDataDir;
+using testing::read_bytes;
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);

@@ -13,10 +13,13 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/config_test_util.h"
 #include "model/model_loader.h"
 
 namespace detllm {
 namespace {
+
+using testing::expect_same_config;
 
 using nlohmann::json;
 
@@ -49,7 +52,9 @@ json llama31_v4() {
   return j;
 }
 
-ModelConfig parse(const json& j) { return ModelConfig::from_hf_config(j, "test/config.json"); }
+ModelConfig parse(const json& j) {
+  return ModelConfig::from_hf_config(j, "test/config.json");
+}
 
 // The message of the refusal, "" when accepted.
 std::string refusal(const json& j) {
@@ -66,33 +71,6 @@ void expect_refused(const json& j, const std::vector<std::string>& fragments) {
   ASSERT_FALSE(msg.empty()) << "accepted: " << j.dump();
   EXPECT_NE(msg.find("test/config.json"), std::string::npos) << msg;
   for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg;
-}
-
-void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.arch, b.arch);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.dim, b.dim);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
-  EXPECT_EQ(a.max_position, b.max_position);
-  EXPECT_EQ(a.rms_eps, b.rms_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-  EXPECT_EQ(a.rope_scaling.type, b.rope_scaling.type);
-  EXPECT_EQ(a.rope_scaling.factor, b.rope_scaling.factor);
-  EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
-  EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
-  EXPECT_EQ(a.rope_scaling.original_max_position, b.rope_scaling.original_max_position);
-  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
-  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
-  EXPECT_EQ(a.qk_norm, b.qk_norm);
-  EXPECT_EQ(a.sliding_window, b.sliding_window);
-  EXPECT_EQ(a.checkpoint_dtype, b.checkpoint_dtype);
-  const auto ta = a.rope_table(), tb = b.rope_table();
-  ASSERT_EQ(ta.inv_freq.size(), tb.inv_freq.size());
-  EXPECT_EQ(std::memcmp(ta.inv_freq.data(), tb.inv_freq.data(), ta.inv_freq.size() * 4), 0);
 }
 
 TEST(HfConfig, BothFormatsGiveTheSameConfig) {
@@ -167,10 +145,10 @@ TEST(HfConfig, AbsentKeysTakeTheArchitecturesDefaults) {
   mistral["model_type"] = "mistral";
   mistral["num_attention_heads"] = 16;
   const ModelConfig m = parse(mistral);
-  EXPECT_EQ(m.n_kv_heads, 8);            // Mistral's default, not num_attention_heads
-  EXPECT_EQ(m.sliding_window, 4096);     // on by default
-  EXPECT_EQ(m.max_position, 4096);       // capped to the window (131072 by default)
-  mistral["sliding_window"] = nullptr;   // null: no window
+  EXPECT_EQ(m.n_kv_heads, 8);           // Mistral's default, not num_attention_heads
+  EXPECT_EQ(m.sliding_window, 4096);    // on by default
+  EXPECT_EQ(m.max_position, 4096);      // capped to the window (131072 by default)
+  mistral["sliding_window"] = nullptr;  // null: no window
   EXPECT_EQ(parse(mistral).max_position, 131072);
   EXPECT_EQ(parse(mistral).sliding_window, 0);
 
@@ -210,8 +188,8 @@ TEST(HfConfig, QwenSlidingWindowCapsTheContext) {
   j["max_window_layers"] = 32;  // no layer from 32 on: no window
   EXPECT_EQ(parse(j).sliding_window, 0);
   j["layer_types"] = json::array();
-  for (int i = 0; i < 32; ++i) j["layer_types"].push_back(i == 5 ? "sliding_attention"
-                                                                 : "full_attention");
+  for (int i = 0; i < 32; ++i)
+    j["layer_types"].push_back(i == 5 ? "sliding_attention" : "full_attention");
   EXPECT_EQ(parse(j).sliding_window, 1024);
   j["layer_types"][3] = "chunked_attention";
   expect_refused(j, {"layer_types", "chunked_attention"});
@@ -273,8 +251,8 @@ TEST(HfConfig, RefusesPartialRotaryFactor) {
 }
 
 TEST(HfConfig, RefusesLogitSoftcapping) {
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping",
-                          "logit_softcapping"}) {
+  for (const char* key :
+       {"final_logit_softcapping", "attn_logit_softcapping", "logit_softcapping"}) {
     json j = llama31_v5();
     j[key] = 30.0;
     expect_refused(j, {key, "30", "soft-capping"});

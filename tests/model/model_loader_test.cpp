@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/bundle.h"
+#include "model/config_test_util.h"
 #include "model/model_loader.h"
 
 namespace detllm {
@@ -17,19 +18,7 @@ TEST(ModelLoader, ConfigOnlyReadsTheSameConfigAndNoWeights) {
   if (path.empty()) GTEST_SKIP() << "default model not installed: run scripts/setup.sh";
   const auto full = load_model(path);
   const auto head = load_model(path, {}, LoadParts::kConfigOnly);
-  const ModelConfig& a = full->config;
-  const ModelConfig& b = head->config;
-  EXPECT_EQ(a.arch, b.arch);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.dim, b.dim);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
-  EXPECT_EQ(a.max_position, b.max_position);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  testing::expect_same_config(full->config, head->config);
   EXPECT_EQ(head->name, full->name);
   EXPECT_EQ(head->format, full->format);
   EXPECT_FALSE(full->weights.tok_embd.empty());
