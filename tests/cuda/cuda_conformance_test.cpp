@@ -27,16 +27,7 @@ namespace {
 // rounded to bf16 the GPU still rounds activations to bf16 before each GEMM, so logits agree
 // within |Δ| ≤ 0.05 · max|logit| and usually pick the same greedy token.
 TEST_P(Conformance, CloseToCpuBackend) {
-  ModelWeights rounded = weights_;
-  auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
-  };
-  dequantize_weights(rounded);  // the GGUF blocks the CPU keeps, as fp32 (the same values)
-  round_all(rounded.tok_embd.data);
-  round_all(rounded.lm_head.w.data);
-  for (auto& l : rounded.layers)
-    for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w})
-      round_all(t->data);
+  const ModelWeights rounded = kernels::cuda_testing::bf16_rounded_weights(weights_);
   WorkloadSpec s = spec(4);
   s.scoring_share = 0;
   s.max_new_tokens = 1;

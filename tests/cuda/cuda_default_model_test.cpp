@@ -21,16 +21,7 @@ namespace {
 // logits of the real model agree within |Δ| ≤ 0.15 · max|logit| (measured on the H200:
 // worst 0.094 over the workload's positions; the tiny models stay under 0.05).
 TEST_F(DefaultModelConformance, CudaCloseToCpuBackend) {
-  ModelWeights rounded = model_->weights;
-  auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
-  };
-  dequantize_weights(rounded);  // the GGUF blocks the CPU keeps, as fp32 (the same values)
-  round_all(rounded.tok_embd.data);
-  round_all(rounded.lm_head.w.data);
-  for (auto& l : rounded.layers)
-    for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w})
-      round_all(t->data);
+  const ModelWeights rounded = kernels::cuda_testing::bf16_rounded_weights(model_->weights);
   auto reqs = workload();
   for (auto& r : reqs) r.max_tokens = 1;
   Target cpu = target_, gpu = target_;

@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernel_test_util.h"  // tests/kernels: shared with the CPU kernel tests
 #include "kernels/ops.h"
+#include "model/llama_weights.h"
 
 namespace detllm::kernels::cuda_testing {
 
@@ -34,6 +35,21 @@ using testing::first_bit_difference;
 using testing::random_floats;
 using testing::round_bf16;
 using testing::to_bf16;
+
+// The weights with every matrix and the embedding rounded to bf16 (GGUF blocks decoded to fp32
+// first, the values the CPU keeps): on them the CPU and the GPU start from the same numbers.
+inline ModelWeights bf16_rounded_weights(ModelWeights w) {
+  auto round_all = [](std::vector<float>& v) {
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  };
+  dequantize_weights(w);
+  round_all(w.tok_embd.data);
+  round_all(w.lm_head.w.data);
+  for (auto& l : w.layers)
+    for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w})
+      round_all(t->data);
+  return w;
+}
 
 // DETLLM_SKIP_WITHOUT_GPU(): require_gpu.h (skips say why; DETLLM_REQUIRE_GPU=1 fails them).
 

@@ -1,7 +1,7 @@
-// CUDA pointwise and row kernels: embedding, RMSNorm, RoPE, KV append, SiLU·mul, add, row
-// gather, fp32→bf16, bias. Each output element is computed the same way whatever the batch:
-// pointwise ops have no reduction, and RMSNorm reduces a row with a fixed 256-thread tree
-// (row_reduce.cuh, shared with the fused ops of fused.cu).
+// CUDA pointwise and row kernels: embedding, RMSNorm, RoPE, SiLU·mul, add, row gather,
+// fp32→bf16, bias (KV append: kv_cache.cu). Each output element is computed the same way
+// whatever the batch: pointwise ops have no reduction, and RMSNorm reduces a row with a fixed
+// 256-thread tree (row_reduce.cuh, shared with the fused ops of fused.cu).
 // Test: build-cuda/tests/test_cuda --gtest_filter='CudaVsRef*'.
 #include <cuda_bf16.h>
 
@@ -71,20 +71,6 @@ __global__ void rope_kernel(float* x, int32_t n, int32_t n_heads, int32_t head_d
     const float a = xh[pair], b = xh[pair + half];
     xh[pair] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
     xh[pair + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-  }
-}
-
-__global__ void kv_append_kernel(const float* k, const float* v, const int32_t* slots,
-                                 int32_t n_tokens, int64_t row, int64_t n_slots, float* ck,
-                                 float* cv) {
-  const int64_t total = static_cast<int64_t>(n_tokens) * row;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / row, e = i % row;
-    const int64_t slot = slots[t];
-    if (slot < 0 || slot >= n_slots) continue;  // validated on the host side by the scheduler
-    ck[slot * row + e] = k[i];
-    cv[slot * row + e] = v[i];
   }
 }
 
@@ -163,15 +149,6 @@ cudaError_t launch_rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
   if (n == 0 || half == 0) return cudaSuccess;
   rope_kernel<<<grid_for(int64_t{n} * n_heads * half), kThreads, 0, stream>>>(
       x, n, n_heads, head_dim, positions, inv_freq, half);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_kv_append(const float* k, const float* v, const int32_t* slots,
-                             int32_t n_tokens, int64_t row, int64_t n_slots, float* cache_k,
-                             float* cache_v, cudaStream_t stream) {
-  if (n_tokens == 0) return cudaSuccess;
-  kv_append_kernel<<<grid_for(n_tokens * row), kThreads, 0, stream>>>(k, v, slots, n_tokens, row,
-                                                                       n_slots, cache_k, cache_v);
   return cudaGetLastError();
 }
 
