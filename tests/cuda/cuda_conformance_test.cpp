@@ -39,17 +39,7 @@ TEST_P(Conformance, CloseToCpuBackend) {
   Target gpu = target_;
   gpu.weights = &rounded;
   const RunResult a = run(cpu, exec("cpu"), reqs), b = run(gpu, exec("gpu"), reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    for (const auto& [key, la] : a.traces[i].logits) {
-      const auto& lb = b.traces[i].logits.at(key);
-      float max_abs = 0, max_diff = 0;
-      for (size_t v = 0; v < la.size(); ++v) {
-        max_abs = std::max(max_abs, std::fabs(la[v]));
-        max_diff = std::max(max_diff, std::fabs(la[v] - lb[v]));
-      }
-      EXPECT_LE(max_diff, 0.05f * max_abs) << "request " << i << " position " << key.second;
-    }
-  }
+  kernels::cuda_testing::expect_logits_close(a, b, reqs.size(), 0.05f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Conformance,

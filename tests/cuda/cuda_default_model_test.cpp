@@ -28,19 +28,7 @@ TEST_F(DefaultModelConformance, CudaCloseToCpuBackend) {
   cpu.weights = gpu.weights = &rounded;
   cpu.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
   const RunResult a = run(cpu, exec("cpu"), reqs), b = run(gpu, exec("gpu"), reqs);
-  float worst = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    for (const auto& [key, la] : a.traces[i].logits) {
-      const auto& lb = b.traces[i].logits.at(key);
-      float max_abs = 0, max_diff = 0;
-      for (size_t v = 0; v < la.size(); ++v) {
-        max_abs = std::max(max_abs, std::fabs(la[v]));
-        max_diff = std::max(max_diff, std::fabs(la[v] - lb[v]));
-      }
-      worst = std::max(worst, max_diff / max_abs);
-      EXPECT_LE(max_diff, 0.15f * max_abs) << "request " << i << " position " << key.second;
-    }
-  }
+  const float worst = kernels::cuda_testing::expect_logits_close(a, b, reqs.size(), 0.15f);
   std::printf("[real model] worst |logit gpu - cpu| / max|logit| = %.4g\n", worst);
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/kernel_test_util.h"  // tests/kernels: shared with the CPU kernel tests
 #include "kernels/ops.h"
 #include "model/llama_weights.h"
+#include "verify/conformance.h"
 
 namespace detllm::kernels::cuda_testing {
 
@@ -49,6 +50,27 @@ inline ModelWeights bf16_rounded_weights(ModelWeights w) {
     for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w})
       round_all(t->data);
   return w;
+}
+
+// Every logit row captured in both runs of the same n requests: expects max|a - b| <=
+// tolerance · max|a| per row (a tolerance, not bits: CPU against GPU); returns the worst
+// max|a - b| / max|a|.
+inline float expect_logits_close(const conformance::RunResult& a, const conformance::RunResult& b,
+                                 size_t n, float tolerance) {
+  float worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [key, la] : a.traces[i].logits) {
+      const auto& lb = b.traces[i].logits.at(key);
+      float max_abs = 0, max_diff = 0;
+      for (size_t v = 0; v < la.size(); ++v) {
+        max_abs = std::max(max_abs, std::fabs(la[v]));
+        max_diff = std::max(max_diff, std::fabs(la[v] - lb[v]));
+      }
+      worst = std::max(worst, max_diff / max_abs);
+      EXPECT_LE(max_diff, tolerance * max_abs) << "request " << i << " position " << key.second;
+    }
+  }
+  return worst;
 }
 
 // DETLLM_SKIP_WITHOUT_GPU(): require_gpu.h (skips say why; DETLLM_REQUIRE_GPU=1 fails them).
