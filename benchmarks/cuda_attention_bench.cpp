@@ -164,10 +164,11 @@ int usage() {
 }
 
 // decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs).
-std::unique_ptr<Ops> ops_for(DType kv, int decode = -1) {
+std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0) {
   CudaOptions o;
   o.kv_dtype = kv;
   o.attention_tc_decode = decode;
+  o.attention_tc_decode_ring = ring;
   return make_cuda_ops(o);
 }
 
@@ -267,6 +268,23 @@ int main(int argc, char** argv) {
       table += row;
     }
   }
+  // The decode schedule's ring depth (tiles a warp keeps; 12 / ring warps a CTA): same bits.
+  std::string rings =
+      "| decode batch | context | ring 2 (6 warps) µs | ring 3 (4 warps) µs | ring 4 (3 warps) µs | "
+      "ring 6 (2 warps) µs |\n|---|---|---|---|---|---|\n";
+  {
+    std::vector<std::unique_ptr<Ops>> by_ring;
+    for (int r : {2, 3, 4, 6}) by_ring.push_back(ops_for(DType::kBF16, 1, r));
+    for (const auto& [batch, ctx] :
+         std::vector<std::pair<int, int>>{{1, 32768}, {8, 8192}, {64, 2048}, {256, 512}, {256, 2048}}) {
+      std::string row = fmt::format("| {} | {} |", batch, ctx);
+      for (auto& o : by_ring) row += fmt::format(" {:.1f} |", run_case(*o, batch, ctx, 1));
+      row += "\n";
+      fmt::print("{}", row);
+      std::fflush(stdout);
+      rings += row;
+    }
+  }
   std::string prefill =
       "| prefill (causal) | bf16 KV µs | TFLOP/s | fp32 KV µs | TFLOP/s | speed-up |\n"
       "|---|---|---|---|---|---|\n";
@@ -287,6 +305,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     prefill += row;
   }
-  fmt::print("\n{}\n{}", table, prefill);
+  fmt::print("\n{}\n{}\n{}", table, rings, prefill);
   return 0;
 }

@@ -29,12 +29,13 @@ using namespace cuda_testing;
 constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile edges everywhere
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int warps = 0, bool layout_dependent = false,
-                            int decode = -1) {
+                            int decode = -1, int decode_ring = 0) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
   o.attention_tc_warps = warps;
   o.attention_tc_decode = decode;
+  o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_layout_dependent = layout_dependent;
   return make_cuda_ops(o);
 }
@@ -188,6 +189,12 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         auto ops = tc_ops(split_blocks, warps, false, decode);
         run_schedules(*ops, shape, base);
       }
+  // Every ring depth of the decode schedule (12 / ring warps a CTA).
+  for (int ring : {2, 4, 6}) {
+    SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << ring);
+    auto ops = tc_ops(-1, 0, false, 1, ring);
+    run_schedules(*ops, shape, base);
+  }
 }
 
 // The same checks catch a kernel whose row sum follows the row's place in the warp tile.

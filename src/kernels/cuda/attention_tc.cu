@@ -261,11 +261,17 @@ bool attention_tc_supported(int32_t head_dim, int32_t n_rep) {
          n_rep <= 4 * kWarpRows;
 }
 
-// The decode schedule runs decode-like steps (at most two query tokens a sequence), or every
-// step when forced, wherever it applies.
+// The decode schedule runs decode-like steps (at most two query tokens a sequence) with enough
+// work to fill the card, or every step when forced, wherever it applies. Measured on the H200
+// (cuda_attention_bench, docs/cuda.md): faster from ~512 (token, KV head, split) items on
+// (batch 8 at context 2048: 1.3×); below that the packed CTAs, whose four warps all copy for
+// one computing warp, are faster (batch 1–8 at context ≤ 8192: 1.15–1.25×).
+constexpr int64_t kDecodeScheduleMinItems = 512;
 static bool use_decode_schedule(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   if (s.decode == 0 || !attention_tc_decode_applies(a)) return false;
-  return s.decode == 1 || a.n_tokens <= 2 * n_seqs;
+  if (s.decode == 1) return true;
+  const int64_t items = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * max_splits_of(a);
+  return a.n_tokens <= 2 * n_seqs && items >= kDecodeScheduleMinItems;
 }
 
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
@@ -282,7 +288,7 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
       a.v_bf16 == nullptr)
     return cudaErrorInvalidValue;
   if (use_decode_schedule(a, n_seqs, s))
-    return launch_attention_tc_decode(a, scratch, s.split, stream);
+    return launch_attention_tc_decode(a, scratch, s.split, s.decode_ring, stream);
   const TcShape shape = tc_shape(a, n_seqs, s.warps);
   const bool split = use_split_blocks(a, shape, s.split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;

@@ -255,6 +255,10 @@ namespace {
 
 // One warp per (token, head) row: merges its split partials in order 0, 1, … with the same
 // merge_state/merge_value as the in-CTA path, then divides by L and stores (fp32 or bf16).
+// The partials of kMergeBatch splits are loaded before they are folded (a long row has up to
+// hundreds of splits: one load latency per split would dominate), the fold itself stays one
+// ascending chain.
+constexpr int kMergeBatch = 8;
 template <int HD>
 __global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
                                       int max_splits) {
@@ -267,13 +271,26 @@ __global__ void merge_partials_kernel(const AttentionArgs a, const float* partia
   float M = -INFINITY, L = 0.0f, O[PER_LANE];
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) O[i] = 0.0f;
-  for (int z = 0; z < n_splits; ++z) {
-    const float* part = partials + (row * max_splits + z) * (HD + 2);
-    const MergeWeights w = merge_state(M, L, part[0], part[1]);
+  for (int z0 = 0; z0 < n_splits; z0 += kMergeBatch) {
+    float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch][PER_LANE];
 #pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) {
-      const int d = lane + 32 * i;
-      if (d < HD) O[i] = merge_value(O[i], part[2 + d], w);
+    for (int b = 0; b < kMergeBatch; ++b) {
+      if (z0 + b >= n_splits) break;
+      const float* part = partials + (row * max_splits + z0 + b) * (HD + 2);
+      pm[b] = part[0];
+      pl[b] = part[1];
+#pragma unroll
+      for (int i = 0; i < PER_LANE; ++i) {
+        const int d = lane + 32 * i;
+        po[b][i] = d < HD ? part[2 + d] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) {
+      if (z0 + b >= n_splits) break;
+      const MergeWeights w = merge_state(M, L, pm[b], pl[b]);
+#pragma unroll
+      for (int i = 0; i < PER_LANE; ++i) O[i] = merge_value(O[i], po[b][i], w);
     }
   }
 #pragma unroll

@@ -6,7 +6,7 @@
 // Why: in a decode step a token's rows are only its n_rep query heads (4 for Llama-3-8B), so
 // the packed schedule (attention_tc.cu) has one computing warp per CTA and the other warps only
 // copy; a CTA holds two tiles, and too few bytes are in flight per SM. Here every warp computes
-// and keeps kDecBuffers − 1 tiles (16 KB each) in flight.
+// and keeps the tiles of its ring but one (16 KB each) in flight.
 //
 // The bits are attention_tc.cu's: the per-tile arithmetic (tile_scores, tile_values), the
 // split grid and the merge are the same functions (attention_tc_common.cuh); a row's place in
@@ -25,15 +25,17 @@ namespace {
 
 using namespace tc;
 
-constexpr int kDecWarps = 4;                 // independent warps per CTA
-constexpr int kDecBuffers = 3;               // K/V tiles in a warp's ring (2 in flight)
+// A CTA holds kDecRingTiles K/V tiles (209 KB at head_dim 128): a ring of NBUF tiles for each
+// of its 12 / NBUF warps (NBUF − 1 tiles in flight per warp). NBUF is free (same bits).
+constexpr int kDecRingTiles = 12;
+constexpr int kDecDefaultRing = 3;  // 4 warps of 3 tiles
 constexpr int kDecTargetWarps = 132 * 4 * 2;  // grid size the run of splits per warp aims at
 constexpr size_t kMaxDecodeScratch = size_t(512) << 20;  // bytes of split partials at most
 
-// grid (ceil(n_tokens · n_zc · n_kv_heads / kDecWarps)), block kDecWarps warps.
+// grid (ceil(n_tokens · n_zc · n_kv_heads / W)), block W = kDecRingTiles / NBUF warps.
 // Warp w: token w % n_tokens, then run zc of splits [zc·S, zc·S + S), then KV head g.
 template <int HD, int NBUF>
-__global__ void __launch_bounds__(kDecWarps * 32)
+__global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
     attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                int max_splits, int splits_per_warp, int n_zc) {
   constexpr int LD = kLd<HD>;
@@ -46,7 +48,8 @@ __global__ void __launch_bounds__(kDecWarps * 32)
   const int gq = lane >> 2, cq = lane & 3;
   __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * kKvTile * LD;
 
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * kDecWarps + warp;
+  constexpr int W = kDecRingTiles / NBUF;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * W + warp;
   const int t = static_cast<int>(w % a.n_tokens);
   const int64_t rest = w / a.n_tokens;
   const int zc = static_cast<int>(rest % n_zc);
@@ -148,10 +151,10 @@ size_t decode_scratch_floats(const AttentionArgs& a) {
   return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
 }
 
-template <int HD>
+template <int HD, int NBUF>
 cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_split,
                           cudaStream_t stream) {
-  constexpr int NBUF = kDecBuffers;
+  constexpr int W = kDecRingTiles / NBUF;
   const int max_splits = max_splits_of(a);
   int per_warp = 1;  // splits a warp runs: any count gives the same bits
   if (force_split == 0) {
@@ -163,20 +166,39 @@ cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_spli
   }
   const int n_zc = (max_splits + per_warp - 1) / per_warp;
   const int64_t warps = static_cast<int64_t>(a.n_tokens) * n_zc * a.n_kv_heads;
-  const size_t smem = sizeof(__nv_bfloat16) * kDecWarps * NBUF * kKvTile * kLd<HD>;
+  const size_t smem = sizeof(__nv_bfloat16) * W * NBUF * kKvTile * kLd<HD>;
   static const cudaError_t attr = cudaFuncSetAttribute(
       attention_tc_decode_kernel<HD, NBUF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
-  const auto blocks = static_cast<unsigned>((warps + kDecWarps - 1) / kDecWarps);
-  attention_tc_decode_kernel<HD, NBUF><<<blocks, kDecWarps * 32, smem, stream>>>(
+  const auto blocks = static_cast<unsigned>((warps + W - 1) / W);
+  attention_tc_decode_kernel<HD, NBUF><<<blocks, W * 32, smem, stream>>>(
       a, a.scale * kLog2e, scratch, max_splits, per_warp, n_zc);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
+template <int HD>
+cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
+                        cudaStream_t stream) {
+  switch (ring) {
+    case 2:
+      return launch_decode<HD, 2>(a, scratch, force_split, stream);
+    case 4:
+      return launch_decode<HD, 4>(a, scratch, force_split, stream);
+    case 6:
+      return launch_decode<HD, 6>(a, scratch, force_split, stream);
+    default:
+      return launch_decode<HD, kDecDefaultRing>(a, scratch, force_split, stream);
+  }
+}
+
 }  // namespace
+
+bool attention_tc_decode_ring_supported(int ring) {
+  return ring == 0 || ring == 2 || ring == 3 || ring == 4 || ring == 6;
+}
 
 bool attention_tc_decode_applies(const AttentionArgs& a) {
   const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
@@ -189,17 +211,19 @@ size_t attention_tc_decode_scratch_floats(const AttentionArgs& a) {
 }
 
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
-                                       cudaStream_t stream) {
-  if (!attention_tc_decode_applies(a) || scratch == nullptr) return cudaErrorInvalidValue;
+                                       int ring, cudaStream_t stream) {
+  if (!attention_tc_decode_applies(a) || scratch == nullptr ||
+      !attention_tc_decode_ring_supported(ring))
+    return cudaErrorInvalidValue;
   switch (a.head_dim) {
     case 16:
-      return launch_decode<16>(a, scratch, force_split, stream);
+      return launch_ring<16>(a, scratch, force_split, ring, stream);
     case 32:
-      return launch_decode<32>(a, scratch, force_split, stream);
+      return launch_ring<32>(a, scratch, force_split, ring, stream);
     case 64:
-      return launch_decode<64>(a, scratch, force_split, stream);
+      return launch_ring<64>(a, scratch, force_split, ring, stream);
     case 128:
-      return launch_decode<128>(a, scratch, force_split, stream);
+      return launch_ring<128>(a, scratch, force_split, ring, stream);
     default:
       return cudaErrorInvalidValue;
   }

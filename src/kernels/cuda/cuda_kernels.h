@@ -160,6 +160,7 @@ struct TcSchedule {
   int split = -1;   // -1 chosen; 0 a row's splits in one CTA (warp); 1 a CTA (warp) per split
   int warps = 0;    // warps of a packed CTA: 0 chosen, 1 or 4
   int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
+  int decode_ring = 0;  // K/V tiles of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
@@ -167,11 +168,13 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
                                 const TcSchedule& s, cudaStream_t stream);
 // The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
 // it can run `a` (n_rep ≤ 16, partials within its scratch limit), the partials' floats, and
-// the launch (force_split: -1 chosen, 0 every split of a row in one warp, 1 a warp a split).
+// the launch (force_split: -1 chosen, 0 every split of a row in one warp, 1 a warp a split;
+// ring: TcSchedule::decode_ring).
 bool attention_tc_decode_applies(const AttentionArgs& a);
+bool attention_tc_decode_ring_supported(int ring);
 size_t attention_tc_decode_scratch_floats(const AttentionArgs& a);
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
-                                       cudaStream_t stream);
+                                       int ring, cudaStream_t stream);
 
 // ---- kv_cache.cu ---------------------------------------------------------------------
 // cache_k/v [n_slots, row] bf16 ← round-to-nearest-even(k/v (n_tokens, row) fp32) at slots:

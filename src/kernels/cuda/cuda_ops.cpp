@@ -90,13 +90,16 @@ class CudaOps final : public Ops {
         mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
         tc_schedule_{options.attention_split_blocks, options.attention_tc_warps,
-                     options.attention_tc_decode},
+                     options.attention_tc_decode, options.attention_tc_decode_ring},
         attention_layout_dependent_(options.attention_tc_layout_dependent),
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
+    check(cuda::attention_tc_decode_ring_supported(options.attention_tc_decode_ring),
+          "CUDA backend: attention_tc_decode_ring {} unsupported (0, 2, 3, 4 or 6)",
+          options.attention_tc_decode_ring);
     const int n = cuda_device_count();
     check(n > 0,
           "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "

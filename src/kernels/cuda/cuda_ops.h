@@ -31,6 +31,9 @@ struct CudaOptions {
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
   // Same bits as the packed schedule (tests show it).
   int attention_tc_decode = -1;
+  // K/V tiles in each warp's ring in the decode schedule: 0 chosen, 2, 3, 4 or 6 (the CTA has
+  // 12 / ring warps). Same bits for every value (tests); for benchmarks and tests.
+  int attention_tc_decode_ring = 0;
   // Tests only: the negative control of the invariance tests, a tensor-core attention whose
   // row sums depend on the row's place in the tile (the tests must catch it). Never set it
   // otherwise.
