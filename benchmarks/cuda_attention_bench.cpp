@@ -164,9 +164,10 @@ int usage() {
 }
 
 // decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs).
-std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0) {
+std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split = -1) {
   CudaOptions o;
   o.kv_dtype = kv;
+  o.attention_split_blocks = split;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = ring;
   return make_cuda_ops(o);
@@ -271,10 +272,13 @@ int main(int argc, char** argv) {
   // The decode schedule's ring depth (tiles a warp keeps; 12 / ring warps a CTA): same bits.
   std::string rings =
       "| decode batch | context | ring 2 (6 warps) µs | ring 3 (4 warps) µs | ring 4 (3 warps) µs | "
-      "ring 6 (2 warps) µs |\n|---|---|---|---|---|---|\n";
+      "ring 6 (2 warps) µs | ring 3, a warp a split µs | ring 3, a warp a row µs |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   {
     std::vector<std::unique_ptr<Ops>> by_ring;
     for (int r : {2, 3, 4, 6}) by_ring.push_back(ops_for(DType::kBF16, 1, r));
+    by_ring.push_back(ops_for(DType::kBF16, 1, 3, 1));  // one split per warp
+    by_ring.push_back(ops_for(DType::kBF16, 1, 3, 0));  // all of a row's splits in one warp
     for (const auto& [batch, ctx] :
          std::vector<std::pair<int, int>>{{1, 32768}, {8, 8192}, {64, 2048}, {256, 512}, {256, 2048}}) {
       std::string row = fmt::format("| {} | {} |", batch, ctx);
