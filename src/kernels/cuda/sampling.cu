@@ -22,11 +22,13 @@
 // The passes (ordinary launches in stream order, no grid barrier; B = blocks a row, chosen
 // from the batch to fill the GPU, or forced for tests):
 //   1. max (B per row): each block's smallest rank key and a NaN/+inf flag -> its BlockPart;
-//      also zeroes the row's bucket histogram and list counters for pass 2 and 4.
+//      also zeroes the row's bucket histogram and list counters for pass 2 and 4. With one
+//      block a row (B = 1: large batches) pass 2's block does this first, in the same launch.
 //   2. histogram (B per row): the row's max from pass 1's parts; for every token its T = 1
 //      mass (Z1), its mass at T, the min-p test, and its bucket (sampling_layout.cuh: a code of
 //      the distance from the max in the rank order, 1728 buckets): a shared-memory histogram
-//      of counts and masses, added to the row's global histogram by integer atomics; Z1 and the
+//      of counts and masses (32-bit atomics carrying into the next word: sampling_block.cuh),
+//      added to the row's global histogram by integer atomics (stored when B = 1); Z1 and the
 //      min-p sums per block in its BlockPart.
 //   3. plan (1 per row): Z1, log Z1; the histogram to inclusive prefix sums; from them the
 //      buckets that can hold each boundary (top-k exactly; top-p and the draw as intervals, as
@@ -77,6 +79,38 @@ __device__ inline bool all_masked(unsigned long long best, int id_bits) {
 
 // ---- Pass 1 ----------------------------------------------------------------------------------
 
+// The smallest rank key and the bad flag of block j's chunk, into its BlockPart (every thread
+// gets them).
+struct RowMax {
+  unsigned long long best;
+  unsigned int bad;
+};
+__device__ inline RowMax chunk_max(const float* x, int vocab, int id_bits, const Scratch& sc,
+                                   int row, int j, Reduce& red) {
+  const Chunk c = chunk_of(vocab, sc.blocks_per_row, j);
+  unsigned int bad = 0;
+  unsigned long long best = ~0ull;
+  for (int i = c.begin + threadIdx.x; i < c.end; i += kThreads) {
+    const float v = x[i];
+    if (!(v < __int_as_float(0x7f800000))) bad = 1;  // NaN or +inf
+    const unsigned long long k = sm::rank_key(v, static_cast<uint32_t>(i), id_bits);
+    best = k < best ? k : best;
+  }
+  bad = block_count(bad, red);
+  best = block_min(best, red);
+  if (threadIdx.x == 0) {
+    BlockPart& part = sc.parts[static_cast<size_t>(row) * sc.blocks_per_row + j];
+    part.min_key = best;
+    part.bad = bad;
+    if (j == 0) {  // the lists of pass 4 start empty
+      sc.counters[2 * row] = 0;
+      sc.counters[2 * row + 1] = 0;
+    }
+  }
+  return RowMax{best, bad};
+}
+
+// Rows spread over B > 1 blocks only (with one block a row, pass 2 does this itself).
 __global__ void __launch_bounds__(kThreads)
     max_kernel(const float* __restrict__ logits, int vocab, int id_bits, Scratch sc) {
   __shared__ Reduce red;
@@ -87,31 +121,11 @@ __global__ void __launch_bounds__(kThreads)
     sc.hist_lo[hist + b] = 0;
     sc.hist_hi[hist + b] = 0;
   }
-  if (j == 0 && tid < 2) sc.counters[2 * row + tid] = 0;
   const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
-  const Chunk c = chunk_of(vocab, blocks, j);
-  unsigned int bad = 0;
-  unsigned long long best = ~0ull;
-  for (int i = c.begin + tid; i < c.end; i += kThreads) {
-    const float v = x[i];
-    if (!(v < __int_as_float(0x7f800000))) bad = 1;  // NaN or +inf
-    const unsigned long long k = sm::rank_key(v, static_cast<uint32_t>(i), id_bits);
-    best = k < best ? k : best;
-  }
-  bad = block_count(bad, red);
-  best = block_min(best, red);
-  if (tid == 0) {
-    BlockPart& part = sc.parts[static_cast<size_t>(row) * blocks + j];
-    part.min_key = best;
-    part.bad = bad;
-  }
+  chunk_max(x, vocab, id_bits, sc, row, j, red);
 }
 
 // The row's smallest rank key and bad flag from pass 1's parts (every thread gets them).
-struct RowMax {
-  unsigned long long best;
-  unsigned int bad;
-};
 __device__ inline RowMax row_max(const Scratch& sc, int row, Reduce& red) {
   unsigned long long best = ~0ull;
   unsigned int bad = 0;
@@ -130,15 +144,12 @@ __device__ inline RowMax row_max(const Scratch& sc, int row, Reduce& red) {
 
 struct HistShared {
   unsigned int count[kBuckets];
-  unsigned long long mass_lo[kBuckets];
-  unsigned int mass_hi[kBuckets];  // a block's bucket mass < 2^31 * 2^63 * 2
+  unsigned int mass_w0[kBuckets], mass_w1[kBuckets], mass_w2[kBuckets];  // atomic_add_mass96
   Reduce red;
 };
 
 __device__ inline void hist_add_mass(HistShared& s, int d, sm::U128 m) {
-  const unsigned long long old = atomicAdd(&s.mass_lo[d], m.lo);
-  const unsigned long long carry = old + m.lo < old ? 1u : 0u;
-  if (m.hi + carry != 0) atomicAdd(&s.mass_hi[d], static_cast<unsigned int>(m.hi + carry));
+  atomic_add_mass96(&s.mass_w0[d], &s.mass_w1[d], &s.mass_w2[d], m);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -146,9 +157,13 @@ __global__ void __launch_bounds__(kThreads)
                 const SampleRowParams* __restrict__ params, Scratch sc) {
   __shared__ HistShared s;
   const int row = blockIdx.y, j = blockIdx.x, tid = threadIdx.x, lane = tid % 32;
-  const RowMax m = row_max(sc, row, s.red);
-  if (m.bad != 0 || all_masked(m.best, id_bits)) return;  // the plan reports it
   const float* x = logits + static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  // One block a row (large batches): pass 1 is this block's own first loop, and the histogram
+  // is stored rather than added (no zeroing needed); else pass 1's parts.
+  const bool whole_row = sc.blocks_per_row == 1;
+  const RowMax m =
+      whole_row ? chunk_max(x, vocab, id_bits, sc, row, 0, s.red) : row_max(sc, row, s.red);
+  if (m.bad != 0 || all_masked(m.best, id_bits)) return;  // the plan reports it
   const float max = x[m.best & ((1ull << id_bits) - 1)];
   const uint32_t vkey_max = static_cast<uint32_t>(m.best >> id_bits);
   const SampleRowParams p = params[row];
@@ -160,8 +175,9 @@ __global__ void __launch_bounds__(kThreads)
   if (hist) {
     for (int d = tid; d < kBuckets; d += kThreads) {
       s.count[d] = 0;
-      s.mass_lo[d] = 0;
-      s.mass_hi[d] = 0;
+      s.mass_w0[d] = 0;
+      s.mass_w1[d] = 0;
+      s.mass_w2[d] = 0;
     }
   }
   __syncthreads();
@@ -175,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
     unsigned long long q = 0;
     if (in) {
       const float v = x[i];
-      const unsigned long long q1 = sm::mass(v, max, 1.0);
+      const unsigned long long q1 = mass_t1(v, max);
       z1 = sm::add(z1, q1);
       if (hist) {
         digit = bucket_of_rel(sm::rank_value_key(v) - vkey_max);
@@ -226,12 +242,17 @@ __global__ void __launch_bounds__(kThreads)
   const size_t o = static_cast<size_t>(row) * kBuckets;
   for (int d = tid; d < kBuckets; d += kThreads) {
     const unsigned int n = s.count[d];
+    const sm::U128 mass = mass96(s.mass_w0[d], s.mass_w1[d], s.mass_w2[d]);
+    if (whole_row) {
+      sc.hist_count[o + d] = n;
+      sc.hist_lo[o + d] = mass.lo;
+      sc.hist_hi[o + d] = mass.hi;
+      continue;
+    }
     if (n == 0) continue;
-    atomicAdd(&sc.hist_count[o + d], n);
-    const unsigned long long lo = s.mass_lo[d];
-    const unsigned long long old = atomicAdd(&sc.hist_lo[o + d], lo);
-    const unsigned long long carry = old + lo < old ? 1u : 0u;
-    const unsigned long long hi = s.mass_hi[d] + carry;
+    atomicAdd(&sc.hist_count[o + d], n);  // global 64-bit atomics are native (not CAS loops)
+    const unsigned long long old = atomicAdd(&sc.hist_lo[o + d], mass.lo);
+    const unsigned long long hi = mass.hi + (old + mass.lo < old ? 1u : 0u);
     if (hi != 0) atomicAdd(&sc.hist_hi[o + d], hi);
   }
 }
@@ -502,9 +523,11 @@ SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsCon
   if (config.blocks_per_row > 0) {
     plan.blocks_per_row = std::min(config.blocks_per_row, sampling::kMaxBlocksPerRow);
   } else {
-    // Enough blocks to fill every SM twice, none with fewer than kMinTokensPerBlock tokens.
-    const int64_t fill = (2 * static_cast<int64_t>(std::max(sm_count, 1)) + rows - 1) /
-                         std::max<int64_t>(rows, 1);
+    // One block a row once the rows alone fill the SMs (pass 1 then fuses into pass 2: one
+    // read of the logits fewer); below that, enough blocks to fill every SM twice, none with
+    // fewer than kMinTokensPerBlock tokens.
+    const int64_t sms = std::max(sm_count, 1);
+    const int64_t fill = rows >= sms ? 1 : (2 * sms + rows - 1) / std::max<int64_t>(rows, 1);
     const int64_t useful =
         (static_cast<int64_t>(vocab) + sampling::kMinTokensPerBlock - 1) /
         sampling::kMinTokensPerBlock;
@@ -529,7 +552,8 @@ cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
   const s::Scratch sc =
       s::carve_scratch(scratch, rows, plan.blocks_per_row, plan.cand_capacity, plan.lp_capacity);
   const dim3 wide(static_cast<unsigned>(plan.blocks_per_row), static_cast<unsigned>(rows));
-  s::max_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, sc);
+  if (plan.blocks_per_row > 1)  // (one block a row: pass 2 finds the max itself)
+    s::max_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, sc);
   s::hist_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
   s::plan_kernel<<<rows, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
   s::collect_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);

@@ -38,6 +38,36 @@ __device__ inline sm::U128 shfl_xor_u128(sm::U128 v, int offset) {
   return r;
 }
 
+// An exact mass sum in shared memory as three 32-bit words, w0 + w1 2^32 + w2 2^64 (< 2^96),
+// added to by native 32-bit atomics that carry into the next word (sm_90's 64-bit shared
+// atomicAdd compiles to a compare-and-swap loop, ATOMS.CAST.SPIN.64; the 32-bit one is one
+// ATOMS.ADD). Every add that wraps a word carries one into the next, so the words hold the
+// exact sum in any order.
+__device__ inline void atomic_add_mass96(unsigned int* w0, unsigned int* w1, unsigned int* w2,
+                                         sm::U128 v) {
+  const unsigned int a0 = static_cast<unsigned int>(v.lo);
+  unsigned long long a1 = v.lo >> 32;  // < 2^32, + 1 carry at most
+  unsigned long long a2 = v.hi;
+  if (a0 != 0) {
+    const unsigned int old = atomicAdd(w0, a0);
+    if (old + a0 < old) a1 += 1;
+  }
+  if ((a1 >> 32) != 0) {  // a1 == 2^32
+    a1 = 0;
+    a2 += 1;
+  }
+  if (a1 != 0) {
+    const unsigned int add = static_cast<unsigned int>(a1);
+    const unsigned int old = atomicAdd(w1, add);
+    if (old + add < old) a2 += 1;
+  }
+  if (a2 != 0) atomicAdd(w2, static_cast<unsigned int>(a2));
+}
+__device__ inline sm::U128 mass96(unsigned int w0, unsigned int w1, unsigned int w2) {
+  return u128_of(static_cast<unsigned long long>(w0) | (static_cast<unsigned long long>(w1) << 32),
+                 w2);
+}
+
 // Exact sum over the block (every thread gets it). Every thread of the block calls it.
 __device__ inline sm::U128 block_sum(sm::U128 v, Reduce& s) {
   for (int offset = 16; offset > 0; offset >>= 1) v = sm::add(v, shfl_down_u128(v, offset));

@@ -141,6 +141,12 @@ __device__ inline RowHist row_hist(const Scratch& s, int row) {
   return RowHist{s.hist_count + o, s.hist_lo + o, s.hist_hi + o};
 }
 
+// sm::mass(x, max, 1.0) without the division: d / 1.0 == d exactly in IEEE arithmetic (also
+// for -inf), so the bits are the same and the software double division is saved.
+__device__ inline unsigned long long mass_t1(float x, float max) {
+  return sm::mass_of_weight(sm::exp_nonpositive(sm::logit_gap(x, max)));
+}
+
 // A row's per-call flags, the same in every pass.
 __device__ inline bool row_needs_hist(const SampleRowParams& p) {
   return p.temperature != 0.0f || p.n_logprobs > 0;

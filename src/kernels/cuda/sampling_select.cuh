@@ -20,8 +20,7 @@ constexpr int kButterflyGroups = 4;
 
 struct SelectShared {
   unsigned int count[256];
-  unsigned long long mass_lo[256];
-  unsigned long long mass_hi[256];
+  unsigned int mass_w0[256], mass_w1[256], mass_w2[256];  // atomic_add_mass96's words
   int chosen;  // search state, written by one lane of warp 0
   unsigned int acc_count;
   unsigned long long acc_mass_lo, acc_mass_hi;
@@ -57,11 +56,12 @@ struct SearchStart {
   unsigned int set_count;
 };
 
-// bucket d's exact mass += m (128-bit, carried from the low word).
+// bucket d's exact mass += m.
 __device__ inline void add_mass(SelectShared& s, unsigned int d, sm::U128 m) {
-  const unsigned long long old = atomicAdd(&s.mass_lo[d], m.lo);
-  const unsigned long long carry = old + m.lo < old ? 1u : 0u;
-  if (m.hi + carry != 0) atomicAdd(&s.mass_hi[d], m.hi + carry);
+  atomic_add_mass96(&s.mass_w0[d], &s.mass_w1[d], &s.mass_w2[d], m);
+}
+__device__ inline sm::U128 bucket_mass(const SelectShared& s, unsigned int d) {
+  return mass96(s.mass_w0[d], s.mass_w1[d], s.mass_w2[d]);
 }
 
 // Warp 0: the first digit (of n_buckets) at which the running (count or mass) from the shared
@@ -76,7 +76,7 @@ __device__ inline void choose_digit(SelectShared& s, unsigned int n_buckets, boo
     const unsigned int d = d0 + static_cast<unsigned int>(k);
     if (d < n_buckets) {
       own.count += s.count[d];
-      own.mass = sm::add(own.mass, u128_of(s.mass_lo[d], s.mass_hi[d]));
+      own.mass = sm::add(own.mass, bucket_mass(s, d));
     }
   }
   CountMass incl = own;
@@ -100,7 +100,7 @@ __device__ inline void choose_digit(SelectShared& s, unsigned int n_buckets, boo
   for (int k = 0; k < kPer && found < 0; ++k) {
     const unsigned int d = d0 + static_cast<unsigned int>(k);
     if (d >= n_buckets) break;
-    const sm::U128 bucket = u128_of(s.mass_lo[d], s.mass_hi[d]);
+    const sm::U128 bucket = bucket_mass(s, d);
     const unsigned int c = acc.count + s.count[d];
     const sm::U128 m = sm::add(acc.mass, bucket);
     if (by_mass ? m >= target_mass : c >= target_count) {
@@ -155,8 +155,9 @@ __device__ Boundary search_prefix(const Source& src, SearchStart start, bool by_
     const unsigned int n_buckets = 1u << width;
     for (int d = tid; d < 256; d += kThreads) {
       s.count[d] = 0;
-      s.mass_lo[d] = 0;
-      s.mass_hi[d] = 0;
+      s.mass_w0[d] = 0;
+      s.mass_w1[d] = 0;
+      s.mass_w2[d] = 0;
     }
     if (collect && tid == 0) s.n_cand = 0;  // (read by no one in a pass that collects)
     __syncthreads();
