@@ -6,8 +6,10 @@
 // (blocks a row: chosen, 1, 2, 7, 64; candidate lists: default, tiny, none — the one-block
 // search over the whole row): no layout may change a bit. Skips without a GPU. Also prints the
 // time per launch at vocab 128256, batch 1, 8 and 256.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/sampling/sample_row.h"
 #include "kernels/sampling/sampler.h"
 
@@ -294,6 +297,110 @@ TEST(CudaSampling, BadLogitsThrow) {
   }
 }
 
+// The timed parameter sets (docs/cuda.md "Sampling on the device", Speed).
+struct TimedCase {
+  const char* name;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  int32_t n_logprobs;
+};
+const TimedCase kTimedCases[] = {{"greedy", 0.0f, 0, 1.0f, 0.0f, 0},
+                                 {"T=0.8", 0.8f, 0, 1.0f, 0.0f, 0},
+                                 {"T=0.8 top_k=50 top_p=0.95", 0.8f, 50, 0.95f, 0.0f, 0},
+                                 {"T=1 top_p=0.9 logprobs=5", 1.0f, 0, 0.9f, 0.0f, 5},
+                                 {"T=1.2 min_p=0.05", 1.2f, 0, 1.0f, 0.05f, 0}};
+
+std::vector<SampleRowParams> timed_params(const TimedCase& c, size_t rows) {
+  std::vector<SampleRowParams> params(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.n_logprobs = c.n_logprobs;
+    p.seed = r;
+    params[r] = sample_row_params(p, static_cast<uint32_t>(r), 0);
+  }
+  return params;
+}
+
+// Where a call's time goes: the five passes timed by events on the launcher
+// (SampleRowsPlan::pass_events), µs per launch, the same logits as the test below.
+TEST(CudaSampling, PassTimesAtLlama3Vocab) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = invariant_ops();  // (sets up the device; the passes run on a stream of ours)
+  constexpr size_t kVocab = 128256, kRows = 256;
+  const std::vector<float> logits = fast_random_floats(kRows * kVocab, 7, -15.0f, 15.0f);
+  DeviceArray<float> d_logits(*ops, logits);
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaEvent_t events[6];
+  for (cudaEvent_t& e : events) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  SampleRowParams* d_params = nullptr;
+  SampleRowResult* d_out = nullptr;
+  void* scratch = nullptr;
+  const cuda::SampleRowsPlan biggest = cuda::plan_sample_rows(kRows, kVocab, {}, sms);
+  size_t scratch_bytes = biggest.scratch_bytes;
+  for (const int32_t rows : {1, 8}) {
+    scratch_bytes =
+        std::max(scratch_bytes, cuda::plan_sample_rows(rows, kVocab, {}, sms).scratch_bytes);
+  }
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_params), sizeof(SampleRowParams) * kRows),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), sizeof(SampleRowResult) * kRows),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
+  for (const TimedCase& c : kTimedCases) {
+    const std::vector<SampleRowParams> params = timed_params(c, kRows);
+    ASSERT_EQ(cudaMemcpy(d_params, params.data(), sizeof(SampleRowParams) * kRows,
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    for (const int32_t rows : {1, 8, static_cast<int32_t>(kRows)}) {
+      cuda::SampleRowsPlan plan = cuda::plan_sample_rows(rows, kVocab, {}, sms);
+      plan.pass_events = events;
+      constexpr int kRepeats = 5;
+      double us[5] = {};
+      for (int i = 0; i <= kRepeats; ++i) {  // the first is a warm-up
+        ASSERT_EQ(cuda::launch_sample_rows(d_logits.data(), rows, kVocab, d_params, d_out, plan,
+                                           scratch, stream),
+                  cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        for (int k = 0; k < 5 && i > 0; ++k) {
+          float ms = 0.0f;
+          ASSERT_EQ(cudaEventElapsedTime(&ms, events[k], events[k + 1]), cudaSuccess);
+          us[k] += 1000.0 * ms / kRepeats;
+        }
+      }
+      std::printf(
+          "sample_rows passes vocab %zu batch %3d %-28s B %3d: max %6.1f hist %7.1f plan %6.1f "
+          "collect %6.1f finish %7.1f us, sum %7.1f us\n",
+          kVocab, rows, c.name, plan.blocks_per_row, us[0], us[1], us[2], us[3], us[4],
+          us[0] + us[1] + us[2] + us[3] + us[4]);
+    }
+    // spot-check the timed results (the last, whole batch) against the CPU
+    std::vector<SampleRowResult> out(kRows);
+    ASSERT_EQ(cudaMemcpy(out.data(), d_out, sizeof(SampleRowResult) * kRows,
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (size_t r : {size_t{0}, size_t{131}, kRows - 1}) {
+      expect_same(out[r],
+                  sample_row(std::span<const float>(logits.data() + r * kVocab, kVocab), params[r]),
+                  std::string(c.name) + " passes row " + std::to_string(r));
+    }
+  }
+  cudaFree(scratch);
+  cudaFree(d_out);
+  cudaFree(d_params);
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  cudaStreamDestroy(stream);
+}
+
 TEST(CudaSampling, TimePerRowAtLlama3Vocab) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops = invariant_ops();
@@ -301,30 +408,8 @@ TEST(CudaSampling, TimePerRowAtLlama3Vocab) {
   const std::vector<float> logits = fast_random_floats(kRows * kVocab, 7, -15.0f, 15.0f);
   DeviceArray<float> d_logits(*ops, logits);
   std::vector<SampleRowResult> out(kRows);
-  struct Case {
-    const char* name;
-    float temperature;
-    int32_t top_k;
-    float top_p;
-    float min_p;
-    int32_t n_logprobs;
-  };
-  for (const Case& c :
-       {Case{"greedy", 0.0f, 0, 1.0f, 0.0f, 0}, Case{"T=0.8", 0.8f, 0, 1.0f, 0.0f, 0},
-        Case{"T=0.8 top_k=50 top_p=0.95", 0.8f, 50, 0.95f, 0.0f, 0},
-        Case{"T=1 top_p=0.9 logprobs=5", 1.0f, 0, 0.9f, 0.0f, 5},
-        Case{"T=1.2 min_p=0.05", 1.2f, 0, 1.0f, 0.05f, 0}}) {
-    std::vector<SampleRowParams> params(kRows);
-    for (size_t r = 0; r < kRows; ++r) {
-      SamplingParams p;
-      p.temperature = c.temperature;
-      p.top_k = c.top_k;
-      p.top_p = c.top_p;
-      p.min_p = c.min_p;
-      p.n_logprobs = c.n_logprobs;
-      p.seed = r;
-      params[r] = sample_row_params(p, static_cast<uint32_t>(r), 0);
-    }
+  for (const TimedCase& c : kTimedCases) {
+    const std::vector<SampleRowParams> params = timed_params(c, kRows);
     for (const size_t rows : {size_t{1}, size_t{8}, kRows}) {
       const int32_t n = static_cast<int32_t>(rows);
       ops->sample_rows(d_logits.data(), n, kVocab, params.data(), out.data());  // warm-up

@@ -200,6 +200,9 @@ struct SampleRowsPlan {
   int cand_capacity = 0;
   int lp_capacity = 0;
   size_t scratch_bytes = 0;  // device scratch that launch_sample_rows needs (256-aligned)
+  // Benchmarks and tests: 6 events recorded before pass 1 and after each of the 5 passes
+  // (sampling.cu; pass 1 is empty when it runs fused into pass 2), else nullptr.
+  cudaEvent_t* pass_events = nullptr;
 };
 SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsConfig& config,
                                 int sm_count);

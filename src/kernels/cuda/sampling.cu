@@ -552,14 +552,24 @@ cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
   const s::Scratch sc =
       s::carve_scratch(scratch, rows, plan.blocks_per_row, plan.cand_capacity, plan.lp_capacity);
   const dim3 wide(static_cast<unsigned>(plan.blocks_per_row), static_cast<unsigned>(rows));
+  const auto mark = [&](int k) {
+    if (plan.pass_events != nullptr) cudaEventRecord(plan.pass_events[k], stream);
+  };
+  mark(0);
   if (plan.blocks_per_row > 1)  // (one block a row: pass 2 finds the max itself)
     s::max_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, sc);
+  mark(1);
   s::hist_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  mark(2);
   s::plan_kernel<<<rows, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  mark(3);
   s::collect_kernel<<<wide, s::kThreads, 0, stream>>>(logits, vocab, id_bits, params, sc);
+  mark(4);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  return s::launch_finish(logits, rows, vocab, id_bits, params, sc, out, stream);
+  const cudaError_t f = s::launch_finish(logits, rows, vocab, id_bits, params, sc, out, stream);
+  mark(5);
+  return f;
 }
 
 }  // namespace detllm::kernels::cuda
