@@ -10,6 +10,10 @@
 // together) and/or --decode-csv 1,8,64x8192 (batch B of one query token at context --context N,
 // default 2048, or BxC: at context C) print only
 // `kind,batch,q_len,context,heads,kv_heads,head_dim,kv_dtype,us` lines after a header.
+// --prefill-shapes 2048,8192,16384: causal prefill of one sequence of each L (and the mixed
+// step 512+2048+8192+1000) under every packed CTA shape of the tensor-core kernel (16-row warps
+// × 4 or 8; 32-row warps with a K/V ring of 2 or 3 tiles, or two streams of them; chosen), one
+// markdown table of µs and TFLOP/s (the shapes give the same bits; only the speed differs).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -158,7 +162,7 @@ bool parse_decode_list(std::string_view s, std::vector<std::pair<int, int>>& out
 int usage() {
   fmt::print(stderr,
              "usage: cuda_attention_bench [--kv-dtype bf16|fp32] [--prefill-csv L|BxL,...] "
-             "[--mixed-csv L+L+...] [--decode-csv B|BxC,...] [--context N]\n"
+             "[--mixed-csv L+L+...] [--decode-csv B|BxC,...] [--context N] [--prefill-shapes L,...]\n"
              "  without csv options: the decode and prefill tables of both KV dtypes\n");
   return 2;
 }
@@ -171,6 +175,62 @@ std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split 
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = ring;
   return make_cuda_ops(o);
+}
+
+// The tensor-core attention (bf16 KV) with its packed CTA shape forced (0, fast -1: chosen).
+std::unique_ptr<Ops> ops_for_shape(int warps, int m_tiles, int stages, int streams, int fast) {
+  CudaOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.attention_tc_warps = warps;
+  o.attention_tc_m_tiles = m_tiles;
+  o.attention_tc_stages = stages;
+  o.attention_tc_streams = streams;
+  o.attention_tc_fast = fast;
+  return make_cuda_ops(o);
+}
+
+// Causal prefill under each packed CTA shape of the tensor-core kernel.
+int run_prefill_shapes(const std::vector<int>& lens) {
+  struct Shape {
+    const char* name;
+    int warps, m_tiles, stages, streams, fast;
+  };
+  const Shape shapes[] = {{"chosen", 0, 0, 0, 0, -1},
+                          {"4 warps × 16 rows", 4, 1, 2, 0, 0},
+                          {"4 × 16, fast path", 4, 1, 2, 0, 1},
+                          {"4 × 16, 3 tiles", 4, 1, 3, 0, 0},
+                          {"4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1},
+                          {"8 warps × 16 rows", 8, 1, 0, 0, 0},
+                          {"4 warps × 32 rows", 4, 2, 2, 1, 0},
+                          {"2 streams × 4 warps × 32 rows", 4, 2, 2, 2, 0}};
+  std::vector<std::unique_ptr<Ops>> ops;
+  std::string head = "| prefill (causal) |", rule = "|---|";
+  for (const Shape& sh : shapes) {
+    ops.push_back(ops_for_shape(sh.warps, sh.m_tiles, sh.stages, sh.streams, sh.fast));
+    head += fmt::format(" {} µs (TFLOP/s) |", sh.name);
+    rule += "---|";
+  }
+  fmt::print("device: {}\n\n{}\n{}\n", cuda_device_description(0), head, rule);
+  std::vector<std::vector<int>> cases;
+  for (int n : lens) cases.push_back({n});
+  cases.push_back({512, 2048, 8192, 1000});
+  for (const auto& c : cases) {
+    std::vector<SeqSpec> seqs;
+    std::string name;
+    for (int n : c) {
+      seqs.push_back({n, n});
+      if (!name.empty()) name += '+';
+      name += fmt::format("{}", n);
+    }
+    std::string row = fmt::format("| {} |", name);
+    for (auto& o : ops) {
+      const double t = run_step(*o, seqs);
+      row += fmt::format(" {:.1f} ({:.1f}) |", t, prefill_flop(c) / t * 1e-6);
+    }
+    fmt::print("{}\n", row);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 int run_csv(DType kv, const std::vector<CsvCase>& cases) {
@@ -194,9 +254,10 @@ int run_csv(DType kv, const std::vector<CsvCase>& cases) {
 
 int main(int argc, char** argv) {
   std::vector<CsvCase> csv;
+  std::vector<int> shape_lens;  // --prefill-shapes
   DType kv = DType::kBF16;
   {
-    std::vector<std::pair<int, int>> prefill, decode, mixed;
+    std::vector<std::pair<int, int>> prefill, decode, mixed, shapes;
     int context = 2048;
     for (int i = 1; i < argc; ++i) {
       const std::string_view a = argv[i];
@@ -208,6 +269,12 @@ int main(int argc, char** argv) {
         if (!parse_decode_list(v, decode)) return usage();
       } else if (a == "--mixed-csv") {
         if (!parse_list(v, mixed, '+')) return usage();
+      } else if (a == "--prefill-shapes") {
+        if (!parse_list(v, shapes)) return usage();
+        for (const auto& [one, len] : shapes) {
+          if (one != 1) return usage();
+          shape_lens.push_back(len);
+        }
       } else if (a == "--context") {
         context = std::atoi(std::string(v).c_str());
         if (context < 1) return usage();
@@ -236,6 +303,7 @@ int main(int argc, char** argv) {
     fmt::print("cuda_attention_bench: no CUDA device: nothing to measure\n");
     return 0;
   }
+  if (!shape_lens.empty()) return run_prefill_shapes(shape_lens);
   if (!csv.empty()) return run_csv(kv, csv);
   fmt::print("device: {}\n", cuda_device_description(0));
   auto bf16 = ops_for(DType::kBF16);

@@ -6,7 +6,9 @@
 //    chunks of 1, 7, 64 and 333 = mixed batches in shuffled token order = shuffled/fragmented
 //    pages = a prefix-cache hit (the second half computed on the first half's shared blocks),
 //    for every split placement (in the row's CTA, a CTA per split + merge, chosen), every
-//    CTA shape (1 or 4 warps, chosen) and both schedules (packed CTAs; a warp per token, KV
+//    CTA shape (1, 4 or 8 warps of 16 rows, 4 also with a ring of 3 K/V tiles and/or the
+//    unmasked fast path; 4 warps of 32 rows with a ring of 2 or 3 tiles, or two streams of
+//    them over alternate splits; chosen) and both schedules (packed CTAs; a warp per token, KV
 //    head and run of splits — forced on every step, too);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
@@ -28,12 +30,23 @@ using namespace cuda_testing;
 
 constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile edges everywhere
 
-std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int warps = 0, bool layout_dependent = false,
+// A packed CTA shape: warps of 16 rows (1, 4, 8; 4 also with a ring of 3 K/V tiles and/or the
+// unmasked tiles' fast path) or 4 warps of 2 m-tiles (32 rows) with a ring of 2 or 3 tiles, or
+// two streams of such 4 warps over alternate splits; zeros (fast -1): chosen by the step.
+struct CtaShape {
+  int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
+};
+
+std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
                             int decode = -1, int decode_ring = 0) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
-  o.attention_tc_warps = warps;
+  o.attention_tc_warps = cta.warps;
+  o.attention_tc_m_tiles = cta.m_tiles;
+  o.attention_tc_stages = cta.stages;
+  o.attention_tc_streams = cta.streams;
+  o.attention_tc_fast = cta.fast;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_layout_dependent = layout_dependent;
@@ -180,19 +193,24 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   // decode -1: the decode schedule on decode-like steps (chunks of 1), the packed CTAs
   // elsewhere; 0: packed CTAs only, in every CTA shape; 1: the decode schedule on every step
   // (a warp per token, KV head and run of splits, also for whole prefills).
+  const CtaShape ctas[] = {{0, 0, 0, 0, -1}, {1, 1, 0, 0, 0}, {4, 1, 2, 0, 0}, {4, 1, 2, 0, 1},
+                          {4, 1, 3, 0, 0},  {4, 1, 3, 0, 1}, {8, 1, 0, 0, 0}, {4, 2, 2, 1, 0},
+                          {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}};
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
-      for (int warps : {0, 1, 4}) {
-        if (decode != 0 && warps != 0) continue;  // the decode schedule has no CTA shape
-        SCOPED_TRACE(::testing::Message() << "decode schedule " << decode << ", split placement "
-                                          << split_blocks << ", warps " << warps);
-        auto ops = tc_ops(split_blocks, warps, false, decode);
+      for (const CtaShape& cta : ctas) {
+        if (decode != 0 && cta.warps != 0) continue;  // the decode schedule has no CTA shape
+        SCOPED_TRACE(::testing::Message()
+                     << "decode schedule " << decode << ", split placement " << split_blocks
+                     << ", warps " << cta.warps << " × m-tiles " << cta.m_tiles << ", stages "
+                     << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast);
+        auto ops = tc_ops(split_blocks, cta, false, decode);
         run_schedules(*ops, shape, base);
       }
   // Every ring depth of the decode schedule (12 / ring warps a CTA).
   for (int ring : {2, 4, 6}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << ring);
-    auto ops = tc_ops(-1, 0, false, 1, ring);
+    auto ops = tc_ops(-1, {}, false, 1, ring);
     run_schedules(*ops, shape, base);
   }
 }
@@ -201,13 +219,20 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
 TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
   DETLLM_SKIP_WITHOUT_GPU();
   const AttnShape shape = GetParam();
-  auto ops = tc_ops(-1, 0, /*layout_dependent=*/true);
-  DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
-  base.step({{0, 0, kLen}});
-  DevicePagedWorld w(*ops, shape, {42}, {kLen}, 3);
-  for (const auto& step : chunked(0, 0, kLen, 7)) w.step(step);
-  EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
-      << "the layout-dependent variant went unnoticed: the check cannot fail";
+  // Chosen shapes (the whole prefill on 32-row warps, chunks of 7 on 16-row warps), and the
+  // 32-row warps forced on both.
+  for (const CtaShape cta : {CtaShape{0, 0, 0, 0, -1}, CtaShape{4, 1, 3, 0, 1},
+                             CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "warps " << cta.warps << ", m-tiles " << cta.m_tiles
+                                      << ", streams " << cta.streams << ", fast " << cta.fast);
+    auto ops = tc_ops(-1, cta, /*layout_dependent=*/true);
+    DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
+    base.step({{0, 0, kLen}});
+    DevicePagedWorld w(*ops, shape, {42}, {kLen}, 3);
+    for (const auto& step : chunked(0, 0, kLen, 7)) w.step(step);
+    EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
+        << "the layout-dependent variant went unnoticed: the check cannot fail";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,

@@ -213,6 +213,199 @@ __device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
   }
 }
 
+// ---- MT m-tiles per warp (the packed schedule's 32-row warps) --------------------------
+// The same per-row operations as tile_scores / tile_values, in the same order, for MT m-tiles
+// of 16 rows that share each K/V fragment read from shared memory (one ldmatrix feeds MT
+// mma): only which rows sit beside a row in the warp changes, and no row's arithmetic reads
+// another row. Q comes from shared memory (bf16, rounded once when staged, kLd<HD> a row):
+// ldmatrix gives exactly load_q_fragments' fragments.
+
+// The softmax half of tile_scores for one m-tile, after the scores are in `s`: identical
+// operations. MASK = false: every column of the tile is ≤ both rows' last positions (the
+// caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
+// without the s == −inf select (s is finite there unless the product overflowed to −inf,
+// where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
+template <int HD, bool MASK>
+__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
+                                             bool layout_dependent, SplitState<HD>& st,
+                                             float (&s)[kKvTile / 8][4]) {
+  constexpr int NT = kKvTile / 8;
+  const int cq = threadIdx.x & 3;
+  float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v;
+      if constexpr (MASK) {
+        const int col = start + nt * 8 + 2 * cq + (e & 1);
+        v = col <= lim[e >> 1] ? __fmul_rn(s[nt][e], scale_log2) : -INFINITY;
+      } else {
+        v = __fmul_rn(s[nt][e], scale_log2);
+      }
+      s[nt][e] = v;
+      mt[e >> 1] = fmaxf(mt[e >> 1], v);
+    }
+  float c[2], ref[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
+    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
+    const float m_new = fmaxf(st.m[i], mt[i]);
+    ref[i] = m_new == -INFINITY ? 0.0f : m_new;
+    c[i] = st.m[i] == m_new ? 1.0f : exp2f(__fsub_rn(st.m[i], ref[i]));
+    st.m[i] = m_new;
+  }
+  float ts[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e >> 1;
+      float p;
+      if constexpr (MASK) {
+        p = s[nt][e] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][e], ref[i]));
+      } else {
+        p = exp2f(__fsub_rn(s[nt][e], ref[i]));
+      }
+      s[nt][e] = p;
+      ts[i] = __fadd_rn(ts[i], p);
+    }
+  if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
+    ts[1] = 0.0f;
+#pragma unroll
+    for (int nt = NT - 1; nt >= 0; --nt) {
+      ts[1] = __fadd_rn(ts[1], s[nt][3]);
+      ts[1] = __fadd_rn(ts[1], s[nt][2]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
+    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
+    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
+  }
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
+    st.o[dt][1] = __fmul_rn(st.o[dt][1], c[0]);
+    st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
+    st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
+  }
+}
+
+// Where element (row, col) of a tile in shared memory is (col a multiple of 8: one 16-byte
+// chunk): SWZ = false rows of kLd<HD> (padded); SWZ = true rows of HD with the chunk index
+// XORed with row % 8 (no padding; conflict-free ldmatrix and cp.async; HD ≥ 64). A tile's
+// base row must be a multiple of 8. Only addresses change: the values read are the same.
+template <int HD, bool SWZ>
+__device__ __forceinline__ int tile_at(int row, int col) {
+  if constexpr (SWZ) {
+    static_assert(HD >= 64, "the swizzle needs 8 chunks a row");
+    return row * HD + ((((col >> 3) ^ (row & 7))) << 3);
+  } else {
+    return row * kLd<HD> + col;
+  }
+}
+
+// The score half of tile_scores (S = Q·Kᵀ, k-steps ascending), Q in registers: the same
+// mma sequence. tile_scores = tile_qk, then tile_softmax<HD, true>.
+template <int HD>
+__device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t (&qf)[HD / 16][4],
+                                        float (&s)[kKvTile / 8][4]) {
+  constexpr int LD = kLd<HD>;
+  constexpr int NT = kKvTile / 8;
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4(r, kb + ((nt + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
+      mma_bf16(s[nt], qf[kk], r[0], r[1]);
+      mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
+    }
+  }
+}
+
+// tile_scores for MT m-tiles: `qs` is the warp's first m-tile row in shared memory (MT · 16
+// rows, tile_at<HD, SWZ>); lim[j][i]: row i of m-tile j's last position (-1: none). mask[j]:
+// whether m-tile j needs the masked softmax (false only when every column ≤ both its rows'
+// lim); warp-uniform.
+template <int HD, int MT, bool SWZ = false>
+__device__ __forceinline__ void tile_scores_mt(const __nv_bfloat16* kb, const __nv_bfloat16* qs,
+                                               int start, const int (&lim)[MT][2],
+                                               const bool (&mask)[MT], float scale_log2,
+                                               bool layout_dependent, SplitState<HD> (&st)[MT],
+                                               float (&s)[MT][kKvTile / 8][4]) {
+  constexpr int NT = kKvTile / 8;
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int j = 0; j < MT; ++j)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) s[j][nt][0] = s[j][nt][1] = s[j][nt][2] = s[j][nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t qf[MT][4];  // A: matrices (rows 0–7 | 8–15) × (cols 0–7 | 8–15) of the k-step
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+      ldmatrix_x4(qf[j], qs + tile_at<HD, SWZ>(j * kWarpRows + (ldm & 1) * 8 + ldr,
+                                                kk * 16 + (ldm >> 1) * 8));
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4(r, kb + tile_at<HD, SWZ>((nt + (ldm >> 1)) * 8 + ldr, kk * 16 + (ldm & 1) * 8));
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        mma_bf16(s[j][nt], qf[j], r[0], r[1]);
+        mma_bf16(s[j][nt + 1], qf[j], r[2], r[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+    if (mask[j]) {
+      tile_softmax<HD, true>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+    } else {
+      tile_softmax<HD, false>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+    }
+  }
+}
+
+// tile_values for MT m-tiles: each V fragment feeds the MT m-tiles' mma.
+template <int HD, int MT, bool SWZ = false>
+__device__ __forceinline__ void tile_values_mt(const __nv_bfloat16* vb,
+                                               const float (&s)[MT][kKvTile / 8][4],
+                                               SplitState<HD> (&st)[MT]) {
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int k = 0; k < kKvTile / 16; ++k) {
+    uint32_t pa[MT][4];
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      pa[j][0] = pack_bf16(s[j][2 * k][0], s[j][2 * k][1]);
+      pa[j][1] = pack_bf16(s[j][2 * k][2], s[j][2 * k][3]);
+      pa[j][2] = pack_bf16(s[j][2 * k + 1][0], s[j][2 * k + 1][1]);
+      pa[j][3] = pack_bf16(s[j][2 * k + 1][2], s[j][2 * k + 1][3]);
+    }
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, vb + tile_at<HD, SWZ>(k * 16 + (ldm & 1) * 8 + ldr, (dt + (ldm >> 1)) * 8));
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        mma_bf16(st[j].o[dt], pa[j], r[0], r[1]);
+        mma_bf16(st[j].o[dt + 1], pa[j], r[2], r[3]);
+      }
+    }
+  }
+}
+
 // (M, L) ⊕ (m, l): the one merge of two partial softmax states (max in log2 units), rounding
 // pinned; returns the weights of the old and the new accumulator. Used by the in-CTA merge
 // and by the merge kernel alike, element by element, so every placement gives the same bits.

@@ -158,9 +158,14 @@ bool attention_head_dim_supported(int32_t head_dim);
 // steps, a warp per (token, KV head, run of splits) (attention_tc_decode.cu).
 struct TcSchedule {
   int split = -1;   // -1 chosen; 0 a row's splits in one CTA (warp); 1 a CTA (warp) per split
-  int warps = 0;    // warps of a packed CTA: 0 chosen, 1 or 4
+  int warps = 0;    // warps of a packed CTA of 16-row warps: 0 chosen, 1, 4 or 8
   int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
   int decode_ring = 0;  // K/V tiles of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
+  int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
+                    // 1, or 2 (then 4 warps: 128 rows)
+  int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
+  int streams = 0;  // 2-m-tile CTAs: 0 chosen; 1; 2 (8 warps, two streams over alternate splits)
+  int fast = -1;    // 4 warps of 16 rows: the unmasked tiles' fast path, -1 chosen, 0 off, 1 on
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);

@@ -24,9 +24,20 @@ struct CudaOptions {
   // rounded once at append; attention on the tensor cores, attention_tc.cu) or fp32 (the
   // CUDA-core kernel, attention.cu). Any other dtype is refused.
   DType kv_dtype = DType::kBF16;
-  // Warps per CTA of the tensor-core attention: 0 chosen by the step; 1 or 4 (tests show
-  // every shape gives the same bits).
+  // Warps per CTA of the tensor-core attention: 0 chosen by the step; 1, 4 or 8 warps of 16
+  // rows (tests show every shape gives the same bits).
   int attention_tc_warps = 0;
+  // Rows per warp of its packed CTAs, in m-tiles of 16: 0 chosen by the step (1 when
+  // attention_tc_warps is forced); 1; 2 (4 warps of 32 rows sharing each K/V fragment). And the
+  // K/V tiles in the 2-m-tile CTAs' cp.async ring: 0 chosen, 2 or 3. Same bits (tests).
+  int attention_tc_m_tiles = 0;
+  int attention_tc_stages = 0;
+  // Streams of the 2-m-tile CTAs: 0 chosen; 1; 2 (8 warps: two streams of 4 over alternate
+  // KV splits of the same rows, merged in order; head_dim ≥ 64, else 1). Same bits (tests).
+  int attention_tc_streams = 0;
+  // 4 warps of 16 rows: tiles with no column past any of a warp's rows skip the mask selects
+  // (-1 chosen, 0 off, 1 on). attention_tc_stages = 3 gives these CTAs a ring of 3 K/V tiles.
+  int attention_tc_fast = -1;
   // The decode schedule of the tensor-core attention (attention_tc_decode.cu: a warp per token,
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
   // Same bits as the packed schedule (tests show it).
