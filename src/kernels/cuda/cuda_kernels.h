@@ -72,6 +72,11 @@ cudaError_t launch_qkv_rope_append(const QkvRopeArgs& a, cudaStream_t stream);
 cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, __nv_bfloat16* out,
                                  cudaStream_t stream);
 
+// *differ = 0 when the n_words 32-bit words of a and b are equal, else 1 (device-side bit
+// comparison: the GEMM planner's verification, gemm_lt.cpp).
+cudaError_t launch_any_word_differs(const void* a, const void* b, int64_t n_words,
+                                    uint32_t* differ, cudaStream_t stream);
+
 // ---- synthetic.cu --------------------------------------------------------------------
 // dst (n) = synthetic weights, element i = synthetic_value(key, i, center, scale)
 // (kernels/synthetic_values.h) bit for bit; bf16 (is_bf16, round to nearest even) or fp32.

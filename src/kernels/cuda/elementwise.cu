@@ -5,6 +5,8 @@
 // Test: build-cuda/tests/test_cuda --gtest_filter='CudaVsRef*'.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -183,6 +185,25 @@ cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStr
   } else {
     f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, out);
   }
+  return cudaGetLastError();
+}
+
+// *differ = 1 when any 32-bit word of a and b differs (a flag, not a count: any order of the
+// stores gives the same value).
+static __global__ void any_word_differs_kernel(const uint32_t* a, const uint32_t* b, int64_t n,
+                                        uint32_t* differ) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    if (a[i] != b[i]) *differ = 1u;
+}
+
+cudaError_t launch_any_word_differs(const void* a, const void* b, int64_t n_words,
+                                    uint32_t* differ, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(differ, 0, sizeof(uint32_t), stream);
+  if (err != cudaSuccess || n_words == 0) return err;
+  const int64_t blocks = std::min<int64_t>((n_words + kThreads - 1) / kThreads, 132 * 16);
+  any_word_differs_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), n_words, differ);
   return cudaGetLastError();
 }
 

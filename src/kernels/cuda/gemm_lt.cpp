@@ -72,17 +72,6 @@ std::string algo_text(const cublasLtMatmulAlgo_t& a) {
                      cluster);
 }
 
-// Cheap deterministic activations in [-1, 1).
-void fill_random(std::vector<float>& v, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<float>(s >> 40) * 0x1.0p-23f - 1.0f;
-  }
-}
-
 // Device buffers of one tuning session, freed at the end.
 struct DeviceBuf {
   void* p = nullptr;
@@ -123,39 +112,46 @@ struct LtGemm::Plan {
   }
 };
 
-// One shape and bucket under test: random activations at M = tuned_m (fp32 for the kernel,
-// bf16 for cuBLASLt: the same rounding as the kernel's), the invariant kernel's output on the
-// host, an output buffer for candidates, and the timing events.
+// One shape and bucket under test: random activations at M = tuned_m, made on the device
+// (fp32 for the kernel, bf16 for cuBLASLt: the same rounding as the kernel's), the invariant
+// kernel's output (the reference, kept on the device), an output buffer for candidates, a
+// flag for the device-side bit comparison, and the timing events. Nothing of M × N crosses
+// PCIe: at the large buckets the downloads and the host-side comparison were most of a
+// plan's re-verification.
 struct LtGemm::Session {
   int32_t m = 0;   // rows verified and timed
   int32_t m2 = 0;  // a second M of the bucket (verified when < m)
-  std::vector<float> ref, got;
-  DeviceBuf x32, x16, y_ref, y;
+  DeviceBuf x32, x16, y_ref, y, differ;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
 
   Session(LtGemm& g, const uint16_t* w, int64_t n, int64_t k, int32_t bucket, int32_t rows)
       : m(rows),
         m2(bucket / 2 + 1),
-        ref(size_t(rows) * n),
-        got(ref.size()),
         x32(size_t(rows) * k * 4),
         x16(size_t(rows) * k * 2),
         y_ref(size_t(rows) * n * 4),
-        y(size_t(rows) * n * 4) {
-    std::vector<float> xh(static_cast<size_t>(m) * k);
-    fill_random(xh, static_cast<uint64_t>(n * 131 + k * 7 + bucket));
-    cu_check(cudaMemcpyAsync(x32.p, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice, g.stream_),
-             "tuning upload");
-    cu_check(launch_f32_to_bf16(x32.as<float>(), static_cast<int64_t>(xh.size()),
-                                x16.as<uint16_t>(), g.stream_),
+        y(size_t(rows) * n * 4),
+        differ(sizeof(uint32_t)) {
+    const int64_t count = static_cast<int64_t>(m) * k;
+    cu_check(launch_fill_uniform(x32.p, false, count, static_cast<uint64_t>(n * 131 + k * 7 + bucket),
+                                 0.0f, 1.0f, g.stream_),
+             "tuning activations");
+    cu_check(launch_f32_to_bf16(x32.as<float>(), count, x16.as<uint16_t>(), g.stream_),
              "tuning f32_to_bf16");
     cu_check(g.kernel_(x32.as<float>(), m, w, n, k, y_ref.as<float>()), "tuning reference");
-    cu_check(cudaMemcpyAsync(ref.data(), y_ref.p, ref.size() * 4, cudaMemcpyDeviceToHost,
-                             g.stream_),
-             "tuning download");
     cu_check(cudaStreamSynchronize(g.stream_), "tuning sync");
     cu_check(cudaEventCreate(&e0), "event");
     cu_check(cudaEventCreate(&e1), "event");
+  }
+  // Whether the first `rows` rows of y equal the reference's bit for bit (on the device).
+  bool same_as_reference(cudaStream_t stream, int32_t rows, int64_t n) {
+    cu_check(launch_any_word_differs(y.p, y_ref.p, int64_t{rows} * n, differ.as<uint32_t>(), stream),
+             "tuning comparison");
+    uint32_t host = 1;
+    cu_check(cudaMemcpyAsync(&host, differ.p, sizeof(host), cudaMemcpyDeviceToHost, stream),
+             "tuning comparison download");
+    cu_check(cudaStreamSynchronize(stream), "tuning sync");
+    return host == 0;
   }
   ~Session() {
     if (e0) cudaEventDestroy(e0);
@@ -371,21 +367,14 @@ bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t*
   cudaMemsetAsync(s.y.p, 0xff, size_t(s.m) * n * 4, stream_);  // NaN: a skipped write shows
   if (launch(p.op, e, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()) != cudaSuccess)
     return false;
-  cu_check(cudaMemcpyAsync(s.got.data(), s.y.p, s.got.size() * 4, cudaMemcpyDeviceToHost, stream_),
-           "tuning download");
-  cu_check(cudaStreamSynchronize(stream_), "tuning sync");
-  if (std::memcmp(s.got.data(), s.ref.data(), s.got.size() * 4) != 0) return false;
+  if (!s.same_as_reference(stream_, s.m, n)) return false;
   // And at a second M of the bucket: an execution whose K order followed M (stream-K,
   // occupancy-chosen splits) would show here; the kernel's rows are the same at any M.
   if (s.m2 < s.m) {
     cudaMemsetAsync(s.y.p, 0xff, size_t(s.m2) * n * 4, stream_);
     if (launch(p.op, e, s.x16.as<uint16_t>(), s.m2, w, n, k, s.y.as<float>()) != cudaSuccess)
       return false;
-    cu_check(
-        cudaMemcpyAsync(s.got.data(), s.y.p, size_t(s.m2) * n * 4, cudaMemcpyDeviceToHost, stream_),
-        "tuning download");
-    cu_check(cudaStreamSynchronize(stream_), "tuning sync");
-    if (std::memcmp(s.got.data(), s.ref.data(), size_t(s.m2) * n * 4) != 0) return false;
+    if (!s.same_as_reference(stream_, s.m2, n)) return false;
   }
   return true;
 }
