@@ -549,10 +549,11 @@ __global__ void __launch_bounds__(W * P * 32, 1)
 // 128 rows; P = 1 with ST = 2 or 3, or P = 2 with ST = 2 and head_dim ≥ 64). Chosen (H200,
 // docs/cuda.md): decode-like steps (few query tokens per sequence) one token per CTA of 4
 // warps; steps of ≥ kStreamsMinTokens query tokens with head_dim ≥ 64 the two streams of 32-row
-// warps (1.11–1.18× at L = 8192, 16384; 0.88× at 2048); others 4 warps of packed tokens with
-// the fast path (1.01–1.03×). Any shape gives the same bits (rows are independent; see the
-// file comment): the tests force each.
-constexpr int kStreamsMinTokens = 4096;
+// warps (1.11–1.18× at L = 8192, 16384; 1.06× at 6144; 0.97× at 4096, 0.95× at 3072, 0.88× at
+// 2048, against 4 × 16 with the fast path); others 4 warps of packed tokens with the fast path
+// (1.01–1.03×). Any shape gives the same bits (rows are independent; see the file comment): the
+// tests force each.
+constexpr int kStreamsMinTokens = 6144;
 constexpr int kMtMaxCtasInBlock = 256;  // fewer CTAs of 128 rows: a CTA per round instead
 
 struct TcShape {
