@@ -1,12 +1,12 @@
 // CUDA pointwise and row kernels: embedding, RMSNorm, RoPE, SiLU·mul, add, row gather,
-// fp32→bf16, bias (KV append: kv_cache.cu). Each output element is computed the same way
-// whatever the batch: pointwise ops have no reduction, and RMSNorm reduces a row with a fixed
-// 256-thread tree (row_reduce.cuh, shared with the fused ops of fused.cu).
+// fp32→bf16, bias, and a bitwise array comparison (the GEMM planner's; KV append: kv_cache.cu).
+// Each output element is computed the same way whatever the batch: pointwise ops have no
+// reduction, and RMSNorm reduces a row with a fixed 256-thread tree (row_reduce.cuh, shared
+// with the fused ops of fused.cu).
 // Test: build-cuda/tests/test_cuda --gtest_filter='CudaVsRef*'.
 #include <cuda_bf16.h>
 
 #include <algorithm>
-
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -190,8 +190,8 @@ cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStr
 
 // *differ = 1 when any 32-bit word of a and b differs (a flag, not a count: any order of the
 // stores gives the same value).
-static __global__ void any_word_differs_kernel(const uint32_t* a, const uint32_t* b, int64_t n,
-                                        uint32_t* differ) {
+static __global__ void any_word_differs_kernel(const uint32_t* a, const uint32_t* b,
+                                               int64_t n, uint32_t* differ) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     if (a[i] != b[i]) *differ = 1u;
