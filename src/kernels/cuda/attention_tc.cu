@@ -90,11 +90,8 @@ __global__ void __launch_bounds__(W * 32)
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
-    int seg_end = seg_begin + 1, max_pos = a.positions[seg_begin];
-    while (seg_end < t_end && a.seq_of_token[seg_end] == seq) {
-      max_pos = max(max_pos, a.positions[seg_end]);
-      ++seg_end;
-    }
+    int max_pos;
+    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
     int lim[2];  // the row's last position in this segment, -1 = not in it
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -346,11 +343,8 @@ __global__ void __launch_bounds__(W * P * 32, 1)
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
-    int seg_end = seg_begin + 1, max_pos = a.positions[seg_begin];
-    while (seg_end < t_end && a.seq_of_token[seg_end] == seq) {
-      max_pos = max(max_pos, a.positions[seg_end]);
-      ++seg_end;
-    }
+    int max_pos;
+    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
     int lim[MT][2];  // the row's last position in this segment, -1 = not in it
     int warp_lim = -1, tile_min[MT];
 #pragma unroll
@@ -588,8 +582,7 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
 bool use_split_blocks(const AttentionArgs& a, const TcShape& shape, int force_split) {
   if (force_split >= 0) return force_split == 1;
   const int64_t ctas = static_cast<int64_t>((a.n_tokens + shape.tq - 1) / shape.tq) * a.n_kv_heads;
-  const size_t scratch =
-      sizeof(float) * a.n_tokens * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
+  const size_t scratch = sizeof(float) * partials_floats(a);
   const int64_t few = shape.m_tiles == 2 ? kMtMaxCtasInBlock : kMaxCtasInBlock;
   return ctas < few && max_splits_of(a) > 1 && scratch <= kMaxSplitScratch;
 }
@@ -674,9 +667,9 @@ static bool use_decode_schedule(const AttentionArgs& a, int n_seqs, const TcSche
 }
 
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
-  if (use_decode_schedule(a, n_seqs, s)) return attention_tc_decode_scratch_floats(a);
+  if (use_decode_schedule(a, n_seqs, s)) return partials_floats(a);
   if (!use_split_blocks(a, tc_shape(a, n_seqs, s), s.split)) return 0;
-  return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
+  return partials_floats(a);
 }
 
 cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,

@@ -108,20 +108,14 @@ struct SplitState {
   }
 };
 
-// The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
-// start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
-// row i's last position (-1: no row). layout_dependent: the tests' negative control.
+// The score half of a tile (S = Q·Kᵀ, k-steps ascending), Q in registers.
 template <int HD>
-__device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
-                                            const uint32_t (&qf)[HD / 16][4], int start,
-                                            const int (&lim)[2], float scale_log2,
-                                            bool layout_dependent, SplitState<HD>& st,
-                                            float (&s)[kKvTile / 8][4]) {
+__device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t (&qf)[HD / 16][4],
+                                        float (&s)[kKvTile / 8][4]) {
   constexpr int LD = kLd<HD>;
   constexpr int NT = kKvTile / 8;
   const int lane = threadIdx.x & 31;
-  const int cq = lane & 3;
-  const int ldm = lane >> 3, ldr = lane & 7;  // ldmatrix: which 8×8 matrix, which of its rows
+  const int ldm = lane >> 3, ldr = lane & 7;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
@@ -134,95 +128,10 @@ __device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
       mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
     }
   }
-  // Scores in log2 units, masked to -inf past the row's position; tile row max.
-  float mt[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = start + nt * 8 + 2 * cq + (e & 1);
-      const float v = col <= lim[e >> 1] ? __fmul_rn(s[nt][e], scale_log2) : -INFINITY;
-      s[nt][e] = v;
-      mt[e >> 1] = fmaxf(mt[e >> 1], v);
-    }
-  float c[2], ref[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
-    mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
-    const float m_new = fmaxf(st.m[i], mt[i]);
-    ref[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing yet stays 0
-    c[i] = st.m[i] == m_new ? 1.0f : exp2f(__fsub_rn(st.m[i], ref[i]));
-    st.m[i] = m_new;
-  }
-  // p = 2^(s - m): exact 0 where masked; row sums in one fixed order.
-  float ts[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = e >> 1;
-      const float p = s[nt][e] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][e], ref[i]));
-      s[nt][e] = p;
-      ts[i] = __fadd_rn(ts[i], p);
-    }
-  if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
-    ts[1] = 0.0f;
-#pragma unroll
-    for (int nt = NT - 1; nt >= 0; --nt) {
-      ts[1] = __fadd_rn(ts[1], s[nt][3]);
-      ts[1] = __fadd_rn(ts[1], s[nt][2]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
-    ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
-    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
-  }
-#pragma unroll
-  for (int dt = 0; dt < HD / 8; ++dt) {
-    st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
-    st.o[dt][1] = __fmul_rn(st.o[dt][1], c[0]);
-    st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
-    st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
-  }
 }
 
-// The second half: o += P (bf16) · V over the V tile `vb`; the S accumulators are P's A
-// fragments, 16 positions a k-step, ascending.
-template <int HD>
-__device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
-                                            const float (&s)[kKvTile / 8][4],
-                                            SplitState<HD>& st) {
-  constexpr int LD = kLd<HD>;
-  const int lane = threadIdx.x & 31;
-  const int ldm = lane >> 3, ldr = lane & 7;
-#pragma unroll
-  for (int j = 0; j < kKvTile / 16; ++j) {
-    const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                            pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                            pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-    for (int dt = 0; dt < HD / 8; dt += 2) {
-      uint32_t r[4];
-      ldmatrix_x4_trans(r, vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
-      mma_bf16(st.o[dt], pa, r[0], r[1]);
-      mma_bf16(st.o[dt + 1], pa, r[2], r[3]);
-    }
-  }
-}
-
-// ---- MT m-tiles per warp (the packed schedule's 32-row warps) --------------------------
-// The same per-row operations as tile_scores / tile_values, in the same order, for MT m-tiles
-// of 16 rows that share each K/V fragment read from shared memory (one ldmatrix feeds MT
-// mma): only which rows sit beside a row in the warp changes, and no row's arithmetic reads
-// another row. Q comes from shared memory (bf16, rounded once when staged, kLd<HD> a row):
-// ldmatrix gives exactly load_q_fragments' fragments.
-
-// The softmax half of tile_scores for one m-tile, after the scores are in `s`: identical
-// operations. MASK = false: every column of the tile is ≤ both rows' last positions (the
-// caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
+// The softmax half of a tile for one m-tile, after the scores are in `s`. MASK = false: every
+// column of the tile is ≤ both rows' last positions (the caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
 // without the s == −inf select (s is finite there unless the product overflowed to −inf,
 // where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
 template <int HD, bool MASK>
@@ -294,6 +203,50 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
   }
 }
 
+// The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
+// start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
+// row i's last position (-1: no row). layout_dependent: the tests' negative control.
+template <int HD>
+__device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
+                                            const uint32_t (&qf)[HD / 16][4], int start,
+                                            const int (&lim)[2], float scale_log2,
+                                            bool layout_dependent, SplitState<HD>& st,
+                                            float (&s)[kKvTile / 8][4]) {
+  tile_qk<HD>(kb, qf, s);
+  tile_softmax<HD, true>(start, lim, scale_log2, layout_dependent, st, s);
+}
+
+// The second half: o += P (bf16) · V over the V tile `vb`; the S accumulators are P's A
+// fragments, 16 positions a k-step, ascending.
+template <int HD>
+__device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
+                                            const float (&s)[kKvTile / 8][4],
+                                            SplitState<HD>& st) {
+  constexpr int LD = kLd<HD>;
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int j = 0; j < kKvTile / 16; ++j) {
+    const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                            pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                            pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
+      mma_bf16(st.o[dt], pa, r[0], r[1]);
+      mma_bf16(st.o[dt + 1], pa, r[2], r[3]);
+    }
+  }
+}
+
+// ---- MT m-tiles per warp (the packed schedule's 32-row warps) --------------------------
+// The same per-row operations as tile_scores / tile_values, in the same order, for MT m-tiles
+// of 16 rows that share each K/V fragment read from shared memory (one ldmatrix feeds MT
+// mma): only which rows sit beside a row in the warp changes, and no row's arithmetic reads
+// another row. Q comes from shared memory (bf16, rounded once when staged, kLd<HD> a row):
+// ldmatrix gives exactly load_q_fragments' fragments.
+
 // Where element (row, col) of a tile in shared memory is (col a multiple of 8: one 16-byte
 // chunk): SWZ = false rows of kLd<HD> (padded); SWZ = true rows of HD with the chunk index
 // XORed with row % 8 (no padding; conflict-free ldmatrix and cp.async; HD ≥ 64). A tile's
@@ -308,28 +261,6 @@ __device__ __forceinline__ int tile_at(int row, int col) {
   }
 }
 
-// The score half of tile_scores (S = Q·Kᵀ, k-steps ascending), Q in registers: the same
-// mma sequence. tile_scores = tile_qk, then tile_softmax<HD, true>.
-template <int HD>
-__device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t (&qf)[HD / 16][4],
-                                        float (&s)[kKvTile / 8][4]) {
-  constexpr int LD = kLd<HD>;
-  constexpr int NT = kKvTile / 8;
-  const int lane = threadIdx.x & 31;
-  const int ldm = lane >> 3, ldr = lane & 7;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-    for (int nt = 0; nt < NT; nt += 2) {
-      uint32_t r[4];
-      ldmatrix_x4(r, kb + ((nt + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
-      mma_bf16(s[nt], qf[kk], r[0], r[1]);
-      mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
-    }
-  }
-}
 
 // tile_scores for MT m-tiles: `qs` is the warp's first m-tile row in shared memory (MT · 16
 // rows, tile_at<HD, SWZ>); lim[j][i]: row i of m-tile j's last position (-1: none). mask[j]:
@@ -510,10 +441,29 @@ cudaError_t launch_merge_partials(const AttentionArgs& a, const float* partials,
 
 }  // namespace
 
+// The run of the step's tokens [seg_begin, end) that belong to seg_begin's sequence (tokens of
+// one sequence are adjacent), and their largest position.
+__device__ __forceinline__ int segment_end(const AttentionArgs& a, int seg_begin, int t_end,
+                                           int& max_pos) {
+  const int seq = a.seq_of_token[seg_begin];
+  int seg_end = seg_begin + 1;
+  max_pos = a.positions[seg_begin];
+  while (seg_end < t_end && a.seq_of_token[seg_end] == seq) {
+    max_pos = max(max_pos, a.positions[seg_end]);
+    ++seg_end;
+  }
+  return seg_end;
+}
+
 // Splits of a row of the block table's full width.
 inline int max_splits_of(const AttentionArgs& a) {
   const int64_t max_len = static_cast<int64_t>(a.max_blocks) * a.block_size;
   return static_cast<int>((max_len + kTcSplit - 1) / kTcSplit);
+}
+
+// Floats of the split partials (store_partial's layout) of every row of the step.
+inline size_t partials_floats(const AttentionArgs& a) {
+  return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
 }
 
 }  // namespace detllm::kernels::cuda::tc

@@ -147,10 +147,6 @@ __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
   }
 }
 
-size_t decode_scratch_floats(const AttentionArgs& a) {
-  return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
-}
-
 template <int HD, int NBUF>
 cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_split,
                           cudaStream_t stream) {
@@ -203,11 +199,7 @@ bool attention_tc_decode_ring_supported(int ring) {
 bool attention_tc_decode_applies(const AttentionArgs& a) {
   const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
   return n_rep >= 1 && n_rep <= kWarpRows && a.n_tokens > 0 &&
-         sizeof(float) * decode_scratch_floats(a) <= kMaxDecodeScratch;
-}
-
-size_t attention_tc_decode_scratch_floats(const AttentionArgs& a) {
-  return decode_scratch_floats(a);
+         sizeof(float) * partials_floats(a) <= kMaxDecodeScratch;
 }
 
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,

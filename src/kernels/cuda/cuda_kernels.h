@@ -177,12 +177,10 @@ size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcS
 cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
                                 const TcSchedule& s, cudaStream_t stream);
 // The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
-// it can run `a` (n_rep ≤ 16, partials within its scratch limit), the partials' floats, and
-// the launch (force_split: -1 chosen, 0 every split of a row in one warp, 1 a warp a split;
-// ring: TcSchedule::decode_ring).
+// it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (force_split:
+// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; ring: TcSchedule::decode_ring).
 bool attention_tc_decode_applies(const AttentionArgs& a);
 bool attention_tc_decode_ring_supported(int ring);
-size_t attention_tc_decode_scratch_floats(const AttentionArgs& a);
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
                                        int ring, cudaStream_t stream);
 

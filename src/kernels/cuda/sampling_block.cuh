@@ -112,14 +112,16 @@ __device__ inline unsigned long long block_min(unsigned long long v, Reduce& s) 
   return m;
 }
 
-// Exclusive prefix sum over the block in thread order of (count, mass): thread t gets the sum
-// over threads < t. Every thread of the block calls it.
 struct CountMass {
   unsigned int count;
   sm::U128 mass;
 };
-__device__ inline CountMass block_exclusive_scan(CountMass v, Reduce& s) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// The warp's inclusive and exclusive prefix sums of v in lane order (exact integers).
+struct WarpScan {
+  CountMass incl, excl;
+};
+__device__ inline WarpScan warp_scan(CountMass v) {
+  const int lane = threadIdx.x % 32;
   CountMass incl = v;
   for (int offset = 1; offset < 32; offset <<= 1) {
     const unsigned int c = __shfl_up_sync(kFull, incl.count, offset);
@@ -133,6 +135,15 @@ __device__ inline CountMass block_exclusive_scan(CountMass v, Reduce& s) {
   excl.count = __shfl_up_sync(kFull, incl.count, 1);
   excl.mass = shfl_up_u128(incl.mass, 1);
   if (lane == 0) excl = CountMass{0, sm::U128{}};
+  return {incl, excl};
+}
+// Exclusive prefix sum over the block in thread order of (count, mass): thread t gets the sum
+// over threads < t. Every thread of the block calls it.
+__device__ inline CountMass block_exclusive_scan(CountMass v, Reduce& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const WarpScan ws = warp_scan(v);
+  const CountMass incl = ws.incl;
+  CountMass excl = ws.excl;
   if (lane == 31) {
     s.c[warp] = incl.count;
     s.a[warp] = incl.mass.lo;

@@ -79,19 +79,7 @@ __device__ inline void choose_digit(SelectShared& s, unsigned int n_buckets, boo
       own.mass = sm::add(own.mass, bucket_mass(s, d));
     }
   }
-  CountMass incl = own;
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const unsigned int c = __shfl_up_sync(kFull, incl.count, offset);
-    const sm::U128 m = shfl_up_u128(incl.mass, offset);
-    if (lane >= offset) {
-      incl.count += c;
-      incl.mass = sm::add(incl.mass, m);
-    }
-  }
-  CountMass acc;
-  acc.count = __shfl_up_sync(kFull, incl.count, 1);
-  acc.mass = shfl_up_u128(incl.mass, 1);
-  if (lane == 0) acc = CountMass{0, sm::U128{}};
+  CountMass acc = warp_scan(own).excl;
   acc.count += s.acc_count;
   acc.mass = sm::add(acc.mass, u128_of(s.acc_mass_lo, s.acc_mass_hi));
   int found = -1;
