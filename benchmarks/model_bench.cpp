@@ -211,6 +211,20 @@ StepBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w) {
   return b;
 }
 
+// The matrices' dtypes as held in memory, with their counts: "q4_1 x 210, q8_0 x 1" (the
+// header says what the kernels read; a GGUF quant model held as fp32 would show here).
+std::string weight_dtypes(const ModelWeights& w) {
+  std::map<std::string, int> n;
+  for (const LayerWeights& l : w.layers) {
+    for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      ++n[std::string(dtype_name(m->w.dtype))];
+  }
+  ++n[std::string(dtype_name(w.lm_head_tensor().dtype))];
+  std::string s;
+  for (const auto& [name, count] : n) s += fmt::format("{}{} x {}", s.empty() ? "" : ", ", name, count);
+  return s;
+}
+
 // 1-minute load average and CPU count: other work on the machine skews every figure.
 std::string machine_load() {
   double load = -1;
@@ -371,7 +385,7 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse_options(argc, argv);
     Log log;
-    log.line("loading the model (dequantizing to fp32)");
+    log.line("loading the model");
     const std::string load_start = machine_load();
     ModelBundle b = open_model_bundle(o.model, o.threads.front());
     const ModelConfig& c = b.model->config;
@@ -433,9 +447,9 @@ int main(int argc, char** argv) {
     };
     const int t1 = o.threads.front(), t_last = o.threads.back();
     fmt::print(
-        "# model_bench: {} ({} layers, dim {}, ffn {}, vocab {}), CPU backend, fp32 "
-        "weights\n\n",
-        b.model->name, c.n_layers, c.dim, c.ffn_dim, c.vocab_size);
+        "# model_bench: {} ({} layers, dim {}, ffn {}, vocab {}), CPU backend, matrices held "
+        "as {}\n\n",
+        b.model->name, c.n_layers, c.dim, c.ffn_dim, c.vocab_size, weight_dtypes(b.model->weights));
     fmt::print(
         "median of {} repetitions after one warm-up; decode starts after a {}-token prompt "
         "(batched: one prompt shared by all sequences); {} at the start, {} at the end\n\n",

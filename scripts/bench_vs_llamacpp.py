@@ -69,19 +69,64 @@ def llama_batched(bin_dir, model, threads, batches):
     return out
 
 
-ROW = re.compile(r"^\| (prefill \d+|decode 1 seq|decode batch \d+) \| (\d+) \| ([\d.]+) \|")
+CASE = re.compile(r"^(prefill (\d+)|decode 1 seq|decode batch (\d+))$")
+
+
+def tokens_per_step(case):
+    """Tokens one step of a model_bench case processes: the prompt, 1, or the batch."""
+    m = CASE.match(case)
+    return int(m.group(2) or m.group(3) or 1)
+
+
+def parse_model_bench(text):
+    """{(case, threads): tok/s} from model_bench's FIRST table only, the one whose header is
+    | case | threads | tokens/s | ms per step | ...; columns are found by their names.
+
+    model_bench prints several tables whose rows start with the same case names (the roofline's
+    and the GFLOP/s table); reading every matching row took the last table's column instead of
+    tokens/s (GFLOP/s: 10x too low), so this refuses anything it cannot check. Each row must be
+    self-consistent: tokens/s x ms per step / 1000 = the tokens of one step (2% slack for the
+    printed rounding)."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[:4] == ["case", "threads", "tokens/s", "ms per step"]:
+            break
+    else:
+        raise ValueError("model_bench output has no '| case | threads | tokens/s | ms per step |'"
+                         " table")
+    out = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break  # the end of the first table
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4:
+            raise ValueError(f"model_bench row with {len(cells)} cells: {line!r}")
+        case = cells[0]
+        if not CASE.match(case):
+            continue  # e.g. "engine decode batch 8"
+        try:
+            threads, tps, ms = int(cells[1]), float(cells[2]), float(cells[3])
+        except ValueError:
+            raise ValueError(f"model_bench row not numeric: {line!r}") from None
+        if (case, threads) in out:
+            raise ValueError(f"model_bench row {case!r} at {threads} threads twice")
+        want = tokens_per_step(case)
+        got = tps * ms / 1000.0
+        if tps <= 0 or ms <= 0 or abs(got - want) > 0.02 * want:
+            raise ValueError(f"model_bench row {line!r}: tokens/s x ms per step = {got:.2f} "
+                             f"tokens, not the {want} of one step: not the tokens/s column")
+        out[(case, threads)] = tps
+    if not out:
+        raise ValueError("model_bench's table has no prefill/decode rows")
+    return out
 
 
 def detllm_bench(build, model, threads, batches):
-    text = run([os.path.join(build, "benchmarks", "model_bench"), "--model", model, "--reps", "1",
-                "--threads", ",".join(map(str, threads)), "--prefill", "128,512", "--batches",
-                ",".join(map(str, batches)), "--decode-steps", "64", "--batch-decode-steps", "16"])
-    out = {}
-    for line in text.splitlines():
-        m = ROW.match(line)
-        if m:
-            out[(m.group(1), int(m.group(2)))] = float(m.group(3))
-    return out
+    return parse_model_bench(run([
+        os.path.join(build, "benchmarks", "model_bench"), "--model", model, "--reps", "1",
+        "--threads", ",".join(map(str, threads)), "--prefill", "128,512", "--batches",
+        ",".join(map(str, batches)), "--decode-steps", "64", "--batch-decode-steps", "16"]))
 
 
 def main():
