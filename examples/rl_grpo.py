@@ -8,7 +8,7 @@ reward, printing the rollout-vs-trainer max |Δ logprob| at every step.
     the training–inference mismatch the first mode removes.
 
   .venv/bin/python examples/rl_grpo.py [--trainer detllm|torch|transformers] [--steps 4]
-      [--backend cpu|cuda] [--group 4] [--max-tokens 16] [--lr 1e-5]
+      [--backend cpu|cuda] [--model PATH] [--group 4] [--max-tokens 16] [--lr 1e-5]
 
 Needs torch (pip install torch); the engine weights are updated in place every step from the
 trainer's tensors (llm.update_weights), with the step as the fingerprint's weight version.
@@ -68,9 +68,12 @@ def main() -> int:
     ap.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO group)")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-5)
+    ap.add_argument("--model", default=None, help="default: the default model ($DETLLM_DEFAULT_MODEL)")
+    ap.add_argument("--kv-cache-tokens", type=int, default=0,
+                    help="the engine's KV pool in tokens (0: its own sizing)")
     a = ap.parse_args()
 
-    llm = detllm.LLM(backend=a.backend)
+    llm = detllm.LLM(model=a.model, backend=a.backend, kv_cache_tokens=a.kv_cache_tokens)
     device = "cuda" if a.backend == "cuda" else "cpu"
     params = dt.reference.params_from_llm(llm, device=device)
     opt = torch.optim.SGD(list(params.values()), lr=a.lr)

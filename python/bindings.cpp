@@ -62,6 +62,7 @@ NamedTensor named_tensor(const std::string& name, const AnyArray& a) {
   t.data = a.data();
   if (a.device_type() == nb::device::cuda::value) {
     t.on_device = true;
+    t.device = a.device_id();
   } else if (a.device_type() != nb::device::cpu::value) {
     throw nb::value_error(fmt::format("{}: on a device detllm does not read (DLPack device type "
                                       "{}); pass a CPU or CUDA tensor", name, a.device_type())
@@ -242,8 +243,13 @@ NB_MODULE(_core, m) {
              return s.tokenizer().decode(ids, skip_special_tokens);
            },
            "ids"_a, "skip_special_tokens"_a = false)
-      .def("token_text", [](const LlmSession& s, int32_t id) { return s.tokenizer().decode(
-               std::span<const int32_t>(&id, 1), false); })
+      .def("token_text",
+           [](const LlmSession& s, int32_t id) {
+             // "" for a model without a tokenizer (synthetic:NAME): logprob dicts still work.
+             if (!s.has_tokenizer()) return std::string();
+             return s.tokenizer().decode(std::span<const int32_t>(&id, 1), false);
+           })
+      .def_prop_ro("has_tokenizer", &LlmSession::has_tokenizer)
       .def_prop_ro("eos_token_id",
                    [](const LlmSession& s) { return s.tokenizer().eos_id(); });
 

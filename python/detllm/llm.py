@@ -49,8 +49,9 @@ def default_model_path() -> str:
 class LLM:
     """An engine over one model.
 
-    model: a GGUF file or a Hugging Face directory (safetensors + config.json); None = the
-    embedded default. backend: "cpu" or "cuda". mode: the determinism mode (docs/modes.md):
+    model: a GGUF file, a Hugging Face directory (safetensors + config.json + tokenizer.json),
+    or "synthetic:NAME" (weights from a seed, no tokenizer: prompts are token ids; on "cuda"
+    they are generated in GPU memory, e.g. synthetic:llama-3.1-8b); None = the embedded default. backend: "cpu" or "cuda". mode: the determinism mode (docs/modes.md):
     "invariant" (default), "fast", "bi-naive", "padded" or "verified".
     """
 
@@ -101,6 +102,10 @@ class LLM:
     @property
     def config(self) -> Dict[str, Any]:
         return self._s.config
+
+    @property
+    def model_name(self) -> str:
+        return self._s.model_name
 
     @property
     def self_check_summary(self) -> str:

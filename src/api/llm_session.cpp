@@ -8,19 +8,23 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "api/weight_update.h"
 #include "backends/backends.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/parallel.h"
 #include "determinism/fingerprint.h"
 #include "determinism/modes.h"
 #include "verify/self_check.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
+#include "model/synthetic.h"
 
 namespace detllm::api {
 
@@ -33,6 +37,13 @@ struct LlmSession::State {
   std::string weight_version;
   std::string self_check_summary;
   uint64_t weights_hash = 0;  // of the loaded file; replaced by the version after an update
+  // False for a synthetic model generated in device memory: its weights exist only there.
+  bool host_copy = true;
+  std::vector<ParameterSlot> slots;  // every parameter by HF name (parameter_slots)
+  // Parameters (LlamaModel::Param, layer) whose device values are newer than the host copy:
+  // written device to device by update_weights; the host copy is refreshed from the device
+  // (bf16 widened: exact) when someone reads it (read_parameter, sleep(2)).
+  std::set<std::pair<int, int32_t>> host_stale;
   // One call at a time: the GIL is released while the engine runs, so two Python threads may
   // call in together; the second waits here.
   std::mutex busy;
@@ -41,6 +52,58 @@ struct LlmSession::State {
 namespace {
 
 int32_t default_threads() { return static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency())); }
+
+constexpr std::string_view kSyntheticPrefix = "synthetic:";
+constexpr uint64_t kSyntheticWeightSeed = 1;  // as `detllm bench` (cli/bench_cmd.cpp)
+
+std::pair<int, int32_t> param_key(const ParameterSlot& s) {
+  return {static_cast<int>(s.param), s.layer};
+}
+
+// fp32 values → bf16 on every core (each element's rounding is the same on any thread).
+void round_to_bf16(const float* src, uint16_t* dst, size_t n) {
+  const size_t n_parts = std::max<size_t>(1, n >> 20);
+  parallel_each(n_parts, n_parts, [&](size_t part) {
+    const size_t begin = n * part / n_parts, end = n * (part + 1) / n_parts;
+    for (size_t i = begin; i < end; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+}
+
+DType source_dtype(const std::string& name) {
+  if (name == "float32") return DType::kF32;
+  if (name == "bfloat16") return DType::kBF16;
+  return DType::kF16;
+}
+
+// A synthetic model (model/synthetic.h, "synthetic:NAME"): on a host backend its weights are
+// made on the host; on a device backend they are generated in device memory (Llama-3.1-8B:
+// 16 GB of bf16, no host copy). No tokenizer: prompts are token ids.
+void open_synthetic(ModelBundle& b, backends::Backend& backend, const std::string& model,
+                    bool& host_copy) {
+  const std::string name = model.substr(kSyntheticPrefix.size());
+  const ModelConfig c = synthetic_config(name);  // lists the names when unknown
+  auto m = std::make_unique<LoadedModel>();
+  m->path = model;
+  m->name = model;
+  m->format = ModelFormat::kHuggingFace;
+  m->config = c;
+  const Hash128 h = hash_bytes(std::as_bytes(std::span(model.data(), model.size())),
+                               kSyntheticWeightSeed);
+  m->weights_hash = h.lo;
+  b.model = std::move(m);
+  b.ops = std::move(backend.ops);
+  if (b.ops->host_memory()) {
+    check(name != "llama-3.1-8b",
+          "{} needs a device backend (backend=\"cuda\"): its fp32 weights would take 32 GB of "
+          "host memory (use synthetic:tiny-llama on the CPU)", model);
+    b.model->weights = make_synthetic_weights(c, kSyntheticWeightSeed);
+    b.llama = std::make_unique<LlamaModel>(c, b.model->weights, *b.ops);
+    host_copy = true;
+  } else {
+    b.llama = std::make_unique<LlamaModel>(c, synthetic_recipe(c, kSyntheticWeightSeed), *b.ops);
+    host_copy = false;
+  }
+}
 
 }  // namespace
 
@@ -56,13 +119,19 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   apply_mode(mode, cfg);
   // The backend first: a missing GPU fails before the (slow) model load.
   s_->backend = backends::make_backend(bo, mode_info(mode).backend, threads);
-  s_->bundle = open_model_bundle(o.model, threads);
-  // Weights are written in place by update_weights (host fp32 is the source of truth), so a
-  // GGUF's blocks are widened here, before the backend's forward takes pointers into them
-  // (the same values: the logits do not change). install_backend builds that forward.
-  s_->bundle.llama.reset();
-  dequantize_weights(s_->bundle.model->weights);
-  backends::install_backend(s_->bundle, s_->backend);
+  if (o.model.rfind(kSyntheticPrefix, 0) == 0) {
+    open_synthetic(s_->bundle, s_->backend, o.model, s_->host_copy);
+  } else {
+    s_->bundle = open_model_bundle(o.model, threads);
+    // Weights are written in place by update_weights (host fp32 is the source of truth), so a
+    // GGUF's blocks are widened here, before the backend's forward takes pointers into them
+    // (the same values: the logits do not change). install_backend builds that forward.
+    s_->bundle.llama.reset();
+    dequantize_weights(s_->bundle.model->weights);
+    backends::install_backend(s_->bundle, s_->backend);
+  }
+  s_->slots = parameter_slots(s_->bundle.model->config,
+                              s_->host_copy ? &s_->bundle.model->weights : nullptr);
   s_->weights_hash = s_->bundle.model->weights_hash;
 
   if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
@@ -158,8 +227,10 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
     eng.run_until_idle();
     throw;
   }
-  for (auto& r : out) {
-    for (auto& s : r.outputs) s.text = s_->bundle.tokenizer->decode(s.token_ids, true);
+  if (s_->bundle.tokenizer) {
+    for (auto& r : out) {
+      for (auto& s : r.outputs) s.text = s_->bundle.tokenizer->decode(s.token_ids, true);
+    }
   }
   last_steps_ = eng.stats().n_steps - steps_before;
   return out;
@@ -169,37 +240,74 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   std::lock_guard<std::mutex> lock(s_->busy);
   check(!version.empty(), "update_weights: give a version (e.g. the training step): the "
                           "fingerprint carries it instead of a hash of the weights");
-  ModelWeights& w = s_->bundle.model->weights;
-  const std::vector<ParameterSlot> slots = parameter_slots(s_->bundle.model->config, w);
-  // Device tensors come to the host first (the host fp32 weights are the source of truth).
-  std::vector<std::vector<std::byte>> staged(tensors.size());
+  kernels::Ops& ops = *s_->bundle.ops;
+  const bool device_backend = !ops.host_memory();
   std::vector<WeightSource> sources;
   sources.reserve(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const NamedTensor& t = tensors[i];
-    WeightSource src{t.name, t.shape, t.dtype, t.data};
+  for (const NamedTensor& t : tensors) {
     if (t.on_device) {
-      check(!s_->bundle.ops->host_memory(),
-            "update_weights: {} is in device memory but the backend is {}: pass a host tensor "
-            "(.cpu())", t.name, s_->bundle.ops->name());
-      int64_t n = 1;
-      for (int64_t d : t.shape) n *= d;
-      const size_t elem = t.dtype == "float32" ? 4 : t.dtype == "float64" ? 8 : 2;
-      staged[i].resize(static_cast<size_t>(n) * elem);
-      s_->bundle.ops->download(staged[i].data(), t.data, staged[i].size());
-      src.data = staged[i].data();
+      check(device_backend, "update_weights: {} is in device memory but the backend is {}: pass "
+            "a host tensor (.cpu())", t.name, ops.name());
+      check(t.device == s_->options.device, "update_weights: {} is on CUDA device {} but the "
+            "engine runs on device {}", t.name, t.device, s_->options.device);
     }
-    sources.push_back(std::move(src));
+    sources.push_back({t.name, t.shape, t.dtype, t.data, t.on_device});
   }
-  write_weights(slots, sources);  // throws (writing nothing) on any bad name, shape or dtype
-  s_->engine.reset();
-  if (!s_->bundle.ops->host_memory() && sleep_level_ < 2) {
-    // Device backends hold their own (converted) copy: place the new weights again.
-    s_->bundle.llama.reset();
-    s_->bundle.llama = std::make_unique<LlamaModel>(s_->bundle.model->config,
-                                                    s_->bundle.model->weights, *s_->bundle.ops);
-    s_->bundle.llama->prepare_gemms(s_->config.scheduler.max_tokens_per_step);
+  // Throws (writing nothing) on any bad name, shape or dtype.
+  const std::vector<size_t> index = check_weights(s_->slots, sources);
+  // Where each source goes: the host fp32 copy (the CPU computes on it in place) and, on a
+  // device backend that holds its weights (not asleep at level 2), the placed tensor. A device
+  // tensor of the placed dtype (bf16 matrices, fp32 vectors on CUDA) is copied device to
+  // device and the host copy marked stale; anything else is widened to fp32 on the host (the
+  // host copy), rounded to the placed dtype as the load rounds it, and uploaded in place.
+  const bool placed = device_backend && s_->bundle.llama != nullptr;
+  std::vector<std::byte> staged;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const WeightSource& src = sources[i];
+    const ParameterSlot& slot = s_->slots[index[i]];
+    const size_t n = static_cast<size_t>(slot.numel());
+    LlamaModel::PlacedTensor dst;
+    if (placed) {
+      dst = s_->bundle.llama->placed(slot.param, slot.layer);
+      check(dst.data != nullptr && dst.numel == slot.numel(),
+            "update_weights: {} is not placed as {} elements (internal)", slot.name, n);
+    }
+    if (placed && src.on_device && source_dtype(src.dtype) == dst.dtype) {
+      ops.copy(dst.data, src.data, n * dtype_size(dst.dtype));
+      if (s_->host_copy) s_->host_stale.insert(param_key(slot));
+      continue;
+    }
+    check(placed || s_->host_copy, "update_weights: {}: this model's weights exist only in "
+          "device memory, which sleep(2) freed: call wake() first", slot.name);
+    WeightSource host = src;
+    if (src.on_device) {
+      staged.resize(n * (src.dtype == "float32" ? 4 : 2));
+      ops.download(staged.data(), src.data, staged.size());
+      host.data = staged.data();
+      host.on_device = false;
+    }
+    float* values = slot.data;
+    if (!s_->host_copy) {
+      f32.resize(n);
+      values = f32.data();
+    }
+    widen_to_f32(host, values, n);
+    s_->host_stale.erase(param_key(slot));
+    if (!placed) continue;
+    if (dst.dtype == DType::kF32) {
+      ops.upload(dst.data, values, n * sizeof(float));
+    } else {
+      check(dst.dtype == DType::kBF16, "update_weights: {} is placed as {} (internal)", slot.name,
+            dtype_name(dst.dtype));
+      bf16.resize(n);
+      round_to_bf16(values, bf16.data(), n);
+      ops.upload(dst.data, bf16.data(), n * sizeof(uint16_t));
+    }
+    ops.synchronize();  // the staging buffers are reused by the next tensor
   }
+  ops.synchronize();  // the caller may free or overwrite its tensors once this returns
   // The fingerprint's weight identity: the caller's version, keyed to the file it started from.
   const Hash128 h = hash_bytes(std::as_bytes(std::span(version.data(), version.size())),
                                s_->bundle.model->weights_hash);
@@ -210,18 +318,45 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> LlmSession::parameter_shapes() const {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
-  for (const auto& s : parameter_slots(s_->bundle.model->config, s_->bundle.model->weights))
-    out.emplace_back(s.name, s.shape);
+  for (const auto& s : s_->slots) out.emplace_back(s.name, s.shape);
   return out;
+}
+
+void LlmSession::read_device_values(const ParameterSlot& slot, float* dst) const {
+  check(s_->bundle.llama != nullptr, "{}: the device copy of the weights was freed "
+        "(sleep(2)): call wake() first", slot.name);
+  const LlamaModel::PlacedTensor p = s_->bundle.llama->placed(slot.param, slot.layer);
+  const size_t n = static_cast<size_t>(slot.numel());
+  check(p.data != nullptr && p.numel == slot.numel(), "{}: not placed (internal)", slot.name);
+  if (p.dtype == DType::kF32) {
+    s_->bundle.ops->download(dst, p.data, n * sizeof(float));
+    return;
+  }
+  check(p.dtype == DType::kBF16, "{}: placed as {} (internal)", slot.name, dtype_name(p.dtype));
+  std::vector<uint16_t> h(n);
+  s_->bundle.ops->download(h.data(), p.data, n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);  // exact
+}
+
+void LlmSession::refresh_host_copy() {
+  if (s_->host_stale.empty()) return;
+  for (const ParameterSlot& slot : s_->slots) {
+    if (s_->host_stale.count(param_key(slot)) != 0) read_device_values(slot, slot.data);
+  }
+  s_->host_stale.clear();
 }
 
 void LlmSession::read_parameter(const std::string& name, float* dst, size_t numel) const {
   std::lock_guard<std::mutex> lock(s_->busy);
-  for (const auto& s : parameter_slots(s_->bundle.model->config, s_->bundle.model->weights)) {
+  for (const auto& s : s_->slots) {
     if (s.name != name) continue;
     check(static_cast<size_t>(s.numel()) == numel, "{}: has {} elements, not {}", name,
           s.numel(), numel);
-    std::memcpy(dst, s.data, numel * sizeof(float));
+    if (!s_->host_copy || s_->host_stale.count(param_key(s)) != 0) {
+      read_device_values(s, dst);  // the device's (bf16-rounded) values are the current ones
+    } else {
+      std::memcpy(dst, s.data, numel * sizeof(float));
+    }
     return;
   }
   throw_error("{}: not a parameter of this model (LLM.parameter_names() lists them)", name);
@@ -232,8 +367,14 @@ void LlmSession::sleep(int level) {
   check(level == 1 || level == 2, "sleep(level={}): level is 1 (free the KV pool) or 2 (also "
                                   "the backend's copy of the weights)", level);
   check(sleep_level_ == 0, "already asleep: call wake() first");
+  check(level == 1 || s_->host_copy, "sleep(2): {} exists only in device memory (a synthetic "
+        "model generated there): freeing it would lose the weights; use sleep(1)",
+        s_->bundle.model->name);
   s_->engine.reset();
-  if (level == 2 && !s_->bundle.ops->host_memory()) s_->bundle.llama.reset();
+  if (level == 2 && !s_->bundle.ops->host_memory()) {
+    refresh_host_copy();  // wake() places the weights again from the host copy
+    s_->bundle.llama.reset();
+  }
   sleep_level_ = level;
 }
 
@@ -263,7 +404,12 @@ std::string LlmSession::model_name() const { return s_->bundle.model->name; }
 std::string LlmSession::backend_description() const { return s_->backend.description; }
 std::string LlmSession::self_check_summary() const { return s_->self_check_summary; }
 const ModelConfig& LlmSession::config() const { return s_->bundle.model->config; }
-const Tokenizer& LlmSession::tokenizer() const { return *s_->bundle.tokenizer; }
+const Tokenizer& LlmSession::tokenizer() const {
+  check(s_->bundle.tokenizer != nullptr, "{} has no tokenizer: pass prompts as token ids",
+        s_->bundle.model->name);
+  return *s_->bundle.tokenizer;
+}
+bool LlmSession::has_tokenizer() const { return s_->bundle.tokenizer != nullptr; }
 int32_t LlmSession::max_model_len() const {
   return s_->engine ? s_->engine->config().max_model_len : s_->config.resolved(config()).max_model_len;
 }

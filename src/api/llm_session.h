@@ -24,8 +24,10 @@ class Tokenizer;
 
 namespace detllm::api {
 
+struct ParameterSlot;
+
 struct SessionOptions {
-  std::string model;               // GGUF file or HF directory; "" = the embedded default
+  std::string model;               // GGUF file, HF directory or synthetic:NAME; "" = the default
   std::string backend = "cpu";     // cpu | cuda
   std::string mode = "invariant";  // fast | invariant | bi-naive | padded | verified
   int32_t threads = 0;             // CPU threads; 0 = every core
@@ -78,6 +80,7 @@ struct NamedTensor {
   std::string dtype;            // float32 | bfloat16 | float16
   const void* data = nullptr;   // contiguous, row-major
   bool on_device = false;       // data is device memory (the backend's device)
+  int32_t device = 0;           // its CUDA device ordinal, when on_device
 };
 
 class LlmSession {
@@ -94,11 +97,16 @@ class LlmSession {
 
   // Writes the named tensors into the weights (every name, shape and dtype is checked first:
   // nothing is written when one is wrong; the error lists every offending name), then rebuilds
-  // the engine (prefix cache gone) and sets the fingerprint's weight version.
+  // the engine (prefix cache gone) and sets the fingerprint's weight version. On a device
+  // backend each tensor is written in place into the placed weights: device to device when it
+  // is device memory of the placed dtype (bf16 matrices, fp32 vectors on CUDA), else through
+  // the host fp32 copy (widened there, rounded as the load rounds, uploaded).
   void update_weights(std::span<const NamedTensor> tensors, const std::string& version);
   // The Hugging Face name and shape of every parameter this model takes.
   std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes() const;
-  // Copies one parameter's fp32 values (host) into dst (numel floats).
+  // Copies one parameter's current values, as fp32, into dst (numel floats): the host copy,
+  // or the device's (bf16 widened) after a device-to-device update or for a model that
+  // exists only in device memory.
   void read_parameter(const std::string& name, float* dst, size_t numel) const;
 
   // sleep: frees the KV pool (the engine) and, at level 2, the backend's copy of the weights
@@ -114,13 +122,16 @@ class LlmSession {
   std::string backend_description() const;
   std::string self_check_summary() const;
   const ModelConfig& config() const;
-  const Tokenizer& tokenizer() const;
+  const Tokenizer& tokenizer() const;  // throws for a model without one (synthetic:NAME)
+  bool has_tokenizer() const;
   int32_t max_model_len() const;
   int64_t n_engine_steps_last_call() const { return last_steps_; }
 
  private:
   struct State;
   void build_engine();
+  void read_device_values(const ParameterSlot& slot, float* dst) const;
+  void refresh_host_copy();
   std::unique_ptr<State> s_;
   int sleep_level_ = 0;
   int64_t last_steps_ = 0;

@@ -18,54 +18,73 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 }  // namespace
 
-std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights& w) {
+std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights* w) {
+  using P = LlamaModel::Param;
   std::vector<ParameterSlot> out;
-  auto tensor = [&](std::string name, HostTensor& t) {
-    // Writable fp32 slots: the session widened every stored block type at load.
-    check(t.dtype == DType::kF32, "parameter_slots: {} is held as {}, not fp32 (call "
-          "dequantize_weights first)", name, dtype_name(t.dtype));
-    out.push_back({std::move(name), t.shape, t.data.data()});
+  // A matrix or vector of the config's shape; its host fp32 values when w is given (the
+  // session widened every stored block type at load).
+  auto tensor = [&](std::string name, HostTensor* t, std::vector<int64_t> shape, P p, int32_t layer) {
+    float* data = nullptr;
+    if (t != nullptr) {
+      check(t->dtype == DType::kF32, "parameter_slots: {} is held as {}, not fp32 (call "
+            "dequantize_weights first)", name, dtype_name(t->dtype));
+      check(t->shape == shape, "parameter_slots: {} is held with shape [{}], the config says [{}]",
+            name, fmt::join(t->shape, ", "), fmt::join(shape, ", "));
+      data = t->data.data();
+    }
+    out.push_back({std::move(name), std::move(shape), data, p, layer});
   };
-  auto vec = [&](std::string name, std::vector<float>& v) {
-    if (!v.empty()) out.push_back({std::move(name), {static_cast<int64_t>(v.size())}, v.data()});
+  auto vec = [&](std::string name, std::vector<float>* v, int64_t n, bool present, P p, int32_t layer) {
+    if (w != nullptr) present = !v->empty();
+    if (!present) return;
+    check(w == nullptr || static_cast<int64_t>(v->size()) == n,
+          "parameter_slots: {} has {} values, the config says {}", name, v->size(), n);
+    out.push_back({std::move(name), {n}, w != nullptr ? v->data() : nullptr, p, layer});
   };
-  auto linear = [&](const std::string& prefix, Linear& l) {
-    tensor(prefix + ".weight", l.w);
-    vec(prefix + ".bias", l.bias);
-  };
-  tensor("model.embed_tokens.weight", w.tok_embd);
+  const int64_t dim = c.dim, q = int64_t{c.n_heads} * c.head_dim, kv = int64_t{c.n_kv_heads} * c.head_dim;
+  tensor("model.embed_tokens.weight", w ? &w->tok_embd : nullptr, {c.vocab_size, dim}, P::kTokEmbd, 0);
   for (int32_t i = 0; i < c.n_layers; ++i) {
-    LayerWeights& l = w.layers.at(static_cast<size_t>(i));
+    LayerWeights* l = w ? &w->layers.at(static_cast<size_t>(i)) : nullptr;
     const std::string p = fmt::format("model.layers.{}.", i);
-    vec(p + "input_layernorm.weight", l.attn_norm);
-    linear(p + "self_attn.q_proj", l.wq);
-    linear(p + "self_attn.k_proj", l.wk);
-    linear(p + "self_attn.v_proj", l.wv);
-    linear(p + "self_attn.o_proj", l.wo);
-    vec(p + "self_attn.q_norm.weight", l.q_norm);
-    vec(p + "self_attn.k_norm.weight", l.k_norm);
-    vec(p + "post_attention_layernorm.weight", l.ffn_norm);
-    linear(p + "mlp.gate_proj", l.w_gate);
-    linear(p + "mlp.up_proj", l.w_up);
-    linear(p + "mlp.down_proj", l.w_down);
+    auto lin = [&](const std::string& prefix, Linear* x, int64_t rows, int64_t cols, P wp, P bp, bool bias) {
+      tensor(prefix + ".weight", x ? &x->w : nullptr, {rows, cols}, wp, i);
+      vec(prefix + ".bias", x ? &x->bias : nullptr, rows, bias, bp, i);
+    };
+    vec(p + "input_layernorm.weight", l ? &l->attn_norm : nullptr, dim, true, P::kAttnNorm, i);
+    lin(p + "self_attn.q_proj", l ? &l->wq : nullptr, q, dim, P::kWq, P::kBq, c.qkv_bias);
+    lin(p + "self_attn.k_proj", l ? &l->wk : nullptr, kv, dim, P::kWk, P::kBk, c.qkv_bias);
+    lin(p + "self_attn.v_proj", l ? &l->wv : nullptr, kv, dim, P::kWv, P::kBv, c.qkv_bias);
+    // o_proj, gate/up/down have no bias in the Llama family (LlamaModel ignores none it has).
+    tensor(p + "self_attn.o_proj.weight", l ? &l->wo.w : nullptr, {dim, q}, P::kWo, i);
+    vec(p + "self_attn.q_norm.weight", l ? &l->q_norm : nullptr, c.head_dim, c.qk_norm, P::kQNorm, i);
+    vec(p + "self_attn.k_norm.weight", l ? &l->k_norm : nullptr, c.head_dim, c.qk_norm, P::kKNorm, i);
+    vec(p + "post_attention_layernorm.weight", l ? &l->ffn_norm : nullptr, dim, true, P::kFfnNorm, i);
+    tensor(p + "mlp.gate_proj.weight", l ? &l->w_gate.w : nullptr, {c.ffn_dim, dim}, P::kGate, i);
+    tensor(p + "mlp.up_proj.weight", l ? &l->w_up.w : nullptr, {c.ffn_dim, dim}, P::kUp, i);
+    tensor(p + "mlp.down_proj.weight", l ? &l->w_down.w : nullptr, {dim, c.ffn_dim}, P::kDown, i);
   }
-  vec("model.norm.weight", w.out_norm);
-  if (w.lm_head.w.empty()) {
-    tensor("lm_head.weight", w.tok_embd);  // tied: the same values as embed_tokens
+  vec("model.norm.weight", w ? &w->out_norm : nullptr, dim, true, P::kOutNorm, 0);
+  const bool tied = w != nullptr ? w->lm_head.w.empty() : c.tied_embeddings;
+  if (tied) {
+    // The same values as embed_tokens (HF's state_dict has both names).
+    tensor("lm_head.weight", w ? &w->tok_embd : nullptr, {c.vocab_size, dim}, P::kTokEmbd, 0);
   } else {
-    tensor("lm_head.weight", w.lm_head.w);
+    tensor("lm_head.weight", w ? &w->lm_head.w : nullptr, {c.vocab_size, dim}, P::kLmHead, 0);
   }
   return out;
 }
 
-void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightSource> sources) {
-  std::map<std::string, const ParameterSlot*> by_name;
-  for (const auto& s : slots) by_name[s.name] = &s;
+std::vector<size_t> check_weights(std::span<const ParameterSlot> slots,
+                                  std::span<const WeightSource> sources) {
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < slots.size(); ++i) by_name[slots[i].name] = i;
   std::vector<std::string> problems;
+  std::vector<size_t> index(sources.size(), 0);
   std::map<std::string, int> seen;
-  std::map<const float*, std::string> target_of;  // tied names: one target
+  std::map<std::pair<int, int32_t>, std::string> target_of;  // tied names: one target
   std::map<std::string, const WeightSource*> first_source;
-  for (const auto& src : sources) {
+  for (size_t si = 0; si < sources.size(); ++si) {
+    const WeightSource& src = sources[si];
     const auto it = by_name.find(src.name);
     if (it == by_name.end()) {
       problems.push_back(fmt::format(
@@ -74,7 +93,8 @@ void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightS
           src.name));
       continue;
     }
-    const ParameterSlot& slot = *it->second;
+    index[si] = it->second;
+    const ParameterSlot& slot = slots[it->second];
     if (++seen[src.name] == 2) problems.push_back(fmt::format("{}: given more than once", src.name));
     if (src.shape != slot.shape) {
       problems.push_back(fmt::format("{}: shape {} but the model's is {}", src.name,
@@ -90,16 +110,21 @@ void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightS
       problems.push_back(fmt::format("{}: no data", src.name));
     }
     // Tied embeddings: lm_head.weight and model.embed_tokens.weight are one tensor (a
-    // state_dict holds both); both may come, with equal values.
-    if (auto [t, fresh] = target_of.emplace(slot.data, src.name); !fresh && t->second != src.name) {
+    // state_dict holds both); both may come, with equal values (device tensors: the same
+    // memory, as a tied torch module's two names are).
+    const std::pair<int, int32_t> target{static_cast<int>(slot.param), slot.layer};
+    if (auto [t, fresh] = target_of.emplace(target, src.name); !fresh && t->second != src.name) {
       const WeightSource& first = *first_source.at(t->second);
       const size_t bytes = static_cast<size_t>(slot.numel()) * (src.dtype == "float32" ? 4 : 2);
+      const bool same_memory = src.data == first.data;
+      const bool comparable = !src.on_device && !first.on_device;
       if (first.dtype != src.dtype || first.shape != src.shape ||
-          (src.shape == slot.shape && src.data != first.data && std::memcmp(src.data, first.data, bytes) != 0)) {
+          (src.shape == slot.shape && !same_memory &&
+           (!comparable || std::memcmp(src.data, first.data, bytes) != 0))) {
         problems.push_back(fmt::format(
-            "{}: the same tensor as {} (tied embeddings) but with other values; give one of "
+            "{}: the same tensor as {} (tied embeddings) but with other values{}; give one of "
             "the two",
-            src.name, t->second));
+            src.name, t->second, comparable ? "" : " or other device memory"));
       }
     }
     first_source.emplace(src.name, &src);
@@ -108,16 +133,29 @@ void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightS
     throw_error("update_weights: {} problem{} (nothing was written):\n  {}", problems.size(),
                 problems.size() == 1 ? "" : "s", fmt::join(problems, "\n  "));
   }
-  for (const auto& src : sources) {
-    const ParameterSlot& slot = *by_name.at(src.name);
-    const size_t n = static_cast<size_t>(slot.numel());
-    if (src.dtype == "float32") {
-      std::memcpy(slot.data, src.data, n * sizeof(float));
-    } else {
-      const auto* h = static_cast<const uint16_t*>(src.data);
-      const bool bf16 = src.dtype == "bfloat16";
-      for (size_t i = 0; i < n; ++i) slot.data[i] = bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-    }
+  return index;
+}
+
+void widen_to_f32(const WeightSource& src, float* dst, size_t n) {
+  check(!src.on_device, "widen_to_f32: {} is in device memory", src.name);
+  if (src.dtype == "float32") {
+    std::memcpy(dst, src.data, n * sizeof(float));
+    return;
+  }
+  check(src.dtype == "bfloat16" || src.dtype == "float16", "widen_to_f32: {}: dtype {}",
+        src.name, src.dtype);
+  const auto* h = static_cast<const uint16_t*>(src.data);
+  const bool bf16 = src.dtype == "bfloat16";
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+}
+
+void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightSource> sources) {
+  const std::vector<size_t> index = check_weights(slots, sources);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const ParameterSlot& slot = slots[index[i]];
+    check(slot.data != nullptr, "update_weights: {}: this session keeps no host copy of the "
+          "weights", slot.name);
+    widen_to_f32(sources[i], slot.data, static_cast<size_t>(slot.numel()));
   }
 }
 

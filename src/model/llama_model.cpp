@@ -577,4 +577,58 @@ const float* LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv) co
   return g.ws.logits.f32();
 }
 
+LlamaModel::PlacedTensor LlamaModel::placed(Param param, int32_t layer) const {
+  check(!ops_.host_memory(), "LlamaModel::placed: backend {} computes on the host weights in "
+                             "place (write those)", ops_.name());
+  const ModelConfig& c = config_;
+  auto matrix = [](const kernels::WeightMatrix& w) {
+    return PlacedTensor{const_cast<void*>(w.data), w.dtype, w.rows * w.cols};
+  };
+  auto vector = [](const float* v, int64_t n) {
+    return v == nullptr ? PlacedTensor{} : PlacedTensor{const_cast<float*>(v), DType::kF32, n};
+  };
+  // Part `index` of a projection whose parts have rows[i] output rows: its own matrix when the
+  // parts are kept apart, else its rows of the fused matrix (and of the fused bias).
+  auto part = [&](const Projection& pr, std::vector<int64_t> rows, size_t index, bool bias) {
+    if (pr.parts.size() > 1) {
+      const LinearView& l = pr.parts.at(index).lin;
+      return bias ? vector(l.bias, rows[index]) : matrix(l.w);
+    }
+    const LinearView& l = pr.parts.at(0).lin;
+    int64_t row0 = 0;
+    for (size_t i = 0; i < index; ++i) row0 += rows[i];
+    if (bias) return vector(l.bias == nullptr ? nullptr : l.bias + row0, rows[index]);
+    const auto* base = static_cast<const char*>(l.w.data);
+    return PlacedTensor{const_cast<char*>(base) + row0 * l.w.cols * dtype_size(l.w.dtype),
+                        l.w.dtype, rows[index] * l.w.cols};
+  };
+  switch (param) {
+    case Param::kTokEmbd: return matrix(tok_embd_);
+    case Param::kOutNorm: return vector(out_norm_, c.dim);
+    case Param::kLmHead: return matrix(lm_head_);
+    default: break;
+  }
+  check(layer >= 0 && layer < c.n_layers, "LlamaModel::placed: layer {} of {}", layer, c.n_layers);
+  const LayerView& v = layers_.at(static_cast<size_t>(layer));
+  const int64_t q = int64_t{c.n_heads} * c.head_dim, kv = int64_t{c.n_kv_heads} * c.head_dim;
+  switch (param) {
+    case Param::kAttnNorm: return vector(v.attn_norm, c.dim);
+    case Param::kWq: return part(v.qkv, {q, kv, kv}, 0, false);
+    case Param::kWk: return part(v.qkv, {q, kv, kv}, 1, false);
+    case Param::kWv: return part(v.qkv, {q, kv, kv}, 2, false);
+    case Param::kBq: return part(v.qkv, {q, kv, kv}, 0, true);
+    case Param::kBk: return part(v.qkv, {q, kv, kv}, 1, true);
+    case Param::kBv: return part(v.qkv, {q, kv, kv}, 2, true);
+    case Param::kWo: return matrix(v.wo.w);
+    case Param::kQNorm: return vector(v.q_norm, c.head_dim);
+    case Param::kKNorm: return vector(v.k_norm, c.head_dim);
+    case Param::kFfnNorm: return vector(v.ffn_norm, c.dim);
+    case Param::kGate: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 0, false);
+    case Param::kUp: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 1, false);
+    case Param::kDown: return matrix(v.w_down.w);
+    default: break;
+  }
+  throw_error("LlamaModel::placed: unknown parameter {}", static_cast<int>(param));
+}
+
 }  // namespace detllm

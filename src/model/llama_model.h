@@ -94,6 +94,23 @@ class LlamaModel {
   };
   const StepStats& step_stats() const { return stats_; }
 
+  // Where one parameter's values sit in backend memory, for in-place weight updates on a
+  // device backend (api/llm_session.cpp): `numel` elements of `dtype` from `data` — a placed
+  // tensor, or one part's rows of a fused projection ([q | k | v], [gate | up]). Writing new
+  // values there changes the next forward (captured graphs read the same pointers). Empty
+  // (data == nullptr) for a parameter this model does not have (a bias, q/k norm). Device
+  // backends only: on a host backend the weights may be the caller's tensors in place.
+  enum class Param : uint8_t {
+    kTokEmbd, kAttnNorm, kWq, kWk, kWv, kBq, kBk, kBv, kWo, kQNorm, kKNorm, kFfnNorm,
+    kGate, kUp, kDown, kOutNorm, kLmHead
+  };
+  struct PlacedTensor {
+    void* data = nullptr;
+    DType dtype = DType::kF32;
+    int64_t numel = 0;
+  };
+  PlacedTensor placed(Param param, int32_t layer = 0) const;
+
  private:
   struct LinearView {
     kernels::WeightMatrix w;

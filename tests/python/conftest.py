@@ -1,15 +1,33 @@
-"""Fixtures of the Python package's tests: one engine on the default model (CPU), shared by a
-file's tests. The package is imported from python/ plus the built extension (PYTHONPATH set by
-CTest, tests/CMakeLists.txt) or from an installed detllm."""
+"""Fixtures of the Python package's tests: one engine on the default model, shared by a file's
+tests. The package is imported from python/ plus the built extension (PYTHONPATH set by
+CTest, tests/CMakeLists.txt) or from an installed detllm.
+
+Environment (the H200 runs of scripts/gpu/python_gpu.sh set them; CI sets none):
+- DETLLM_TEST_BACKEND: the backend of the shared engine, "cpu" (default) or "cuda".
+- DETLLM_TEST_KV_TOKENS: its KV pool in tokens (0, the default: the engine's own sizing; on a
+  GPU the tests set it, so that torch, in the same process, keeps memory to allocate).
+- DETLLM_DEFAULT_MODEL: the model (detllm.llm.default_model_path).
+"""
+
+import os
 
 import pytest
 
 import detllm
 
+TEST_BACKEND = os.environ.get("DETLLM_TEST_BACKEND", "cpu")
+TEST_KV_TOKENS = int(os.environ.get("DETLLM_TEST_KV_TOKENS", "0"))
+
+
+def make_llm(backend=None, **kw):
+    """An engine for the tests: the chosen backend and KV size unless given."""
+    kw.setdefault("kv_cache_tokens", TEST_KV_TOKENS)
+    return detllm.LLM(backend=backend or TEST_BACKEND, mode="invariant", **kw)
+
 
 @pytest.fixture(scope="module")
 def llm():
-    return detllm.LLM(backend="cpu", mode="invariant")
+    return make_llm()
 
 
 def bits(a):

@@ -2,7 +2,10 @@
 bits — equal to llm.generate's rollout logprobs and llm.score's, also after two weight updates
 from torch — and its gradients match a plain torch forward + backward within a stated
 tolerance. Needs torch: skips, saying so, where it is absent (CI). On a machine with a GPU and a
-CUDA build of the package it runs on backend="cuda" as well."""
+CUDA build of the package it runs on backend="cuda" as well; DETLLM_TEST_BACKENDS (e.g. "cuda")
+picks the backends (scripts/gpu/python_gpu.sh runs the CUDA one on the H200)."""
+
+import os
 
 import numpy as np
 import pytest
@@ -11,13 +14,17 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI): traine
 
 import detllm  # noqa: E402
 import detllm.torch as dt  # noqa: E402
-from conftest import bits  # noqa: E402
+from conftest import bits, make_llm  # noqa: E402
 
 PROMPTS = ["The capital of France is", "Write a haiku about rain", "x = [1, 2,"]
 GRAD_RTOL = 1e-3  # engine-valued forward, torch backward: gradients vs the all-torch reference
 
 
 def backends():
+    chosen = os.environ.get("DETLLM_TEST_BACKENDS")
+    if chosen:
+        yield from chosen.split(",")
+        return
     yield "cpu"
     if torch.cuda.is_available():
         yield "cuda"
@@ -27,7 +34,7 @@ def backends():
 def setup(request):
     backend = request.param
     try:
-        llm = detllm.LLM(backend=backend)
+        llm = make_llm(backend)
     except detllm.Error as e:
         pytest.skip(f"backend {backend}: {e}")
     device = "cuda" if backend == "cuda" else "cpu"
@@ -53,6 +60,8 @@ def test_forward_is_the_engine_bits_across_two_updates(setup):
             lp = lp.detach().cpu().numpy()
             assert np.array_equal(bits(lp), bits(s.logprobs))
             assert np.array_equal(bits(lp[len(seq) - 1 - len(g):]), bits(g))
+        print(f"[measure] {llm.backend} step {step}: autograd forward = score = rollout, bit for bit "
+              f"({sum(len(g) for g in gen)} generated tokens, {sum(len(s) - 1 for s in seqs)} scored)")
         if step == 2:
             break
         loss = -sum(lp.sum() for lp in lps)
@@ -75,10 +84,13 @@ def test_gradients_match_plain_torch(setup):
     g_ref = torch.autograd.grad(ref.sum(), [params[n] for n in names])
     for n, a, b in zip(names, g_engine, g_ref):
         err = (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+        print(f"[measure] {llm.backend}: gradient vs the plain torch reference, {n}: rel. error {err:.3g}")
         assert err <= GRAD_RTOL, f"{n}: relative gradient error {err}"
     # the reference's forward is close to the engine's (not equal: that is the point)
     eng = torch.cat([lp.detach() for lp in lps])
-    assert (eng - ref.detach()).abs().max().item() < 5e-2
+    delta = (eng - ref.detach()).abs().max().item()
+    print(f"[measure] {llm.backend}: engine logprobs vs the plain torch fp32 forward: max |d| {delta:.3g}")
+    assert delta < 5e-2
 
 
 def hf_logprobs(llm, params, seqs):
@@ -114,9 +126,12 @@ def test_gradients_match_transformers(setup):
     ref = hf_logprobs(llm, params, seqs)
     lps = torch.cat(dt.causal_lm_logprobs(llm, seqs, params))
     atol = HF_LOGPROB_ATOL if llm.backend == "cpu" else 5e-2
-    assert (lps.detach() - ref.detach()).abs().max().item() <= atol
+    delta = (lps.detach() - ref.detach()).abs().max().item()
+    print(f"[measure] {llm.backend}: engine logprobs vs transformers fp32: max |d| {delta:.3g}")
+    assert delta <= atol
     g_ours = torch.autograd.grad(lps.sum(), [params[n] for n in names])
     g_hf = torch.autograd.grad(ref.sum(), [params[n] for n in names])
     for n, a, b in zip(names, g_ours, g_hf):
         err = (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+        print(f"[measure] {llm.backend}: gradient vs transformers, {n}: rel. error {err:.3g}")
         assert err <= HF_GRAD_RTOL, f"{n}: relative gradient error {err} vs transformers"

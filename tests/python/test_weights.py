@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import detllm
-from conftest import bits
+from conftest import TEST_BACKEND, bits, make_llm
 
 PROMPTS = ["The capital of France is", "Write a poem about the sea", "import numpy as np"]
 SP = detllm.SamplingParams(max_tokens=8, temperature=1.0, seed=1234)
@@ -146,3 +146,39 @@ def test_sleep_and_wake(llm):
     assert np.array_equal(bits(after.token_logprobs), bits(before.token_logprobs))
     with pytest.raises(detllm.Error, match="level"):
         llm.sleep(3)
+
+
+def test_synthetic_model_token_ids_and_updates():
+    """synthetic:NAME (model/synthetic.h): weights from a seed, no tokenizer. On a device
+    backend the weights exist only in device memory (the 8B update benchmark's model)."""
+    llm = make_llm(model="synthetic:tiny-llama")
+    assert llm.model_name == "synthetic:tiny-llama"
+    with pytest.raises(detllm.Error, match="no tokenizer"):
+        llm.generate(["text"], use_tqdm=False)
+    prompts = [[1, 2, 3, 4, 5], [7, 8, 9]]
+    sp = detllm.SamplingParams(max_tokens=6, temperature=1.0, seed=5, logprobs=2)
+    out = llm.generate(prompts, sp, use_tqdm=False)
+    seqs = [r.prompt_token_ids + r.outputs[0].token_ids for r in out]
+    assert all(r.outputs[0].text == "" for r in out)
+    scored = llm.score(seqs, use_tqdm=False)
+    for r, s in zip(out, scored):
+        g = r.outputs[0].token_logprobs
+        assert np.array_equal(bits(s.logprobs[-len(g):]), bits(g))
+    name = "model.layers.1.mlp.up_proj.weight"
+    w = llm.get_parameter(name)
+    assert w.shape == llm.parameter_shape(name) and np.isfinite(w).all() and w.any()
+    llm.update_weights({name: w * np.float32(2)}, version="x2")
+    changed = llm.score(seqs, use_tqdm=False)
+    assert not all(np.array_equal(bits(a.logprobs), bits(b.logprobs)) for a, b in zip(changed, scored))
+    llm.update_weights({name: w}, version="back")
+    again = llm.score(seqs, use_tqdm=False)
+    for a, b in zip(again, scored):
+        assert np.array_equal(bits(a.logprobs), bits(b.logprobs))
+    if TEST_BACKEND == "cpu":
+        with pytest.raises(detllm.Error, match="needs a device backend"):
+            detllm.LLM(model="synthetic:llama-3.1-8b", backend="cpu")
+    else:
+        with pytest.raises(detllm.Error, match="only in device memory"):
+            llm.sleep(2)
+    with pytest.raises(detllm.Error, match="tiny-llama"):
+        detllm.LLM(model="synthetic:no-such-model", backend=TEST_BACKEND)

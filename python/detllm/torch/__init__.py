@@ -3,14 +3,18 @@
 ``causal_lm_logprobs(llm, token_ids, params)`` is a torch.autograd.Function:
 - forward: detllm's own forward (``llm.score``) on ``params`` — pushed into the engine first
   with ``llm.update_weights`` unless ``sync_weights=False`` says they already are — so its
-  values are the engine's fp32 bits, the same as ``llm.generate`` reported for those tokens;
-- backward: the gradient of a plain torch forward of the same model (reference.py) at the same
-  weights, recomputed from the saved inputs (activation recomputation). The gradient is torch's
-  (not bitwise the engine's); the forward value is the engine's.
+  values are the engine's fp32 bits, the same as ``llm.generate`` reported for those tokens.
+  Beside it, a plain torch forward of the same model (reference.py) runs at the same weights
+  and keeps its activations for the backward; with ``overlap`` (the default) the engine's
+  forward runs in a second thread (the GIL is released while the engine runs) while torch
+  runs its own, so the engine's pass costs little more than waiting for the longer of the two;
+- backward: the gradient of that torch forward, from its saved activations. The gradient is
+  torch's (not bitwise the engine's); the forward value is the engine's.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -21,27 +25,51 @@ from . import reference
 __all__ = ["causal_lm_logprobs", "reference"]
 
 
+def _engine_logprobs(llm, seqs) -> np.ndarray:
+    scored = llm.score([s.tolist() for s in seqs], use_tqdm=False)
+    return np.concatenate([s.logprobs for s in scored]).astype(np.float32, copy=False)
+
+
 class _CausalLMLogprobs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, llm, seqs, names, *tensors):  # noqa: D401
-        scored = llm.score([s.tolist() for s in seqs], use_tqdm=False)
-        flat = np.concatenate([s.logprobs for s in scored]).astype(np.float32, copy=False)
-        ctx.llm, ctx.seqs, ctx.names = llm, seqs, names
-        ctx.save_for_backward(*tensors)
+    def forward(ctx, llm, seqs, names, overlap, *tensors):  # noqa: D401
+        result, failure = {}, []
+
+        def run_engine():
+            try:
+                result["lp"] = _engine_logprobs(llm, seqs)
+            except BaseException as e:  # re-raised in the caller's thread
+                failure.append(e)
+
+        worker = None
+        if overlap:
+            worker = threading.Thread(target=run_engine, name="detllm-score")
+            worker.start()
+        try:
+            # The torch forward whose graph the backward uses (the leaves are detached views
+            # of the caller's parameters; their gradients are returned to them in backward).
+            with torch.enable_grad():
+                leaves = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+                ref = reference.sequences_logprobs(llm.config, dict(zip(names, leaves)), seqs)
+        finally:
+            if worker is not None:
+                worker.join()
+        if worker is None:
+            run_engine()
+        if failure:
+            raise failure[0]
+        ctx.ref, ctx.leaves = ref, leaves
         device = tensors[0].device if tensors else torch.device("cpu")
-        return torch.from_numpy(flat).to(device)
+        return torch.from_numpy(result["lp"]).to(device)
 
     @staticmethod
     def backward(ctx, grad_out):
-        tensors = ctx.saved_tensors
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
-            params = dict(zip(ctx.names, leaves))
-            ref = reference.sequences_logprobs(ctx.llm.config, params, ctx.seqs)
-            wanted = [t for t in leaves if t.requires_grad]
-            grads = iter(torch.autograd.grad(ref, wanted, grad_out, allow_unused=True))
-            full = [next(grads) if t.requires_grad else None for t in leaves]
-        return (None, None, None, *full)
+        leaves = ctx.leaves
+        wanted = [t for t in leaves if t.requires_grad]
+        grads = iter(torch.autograd.grad(ctx.ref, wanted, grad_out, allow_unused=True))
+        full = [next(grads) if t.requires_grad else None for t in leaves]
+        ctx.ref = ctx.leaves = None
+        return (None, None, None, None, *full)
 
 
 def causal_lm_logprobs(
@@ -51,6 +79,7 @@ def causal_lm_logprobs(
     *,
     sync_weights: bool = True,
     version: Optional[str] = None,
+    overlap: bool = True,
 ) -> Union[torch.Tensor, List[torch.Tensor]]:
     """The logprob of every token given its prefix, with the engine's bits and torch gradients.
 
@@ -58,7 +87,8 @@ def causal_lm_logprobs(
     for a tensor, else a list of (len - 1,) tensors. params: every parameter by HF name (fp32
     tensors, e.g. a trainer's ``dict(model.named_parameters())`` for a Llama model); with
     sync_weights they are written into the engine first (version: the fingerprint's weight
-    version, default "torch-sync").
+    version, default "torch-sync"). overlap: run the engine's forward in a second thread while
+    torch runs the forward the backward needs (False: one after the other).
     """
     if isinstance(token_ids, torch.Tensor):
         if token_ids.dim() == 1:
@@ -78,6 +108,6 @@ def causal_lm_logprobs(
         with torch.no_grad():
             llm.update_weights({n: t.detach() for n, t in zip(names, tensors)},
                                version=version or "torch-sync")
-    flat = _CausalLMLogprobs.apply(llm, seqs, names, *tensors)
+    flat = _CausalLMLogprobs.apply(llm, seqs, names, overlap, *tensors)
     parts = list(torch.split(flat, [len(s) - 1 for s in seqs]))
     return torch.stack(parts) if batched else parts
