@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import detllm
-from conftest import bits
+from conftest import bits, make_llm
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time", "1, 2, 3, 4,"]
 
@@ -70,6 +70,17 @@ def test_score_equals_generation_bitwise(llm):
         gen = s.logprobs[len(seq) - 1 - len(lp):]
         assert np.array_equal(bits(gen), bits(lp))
     assert scored[0].fingerprint == out[0].fingerprint
+
+
+def test_large_scoring_steps_equal_small_ones(llm):
+    """A step of >= 171 scored rows (49k vocabulary) computes its logprobs on every core, in
+    parts of rows; the bits must be those of steps too small for that (serial rows)."""
+    rng = np.random.default_rng(11)
+    seqs = [rng.integers(0, llm.config["vocab_size"], size=n).tolist() for n in (300, 190)]
+    big = llm.score(seqs, use_tqdm=False)
+    small = make_llm(max_num_batched_tokens=64).score(seqs, use_tqdm=False)
+    for a, b in zip(big, small):
+        assert np.array_equal(bits(a.logprobs), bits(b.logprobs))
 
 
 def test_score_top_logprobs(llm):

@@ -352,8 +352,8 @@ float logprob_of(std::span<const float> logits, int32_t token) {
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n) {
   check(n >= 0, "logprobs: the number of top logprobs must be >= 0, got {}", n);
+  if (n == 0) return {};  // (logprob_of, beside every call, checks the row's values)
   const LogitStats stats = logit_stats(logits);
-  if (n == 0) return {};
   RankOrder order(logits);
   return top_logprobs_fast(logits, order, stats, n);
 }
