@@ -183,7 +183,8 @@ TEST_F(CudaGemmPlanCache, PlansThatNoLongerMatchTheKernelAreRejected) {
   bool perturb = false;
   auto kernel = [&](const float* x, int32_t m, const uint16_t* w, int64_t n, int64_t k,
                     float* y) {
-    cudaError_t err = cuda::launch_gemm_invariant(x, m, w, n, k, nullptr, y, scratch, -1, 0, stream);
+    cudaError_t err = cuda::launch_gemm_invariant(x, m, w, n, k, nullptr, y, scratch, -1, 0,
+                                                  cuda::kGemvAuto, stream);
     if (err == cudaSuccess && perturb) err = cudaMemsetAsync(y, 0x7f, 4, stream);  // y[0] differs
     return err;
   };
@@ -258,14 +259,16 @@ TEST_F(CudaGemmPlanCache, TruncatedAndForeignFilesAreTunedAgain) {
   EXPECT_EQ(s.reverified, 0);
 }
 
-// The key names the device, its driver and libraries and the GEMM numerics rule.
+// The key names the device, its driver and libraries, the GEMM numerics rule and the kernel's
+// schedules (the plans were timed against them).
 TEST_F(CudaGemmPlanCache, KeyNamesTheMachine) {
   auto ops = invariant_ops();  // selects the device
   const std::string key = cuda::LtGemm::plan_file_key();
   for (const char* part : {"gpu=", ";uuid=", ";driver=", ";runtime=", ";cublaslt=", ";gemm=",
-                           ";workspace="})
+                           ";kernels=", ";workspace="})
     EXPECT_NE(key.find(part), std::string::npos) << key;
   EXPECT_NE(key.find(std::string(cuda::kGemmNumericsRule)), std::string::npos);
+  EXPECT_NE(key.find(std::string(cuda::kGemmKernelSchedules)), std::string::npos);
   std::printf("[key] %s\n", key.c_str());
 }
 

@@ -91,6 +91,9 @@ int gemm_split_count(int64_t n, int64_t k);
 // zero, splits merged left to right, the split rule of gemm_split_count — for what must change
 // with them: the key of the persisted GEMM plans (gemm_lt.h). Change it with either.
 inline constexpr std::string_view kGemmNumericsRule = "bf16x;k16-asc;splits=1";
+// Names the invariant kernel's schedules (the plans' speed choices were timed against them):
+// also in the plan file's key, so plans made against older kernels are tuned again.
+inline constexpr std::string_view kGemmKernelSchedules = "tiles12;gemv6";
 // The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
 // An override changes the numerics; it exists only to measure the design choice (benchmarks).
 int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
@@ -113,16 +116,34 @@ GemmScratchNeed gemm_scratch_need(int32_t m, int64_t n, int64_t k, int variant,
 // Every element's K-reduction: per split, mma.m16n8k16 steps over k in ascending order from
 // zero; splits merged left to right; then + bias. The same for every m and row.
 // variant: -1 = the tuned default; 0…3 = a tile variant of m's size class (benchmarks, tests).
+// gemv: kGemvAuto, kGemvOff or config + 1 (gemv.cu) for m ≤ kGemvMaxM when variant is -1 and
+// the shape is unsplit; any choice gives the same bits.
 cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
-                                  cudaStream_t stream);
+                                  int gemv, cudaStream_t stream);
 // The same GEMM on x already rounded to bf16 (m, k): the same bits as launch_gemm_invariant
 // on the fp32 tensor it was rounded from (scratch.x_bf16 is not used).
 cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
                                        int64_t k, const float* bias, float* y,
                                        const GemmScratch& scratch, int variant, int splits_override,
-                                       cudaStream_t stream);
+                                       int gemv, cudaStream_t stream);
+
+// ---- gemv.cu: the invariant GEMM's small-m schedule -----------------------------------
+// y (m, n) = x (m, k) · w (n, k)ᵀ (+ bias) for 1 ≤ m ≤ kGemvMaxM with launch_gemm_invariant's
+// numerics (S = 1: one k16 MMA chain per element, ascending k, x as the A operand), so the same
+// bits; one warp per 8 or 16 output features streams its own W rows. x is bf16 (x_bf16) or
+// fp32 (rounded to bf16 in the fragments). config: 0…kGemvConfigs-1, or -1 for the default.
+inline constexpr int32_t kGemvMaxM = 16;
+inline constexpr int kGemvConfigs = 6;
+// The gemv argument of launch_gemm_invariant: kGemvAuto = the default config for m ≤ kGemvMaxM,
+// kGemvOff = never (gemm.cu's own tiles), c + 1 = config c.
+inline constexpr int kGemvAuto = -1;
+inline constexpr int kGemvOff = 0;
+int gemv_default_config(int32_t m, int64_t n);
+bool gemv_supported(int32_t m, int64_t n, int64_t k, int config, bool x_bf16);
+cudaError_t launch_gemv(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
+                        int64_t k, const float* bias, float* y, int config, cudaStream_t stream);
 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {

@@ -27,6 +27,11 @@
 namespace detllm::kernels {
 namespace {
 
+// What CudaOptions::gemm_gemv = -1 runs: off until the bulk-copy GEMV (gemv.cu) has passed its
+// bit tests and beaten the verified cuBLASLt plans on the H200 (docs/cuda.md, "Small-m GEMV").
+// Then cuda::kGemvAuto.
+constexpr int kGemvDefault = cuda::kGemvOff;
+
 void cuda_check(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw_error("CUDA error in {}: {} ({})", what, cudaGetErrorString(err), static_cast<int>(err));
@@ -98,7 +103,13 @@ class CudaOps final : public Ops {
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
+        gemv_(options.gemm_fixed_tile || options.gemm_variant >= 0 ? cuda::kGemvOff
+              : options.gemm_gemv == -1                            ? kGemvDefault
+                                                                   : options.gemm_gemv),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
+    check(options.gemm_gemv >= -1 && options.gemm_gemv <= cuda::kGemvConfigs,
+          "CUDA backend: gemm_gemv {} unsupported (-1 default, 0 off, 1…{} a configuration)",
+          options.gemm_gemv, cuda::kGemvConfigs);
     check(cuda::attention_tc_decode_ring_supported(options.attention_tc_decode_ring),
           "CUDA backend: attention_tc_decode_ring {} unsupported (0, 2, 3, 4 or 6)",
           options.attention_tc_decode_ring);
@@ -353,7 +364,8 @@ class CudaOps final : public Ops {
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     cuda_check(cuda::launch_gemm_invariant_bf16(xb, m, wd, w.rows, w.cols, bias, y, s,
-                                                gemm_variant_, gemm_splits_override_, stream_),
+                                                gemm_variant_, gemm_splits_override_, gemv_,
+                                                stream_),
                "invariant gemm (bf16 input)");
   }
 
@@ -407,7 +419,7 @@ class CudaOps final : public Ops {
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     return cuda::launch_gemm_invariant(x, m, w, n, k, bias, y, s, gemm_variant_,
-                                       gemm_splits_override_, stream_);
+                                       gemm_splits_override_, gemv_, stream_);
   }
 
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
@@ -587,6 +599,7 @@ class CudaOps final : public Ops {
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
   int gemm_splits_override_;
+  int gemv_;  // launch_gemm_invariant's gemv argument (kGemvOff with a forced tile)
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

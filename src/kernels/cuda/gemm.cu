@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/mma_ptx.cuh"
 
 namespace detllm::kernels::cuda {
 
@@ -43,40 +44,14 @@ int gemm_effective_splits(int64_t n, int64_t k, int splits_override) {
 
 namespace {
 
-// ---- PTX helpers -------------------------------------------------------------------------
-__device__ inline uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldmatrix_x4;
+using ptx::mma_bf16;
+using ptx::pack_bf16;
 // 16-byte async copy global → shared; src_bytes 0 writes zeros (out-of-range rows/cols).
 __device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// d = a (16×16, row) · b (16×8, col) + d, bf16 in, fp32 accumulate.
-__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<const uint32_t*>(&v);
+  ptx::cp_async16_zfill(smem, gmem, src_bytes);
 }
 
 struct GemmParams {
@@ -444,7 +419,7 @@ namespace {
 // x is fp32 (x_bf16 false: rounded here, or while loading fragments at small m) or bf16.
 cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
                         int64_t k, const float* bias, float* y, const GemmScratch& scratch,
-                        int variant, int splits_override, cudaStream_t stream) {
+                        int variant, int splits_override, int gemv, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (!gemm_shape_supported(n, k)) return cudaErrorInvalidValue;
   GemmParams p{};
@@ -457,6 +432,11 @@ cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w
   p.n = static_cast<int32_t>(n);
   p.k = static_cast<int32_t>(k);
   p.splits = gemm_effective_splits(n, k, splits_override);
+  // Small m, unsplit: the GEMV schedule (gemv.cu), the same chain per element.
+  const int gemv_config = gemv == kGemvAuto ? -1 : gemv - 1;
+  if (gemv != kGemvOff && variant < 0 && p.splits == 1 &&
+      gemv_supported(m, n, k, gemv_config, x_bf16))
+    return launch_gemv(x, x_bf16, m, w, n, k, bias, y, gemv_config, stream);
   const Plan plan = plan_for(m, n, variant, p.splits);
   // Without split scratch the splits run inside the blocks: same bits, fewer blocks.
   const bool split_blocks = plan.split_blocks && scratch.partials && scratch.counters;
@@ -485,15 +465,17 @@ cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w
 cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
-                                  cudaStream_t stream) {
-  return launch_gemm(x, false, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
+                                  int gemv, cudaStream_t stream) {
+  return launch_gemm(x, false, m, w, n, k, bias, y, scratch, variant, splits_override, gemv,
+                     stream);
 }
 
 cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
                                        int64_t k, const float* bias, float* y,
                                        const GemmScratch& scratch, int variant, int splits_override,
-                                       cudaStream_t stream) {
-  return launch_gemm(x, true, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
+                                       int gemv, cudaStream_t stream) {
+  return launch_gemm(x, true, m, w, n, k, bias, y, scratch, variant, splits_override, gemv,
+                     stream);
 }
 
 }  // namespace detllm::kernels::cuda

@@ -195,9 +195,10 @@ std::string LtGemm::plan_file_key() {
     if (c < 0x20 || c >= 0x7f || c == ';' || c == '=') c = '_';  // the key is printable ASCII
   std::string uuid;
   for (char b : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<uint8_t>(b));
-  return fmt::format("gpu={};uuid={};driver={};runtime={};cublaslt={};gemm={};workspace={}", name,
-                     uuid, driver, runtime, cublasLtGetVersion(), kGemmNumericsRule,
-                     kWorkspaceBytes);
+  return fmt::format(
+      "gpu={};uuid={};driver={};runtime={};cublaslt={};gemm={};kernels={};workspace={}", name, uuid,
+      driver, runtime, cublasLtGetVersion(), kGemmNumericsRule, kGemmKernelSchedules,
+      kWorkspaceBytes);
 }
 
 void LtGemm::warn(std::string message) {

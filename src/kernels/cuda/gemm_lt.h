@@ -87,7 +87,7 @@ class LtGemm {
   const LtPlanFileStats& plan_file_stats() const { return file_stats_; }
 
   // What a plan file must have been written for, on the current device: "gpu=…;uuid=…;
-  // driver=…;runtime=…;cublaslt=…;gemm=…;workspace=…".
+  // driver=…;runtime=…;cublaslt=…;gemm=…;kernels=…;workspace=…".
   static std::string plan_file_key();
 
  private:
