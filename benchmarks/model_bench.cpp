@@ -76,6 +76,7 @@ struct Options {
   int batch_decode_steps = 16;  // steps per repetition of batched decode
   std::vector<int> prefill_lens = {128, 512};
   std::vector<int> batches = {8, 32};
+  kernels::CpuActivations activations = kernels::CpuActivations::kF32;
 };
 
 std::vector<int> parse_int_list(const std::string& s) {
@@ -98,10 +99,13 @@ void print_usage() {
   fmt::print(
       "usage: model_bench [--model PATH] [--reps N] [--threads 1,2] [--prefill 128,512]\n"
       "                   [--batches 8,32] [--decode-steps 64] [--batch-decode-steps 16]\n"
-      "                   [--quick]\n"
+      "                   [--activations f32|q8] [--quick]\n"
       "Prefill and decode tokens/s of the forward pass at each thread count (median of N\n"
       "repetitions after a warm-up), 2-vs-1 thread speedups, engine overhead, and decode time\n"
-      "against a memory-bandwidth roofline. Figures on stdout, progress on stderr.\n");
+      "against a memory-bandwidth roofline. Figures on stdout, progress on stderr.\n"
+      "--activations q8: the CPU backend's q8-activation numerics class (kernels/ref/\n"
+      "q8_act_ref.h: activations rounded to int8 per 32-block before Q4_0/Q4_1/Q8_0 matmuls,\n"
+      "as llama.cpp does); f32 (the default): no activation rounding.\n");
 }
 
 Options parse_options(int argc, char** argv) {
@@ -130,6 +134,10 @@ Options parse_options(int argc, char** argv) {
       o.decode_steps = one_int();
     } else if (a == "--batch-decode-steps") {
       o.batch_decode_steps = one_int();
+    } else if (a == "--activations") {
+      const std::string v = value();
+      check(v == "f32" || v == "q8", "--activations must be f32 or q8, got '{}'", v);
+      o.activations = v == "q8" ? kernels::CpuActivations::kQ8 : kernels::CpuActivations::kF32;
     } else if (a == "--quick") {
       o.reps = 1;
       o.decode_steps = 16;
@@ -398,7 +406,7 @@ int main(int argc, char** argv) {
     std::vector<float> sample_logits;  // a real logits row, for timing the sampler
     std::map<int, Bandwidth> bw;
     for (int t : o.threads) {
-      auto ops = kernels::make_cpu_ops(t);
+      auto ops = kernels::make_cpu_ops(t, o.activations);
       LlamaModel model(c, b.model->weights, *ops);
       log.line(fmt::format("threads {}: memory bandwidth (copy, read)", t));
       bw[t] = measure_bandwidth(t);
@@ -447,9 +455,12 @@ int main(int argc, char** argv) {
     };
     const int t1 = o.threads.front(), t_last = o.threads.back();
     fmt::print(
-        "# model_bench: {} ({} layers, dim {}, ffn {}, vocab {}), CPU backend, matrices held "
+        "# model_bench: {} ({} layers, dim {}, ffn {}, vocab {}), CPU backend {}, matrices held "
         "as {}\n\n",
-        b.model->name, c.n_layers, c.dim, c.ffn_dim, c.vocab_size, weight_dtypes(b.model->weights));
+        b.model->name, c.n_layers, c.dim, c.ffn_dim, c.vocab_size,
+        o.activations == kernels::CpuActivations::kQ8 ? "cpu-q8 (activations rounded to q8)"
+                                                      : "cpu (fp32 activations)",
+        weight_dtypes(b.model->weights));
     fmt::print(
         "median of {} repetitions after one warm-up; decode starts after a {}-token prompt "
         "(batched: one prompt shared by all sequences); {} at the start, {} at the end\n\n",

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """detllm's CPU backend against llama.cpp on the same GGUF, threads and machine, in one run:
 prefill (128 and 512 tokens), single-sequence decode (after a 128-token prompt) and batched
-decode (8 and 32 sequences sharing a 128-token prompt) at 1 and 2 threads. llama.cpp's side is
+decode (8 and 32 sequences sharing a 128-token prompt) at 1 and 2 threads, for each of
+detllm's CPU numerics classes (--activations f32,q8: fp32 activations, or activations rounded
+to int8 per 32-block as llama.cpp does; kernels/ref/q8_act_ref.h). llama.cpp's side is
 llama-bench (prefill, decode with -d 128) and llama-batched-bench (-pps: the prompt shared, as
 model_bench does); detllm's is build/benchmarks/model_bench. The programs run in turn, --rounds
 times (interleaved, so load spikes hit both), and each figure is the median over rounds. Prints
@@ -122,11 +124,12 @@ def parse_model_bench(text):
     return out
 
 
-def detllm_bench(build, model, threads, batches):
+def detllm_bench(build, model, threads, batches, activations):
     return parse_model_bench(run([
         os.path.join(build, "benchmarks", "model_bench"), "--model", model, "--reps", "1",
         "--threads", ",".join(map(str, threads)), "--prefill", "128,512", "--batches",
-        ",".join(map(str, batches)), "--decode-steps", "64", "--batch-decode-steps", "16"]))
+        ",".join(map(str, batches)), "--decode-steps", "64", "--batch-decode-steps", "16",
+        "--activations", activations]))
 
 
 def main():
@@ -138,33 +141,52 @@ def main():
                                                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--activations", default="f32,q8",
+                    help="detllm's CPU numerics classes to run (model_bench --activations): "
+                         "f32 (no activation rounding), q8 (activations rounded to int8 per "
+                         "32-block, as llama.cpp does)")
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
+    classes = a.activations.split(",")
+    for c in classes:
+        if c not in ("f32", "q8"):
+            sys.exit(f"--activations: unknown class {c!r} (f32, q8)")
     batches = [8, 32]
     bin_dir = os.path.join(a.llama_build, "bin")
-    ours, theirs, loads = [], [], [load_avg()]
+    ours = {c: [] for c in classes}
+    theirs, loads = [], [load_avg()]
     for _ in range(a.rounds):
         t = llama_bench(bin_dir, a.model, threads)
         t.update(llama_batched(bin_dir, a.model, threads, batches))
         theirs.append(t)
         loads.append(load_avg())
-        ours.append(detllm_bench(a.build, a.model, threads, batches))
-        loads.append(load_avg())
+        for c in classes:
+            ours[c].append(detllm_bench(a.build, a.model, threads, batches, c))
+            loads.append(load_avg())
     cases = ["prefill 128", "prefill 512", "decode 1 seq"] + [f"decode batch {b}" for b in batches]
     print(f"# detllm vs llama.cpp, {os.path.basename(a.model)}, {a.rounds} rounds (median), "
           f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs\n")
-    print("| case | threads | llama.cpp tok/s | detllm tok/s | detllm ÷ llama.cpp |")
-    print("|---|---|---|---|---|")
+    head = "| case | threads | llama.cpp tok/s |"
+    rule = "|---|---|---|"
+    for c in classes:
+        head += f" detllm {c} tok/s | {c} ÷ llama.cpp |"
+        rule += "---|---|"
+    print(head)
+    print(rule)
+
+    def med(rows, key):
+        v = [r[key] for r in rows if key in r]
+        return statistics.median(v) if v else None
+
     for th in threads:
-        for c in cases:
-            l = [r[(c, th)] for r in theirs if (c, th) in r]
-            d = [r[(c, th)] for r in ours if (c, th) in r]
-            if not l or not d:
-                print(f"| {c} | {th} | {'–' if not l else f'{statistics.median(l):.1f}'} | "
-                      f"{'–' if not d else f'{statistics.median(d):.1f}'} | – |")
-                continue
-            lm, dm = statistics.median(l), statistics.median(d)
-            print(f"| {c} | {th} | {lm:.1f} | {dm:.1f} | {dm / lm:.2f} |")
+        for case in cases:
+            lm = med(theirs, (case, th))
+            line = f"| {case} | {th} | {'–' if lm is None else f'{lm:.1f}'} |"
+            for c in classes:
+                dm = med(ours[c], (case, th))
+                line += f" {'–' if dm is None else f'{dm:.1f}'} |"
+                line += f" {'–' if dm is None or not lm else f'{dm / lm:.2f}'} |"
+            print(line)
 
 
 if __name__ == "__main__":

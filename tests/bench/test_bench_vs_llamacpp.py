@@ -9,7 +9,7 @@ synthetic outputs (the real layout, reordered tables, duplicates, a wrong column
 
 When $MODEL_BENCH is set (CTest sets it), one tiny real model_bench run on the default model:
 its output must parse, and single-sequence decode must reach at least 3% of the streaming-read
-bandwidth that model_bench measures in the same run (the roofline table's "efficiency (read)":
+bandwidth that model_bench measures in the same run, in each numerics class (f32, q8) (the roofline table's "efficiency (read)":
 0.2-0.3 on the 2-core dev machine at one thread when this was written). The margin is ~10x, so
 load on a slow CI machine does not trip it; a step that reads fp32 weights, a scalar reference
 path or re-dequantizing every step would.
@@ -122,14 +122,18 @@ def roofline_read_efficiency(text, case, threads):
 
 @pytest.mark.skipif(not os.environ.get("MODEL_BENCH"), reason="MODEL_BENCH (the model_bench "
                     "binary) not set; CTest sets it")
-def test_real_model_bench_parses_and_is_not_pathologically_slow():
+@pytest.mark.parametrize("activations", ["f32", "q8"])
+def test_real_model_bench_parses_and_is_not_pathologically_slow(activations):
     p = subprocess.run([os.environ["MODEL_BENCH"], "--reps", "1", "--threads", "1", "--prefill",
                         "32", "--batches", "4", "--decode-steps", "8", "--batch-decode-steps",
-                        "2"], capture_output=True, text=True, timeout=600)
+                        "2", "--activations", activations], capture_output=True, text=True,
+                       timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = bench.parse_model_bench(p.stdout)
     assert set(rows) == {("prefill 32", 1), ("decode 1 seq", 1), ("decode batch 4", 1)}
-    assert "CPU backend, matrices held as q4_1" in p.stdout.splitlines()[0], p.stdout[:300]
+    header = p.stdout.splitlines()[0]
+    assert "matrices held as q4_1" in header, header
+    assert ("cpu-q8" in header) == (activations == "q8"), header
     eff = roofline_read_efficiency(p.stdout, "decode 1 seq", 1)
     assert eff >= MIN_DECODE_READ_EFFICIENCY, (
         f"single-sequence decode at {eff:.3f} of the read bandwidth measured in the same run "

@@ -60,7 +60,9 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     std::string why;
     if (!suite_backend_available(&why)) GTEST_SKIP() << why;
-    const std::string param = GetParam();
+    // "model[@block type][+numerics]": a "+..." suffix names a numerics class that the
+    // including file's suite_make_ops reads from the test's parameter (CPU: "+q8").
+    const std::string param = GetParam().substr(0, GetParam().find('+'));
     const size_t at = param.find('@');
     config_ = synthetic_config(param.substr(0, at));
     weights_ = make_synthetic_weights(config_, 42);
@@ -373,6 +375,7 @@ inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>&
   std::string n = info.param;
   std::replace(n.begin(), n.end(), '-', '_');
   std::replace(n.begin(), n.end(), '@', '_');
+  std::replace(n.begin(), n.end(), '+', '_');
   return n;
 }
 

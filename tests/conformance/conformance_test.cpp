@@ -1,9 +1,12 @@
 // The conformance suite (conformance_suite.h) on the CPU backend, plus V11 (thread count),
 // which only the CPU has. V8 runs as batch padding (the CPU has no graphs).
+// The "+q8" parameters run it in the q8-activation numerics class (CpuActivations::kQ8:
+// activations rounded to int8 per block before every Q4_0/Q4_1/Q8_0 matmul).
 // Negative controls: DETLLM_CONFORMANCE_FAULT=<fault> (fault_ops.h) runs the whole suite, the
 // real-model tests of this binary included, on a backend with that fault planted — the suite
 // must then fail (README lists which tests each fault fails). Unset: the CPU backend.
 #include <cstdlib>
+#include <string_view>
 
 #include "conformance/conformance_suite.h"
 #include "conformance/fault_ops.h"
@@ -13,7 +16,12 @@ namespace detllm::conformance {
 std::unique_ptr<kernels::Ops> suite_make_ops(int n_threads) {
   const char* fault = std::getenv("DETLLM_CONFORMANCE_FAULT");
   if (fault != nullptr && *fault != '\0') return make_fault_ops(fault, n_threads);
-  return kernels::make_cpu_ops(n_threads);
+  // The running test's parameter names the numerics class ("tiny-llama@q4_1+q8").
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const bool q8 = info != nullptr && info->value_param() != nullptr &&
+                  std::string_view(info->value_param()).find("+q8") != std::string_view::npos;
+  return kernels::make_cpu_ops(n_threads,
+                               q8 ? kernels::CpuActivations::kQ8 : kernels::CpuActivations::kF32);
 }
 bool suite_backend_available(std::string*) { return true; }
 
@@ -31,10 +39,18 @@ TEST_P(Conformance, V11_Threads) {
   }
 }
 
+// The "+q8" parameters really run the q8 class (else they would repeat the fp32 runs).
+TEST_P(Conformance, NumericsClassOfTheParameter) {
+  if (std::getenv("DETLLM_CONFORMANCE_FAULT") != nullptr) GTEST_SKIP() << "fault backend";
+  const bool q8 = GetParam().find("+q8") != std::string::npos;
+  EXPECT_EQ(target_.make_ops(1)->name(), q8 ? "cpu-q8" : "cpu");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                          ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
                                            "tiny-llama@q4_1", "tiny-qwen2@q8_0",
-                                           "tiny-qwen3@q4_0"),
+                                           "tiny-qwen3@q4_0", "tiny-llama@q4_1+q8",
+                                           "tiny-qwen2@q8_0+q8", "tiny-qwen3@q4_0+q8"),
                          suite_param_name);
 
 }  // namespace

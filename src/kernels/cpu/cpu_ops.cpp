@@ -10,18 +10,20 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kv.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_q8.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/ops.h"
+#include "kernels/ref/q8_act_ref.h"
 
 namespace detllm::kernels {
 namespace {
 
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(int n_threads) : pool_(n_threads) {}
+  CpuOps(int n_threads, CpuActivations act) : pool_(n_threads), act_(act) {}
 
-  std::string_view name() const override { return "cpu"; }
+  std::string_view name() const override { return act_ == CpuActivations::kQ8 ? "cpu-q8" : "cpu"; }
   // fp32, f16, bf16 and every block type (matmul.cpp decodes blocks in registers).
   bool reads_weight_dtype(DType) const override { return true; }
 
@@ -34,7 +36,11 @@ class CpuOps final : public Ops {
   }
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
               float* y) override {
-    cpu::matmul(pool_, x, m, w, bias, y);
+    if (act_ == CpuActivations::kQ8 && ref::q8_act_weight_dtype(w.dtype)) {
+      cpu::matmul_q8(pool_, x, m, w, bias, y);
+    } else {
+      cpu::matmul(pool_, x, m, w, bias, y);
+    }
   }
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
             const RopeTable& table) override {
@@ -55,12 +61,13 @@ class CpuOps final : public Ops {
 
  private:
   ThreadPool pool_;
+  CpuActivations act_;
 };
 
 }  // namespace
 
 // n_threads: >= 1, or 0 for every hardware thread.
-std::unique_ptr<Ops> make_cpu_ops(int n_threads) {
+std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act) {
   // The kernels are built for x86-64-v3 (AVX2, FMA, F16C: the fixed SIMD width of the
   // numerics); on an older CPU refuse here rather than die on an illegal instruction later.
   check(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -70,7 +77,7 @@ std::unique_ptr<Ops> make_cpu_ops(int n_threads) {
   check(n_threads >= 0, "cpu backend: n_threads must be >= 0 (0 = all cores), got {}", n_threads);
   if (n_threads == 0)
     n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::make_unique<CpuOps>(n_threads);
+  return std::make_unique<CpuOps>(n_threads, act);
 }
 
 }  // namespace detllm::kernels

@@ -203,15 +203,20 @@ inline void group_strips(const float* x, const float* w, int64_t k, int64_t n, c
 // as tile(): acc = fma(x[8c:8c+8], w[8c:8c+8], acc) for c = 0, 1, … in order (k is whole
 // blocks, so no tail), y = hsum8(acc) (+ bias).
 //   x (R, k) at stride k; w: C rows of row_bytes bytes; y (R, ·) at stride ldy.
+//   pf, pf_bytes: a later tile's weights, prefetched into L1 meanwhile, spread over the blocks.
 template <DType T, int R, int C>
 inline void tile_block32(const float* x, const uint8_t* w, int64_t row_bytes, int64_t k,
-                         const float* bias, float* y, int64_t ldy) {
+                         const float* bias, float* y, int64_t ldy, const uint8_t* pf,
+                         int64_t pf_bytes) {
   constexpr int64_t kBlockBytes = dtype_block_bytes(T);
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   const int64_t n_blocks = k / 32;
+  const int64_t pf_step = (pf_bytes / 64 + n_blocks - 1) / n_blocks * 64;  // bytes per block
   for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int64_t off = b * pf_step; off < std::min(pf_bytes, (b + 1) * pf_step); off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + off), _MM_HINT_T0);
     for (int c = 0; c < C; ++c) {
       __m256 wv[4];
       decode_block32_regs<T>(w + c * row_bytes + b * kBlockBytes, wv);
@@ -233,13 +238,24 @@ inline void tile_block32(const float* x, const uint8_t* w, int64_t row_bytes, in
 template <DType T, int R, int C>
 void strip_block32(const float* x, const uint8_t* w, int64_t row_bytes, int64_t k,
                    const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1) {
-  int64_t j = j0;
-  for (; j + C <= j1; j += C)
+  // Each tile prefetches the weights of the columns 8 on (two 4-column tiles ahead).
+  constexpr int64_t kPfCols = 8;
+  auto pf_of = [&](int64_t j, int64_t cols, int64_t* bytes) {
+    const int64_t from = std::min(j1, j + kPfCols);
+    *bytes = (std::min(j1, from + cols) - from) * row_bytes;
+    return w + from * row_bytes;
+  };
+  int64_t j = j0, pf_bytes = 0;
+  for (; j + C <= j1; j += C) {
+    const uint8_t* pf = pf_of(j, C, &pf_bytes);
     tile_block32<T, R, C>(x, w + j * row_bytes, row_bytes, k, bias != nullptr ? bias + j : nullptr,
-                          y + j, ldy);
-  for (; j < j1; ++j)
+                          y + j, ldy, pf, pf_bytes);
+  }
+  for (; j < j1; ++j) {
+    const uint8_t* pf = pf_of(j, 1, &pf_bytes);
     tile_block32<T, R, 1>(x, w + j * row_bytes, row_bytes, k, bias != nullptr ? bias + j : nullptr,
-                          y + j, ldy);
+                          y + j, ldy, pf, pf_bytes);
+  }
 }
 
 template <DType T>
