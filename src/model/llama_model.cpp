@@ -24,6 +24,8 @@ struct LlamaModel::Workspace {
   kernels::Buffer tokens, positions, seq_of_token, slots, rows;  // (n) int32 metadata
   kernels::Buffer block_tables;                                  // (n_seqs * max_blocks)
   kernels::Buffer out_rows, logits;                              // (n_rows, dim / vocab)
+  // Tensor parallel: one chunk's x columns, this rank's partials, every chunk's partials.
+  kernels::Buffer tp_x, tp_parts, tp_all;
 };
 
 // Padded decode steps. One workspace for every graph (sized for the largest bucket) and, per
@@ -100,9 +102,10 @@ struct LlamaModel::GraphState {
 };
 
 LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels::Ops& ops,
-                       ProjectionLayout layout)
+                       ProjectionLayout layout, const TpRank& tp)
     : config_(config),
       ops_(ops),
+      tp_(tp),
       // Host fp32 weights on a host backend are used in place: fusing would copy them.
       layout_(layout != ProjectionLayout::kAuto ? layout
               : ops.host_memory() && ops.weight_dtype() == DType::kF32
@@ -116,12 +119,25 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
           rope_.inv_freq.size());
     for (size_t i = 0; i < rope_.inv_freq.size(); ++i) rope_.inv_freq[i] /= w.rope_freq_factors[i];
   }
+  if (tp_.active()) {
+    check(ops.host_memory(), "tensor parallelism runs on host backends only (got {})", ops.name());
+    check(tp_.degree >= 1 && tp_.rank >= 0 && tp_.rank < tp_.degree &&
+              (tp_.degree == 1 || (tp_.exchange && tp_.exchange->degree() == tp_.degree)) &&
+              tp_.chunks.o % tp_.degree == 0 && tp_.chunks.ffn % tp_.degree == 0,
+          "tensor parallelism: rank {} of degree {} with {} / {} chunks and {} exchange is "
+          "inconsistent",
+          tp_.rank, tp_.degree, tp_.chunks.o, tp_.chunks.ffn, tp_.exchange ? "an" : "no");
+  }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
     layers_.push_back(layer_view(
         l, [&](const std::vector<float>& t) { return place(t); },
         [&](const Linear& t) { return place(t); },
         [&](std::initializer_list<const Linear*> parts) { return place(parts); }));
+    if (tp_.active()) {
+      layers_.back().wo_chunks = place_col_chunks(l.wo.w, tp_.chunks.o / tp_.degree);
+      layers_.back().down_chunks = place_col_chunks(l.w_down.w, tp_.chunks.ffn / tp_.degree);
+    }
   }
   out_norm_ = place(w.out_norm);
   lm_head_ = w.lm_head.w.empty() ? tok_embd_ : place(w.lm_head.w);
@@ -359,6 +375,49 @@ LlamaModel::Projection LlamaModel::generate(std::initializer_list<const Syntheti
   return p;
 }
 
+std::vector<LlamaModel::LinearView> LlamaModel::place_col_chunks(const HostTensor& w,
+                                                                 int32_t n_chunks) {
+  check(w.dtype == DType::kF32 && w.shape.size() == 2 && w.shape[1] % n_chunks == 0,
+        "tensor parallelism: a row-parallel weight must be fp32 (tp_rank_weights) with K a "
+        "multiple of its {} chunks",
+        n_chunks);
+  const int64_t rows = w.shape[0], k = w.shape[1], kc = k / n_chunks;
+  std::vector<LinearView> out;
+  for (int32_t j = 0; j < n_chunks; ++j) {
+    HostTensor& t = chunk_host_.emplace_back();
+    t.shape = {rows, kc};
+    t.data.resize(static_cast<size_t>(rows * kc));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(w.data.begin() + r * k + j * kc, kc, t.data.begin() + r * kc);
+    out.push_back({place(t), nullptr});
+  }
+  return out;
+}
+
+void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k_local,
+                              const std::vector<LinearView>& chunks, int32_t total,
+                              float* y) const {
+  const int32_t local = static_cast<int32_t>(chunks.size());
+  const int64_t kc = k_local / local;
+  const size_t esz = dtype_size(ops_.gemm_input_dtype());
+  const int64_t plane = int64_t{n} * config_.dim;
+  const auto* xs = static_cast<const char*>(x);
+  char* xc = ws.tp_x.data<char>();
+  // Without an exchange (degree 1) the partials go straight where the tree sums them.
+  float* parts = tp_.exchange ? ws.tp_parts.f32() : ws.tp_all.f32();
+  for (int32_t j = 0; j < local; ++j) {
+    for (int32_t r = 0; r < n; ++r)
+      ops_.copy(xc + r * kc * esz, xs + (r * k_local + j * kc) * esz, kc * esz);
+    ops_.matmul_rounded(xc, n, chunks[j].w, nullptr, parts + j * plane, config_.dim);
+  }
+  if (tp_.exchange) {  // rank r holds chunks [r·local, (r+1)·local): rank order is chunk order
+    ops_.synchronize();
+    tp_.exchange->all_gather(tp_.rank, parts, local * plane, ws.tp_all.f32());
+  }
+  tp_tree_sum(ops_, ws.tp_all.f32(), total, plane);
+  ops_.copy(y, ws.tp_all.f32(), plane * sizeof(float));
+}
+
 void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y) const {
   for (const Projection::Part& part : p.parts)
     ops_.matmul_rounded(x, n, part.lin.w, part.lin.bias, y + part.col, p.cols);
@@ -452,6 +511,14 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
     ws.proj = {ops_, un * c.dim * f};
     ws.gate_up = {ops_, un * 2 * c.ffn_dim * f};
     ws.h = {ops_, un * c.ffn_dim * f};
+    if (tp_.active()) {
+      const size_t local = static_cast<size_t>(
+          std::max(tp_.chunks.o, tp_.chunks.ffn) / tp_.degree);
+      const size_t total = static_cast<size_t>(std::max(tp_.chunks.o, tp_.chunks.ffn));
+      ws.tp_x = {ops_, un * std::max(c.q_dim(), c.ffn_dim) * f};
+      ws.tp_parts = {ops_, local * un * c.dim * f};
+      ws.tp_all = {ops_, total * un * c.dim * f};
+    }
     ws.capacity = static_cast<int32_t>(un);
   }
   if (n_out > ws.capacity_rows) {
@@ -525,11 +592,17 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     project(xb, n, l.qkv, qkv);
     ops_.qkv_rope_append(qkv, n, c.n_heads, l.q_norm, l.k_norm, c.rms_eps, rope_, batch, cache, q);
     ops_.attention_rounded(q, cache, batch, c.n_heads, scale, att);
-    ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim);
+    if (tp_.active())
+      row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj);
+    else
+      ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.gate_up, gate_up);
     ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
-    ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim);
+    if (tp_.active())
+      row_parallel(ws, h, n, c.ffn_dim, l.down_chunks, tp_.chunks.ffn, proj);
+    else
+      ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim);
   }
   if (c.n_layers > 0) ops_.add(x, proj, int64_t{n} * c.dim);
 

@@ -9,6 +9,7 @@
 // Weights and activations live in the backend's memory (used in place on the CPU).
 #pragma once
 
+#include <deque>
 #include <initializer_list>
 #include <span>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "model/kv_storage.h"
 #include "model/llama_weights.h"
 #include "model/step_padding.h"
+#include "model/tensor_parallel.h"
 
 namespace detllm {
 
@@ -36,8 +38,12 @@ class LlamaModel {
  public:
   // The host weights and the ops must outlive the model. On a device backend the weights are
   // uploaded here (converted to the backend's weight dtype).
+  // tp: this model is rank tp.rank of a tensor-parallel group (model/tensor_parallel.h): config
+  // and weights are the rank's (tp_rank_config, tp_rank_weights) and o/down run as canonical
+  // chunks summed in the canonical tree across the group. Default: one device, no chunks.
+  // Host backends only (the exchange is in host memory).
   LlamaModel(const ModelConfig& config, const ModelWeights& weights, kernels::Ops& ops,
-             ProjectionLayout layout = ProjectionLayout::kAuto);
+             ProjectionLayout layout = ProjectionLayout::kAuto, const TpRank& tp = {});
   // Weights generated in the backend's memory from a synthetic recipe (model/synthetic.h)
   // through Ops::fill_uniform: the same bits as uploading make_synthetic_weights(config, seed),
   // with no host copy (Llama-3.1-8B: 16 GB of bf16 made on the GPU in well under a second).
@@ -137,6 +143,9 @@ class LlamaModel {
     const float* q_norm;    // (head_dim) or nullptr
     const float* k_norm;    // (head_dim) or nullptr
     const float* ffn_norm;  // (dim)
+    // Tensor parallel (tp_.active()): the rank's canonical K chunks of wo and w_down, each
+    // (dim, K / local chunks); empty otherwise.
+    std::vector<LinearView> wo_chunks, down_chunks;
   };
   // A layer's view from host weights (LayerWeights) or a recipe (SyntheticLayer): `vec` puts
   // a norm vector, `lin` a linear layer and `proj` the linear layers of a projection into
@@ -156,10 +165,17 @@ class LlamaModel {
   }
   // Runs y (n, p.cols) = x · [parts]ᵀ; x in the backend's GEMM input dtype.
   void project(const void* x, int32_t n, const Projection& p, float* y) const;
+  // The rank's column chunks of a placed (dim, k) host matrix, kept in chunk_host_.
+  std::vector<LinearView> place_col_chunks(const HostTensor& w, int32_t n_chunks);
   // Activations of one step, in backend memory, grown to the largest step seen.
   struct Workspace;
   // Padded decode steps: padded metadata, fixed-size workspace and captured graphs.
   struct GraphState;
+  // A row-parallel layer (tensor_parallel.h): y (n, dim) = the canonical tree sum of every
+  // chunk's partial x[:, chunk] · chunkᵀ, the group's partials all-gathered in chunk order.
+  // x (n, k_local) in the GEMM input dtype; chunks: this rank's, in order; total: the model's.
+  void row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k_local,
+                    const std::vector<LinearView>& chunks, int32_t total, float* y) const;
 
   // Grows ws's activations to n rows and n_out logit rows.
   void grow_activations(Workspace& ws, int32_t n, int32_t n_out) const;
@@ -191,6 +207,8 @@ class LlamaModel {
 
   const ModelConfig config_;
   kernels::Ops& ops_;
+  const TpRank tp_;
+  std::deque<HostTensor> chunk_host_;  // tensor parallel: the chunk matrices (host memory)
   const ProjectionLayout layout_;
   kernels::RopeTable rope_;
   std::vector<kernels::Buffer> owned_;  // uploaded or generated weights (backend memory)
