@@ -91,6 +91,23 @@ struct Q8Rows {
   int64_t k, nb;
 };
 
+// y[r, 0..cols) = acc[r] (+ bias) for R rows at stride ldy.
+template <int R>
+void store_rows(const __m256 acc[R], int cols, const float* bias, float* y, int64_t ldy) {
+  for (int r = 0; r < R; ++r) {
+    float* yr = y + r * ldy;
+    if (cols == kCols) {
+      __m256 v = acc[r];
+      if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias));
+      _mm256_storeu_ps(yr, v);
+    } else {
+      __m256 v = acc[r];
+      if (bias != nullptr) v = _mm256_add_ps(v, load_tail(bias, cols));
+      store_tail(yr, v, cols);
+    }
+  }
+}
+
 // R rows from `row` × the `cols` (1..8) columns at w (rows of row_bytes): y[r, 0..cols).
 // Meanwhile the pf_bytes at pf (a later tile's weights) are prefetched, spread over the blocks.
 template <DType T, int R>
@@ -108,6 +125,7 @@ void tile(const Q8Rows& x, int64_t row, const uint8_t* w, int64_t row_bytes, int
     __m256i wq[kCols];
     for (int c = 0; c < kCols; ++c) wq[c] = weight_quants<T>(col[c] + b * bb);
     const __m256 dw = gather_f16(col, b * bb);
+    const __m256 mw = T == DType::kQ4_1 ? gather_f16(col, b * bb + 2) : _mm256_setzero_ps();
     for (int r = 0; r < R; ++r) {
       const int64_t i = row + r;
       const __m256i xq =
@@ -120,24 +138,68 @@ void tile(const Q8Rows& x, int64_t row, const uint8_t* w, int64_t row_bytes, int
       }
       const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i * x.nb + b]));
       acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[r]);
-      if constexpr (T == DType::kQ4_1) {
-        const __m256 mw = gather_f16(col, b * bb + 2);
+      if constexpr (T == DType::kQ4_1)
         acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[i * x.nb + b]), acc[r]);
+    }
+  }
+  store_rows<R>(acc, cols, bias, y + row * ldy, ldy);
+}
+
+// A column tile's weights unpacked once for many rows: per block, the 8 columns' quants and
+// their scales (and mins) as tile() computes them.
+struct Unpacked {
+  std::vector<uint8_t> wq;     // (nb, 8 columns, 32 quants)
+  std::vector<float> dw, mw;   // (nb, 8 columns)
+};
+
+template <DType T>
+void unpack_tile(const uint8_t* w, int64_t row_bytes, int cols, int64_t nb, Unpacked& u) {
+  constexpr int64_t bb = dtype_block_bytes(T);
+  const uint8_t* col[kCols];
+  for (int c = 0; c < kCols; ++c) col[c] = w + std::min(c, cols - 1) * row_bytes;
+  u.wq.resize(static_cast<size_t>(nb) * kCols * kBlock);
+  u.dw.resize(static_cast<size_t>(nb) * kCols);
+  u.mw.resize(u.dw.size());
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int c = 0; c < kCols; ++c) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.wq.data() + (b * kCols + c) * kBlock),
+                          weight_quants<T>(col[c] + b * bb));
+    }
+    _mm256_storeu_ps(u.dw.data() + b * kCols, gather_f16(col, b * bb));
+    _mm256_storeu_ps(u.mw.data() + b * kCols,
+                     T == DType::kQ4_1 ? gather_f16(col, b * bb + 2) : _mm256_setzero_ps());
+  }
+}
+
+// tile() on an unpacked column tile: the same per-lane operations, so the same bits.
+template <DType T, int R>
+void tile_unpacked(const Q8Rows& x, int64_t row, const Unpacked& u, int cols, const float* bias,
+                   float* y, int64_t ldy) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < x.nb; ++b) {
+    const uint8_t* wb = u.wq.data() + b * kCols * kBlock;
+    const __m256 dw = _mm256_loadu_ps(u.dw.data() + b * kCols);
+    const __m256 mw = _mm256_loadu_ps(u.mw.data() + b * kCols);
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = row + r;
+      const __m256i xq =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
+      __m256i p[kCols];
+      for (int c = 0; c < kCols; ++c) {
+        p[c] = block_dot<T>(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * kBlock)), xq);
       }
+      __m256i isum = reduce8(p);
+      if constexpr (T == DType::kQ4_0)
+        isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.sum[i * x.nb + b]));
+      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i * x.nb + b]));
+      acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[r]);
+      if constexpr (T == DType::kQ4_1)
+        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[i * x.nb + b]), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    float* yr = y + (row + r) * ldy;
-    if (cols == kCols) {
-      __m256 v = acc[r];
-      if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias));
-      _mm256_storeu_ps(yr, v);
-    } else {
-      __m256 v = acc[r];
-      if (bias != nullptr) v = _mm256_add_ps(v, load_tail(bias, cols));
-      store_tail(yr, v, cols);
-    }
-  }
+  store_rows<R>(acc, cols, bias, y + row * ldy, ldy);
 }
 
 // Rows [i0, i1) × columns [j0, j1): row chunks whose quantized x stays in L2, column tiles
@@ -161,6 +223,19 @@ void matmul_part(const Q8Rows& x, const uint8_t* w, int64_t n, const float* bias
       const int64_t pf_j = std::min(j1, j + kPfTiles * kCols);
       const uint8_t* pf = w + pf_j * row_bytes;
       const int64_t pf_bytes = (std::min(j1, pf_j + kCols) - pf_j) * row_bytes;
+      if (ie - ic > 4) {  // many rows: unpack the tile once for all of them
+        thread_local Unpacked u;
+        unpack_tile<T>(wj, row_bytes, cols, x.nb, u);
+        int64_t i = ic;
+        for (; i + 4 <= ie; i += 4) tile_unpacked<T, 4>(x, i, u, cols, bj, yj, n);
+        switch (ie - i) {
+          case 3: tile_unpacked<T, 3>(x, i, u, cols, bj, yj, n); break;
+          case 2: tile_unpacked<T, 2>(x, i, u, cols, bj, yj, n); break;
+          case 1: tile_unpacked<T, 1>(x, i, u, cols, bj, yj, n); break;
+          default: break;
+        }
+        continue;
+      }
       int64_t i = ic;
       for (; i + 4 <= ie; i += 4) {
         tile<T, 4>(x, i, wj, row_bytes, cols, bj, yj, n, pf, i == ic ? pf_bytes : 0);
