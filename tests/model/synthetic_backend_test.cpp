@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "conformance/delegating_ops.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "kernels/synthetic_values.h"
+#include "model/bf16_host_ops.h"
 #include "model/llama_model.h"
 #include "model/solo_runner.h"
 #include "model/synthetic.h"
@@ -110,15 +110,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// A host backend that asks for bf16 weights in "device" memory, as the CUDA backend does, so the
-// upload conversion and fill_uniform's bf16 rounding are exercised on the CPU.
-class Bf16HostOps final : public conformance::DelegatingOps {
- public:
-  explicit Bf16HostOps(std::unique_ptr<kernels::Ops> inner)
-      : DelegatingOps(std::move(inner), "cpu-bf16-test") {}
-  bool host_memory() const override { return false; }
-  DType weight_dtype() const override { return DType::kBF16; }
-};
+using test_ops::Bf16HostOps;  // bf16 weights in "device" memory on the CPU (bf16_host_ops.h)
 
 std::vector<int32_t> prompt(int32_t vocab) {
   std::vector<int32_t> p;
