@@ -22,7 +22,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t bloc
 
 void ModelRunner::run(const StepPlan& plan, NumericsMode numerics, bool fixed_shape) {
   model_.ops().set_gemm_numerics(numerics);
-  for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
+  for (const BlockCopy& c : plan.copies) model_.copy_kv_block(kv_, c.src, c.dst);
   const DecodePadding padding = fixed_shape ? padding_ : DecodePadding{padding_.mode, 0};
   logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding);
   on_host_.assign(static_cast<size_t>(logits_.n_rows), false);

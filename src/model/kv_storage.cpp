@@ -2,15 +2,20 @@
 #include "model/kv_storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace detllm {
+namespace {
+std::atomic<uint64_t> next_kv_storage_id{1};
+}  // namespace
 
 KvStorage::KvStorage(kernels::Ops& ops, const ModelConfig& c, int32_t n_blocks, int32_t block_size,
                      int32_t n_pad_slots)
     : ops_(ops),
+      id_(next_kv_storage_id.fetch_add(1)),
       n_blocks_(n_blocks),
       block_size_(block_size),
       n_pad_blocks_(block_size > 0 ? (std::max(n_pad_slots, 0) + block_size - 1) / block_size : 0),

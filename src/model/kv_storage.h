@@ -21,6 +21,8 @@ class KvStorage {
             int32_t n_pad_slots = 0);
 
   int32_t n_blocks() const { return n_blocks_; }  // usable blocks 0 … n_blocks - 1
+  // Unique in the process (a tensor-parallel group keys its ranks' storages by it).
+  uint64_t id() const { return id_; }
   int32_t block_size() const { return block_size_; }
   int32_t n_layers() const { return static_cast<int32_t>(k_.size()); }
   DType dtype() const { return dtype_; }
@@ -39,6 +41,7 @@ class KvStorage {
 
  private:
   kernels::Ops& ops_;
+  uint64_t id_;
   int32_t n_blocks_;
   int32_t block_size_;
   int32_t n_pad_blocks_;

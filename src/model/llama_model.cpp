@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "formats/dequant.h"
 #include "model/synthetic.h"
+#include "model/tp_group.h"
 
 namespace detllm {
 
@@ -403,8 +404,14 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
   const int64_t plane = int64_t{n} * config_.dim;
   const auto* xs = static_cast<const char*>(x);
   char* xc = ws.tp_x.data<char>();
-  // Without an exchange (degree 1) the partials go straight where the tree sums them.
-  float* parts = tp_.exchange ? ws.tp_parts.f32() : ws.tp_all.f32();
+  // Without an exchange (degree 1) the partials go straight where the tree sums them. With
+  // one, in the two halves of tp_parts in turn: a faster rank computes the next exchange's
+  // partials while a slower one still copies this one's (TpExchange::all_gather).
+  float* parts = ws.tp_all.f32();
+  if (tp_.exchange) {
+    parts = ws.tp_parts.f32() + tp_turn_ * local * plane;
+    tp_turn_ ^= 1;
+  }
   for (int32_t j = 0; j < local; ++j) {
     for (int32_t r = 0; r < n; ++r)
       ops_.copy(xc + r * kc * esz, xs + (r * k_local + j * kc) * esz, kc * esz);
@@ -463,6 +470,21 @@ LlamaModel::StepLogits LlamaModel::forward(std::span<const int32_t> tokens,
                                            const kernels::StepBatch& host_batch,
                                            std::span<const int32_t> logit_rows, KvStorage& kv,
                                            DecodePadding padding) const {
+  if (tp_group_ == nullptr) return forward_rank(tokens, host_batch, logit_rows, kv, padding);
+  return tp_group_->forward(tokens, host_batch, logit_rows, kv, padding, [&] {
+    return forward_rank(tokens, host_batch, logit_rows, kv, padding);
+  });
+}
+
+void LlamaModel::copy_kv_block(KvStorage& kv, int32_t src, int32_t dst) const {
+  kv.copy_block(src, dst);
+  if (tp_group_) tp_group_->copy_block(kv, src, dst);
+}
+
+LlamaModel::StepLogits LlamaModel::forward_rank(std::span<const int32_t> tokens,
+                                                const kernels::StepBatch& host_batch,
+                                                std::span<const int32_t> logit_rows, KvStorage& kv,
+                                                DecodePadding padding) const {
   const ModelConfig& c = config_;
   const int32_t n = static_cast<int32_t>(tokens.size());
   check(n == host_batch.n_tokens, "forward: {} tokens but the batch describes {}", n,
@@ -516,7 +538,7 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
           std::max(tp_.chunks.o, tp_.chunks.ffn) / tp_.degree);
       const size_t total = static_cast<size_t>(std::max(tp_.chunks.o, tp_.chunks.ffn));
       ws.tp_x = {ops_, un * std::max(c.q_dim(), c.ffn_dim) * f};
-      ws.tp_parts = {ops_, local * un * c.dim * f};
+      ws.tp_parts = {ops_, 2 * local * un * c.dim * f};
       ws.tp_all = {ops_, total * un * c.dim * f};
     }
     ws.capacity = static_cast<int32_t>(un);

@@ -26,6 +26,7 @@ namespace detllm {
 struct SyntheticLinear;
 struct SyntheticTensor;
 struct SyntheticWeights;
+class TpGroup;
 
 // How q/k/v and gate/up weights are held (same bits either way; tests compare the two):
 // kFused concatenates each group's rows at load (one GEMM per group), kSeparate keeps them
@@ -80,6 +81,11 @@ class LlamaModel {
   StepLogits forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
                      std::span<const int32_t> logit_rows, KvStorage& kv,
                      DecodePadding padding = {}) const;
+  // kv.copy_block(src, dst), and the same on every rank of this model's tensor-parallel group.
+  void copy_kv_block(KvStorage& kv, int32_t src, int32_t dst) const;
+  // Makes this model the leader of `group` (model/tp_group.h): forward and copy_kv_block run
+  // on every rank. Called by TpGroup.
+  void set_tp_group(TpGroup* group) { tp_group_ = group; }
   // The same step with every logit row downloaded: logits is resized to (logit_rows.size(),
   // vocab) on the host.
   void forward(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
@@ -118,6 +124,12 @@ class LlamaModel {
   PlacedTensor placed(Param param, int32_t layer = 0) const;
 
  private:
+  friend class TpGroup;
+  // forward() of this rank alone (the group's leader runs it beside the other ranks).
+  StepLogits forward_rank(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
+                          std::span<const int32_t> logit_rows, KvStorage& kv,
+                          DecodePadding padding) const;
+
   struct LinearView {
     kernels::WeightMatrix w;
     const float* bias = nullptr;
@@ -208,6 +220,8 @@ class LlamaModel {
   const ModelConfig config_;
   kernels::Ops& ops_;
   const TpRank tp_;
+  TpGroup* tp_group_ = nullptr;        // set on a group's leader (rank 0)
+  mutable int32_t tp_turn_ = 0;        // which half of the partials the next exchange uses
   std::deque<HostTensor> chunk_host_;  // tensor parallel: the chunk matrices (host memory)
   const ProjectionLayout layout_;
   kernels::RopeTable rope_;

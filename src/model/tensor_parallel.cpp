@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 
@@ -97,17 +98,40 @@ ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c, int
   return w;
 }
 
-TpExchange::TpExchange(int32_t degree)
-    : degree_(degree), barrier_(degree), slots_(static_cast<size_t>(degree), nullptr) {
-  check(degree >= 1, "tensor-parallel degree {} must be at least 1", degree);
+void TpBarrier::arrive_and_wait() {
+  const uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    count_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    return;
+  }
+  for (int i = 0; i < 4096; ++i) {
+    if (generation_.load(std::memory_order_acquire) != gen) return;
+    std::this_thread::yield();
+  }
+  while (generation_.load(std::memory_order_acquire) == gen)
+    generation_.wait(gen, std::memory_order_acquire);
 }
 
+TpExchange::TpExchange(int32_t degree)
+    : degree_(degree), barrier_(degree), turn_(static_cast<size_t>(std::max(degree, 1)), 0) {
+  check(degree >= 1, "tensor-parallel degree {} must be at least 1", degree);
+  for (auto& s : slots_) s.assign(static_cast<size_t>(degree), nullptr);
+}
+
+// Exchange e uses slot set e % 2. After the rendezvous of exchange e every rank has published
+// into set e % 2; a rank that finished copying may publish exchange e + 1 into the other set
+// and wait at its rendezvous, which no rank passes before every rank has arrived there — that
+// is, has finished copying exchange e. So set e % 2 is not overwritten (by exchange e + 2)
+// while anybody still reads it.
 void TpExchange::all_gather(int32_t rank, const float* local, int64_t n, float* all_out) {
-  slots_[static_cast<size_t>(rank)] = local;
-  barrier_.arrive_and_wait();  // every rank's partials are published
+  const int32_t set = turn_[static_cast<size_t>(rank)];
+  turn_[static_cast<size_t>(rank)] ^= 1;
+  slots_[set][static_cast<size_t>(rank)] = local;
+  barrier_.arrive_and_wait();  // every rank's partials of this exchange are published
   for (int32_t r = 0; r < degree_; ++r)
-    std::copy_n(slots_[static_cast<size_t>(r)], n, all_out + r * n);
-  barrier_.arrive_and_wait();  // nobody overwrites its partials before all have copied them
+    std::copy_n(slots_[set][static_cast<size_t>(r)], n, all_out + r * n);
 }
 
 void tp_tree_sum(kernels::Ops& ops, float* parts, int32_t n_parts, int64_t n) {

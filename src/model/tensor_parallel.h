@@ -19,7 +19,7 @@
 // plan. Tests: tests/model/tensor_parallel_test.cpp.
 #pragma once
 
-#include <barrier>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -54,19 +54,36 @@ ModelConfig tp_rank_config(const ModelConfig& config, int32_t degree);
 ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config, int32_t degree,
                              int32_t rank);
 
+// A rendezvous of n threads that yields while it waits, then sleeps (C++20 atomic wait):
+// cheap when the ranks run at once, and it gives the cores away when they do not.
+class TpBarrier {
+ public:
+  explicit TpBarrier(int32_t n) : n_(n) {}
+  void arrive_and_wait();
+
+ private:
+  const int32_t n_;
+  std::atomic<int32_t> count_{0};
+  std::atomic<uint32_t> generation_{0};
+};
+
 // The exchange of ranks that are threads of one process: a rendezvous of all `degree` ranks.
 class TpExchange {
  public:
   explicit TpExchange(int32_t degree);
   int32_t degree() const { return degree_; }
   // Called by every rank with the same n: all_out (degree × n floats, rank order) receives each
-  // rank's n floats. Host memory (the CPU backend's).
+  // rank's n floats. Host memory (the CPU backend's). One rendezvous: `local` must stay
+  // unchanged until the rank's next-but-one exchange (LlamaModel alternates two buffers).
   void all_gather(int32_t rank, const float* local, int64_t n, float* all_out);
 
  private:
   int32_t degree_;
-  std::barrier<> barrier_;
-  std::vector<const float*> slots_;
+  TpBarrier barrier_;
+  // Two sets of slots, used in turn: a rank may publish the next exchange's partials while a
+  // slower one still copies this one's, so one rendezvous per exchange suffices.
+  std::vector<const float*> slots_[2];
+  std::vector<int32_t> turn_;  // per rank: which set its next exchange uses
 };
 
 // What one rank's LlamaModel needs for its row-parallel layers.

@@ -7,6 +7,8 @@
 // q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
 // 64). Backend-specific checks (V11 threads on the CPU) live in the including file.
+// A "#tpN" suffix runs the whole suite on a tensor-parallel group of N ranks as threads
+// (model/tp_group.h; host backends): the Target's model is the group's leader.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +23,7 @@
 
 #include "core/quant.h"
 #include "model/synthetic.h"
+#include "model/tp_group.h"
 #include "verify/conformance.h"
 
 namespace detllm::conformance {
@@ -62,7 +65,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     if (!suite_backend_available(&why)) GTEST_SKIP() << why;
     // "model[@block type][+numerics]": a "+..." suffix names a numerics class that the
     // including file's suite_make_ops reads from the test's parameter (CPU: "+q8").
-    const std::string param = GetParam().substr(0, GetParam().find('+'));
+    const std::string param = GetParam().substr(0, GetParam().find_first_of("+#"));
     const size_t at = param.find('@');
     config_ = synthetic_config(param.substr(0, at));
     weights_ = make_synthetic_weights(config_, 42);
@@ -72,6 +75,12 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     target_.config = &config_;
     target_.weights = &weights_;
     target_.make_ops = [](int n) { return suite_make_ops(n); };
+    if (const size_t tp = GetParam().find("#tp"); tp != std::string::npos) {
+      tp_group_ = std::make_unique<TpGroup>(config_, weights_, std::stoi(GetParam().substr(tp + 3)),
+                                            [] { return suite_make_ops(1); });
+      target_.weights = nullptr;
+      target_.shared_model = [this]() -> LlamaModel& { return tp_group_->leader(); };
+    }
   }
   WorkloadSpec spec(int n_requests) const {
     WorkloadSpec s;
@@ -106,6 +115,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   ModelConfig config_;
   ModelWeights weights_;
   std::string block_type_;  // "" (fp32) or the block type the matrices are held in
+  std::unique_ptr<TpGroup> tp_group_;  // "#tpN" parameters: the group the Target runs on
   Target target_;
 };
 
@@ -324,6 +334,13 @@ TEST_P(Conformance, V9_FreshEngine) {
   if (!block_type_.empty()) quantize_matrices(reloaded, block_type_);
   Target fresh = target_;
   fresh.weights = &reloaded;
+  std::unique_ptr<TpGroup> fresh_group;  // "#tpN": a new group on the reloaded weights
+  if (tp_group_) {
+    fresh_group = std::make_unique<TpGroup>(config_, reloaded, tp_group_->degree(),
+                                            [] { return suite_make_ops(1); });
+    fresh.weights = nullptr;
+    fresh.shared_model = [&]() -> LlamaModel& { return fresh_group->leader(); };
+  }
   const RunResult b = run(fresh, e, reqs);
   expect_same(reqs, a.traces, b, "fresh engine");
 }
@@ -376,6 +393,7 @@ inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>&
   std::replace(n.begin(), n.end(), '-', '_');
   std::replace(n.begin(), n.end(), '@', '_');
   std::replace(n.begin(), n.end(), '+', '_');
+  std::replace(n.begin(), n.end(), '#', '_');
   return n;
 }
 

@@ -1,0 +1,100 @@
+// A tensor-parallel group of ranks as threads (see tp_group.h).
+#include "model/tp_group.h"
+
+#include "core/error.h"
+
+namespace detllm {
+namespace {
+constexpr size_t kKeptStorages = 8;  // leader KV storages whose mirrors are kept
+}  // namespace
+
+TpGroup::TpGroup(const ModelConfig& config, const ModelWeights& weights, int32_t degree,
+                 const std::function<std::unique_ptr<kernels::Ops>()>& make_ops)
+    : rank_config_(tp_rank_config(config, degree)),
+      chunks_(tp_canonical_chunks(config)),
+      exchange_(degree),
+      errors_(static_cast<size_t>(degree)),
+      start_(degree),
+      done_(degree) {
+  for (int32_t r = 0; r < degree; ++r) {
+    auto rank = std::make_unique<Rank>();
+    rank->weights = tp_rank_weights(weights, config, degree, r);
+    rank->ops = make_ops();
+    check(rank->ops && rank->ops->host_memory(),
+          "tensor parallelism runs on host backends only (ranks as threads)");
+    rank->model = std::make_unique<LlamaModel>(rank_config_, rank->weights, *rank->ops,
+                                               ProjectionLayout::kAuto,
+                                               TpRank{chunks_, degree, r, &exchange_});
+    ranks_.push_back(std::move(rank));
+  }
+  ranks_[0]->model->set_tp_group(this);
+  for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { worker(r); });
+}
+
+TpGroup::~TpGroup() {
+  if (threads_.empty()) return;
+  stop_ = true;
+  start_.arrive_and_wait();
+  for (std::thread& t : threads_) t.join();
+}
+
+void TpGroup::worker(size_t rank) {
+  for (;;) {
+    start_.arrive_and_wait();
+    if (stop_) return;
+    try {
+      job_(rank);
+    } catch (...) {
+      errors_[rank] = std::current_exception();
+    }
+    done_.arrive_and_wait();
+  }
+}
+
+std::vector<KvStorage*> TpGroup::follower_kv(const KvStorage& kv) {
+  auto it = kv_.find(kv.id());
+  if (it == kv_.end()) {
+    std::vector<std::unique_ptr<KvStorage>> mirrors;
+    for (size_t r = 1; r < ranks_.size(); ++r)
+      mirrors.push_back(std::make_unique<KvStorage>(*ranks_[r]->ops, rank_config_, kv.n_blocks(),
+                                                    kv.block_size(), kv.n_pad_slots()));
+    it = kv_.emplace(kv.id(), std::move(mirrors)).first;
+    kv_order_.push_back(kv.id());
+    if (kv_order_.size() > kKeptStorages) {
+      kv_.erase(kv_order_.front());
+      kv_order_.erase(kv_order_.begin());
+    }
+  }
+  std::vector<KvStorage*> out;
+  for (auto& m : it->second) out.push_back(m.get());
+  return out;
+}
+
+LlamaModel::StepLogits TpGroup::forward(
+    std::span<const int32_t> tokens, const kernels::StepBatch& batch,
+    std::span<const int32_t> logit_rows, KvStorage& leader_kv, const DecodePadding& padding,
+    const std::function<LlamaModel::StepLogits()>& leader_step) {
+  const std::vector<KvStorage*> kv = follower_kv(leader_kv);
+  job_ = [&](size_t r) {
+    ranks_[r]->model->forward_rank(tokens, batch, logit_rows, *kv[r - 1], padding);
+  };
+  for (std::exception_ptr& e : errors_) e = nullptr;
+  start_.arrive_and_wait();  // the workers take the step
+  LlamaModel::StepLogits out;
+  try {
+    out = leader_step();
+  } catch (...) {
+    errors_[0] = std::current_exception();
+  }
+  done_.arrive_and_wait();  // every rank finished it
+  job_ = nullptr;
+  for (const std::exception_ptr& e : errors_)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+void TpGroup::copy_block(const KvStorage& leader_kv, int32_t src, int32_t dst) {
+  for (KvStorage* kv : follower_kv(leader_kv)) kv->copy_block(src, dst);
+}
+
+}  // namespace detllm
