@@ -166,6 +166,11 @@ def main():
     cases = ["prefill 128", "prefill 512", "decode 1 seq"] + [f"decode batch {b}" for b in batches]
     print(f"# detllm vs llama.cpp, {os.path.basename(a.model)}, {a.rounds} rounds (median), "
           f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs\n")
+    busy = max(loads) - max(threads)  # other work beside the benchmark's own threads
+    if busy > 0.5:
+        print(f"**Not a quiet machine**: up to {busy:.1f} runnable tasks besides the benchmark's "
+              f"{max(threads)} threads; the figures (two-thread ones most: spinning threads "
+              "lose their cores) are of the load as much as of the code.\n")
     head = "| case | threads | llama.cpp tok/s |"
     rule = "|---|---|---|"
     for c in classes:
