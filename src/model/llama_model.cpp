@@ -382,16 +382,10 @@ std::vector<LlamaModel::LinearView> LlamaModel::place_col_chunks(const HostTenso
         "tensor parallelism: a row-parallel weight must be fp32 (tp_rank_weights) with K a "
         "multiple of its {} chunks",
         n_chunks);
-  const int64_t rows = w.shape[0], k = w.shape[1], kc = k / n_chunks;
+  const int64_t kc = w.shape[1] / n_chunks;
   std::vector<LinearView> out;
-  for (int32_t j = 0; j < n_chunks; ++j) {
-    HostTensor& t = chunk_host_.emplace_back();
-    t.shape = {rows, kc};
-    t.data.resize(static_cast<size_t>(rows * kc));
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(w.data.begin() + r * k + j * kc, kc, t.data.begin() + r * kc);
-    out.push_back({place(t), nullptr});
-  }
+  for (int32_t j = 0; j < n_chunks; ++j)
+    out.push_back({place(chunk_host_.emplace_back(tp_slice_cols(w, j * kc, kc))), nullptr});
   return out;
 }
 

@@ -19,17 +19,6 @@ HostTensor slice_rows(const HostTensor& t, int64_t r0, int64_t n) {
   return s;
 }
 
-// Columns [c0, c0 + n) of an fp32 (rows, cols) tensor.
-HostTensor slice_cols(const HostTensor& t, int64_t c0, int64_t n) {
-  const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
-  HostTensor s;
-  s.shape = {rows, n};
-  s.data.resize(static_cast<size_t>(rows * n));
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(t.data.begin() + r * cols + c0, n, s.data.begin() + r * n);
-  return s;
-}
-
 std::vector<float> slice(const std::vector<float>& v, int64_t i0, int64_t n) {
   if (v.empty()) return {};
   return {v.begin() + i0, v.begin() + i0 + n};
@@ -40,6 +29,16 @@ Linear slice_linear_rows(const Linear& l, int64_t r0, int64_t n) {
 }
 
 }  // namespace
+
+HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n) {
+  const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
+  HostTensor s;
+  s.shape = {rows, n};
+  s.data.resize(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(t.data.begin() + r * cols + c0, n, s.data.begin() + r * n);
+  return s;
+}
 
 TpChunks tp_canonical_chunks(const ModelConfig& c) {
   TpChunks k;
@@ -90,10 +89,10 @@ ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c, int
     l.wq = slice_linear_rows(l.wq, rank * q_rows, q_rows);
     l.wk = slice_linear_rows(l.wk, rank * kv_rows, kv_rows);
     l.wv = slice_linear_rows(l.wv, rank * kv_rows, kv_rows);
-    l.wo.w = slice_cols(l.wo.w, rank * q_rows, q_rows);
+    l.wo.w = tp_slice_cols(l.wo.w, rank * q_rows, q_rows);
     l.w_gate = slice_linear_rows(l.w_gate, rank * ffn, ffn);
     l.w_up = slice_linear_rows(l.w_up, rank * ffn, ffn);
-    l.w_down.w = slice_cols(l.w_down.w, rank * ffn, ffn);
+    l.w_down.w = tp_slice_cols(l.w_down.w, rank * ffn, ffn);
   }
   return w;
 }

@@ -54,6 +54,10 @@ ModelConfig tp_rank_config(const ModelConfig& config, int32_t degree);
 ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config, int32_t degree,
                              int32_t rank);
 
+// Columns [c0, c0 + n) of an fp32 (rows, cols) host tensor, as a new (rows, n) tensor (rank
+// slices and canonical chunks of the row-parallel weights).
+HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n);
+
 // A rendezvous of n threads that yields while it waits, then sleeps (C++20 atomic wait):
 // cheap when the ranks run at once, and it gives the cores away when they do not.
 class TpBarrier {

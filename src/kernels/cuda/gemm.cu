@@ -44,15 +44,12 @@ int gemm_effective_splits(int64_t n, int64_t k, int splits_override) {
 
 namespace {
 
+using ptx::cp_async16_zfill;  // src_bytes 0 writes zeros (out-of-range rows/cols)
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::ldmatrix_x4;
 using ptx::mma_bf16;
 using ptx::pack_bf16;
-// 16-byte async copy global → shared; src_bytes 0 writes zeros (out-of-range rows/cols).
-__device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  ptx::cp_async16_zfill(smem, gmem, src_bytes);
-}
 
 struct GemmParams {
   const void* a;         // (m, k): fp32 when A_F32, else bf16
@@ -103,7 +100,7 @@ __device__ inline void load_tile(const GemmParams& p, unsigned char* stage, int 
       const int r = c / CH, kc = (c % CH) * 4;
       const int gr = m0 + r, gk = k0 + kc;
       const bool ok = gr < p.m && gk < p.k;
-      cp_async16(as + r * C::A_LD + kc, ok ? a + static_cast<int64_t>(gr) * p.k + gk : a, ok ? 16 : 0);
+      cp_async16_zfill(as + r * C::A_LD + kc, ok ? a + static_cast<int64_t>(gr) * p.k + gk : a, ok ? 16 : 0);
     }
   } else {
     uint16_t* as = reinterpret_cast<uint16_t*>(stage);
@@ -113,7 +110,7 @@ __device__ inline void load_tile(const GemmParams& p, unsigned char* stage, int 
       const int r = c / CH, kc = (c % CH) * 8;
       const int gr = m0 + r, gk = k0 + kc;
       const bool ok = gr < p.m && gk < p.k;
-      cp_async16(as + r * C::A_LD + kc, ok ? a + static_cast<int64_t>(gr) * p.k + gk : a, ok ? 16 : 0);
+      cp_async16_zfill(as + r * C::A_LD + kc, ok ? a + static_cast<int64_t>(gr) * p.k + gk : a, ok ? 16 : 0);
     }
   }
   // B (= W rows): BN rows × BK cols, bf16.
@@ -123,7 +120,7 @@ __device__ inline void load_tile(const GemmParams& p, unsigned char* stage, int 
     const int r = c / CH, kc = (c % CH) * 8;
     const int gn = n0 + r, gk = k0 + kc;
     const bool ok = gn < p.n && gk < p.k;
-    cp_async16(bs + r * C::B_LD + kc, ok ? p.w + static_cast<int64_t>(gn) * p.k + gk : p.w, ok ? 16 : 0);
+    cp_async16_zfill(bs + r * C::B_LD + kc, ok ? p.w + static_cast<int64_t>(gn) * p.k + gk : p.w, ok ? 16 : 0);
   }
 }
 
