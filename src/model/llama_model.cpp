@@ -124,10 +124,13 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
     check(ops.host_memory(), "tensor parallelism runs on host backends only (got {})", ops.name());
     check(tp_.degree >= 1 && tp_.rank >= 0 && tp_.rank < tp_.degree &&
               (tp_.degree == 1 || (tp_.exchange && tp_.exchange->degree() == tp_.degree)) &&
-              tp_.chunks.o % tp_.degree == 0 && tp_.chunks.ffn % tp_.degree == 0,
-          "tensor parallelism: rank {} of degree {} with {} / {} chunks and {} exchange is "
-          "inconsistent",
-          tp_.rank, tp_.degree, tp_.chunks.o, tp_.chunks.ffn, tp_.exchange ? "an" : "no");
+              tp_.local.o >= 1 && tp_.local.o <= tp_.chunks.o && tp_.local.ffn >= 1 &&
+              tp_.local.ffn <= tp_.chunks.ffn &&
+              (tp_.degree > 1 || tp_.local == tp_.chunks),
+          "tensor parallelism: rank {} of degree {} holding {} / {} of {} / {} chunks with {} "
+          "exchange is inconsistent (tp_rank makes a consistent one)",
+          tp_.rank, tp_.degree, tp_.local.o, tp_.local.ffn, tp_.chunks.o, tp_.chunks.ffn,
+          tp_.exchange ? "an" : "no");
   }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
@@ -136,8 +139,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
         [&](const Linear& t) { return place(t); },
         [&](std::initializer_list<const Linear*> parts) { return place(parts); }));
     if (tp_.active()) {
-      layers_.back().wo_chunks = place_col_chunks(l.wo.w, tp_.chunks.o / tp_.degree);
-      layers_.back().down_chunks = place_col_chunks(l.w_down.w, tp_.chunks.ffn / tp_.degree);
+      layers_.back().wo_chunks = place_col_chunks(l.wo.w, tp_.local.o);
+      layers_.back().down_chunks = place_col_chunks(l.w_down.w, tp_.local.ffn);
     }
   }
   out_norm_ = place(w.out_norm);
@@ -401,9 +404,10 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
   // Without an exchange (degree 1) the partials go straight where the tree sums them. With
   // one, in the two halves of tp_parts in turn: a faster rank computes the next exchange's
   // partials while a slower one still copies this one's (TpExchange::all_gather).
+  // Each half holds the rank's larger chunk count (o and down may differ on uneven ranks).
   float* parts = ws.tp_all.f32();
   if (tp_.exchange) {
-    parts = ws.tp_parts.f32() + tp_turn_ * local * plane;
+    parts = ws.tp_parts.f32() + tp_turn_ * std::max(tp_.local.o, tp_.local.ffn) * plane;
     tp_turn_ ^= 1;
   }
   for (int32_t j = 0; j < local; ++j) {
@@ -411,7 +415,7 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
       ops_.copy(xc + r * kc * esz, xs + (r * k_local + j * kc) * esz, kc * esz);
     ops_.matmul_rounded(xc, n, chunks[j].w, nullptr, parts + j * plane, config_.dim);
   }
-  if (tp_.exchange) {  // rank r holds chunks [r·local, (r+1)·local): rank order is chunk order
+  if (tp_.exchange) {  // rank r holds a contiguous range of chunks: rank order is chunk order
     ops_.synchronize();
     tp_.exchange->all_gather(tp_.rank, parts, local * plane, ws.tp_all.f32());
   }
@@ -528,8 +532,7 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
     ws.gate_up = {ops_, un * 2 * c.ffn_dim * f};
     ws.h = {ops_, un * c.ffn_dim * f};
     if (tp_.active()) {
-      const size_t local = static_cast<size_t>(
-          std::max(tp_.chunks.o, tp_.chunks.ffn) / tp_.degree);
+      const size_t local = static_cast<size_t>(std::max(tp_.local.o, tp_.local.ffn));
       const size_t total = static_cast<size_t>(std::max(tp_.chunks.o, tp_.chunks.ffn));
       ws.tp_x = {ops_, un * std::max(c.q_dim(), c.ffn_dim) * f};
       ws.tp_parts = {ops_, 2 * local * un * c.dim * f};

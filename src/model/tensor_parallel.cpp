@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "formats/dequant.h"
 
 namespace detllm {
 namespace {
@@ -24,8 +25,22 @@ std::vector<float> slice(const std::vector<float>& v, int64_t i0, int64_t n) {
   return {v.begin() + i0, v.begin() + i0 + n};
 }
 
+// t in fp32: t itself, or its dequantized copy in `scratch` (the same values).
+const HostTensor& as_f32(const HostTensor& t, HostTensor& scratch) {
+  if (t.dtype == DType::kF32) return t;
+  scratch = t;
+  dequantize_tensor(scratch);
+  return scratch;
+}
+
 Linear slice_linear_rows(const Linear& l, int64_t r0, int64_t n) {
-  return {slice_rows(l.w, r0, n), slice(l.bias, r0, n)};
+  HostTensor scratch;
+  return {slice_rows(as_f32(l.w, scratch), r0, n), slice(l.bias, r0, n)};
+}
+
+HostTensor slice_cols_f32(const HostTensor& t, int64_t c0, int64_t n) {
+  HostTensor scratch;
+  return tp_slice_cols(as_f32(t, scratch), c0, n);
 }
 
 }  // namespace
@@ -52,49 +67,146 @@ TpChunks tp_canonical_chunks(const ModelConfig& c) {
   return k;
 }
 
-void check_tp_degree(const ModelConfig& c, int32_t degree) {
-  const TpChunks k = tp_canonical_chunks(c);
-  std::string allowed;
-  for (int32_t d = 1; d <= c.n_kv_heads; ++d)
-    if (c.n_kv_heads % d == 0 && k.o % d == 0 && k.ffn % d == 0)
-      allowed += (allowed.empty() ? "" : ", ") + std::to_string(d);
-  check(degree >= 1 && c.n_kv_heads % degree == 0 && k.o % degree == 0 && k.ffn % degree == 0,
-        "tensor-parallel degree {} does not divide this model ({} KV heads, {} o_proj chunks, {} "
-        "down_proj chunks); it allows {}",
-        degree, c.n_kv_heads, k.o, k.ffn, allowed);
+std::optional<TpPartition> tp_try_partition(const ModelConfig& c, int32_t degree,
+                                            TpChunks chunks) {
+  const int32_t t = degree, kv = c.n_kv_heads;
+  if (t < 1 || chunks.o < 1 || chunks.ffn < 1 || kv < 1 || c.n_heads % kv != 0 ||
+      c.n_heads % chunks.o != 0 || c.ffn_dim % chunks.ffn != 0 || t > chunks.o ||
+      t > chunks.ffn)
+    return std::nullopt;
+  TpPartition p;
+  p.chunks = chunks;
+  p.degree = t;
+  p.heads_per_o_chunk = c.n_heads / chunks.o;
+  p.rows_per_ffn_chunk = c.ffn_dim / chunks.ffn;
+  const int32_t group = c.n_heads / kv;  // q heads per KV head
+  // q head boundaries of the ranks.
+  std::vector<int32_t> heads(static_cast<size_t>(t) + 1, c.n_heads);
+  if (t <= kv) {
+    for (int32_t r = 0; r < t; ++r) heads[r] = r * kv / t * group;
+  } else {
+    if (group % p.heads_per_o_chunk != 0) return std::nullopt;  // a chunk spans two groups
+    const int32_t units = group / p.heads_per_o_chunk;         // o chunks per group
+    for (int32_t g = 0; g < kv; ++g) {
+      const int32_t r0 = g * t / kv, n = (g + 1) * t / kv - r0;
+      if (n > units) return std::nullopt;
+      for (int32_t j = 0; j < n; ++j) heads[r0 + j] = g * group + j * units / n * p.heads_per_o_chunk;
+    }
+  }
+  for (int32_t r = 0; r <= t; ++r) {
+    if (heads[r] % p.heads_per_o_chunk != 0) return std::nullopt;
+    p.o.push_back(heads[r] / p.heads_per_o_chunk);
+    p.ffn.push_back(r * chunks.ffn / t);
+  }
+  for (int32_t r = 0; r < t; ++r) {
+    const int32_t a = heads[r], b = heads[r + 1];
+    if (b <= a || p.ffn[r + 1] <= p.ffn[r]) return std::nullopt;
+    if (a % group == 0 && b % group == 0) {  // whole groups
+      p.kv_first.push_back(a / group);
+      p.n_kv.push_back((b - a) / group);
+    } else if (a / group == (b - 1) / group) {  // part of one group
+      p.kv_first.push_back(a / group);
+      p.n_kv.push_back(1);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return p;
 }
 
-ModelConfig tp_rank_config(const ModelConfig& c, int32_t degree) {
-  check_tp_degree(c, degree);
+namespace {
+
+std::vector<int32_t> allowed_degrees(const ModelConfig& c, TpChunks chunks) {
+  std::vector<int32_t> out;
+  for (int32_t d = 1; d <= std::min(chunks.o, chunks.ffn); ++d)
+    if (tp_try_partition(c, d, chunks)) out.push_back(d);
+  return out;
+}
+
+}  // namespace
+
+TpPartition tp_partition(const ModelConfig& c, int32_t degree, TpChunks chunks) {
+  std::optional<TpPartition> p = tp_try_partition(c, degree, chunks);
+  if (!p) {
+    std::string allowed;
+    for (int32_t d : allowed_degrees(c, chunks))
+      allowed += (allowed.empty() ? "" : ", ") + std::to_string(d);
+    throw_error(
+        "tensor-parallel degree {} does not split this model ({} q heads, {} KV heads, {} "
+        "o_proj chunks, {} down_proj chunks: every rank needs at least one chunk of each, its q "
+        "heads whole KV groups or part of one); it allows {}",
+        degree, c.n_heads, c.n_kv_heads, chunks.o, chunks.ffn,
+        allowed.empty() ? std::string("none") : allowed);
+  }
+  return *p;
+}
+
+TpPartition tp_partition(const ModelConfig& c, int32_t degree) {
+  return tp_partition(c, degree, tp_canonical_chunks(c));
+}
+
+std::vector<int32_t> tp_allowed_degrees(const ModelConfig& c) {
+  return allowed_degrees(c, tp_canonical_chunks(c));
+}
+
+void check_tp_degree(const ModelConfig& c, int32_t degree) { (void)tp_partition(c, degree); }
+
+ModelConfig tp_rank_config(const ModelConfig& c, const TpPartition& p, int32_t rank) {
+  check(rank >= 0 && rank < p.degree, "tensor-parallel rank {} outside 0…{}", rank,
+        p.degree - 1);
   ModelConfig r = c;
-  r.n_heads = c.n_heads / degree;
-  r.n_kv_heads = c.n_kv_heads / degree;
-  r.ffn_dim = c.ffn_dim / degree;
+  r.n_heads = p.n_q(rank);
+  r.n_kv_heads = p.n_kv[rank];
+  r.ffn_dim = p.n_ffn(rank);
   return r;
 }
 
-ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c, int32_t degree,
-                             int32_t rank) {
-  check_tp_degree(c, degree);
-  check(rank >= 0 && rank < degree, "tensor-parallel rank {} outside 0…{}", rank, degree - 1);
-  ModelWeights w = full;
-  dequantize_weights(w);
+ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c,
+                             const TpPartition& p, int32_t rank) {
+  check(rank >= 0 && rank < p.degree, "tensor-parallel rank {} outside 0…{}", rank,
+        p.degree - 1);
+  // The replicated tensors copied (in fp32), the sharded ones sliced straight from `full`
+  // (no copy of the whole model per rank).
+  ModelWeights w;
+  w.tok_embd = full.tok_embd;
+  dequantize_tensor(w.tok_embd);
+  w.out_norm = full.out_norm;
+  w.lm_head = full.lm_head;
+  dequantize_tensor(w.lm_head.w);
+  w.rope_freq_factors = full.rope_freq_factors;
   const int64_t hd = c.head_dim;
-  const int64_t q_rows = int64_t{c.n_heads / degree} * hd;
-  const int64_t kv_rows = int64_t{c.n_kv_heads / degree} * hd;
-  const int64_t ffn = c.ffn_dim / degree;
-  for (LayerWeights& l : w.layers) {
-    check(l.wo.bias.empty() && l.w_down.bias.empty(),
+  const int64_t q0 = p.q_first(rank) * hd, nq = p.n_q(rank) * hd;
+  const int64_t kv0 = p.kv_first[rank] * hd, nkv = p.n_kv[rank] * hd;
+  const int64_t f0 = p.ffn_first(rank), nf = p.n_ffn(rank);
+  for (const LayerWeights& f : full.layers) {
+    check(f.wo.bias.empty() && f.w_down.bias.empty(),
           "tensor parallelism: o_proj/down_proj biases are not supported");
-    l.wq = slice_linear_rows(l.wq, rank * q_rows, q_rows);
-    l.wk = slice_linear_rows(l.wk, rank * kv_rows, kv_rows);
-    l.wv = slice_linear_rows(l.wv, rank * kv_rows, kv_rows);
-    l.wo.w = tp_slice_cols(l.wo.w, rank * q_rows, q_rows);
-    l.w_gate = slice_linear_rows(l.w_gate, rank * ffn, ffn);
-    l.w_up = slice_linear_rows(l.w_up, rank * ffn, ffn);
-    l.w_down.w = tp_slice_cols(l.w_down.w, rank * ffn, ffn);
+    LayerWeights& l = w.layers.emplace_back();
+    l.attn_norm = f.attn_norm;
+    l.q_norm = f.q_norm;
+    l.k_norm = f.k_norm;
+    l.ffn_norm = f.ffn_norm;
+    l.wq = slice_linear_rows(f.wq, q0, nq);
+    l.wk = slice_linear_rows(f.wk, kv0, nkv);
+    l.wv = slice_linear_rows(f.wv, kv0, nkv);
+    l.wo.w = slice_cols_f32(f.wo.w, q0, nq);
+    l.w_gate = slice_linear_rows(f.w_gate, f0, nf);
+    l.w_up = slice_linear_rows(f.w_up, f0, nf);
+    l.w_down.w = slice_cols_f32(f.w_down.w, f0, nf);
   }
   return w;
+}
+
+TpRank tp_rank(const TpPartition& p, int32_t rank, TpExchange* exchange) {
+  check(rank >= 0 && rank < p.degree, "tensor-parallel rank {} outside 0…{}", rank,
+        p.degree - 1);
+  TpRank r;
+  r.chunks = p.chunks;
+  r.local = {p.o[rank + 1] - p.o[rank], p.ffn[rank + 1] - p.ffn[rank]};
+  r.degree = p.degree;
+  r.rank = rank;
+  r.exchange = exchange;
+  return r;
 }
 
 void TpBarrier::arrive_and_wait() {
@@ -116,7 +228,7 @@ void TpBarrier::arrive_and_wait() {
 TpExchange::TpExchange(int32_t degree)
     : degree_(degree), barrier_(degree), turn_(static_cast<size_t>(std::max(degree, 1)), 0) {
   check(degree >= 1, "tensor-parallel degree {} must be at least 1", degree);
-  for (auto& s : slots_) s.assign(static_cast<size_t>(degree), nullptr);
+  for (auto& s : slots_) s.assign(static_cast<size_t>(degree), Slot{});
 }
 
 // Exchange e uses slot set e % 2. After the rendezvous of exchange e every rank has published
@@ -127,10 +239,12 @@ TpExchange::TpExchange(int32_t degree)
 void TpExchange::all_gather(int32_t rank, const float* local, int64_t n, float* all_out) {
   const int32_t set = turn_[static_cast<size_t>(rank)];
   turn_[static_cast<size_t>(rank)] ^= 1;
-  slots_[set][static_cast<size_t>(rank)] = local;
+  slots_[set][static_cast<size_t>(rank)] = {local, n};
   barrier_.arrive_and_wait();  // every rank's partials of this exchange are published
-  for (int32_t r = 0; r < degree_; ++r)
-    std::copy_n(slots_[set][static_cast<size_t>(r)], n, all_out + r * n);
+  for (const Slot& s : slots_[set]) {
+    std::copy_n(s.data, s.n, all_out);
+    all_out += s.n;
+  }
 }
 
 void tp_tree_sum(kernels::Ops& ops, float* parts, int32_t n_parts, int64_t n) {

@@ -1,7 +1,8 @@
 // Tensor parallelism whose bits do not depend on the TP degree (design.md section 8; issue 17):
 // the canonical partition of a Llama-family model over `degree` ranks.
-//   column-parallel  q/k/v by KV-head group (rank r: KV heads [r·KV/T, (r+1)·KV/T) and their q
-//                    heads), gate/up by FFN slice: no reduction crosses ranks, and every output
+//   column-parallel  q/k/v by head (a rank's q heads are whole KV groups or part of one, its
+//                    KV heads those they use, replicated where ranks share one: TpPartition),
+//                    gate/up by FFN slice: no reduction crosses ranks, and every output
 //                    feature keeps its one-device K order;
 //   row-parallel     o (K = the q heads) and down (K = the FFN): K is cut into C canonical chunks,
 //                    C a function of the config alone (tp_canonical_chunks). Each chunk's
@@ -21,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -41,18 +43,54 @@ struct TpChunks {
 // of the config alone: the same at every degree.
 TpChunks tp_canonical_chunks(const ModelConfig& config);
 
-// Throws detllm::Error, saying which degrees the model allows, unless degree ≥ 1 divides
-// n_kv_heads and both chunk counts.
+// Which chunks, heads and FFN rows each rank of a degree-T group holds. Rank r holds the o
+// chunks [o[r], o[r+1]) and the down chunks [ffn[r], ffn[r+1]) — contiguous ranges, rank order
+// is chunk order, ranges may be uneven — and the q heads of its o chunks. Its q heads are
+// either whole KV groups (the KV heads of those groups) or part of ONE group, whose KV head
+// the rank then holds too: a KV head shared by the q heads of several ranks is replicated on
+// each (its k/v rows computed and stored on each, the same bits: vLLM's way for T > KV heads).
+// So every rank's q heads map onto its KV heads as in the model (q head i of the rank uses
+// KV head i / (its q heads / its KV heads)), and the per-head arithmetic is unchanged.
+//   T <= KV heads: rank r holds KV groups [r·KV/T, (r+1)·KV/T) (floors);
+//   T >  KV heads: group g is split over ranks [g·T/KV, (g+1)·T/KV), each taking a
+//                  contiguous part of the group's o chunks.
+// A degree is allowed when every rank gets at least one chunk of each, on head boundaries
+// that these rules can place (SmolLM2-135M, 9 q / 3 KV heads, chunks 9/8: degrees 1-8).
+struct TpPartition {
+  TpChunks chunks;  // the model's canonical counts: the same at every degree
+  int32_t degree = 1;
+  std::vector<int32_t> o, ffn;            // degree + 1 chunk boundaries each
+  std::vector<int32_t> kv_first, n_kv;    // per rank: its first KV head and how many
+  int32_t heads_per_o_chunk = 1;          // q heads per o chunk
+  int32_t rows_per_ffn_chunk = 1;         // FFN features per down chunk
+  int32_t q_first(int32_t rank) const { return o[rank] * heads_per_o_chunk; }
+  int32_t n_q(int32_t rank) const { return (o[rank + 1] - o[rank]) * heads_per_o_chunk; }
+  int32_t ffn_first(int32_t rank) const { return ffn[rank] * rows_per_ffn_chunk; }
+  int32_t n_ffn(int32_t rank) const { return (ffn[rank + 1] - ffn[rank]) * rows_per_ffn_chunk; }
+};
+
+// The partition of `config` over `degree` ranks with `chunks` (default: the canonical ones),
+// or nothing when the degree is not allowed.
+std::optional<TpPartition> tp_try_partition(const ModelConfig& config, int32_t degree,
+                                            TpChunks chunks);
+// The same; throws detllm::Error, naming the degrees the model allows, when it is not allowed.
+TpPartition tp_partition(const ModelConfig& config, int32_t degree, TpChunks chunks);
+TpPartition tp_partition(const ModelConfig& config, int32_t degree);
+// The allowed degrees with the canonical chunks, ascending (1 always).
+std::vector<int32_t> tp_allowed_degrees(const ModelConfig& config);
+
+// Throws detllm::Error, saying which degrees the model allows, unless the canonical partition
+// over `degree` ranks exists.
 void check_tp_degree(const ModelConfig& config, int32_t degree);
 
-// A rank's own config: n_heads, n_kv_heads and ffn_dim divided by degree (dim, vocab unchanged).
-ModelConfig tp_rank_config(const ModelConfig& config, int32_t degree);
+// Rank `rank`'s own config: its q heads, KV heads and FFN rows (dim, vocab unchanged).
+ModelConfig tp_rank_config(const ModelConfig& config, const TpPartition& part, int32_t rank);
 
 // Rank `rank`'s weights for tp_rank_config, in fp32 (quantized matrices dequantized: the same
-// values, formats/dequant.h): q/k/v rows (and biases) of its heads, gate/up rows of its FFN
-// slice, o and down columns of its K ranges; the rest copied whole.
-ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config, int32_t degree,
-                             int32_t rank);
+// values, formats/dequant.h): q rows (and biases) of its q heads, k/v rows of its KV heads,
+// gate/up rows of its FFN rows, o and down columns of its K ranges; the rest copied whole.
+ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config,
+                             const TpPartition& part, int32_t rank);
 
 // Columns [c0, c0 + n) of an fp32 (rows, cols) host tensor, as a new (rows, n) tensor (rank
 // slices and canonical chunks of the row-parallel weights).
@@ -76,9 +114,10 @@ class TpExchange {
  public:
   explicit TpExchange(int32_t degree);
   int32_t degree() const { return degree_; }
-  // Called by every rank with the same n: all_out (degree × n floats, rank order) receives each
-  // rank's n floats. Host memory (the CPU backend's). One rendezvous: `local` must stay
-  // unchanged until the rank's next-but-one exchange (LlamaModel alternates two buffers).
+  // Called by every rank, each with its own n (uneven ranks): all_out receives every rank's n
+  // floats, concatenated in rank order. Host memory (the CPU backend's). One rendezvous: `local`
+  // must stay unchanged until the rank's next-but-one exchange (LlamaModel alternates two
+  // buffers).
   void all_gather(int32_t rank, const float* local, int64_t n, float* all_out);
 
  private:
@@ -86,17 +125,25 @@ class TpExchange {
   TpBarrier barrier_;
   // Two sets of slots, used in turn: a rank may publish the next exchange's partials while a
   // slower one still copies this one's, so one rendezvous per exchange suffices.
-  std::vector<const float*> slots_[2];
+  struct Slot {
+    const float* data = nullptr;
+    int64_t n = 0;
+  };
+  std::vector<Slot> slots_[2];
   std::vector<int32_t> turn_;  // per rank: which set its next exchange uses
 };
 
 // What one rank's LlamaModel needs for its row-parallel layers.
 struct TpRank {
   TpChunks chunks;                 // the model's canonical counts ({1, 1}: one-device numerics)
+  TpChunks local;                  // how many of them this rank holds (TpPartition)
   int32_t degree = 1, rank = 0;
   TpExchange* exchange = nullptr;  // required when degree > 1
   bool active() const { return degree > 1 || chunks.o > 1 || chunks.ffn > 1; }
 };
+
+// Rank `rank` of `part`, meeting the others in `exchange` (nullptr at degree 1).
+TpRank tp_rank(const TpPartition& part, int32_t rank, TpExchange* exchange);
 
 // parts (n_parts × n floats, backend memory) summed in the canonical tree: for s = 1, 2, 4, …,
 // parts[i] += parts[i + s] for every i that is a multiple of 2s with i + s < n_parts (each add

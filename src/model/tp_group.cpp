@@ -1,6 +1,8 @@
 // A tensor-parallel group of ranks as threads (see tp_group.h).
 #include "model/tp_group.h"
 
+#include <optional>
+
 #include "core/error.h"
 
 namespace detllm {
@@ -10,21 +12,31 @@ constexpr size_t kKeptStorages = 8;  // leader KV storages whose mirrors are kep
 
 TpGroup::TpGroup(const ModelConfig& config, const ModelWeights& weights, int32_t degree,
                  const std::function<std::unique_ptr<kernels::Ops>()>& make_ops)
-    : rank_config_(tp_rank_config(config, degree)),
-      chunks_(tp_canonical_chunks(config)),
+    : partition_(tp_partition(config, degree)),
       exchange_(degree),
       errors_(static_cast<size_t>(degree)),
       start_(degree),
       done_(degree) {
+  // Quantized weights are widened once for all the ranks (each rank slices the fp32 copy).
+  std::optional<ModelWeights> f32;
+  bool quantized = weights.tok_embd.dtype != DType::kF32 || weights.lm_head.w.dtype != DType::kF32;
+  for (const LayerWeights& l : weights.layers)
+    for (const Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      quantized = quantized || lin->w.dtype != DType::kF32;
+  if (degree > 1 && quantized) {
+    f32.emplace(weights);
+    dequantize_weights(*f32);
+  }
   for (int32_t r = 0; r < degree; ++r) {
     auto rank = std::make_unique<Rank>();
-    rank->weights = tp_rank_weights(weights, config, degree, r);
+    rank->config = tp_rank_config(config, partition_, r);
+    rank->weights = tp_rank_weights(f32 ? *f32 : weights, config, partition_, r);
     rank->ops = make_ops();
     check(rank->ops && rank->ops->host_memory(),
           "tensor parallelism runs on host backends only (ranks as threads)");
-    rank->model = std::make_unique<LlamaModel>(rank_config_, rank->weights, *rank->ops,
+    rank->model = std::make_unique<LlamaModel>(rank->config, rank->weights, *rank->ops,
                                                ProjectionLayout::kAuto,
-                                               TpRank{chunks_, degree, r, &exchange_});
+                                               tp_rank(partition_, r, &exchange_));
     ranks_.push_back(std::move(rank));
   }
   ranks_[0]->model->set_tp_group(this);
@@ -56,7 +68,7 @@ std::vector<KvStorage*> TpGroup::follower_kv(const KvStorage& kv) {
   if (it == kv_.end()) {
     std::vector<std::unique_ptr<KvStorage>> mirrors;
     for (size_t r = 1; r < ranks_.size(); ++r)
-      mirrors.push_back(std::make_unique<KvStorage>(*ranks_[r]->ops, rank_config_, kv.n_blocks(),
+      mirrors.push_back(std::make_unique<KvStorage>(*ranks_[r]->ops, ranks_[r]->config, kv.n_blocks(),
                                                     kv.block_size(), kv.n_pad_slots()));
     it = kv_.emplace(kv.id(), std::move(mirrors)).first;
     kv_order_.push_back(kv.id());

@@ -37,7 +37,8 @@ class TpGroup {
 
   LlamaModel& leader() { return *ranks_[0]->model; }
   int32_t degree() const { return static_cast<int32_t>(ranks_.size()); }
-  TpChunks chunks() const { return chunks_; }
+  TpChunks chunks() const { return partition_.chunks; }
+  const TpPartition& partition() const { return partition_; }
 
   // LlamaModel's hooks (the leader calls them): one step on every rank, the leader's part
   // (`leader_step`, run on the calling thread) beside the others'; a block copy on every rank.
@@ -49,6 +50,7 @@ class TpGroup {
 
  private:
   struct Rank {
+    ModelConfig config;    // the rank's (tp_rank_config)
     ModelWeights weights;  // the rank's (tp_rank_weights): the model reads them in place
     std::unique_ptr<kernels::Ops> ops;
     std::unique_ptr<LlamaModel> model;
@@ -59,8 +61,7 @@ class TpGroup {
   // Ranks 1… wait on threads of their own for the leader's steps.
   void worker(size_t rank);
 
-  ModelConfig rank_config_;
-  TpChunks chunks_;
+  TpPartition partition_;
   TpExchange exchange_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   // The step the workers run next (set by the leader between the two rendezvous).

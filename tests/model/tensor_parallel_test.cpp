@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,8 +22,10 @@
 #include "model/decode_steps_util.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
+#include "model/model_loader.h"
 #include "model/synthetic.h"
 #include "model/tensor_parallel.h"
+#include "model/tp_group.h"
 
 namespace detllm {
 namespace {
@@ -32,15 +35,17 @@ using testing::TestStep;
 
 constexpr int32_t kBlock = 4;
 
-// Prefill of 5 sequences (lengths 3…11) in one step, then 6 decode steps over shuffled subsets.
-std::vector<TestStep> make_steps(DecodeWorld& world) {
+// Prefill of one sequence per length (default: 5, lengths 3…11) in one step, then n_decode
+// decode steps over shuffled subsets.
+std::vector<TestStep> make_steps(DecodeWorld& world, std::vector<int32_t> lens = {3, 11, 6, 1, 8},
+                                 int n_decode = 6) {
+  const int32_t n_seqs = static_cast<int32_t>(lens.size());
   std::vector<TestStep> steps;
   TestStep pre;
   {
     // One prefill step of every sequence: concatenate per-sequence steps of different lengths.
-    const int32_t lens[] = {3, 11, 6, 1, 8};
     std::vector<TestStep> parts;
-    for (int32_t s = 0; s < 5; ++s) parts.push_back(world.step({s}, lens[s]));
+    for (int32_t s = 0; s < n_seqs; ++s) parts.push_back(world.step({s}, lens[s]));
     for (const TestStep& p : parts) pre.max_blocks = std::max(pre.max_blocks, p.max_blocks);
     for (size_t s = 0; s < parts.size(); ++s) {
       const TestStep& p = parts[s];
@@ -55,10 +60,10 @@ std::vector<TestStep> make_steps(DecodeWorld& world) {
       for (int32_t b = 0; b < pre.max_blocks; ++b)
         pre.tables.push_back(b < p.max_blocks ? p.tables[b] : -1);
     }
-    pre.n_seqs = 5;
+    pre.n_seqs = n_seqs;
   }
   steps.push_back(pre);
-  for (int i = 0; i < 6; ++i) steps.push_back(world.step(world.pick(1 + i % 5)));
+  for (int i = 0; i < n_decode; ++i) steps.push_back(world.step(world.pick(1 + i % n_seqs)));
   return steps;
 }
 
@@ -66,16 +71,17 @@ std::vector<TestStep> make_steps(DecodeWorld& world) {
 std::vector<std::vector<float>> run_tp(const ModelConfig& c, const ModelWeights& w, int32_t degree,
                                        TpChunks chunks, const std::vector<TestStep>& steps,
                                        int32_t n_blocks) {
-  const ModelConfig rc = tp_rank_config(c, degree);
+  const TpPartition part = tp_partition(c, degree, chunks);
   TpExchange exchange(degree);
   std::vector<ModelWeights> rw;
   std::vector<std::unique_ptr<kernels::Ops>> ops;
   std::vector<std::unique_ptr<LlamaModel>> models;
   std::vector<std::unique_ptr<KvStorage>> kv;
-  for (int32_t r = 0; r < degree; ++r) rw.push_back(tp_rank_weights(w, c, degree, r));
+  for (int32_t r = 0; r < degree; ++r) rw.push_back(tp_rank_weights(w, c, part, r));
   for (int32_t r = 0; r < degree; ++r) {
+    const ModelConfig rc = tp_rank_config(c, part, r);
     ops.push_back(kernels::make_cpu_ops(1));
-    TpRank tp{chunks, degree, r, degree > 1 ? &exchange : nullptr};
+    const TpRank tp = tp_rank(part, r, degree > 1 ? &exchange : nullptr);
     models.push_back(
         std::make_unique<LlamaModel>(rc, rw[r], *ops[r], ProjectionLayout::kAuto, tp));
     kv.push_back(std::make_unique<KvStorage>(*ops[r], rc, n_blocks, kBlock));
@@ -128,10 +134,12 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  return {{"tiny-llama", synthetic_config("tiny-llama"), {1, 2}},
-          {"tiny-qwen2", synthetic_config("tiny-qwen2"), {1, 2}},
-          {"tiny-qwen3", synthetic_config("tiny-qwen3"), {1, 2}},
-          {"tp4", tp4_config(), {1, 2, 4}}};
+  // Degrees 3 and 4 with 2 KV heads: uneven ranks and KV heads replicated on the ranks whose
+  // q heads share them; 3 on tp4 (4 KV heads): uneven whole groups.
+  return {{"tiny-llama", synthetic_config("tiny-llama"), {1, 2, 3, 4}},
+          {"tiny-qwen2", synthetic_config("tiny-qwen2"), {1, 2, 4}},
+          {"tiny-qwen3", synthetic_config("tiny-qwen3"), {1, 2, 3}},
+          {"tp4", tp4_config(), {1, 2, 3, 4}}};
 }
 
 TEST(TensorParallel, EveryDegreeGivesTheSameBits) {
@@ -149,6 +157,37 @@ TEST(TensorParallel, EveryDegreeGivesTheSameBits) {
           << chunks.ffn << ")";
     }
   }
+}
+
+// The default model (SmolLM2-135M-Instruct Q4_1: 9 q / 3 KV heads, FFN 1536) through TpGroup,
+// the engine's way: TP 1, 2 and 4 — uneven ranks, and at 4 KV head 2 on two ranks — give the
+// same logit bits over a mixed prefill of 3 prompts and 4 decode steps. Skips when the model is
+// not installed (scripts/setup.sh; $DETLLM_DEFAULT_MODEL).
+TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
+  const std::string path = find_default_model();
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec))
+    GTEST_SKIP() << "default model not installed (scripts/setup.sh, or DETLLM_DEFAULT_MODEL)";
+  const std::unique_ptr<LoadedModel> m = load_model(path);
+  const ModelConfig& c = m->config;
+  ASSERT_EQ(tp_canonical_chunks(c), (TpChunks{9, 8}));
+  DecodeWorld world(3, 16, kBlock, c.vocab_size, 11);
+  const std::vector<TestStep> steps = make_steps(world, {5, 2, 7}, 4);
+  auto run = [&](int32_t degree) {
+    TpGroup group(c, m->weights, degree, [] { return kernels::make_cpu_ops(1); });
+    KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
+    std::vector<std::vector<float>> out;
+    for (const TestStep& st : steps) {
+      out.emplace_back();
+      group.leader().forward(st.tokens, st.batch(), st.logit_rows, kv, out.back(),
+                             GraphMode::kOff);
+    }
+    return out;
+  };
+  const auto one = run(1);
+  for (int32_t d : {2, 4})
+    EXPECT_EQ(first_difference(run(d), one), -1) << "default model: TP " << d
+                                                 << " differs from TP 1";
 }
 
 // The canonical chunks are a (small) numerics change against the one-device model: within a
@@ -189,16 +228,49 @@ TEST(TensorParallel, NaivePartitionIsCaught) {
 }
 
 TEST(TensorParallel, DegreesTheModelCannotSplitAreRefusedByName) {
-  const ModelConfig c = synthetic_config("tiny-llama");  // 2 KV heads
+  const ModelConfig c = synthetic_config("tiny-llama");  // 4 q / 2 KV heads, chunks 4 / 4
   try {
-    check_tp_degree(c, 4);
-    FAIL() << "degree 4 accepted with 2 KV heads";
+    check_tp_degree(c, 5);
+    FAIL() << "degree 5 accepted with 4 o chunks";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("allows 1, 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allows 1, 2, 3, 4"), std::string::npos) << e.what();
   }
   EXPECT_THROW(check_tp_degree(c, 0), Error);
+  EXPECT_THROW(check_tp_degree(c, -1), Error);
   EXPECT_EQ(tp_canonical_chunks(synthetic_config("llama-3.1-8b")), (TpChunks{8, 8}));
   EXPECT_EQ(tp_canonical_chunks(c), (TpChunks{4, 4}));
+  EXPECT_EQ(tp_allowed_degrees(synthetic_config("llama-3.1-8b")),
+            (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // 16 q heads in 8 chunks of 2 over 16 KV heads: a chunk spans two KV groups, so only the
+  // degrees whose group boundaries fall on chunk boundaries split it.
+  ModelConfig odd = tp4_config();
+  odd.n_heads = 16;
+  odd.n_kv_heads = 16;
+  EXPECT_EQ(tp_allowed_degrees(odd), (std::vector<int32_t>{1, 2, 4, 8}));
+}
+
+// The partition of the default model's shapes (SmolLM2-135M: 9 q / 3 KV heads, FFN 1536):
+// chunks 9 / 8; T 2 gives ranks of 1 and 2 KV groups; T 4 splits the last group over two ranks,
+// each holding a copy of KV head 2.
+TEST(TensorParallel, DefaultModelShapesPartition) {
+  ModelConfig c = tp4_config();
+  c.n_heads = 9;
+  c.n_kv_heads = 3;
+  c.ffn_dim = 1536;
+  EXPECT_EQ(tp_canonical_chunks(c), (TpChunks{9, 8}));
+  EXPECT_EQ(tp_allowed_degrees(c), (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  const TpPartition two = tp_partition(c, 2);
+  EXPECT_EQ(two.o, (std::vector<int32_t>{0, 3, 9}));
+  EXPECT_EQ(two.ffn, (std::vector<int32_t>{0, 4, 8}));
+  EXPECT_EQ(two.kv_first, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(two.n_kv, (std::vector<int32_t>{1, 2}));
+  const TpPartition four = tp_partition(c, 4);
+  EXPECT_EQ(four.o, (std::vector<int32_t>{0, 3, 6, 7, 9}));
+  EXPECT_EQ(four.kv_first, (std::vector<int32_t>{0, 1, 2, 2}));
+  EXPECT_EQ(four.n_kv, (std::vector<int32_t>{1, 1, 1, 1}));
+  EXPECT_EQ(tp_rank_config(c, four, 3).n_heads, 2);
+  EXPECT_EQ(tp_rank_config(c, four, 3).ffn_dim, 384);
+  EXPECT_FALSE(tp_try_partition(c, 9, tp_canonical_chunks(c)));  // 8 down chunks
 }
 
 }  // namespace
