@@ -5,8 +5,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/version.h"
+#include "determinism/fingerprint.h"
+#include "model/tp_group.h"
 #if defined(DETLLM_HAVE_CUDA)
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -36,19 +40,35 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
                      int n_threads) {
   BackendNumerics numerics = mode_numerics;
   numerics.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  check(o.tensor_parallel >= 0, "--tensor-parallel {}: give a degree of at least 1",
+        o.tensor_parallel);
+  numerics.tp_canonical = o.tensor_parallel > 0;
   const NumericsMode mode = numerics.numerics;
   Backend b;
   if (o.backend == "cpu") {
     check(numerics.kv_dtype != KvDType::kBF16,
           "--kv-dtype bf16: the cpu backend stores KV in fp32 only; use --kv-dtype fp32 (or "
           "auto), or --backend cuda");
-    b.ops = kernels::make_cpu_ops(n_threads);
     b.fingerprint_name = "cpu";
     b.build = std::string(cpu_simd_arch());
     b.description = fmt::format("cpu; build={}", cpu_simd_arch());  // as docs/server.md shows
+    if (numerics.tp_canonical) {
+      // --threads is the total: each rank its share (at least one; N > threads oversubscribes).
+      const int per_rank = std::max(1, n_threads / o.tensor_parallel);
+      b.tensor_parallel = o.tensor_parallel;
+      b.make_rank_ops = [per_rank] { return kernels::make_cpu_ops(per_rank); };
+      b.description += fmt::format("; threads per rank={}", per_rank);
+      return b;
+    }
+    b.ops = kernels::make_cpu_ops(n_threads);
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
+  check(!numerics.tp_canonical,
+        "--tensor-parallel {}: the cuda backend has no tensor parallelism yet (not even degree "
+        "1: the canonical chunks run on the CPU backend only; the CUDA part is item 3 of "
+        "docs/tensor_parallel.md's 'Not done yet'); use --backend cpu, or leave the flag out",
+        o.tensor_parallel);
 #if defined(DETLLM_HAVE_CUDA)
   kernels::CudaOptions cuda = kernels::cuda_options_for(numerics, o.device);
   cuda.gemm_plan_cache = {.enabled = !o.no_gemm_plan_cache, .path = o.gemm_plan_cache};
@@ -88,9 +108,37 @@ std::string gemm_plan_summary(const kernels::Ops& ops) {
 #endif
 }
 
+std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
+                                const DeterminismPolicy& policy, bool deterministic) {
+  FingerprintInputs in;
+  in.weights_hash = weights_hash;
+  in.backend = backend.fingerprint_name;
+  in.backend_build = backend.build;
+  in.numerics_mode = std::string(fingerprint_mode_name(policy, deterministic));
+  return numerics_fingerprint(in);
+}
+
 void install_backend(ModelBundle& bundle, Backend& backend) {
-  check(backend.ops != nullptr, "install_backend: the backend was already installed");
+  check(backend.ops != nullptr || backend.make_rank_ops,
+        "install_backend: the backend was already installed");
   bundle.llama.reset();  // before its ops go away
+  bundle.tp.reset();
+  bundle.ops.reset();
+  if (backend.tensor_parallel > 0) {
+    const ModelConfig& c = bundle.model->config;
+    check(!bundle.model->weights.layers.empty() || c.n_layers == 0,
+          "--tensor-parallel: the model's weights are not on the host (ranks slice host weights)");
+    bundle.tp = std::make_unique<TpGroup>(c, bundle.model->weights, backend.tensor_parallel,
+                                          backend.make_rank_ops);
+    backend.make_rank_ops = nullptr;
+    const TpChunks k = bundle.tp->chunks();
+    // The chunk counts are numerics (the fingerprint reads build); the degree is not.
+    backend.build += fmt::format(";tp-chunks=o{}/down{}", k.o, k.ffn);
+    backend.description +=
+        fmt::format("; tensor-parallel {} (canonical chunks: o_proj {}, down_proj {})",
+                    backend.tensor_parallel, k.o, k.ffn);
+    return;
+  }
   bundle.ops = std::move(backend.ops);
   bundle.llama =
       std::make_unique<LlamaModel>(bundle.model->config, bundle.model->weights, *bundle.ops);

@@ -6,6 +6,7 @@
 // exists (DETLLM_HAVE_CUDA), not into libdetllm.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ struct BackendOptions {
   // plan is re-verified bit for bit before use. Ignored by the CPU backend.
   std::string gemm_plan_cache;
   bool no_gemm_plan_cache = false;
+  // --tensor-parallel N (docs/tensor_parallel.md): 0 = not given, the one-device model; N >= 1
+  // = the canonical chunks (BackendNumerics::tp_canonical) over N ranks, threads of this
+  // process each with its own CPU ops (the thread count is the total: each rank gets
+  // max(1, threads / N)). The same bits and fingerprint at every N; 1 differs from 0.
+  int tensor_parallel = 0;
 };
 
 // True when this binary was built with the CUDA backend.
@@ -40,6 +46,10 @@ struct Backend {
   std::string build;             // FingerprintInputs::backend_build: SIMD arch, or
                                  // "sm_90a;kv=bf16|fp32" (the KV dtype is numerics)
   std::string description;       // one line for logs and the server's info endpoint
+  // --tensor-parallel N (N >= 1): ops is null and install_backend makes a TpGroup of N ranks,
+  // each on make_rank_ops(); it appends the canonical chunk counts to build and description.
+  int tensor_parallel = 0;
+  std::function<std::unique_ptr<kernels::Ops>()> make_rank_ops;
 };
 
 // The --mode given, if any (parsed; throws detllm::Error for an unknown name).
@@ -59,8 +69,17 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& numerics, i
 // when they happened.
 std::string gemm_plan_summary(const kernels::Ops& ops);
 
+// The numerics fingerprint (determinism/fingerprint.h) of requests run on `backend` — after
+// install_backend, whose tensor parallelism it includes — with these weights and policy.
+std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
+                                const DeterminismPolicy& policy, bool deterministic);
+
 // Moves `backend`'s ops into the bundle and rebuilds its LlamaModel on them (weights uploaded
 // to a device backend). open_model_bundle builds on the CPU; this swaps before first use.
+// With backend.tensor_parallel N >= 1 it builds the bundle's TpGroup instead (bundle.tp; the
+// engine runs bundle.engine_model(), its leader) and appends the model's canonical chunk
+// counts to backend.build (the fingerprint) and backend.description; throws detllm::Error,
+// naming the degrees the model allows, for one it does not.
 void install_backend(ModelBundle& bundle, Backend& backend);
 
 }  // namespace detllm::backends

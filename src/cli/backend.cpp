@@ -1,5 +1,6 @@
-// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--device` / `--gemm-plan-cache` for
-// the CLI commands (backend.h); the factory behind them is backends/backends.cpp.
+// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--device` / `--gemm-plan-cache` /
+// `--tensor-parallel` for the CLI commands (backend.h); the factory behind them is
+// backends/backends.cpp.
 #include "cli/backend.h"
 
 namespace detllm::cli {
@@ -33,6 +34,17 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
   add_gemm_plan_cache_options(cmd, o);
+}
+
+void add_tensor_parallel_option(CLI::App& cmd, BackendOptions& o) {
+  cmd.add_option("--tensor-parallel", o.tensor_parallel,
+                 "Tensor parallelism invariant across degrees (docs/tensor_parallel.md): N ranks, "
+                 "threads of this process on the cpu backend, --threads shared among them (each "
+                 "max(1, threads / N)). Every N gives the same bits and the same fingerprint: "
+                 "o_proj/down_proj run in the model's canonical chunks, a numerics of its own "
+                 "(1 = those chunks on one rank; without the flag: the one-device model). The "
+                 "degrees a model allows are listed when one is refused. Not on cuda yet")
+      ->check(CLI::Range(1, 64));
 }
 
 void add_gemm_plan_cache_options(CLI::App& cmd, BackendOptions& o) {

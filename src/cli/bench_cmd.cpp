@@ -128,13 +128,16 @@ struct ModeModel {
 ModeModel build_mode_model(ModelSource& src, Backend& backend) {
   ModeModel m;
   if (src.synthetic_config) {
+    check(backend.tensor_parallel == 0,
+          "--tensor-parallel: a synthetic model is generated in the backend's memory, the "
+          "ranks slice host weights; use a GGUF or Hugging Face model (the default one, say)");
     m.ops = std::move(backend.ops);
     m.llama = std::make_unique<LlamaModel>(*src.synthetic_config, *src.recipe, *m.ops);
     m.ops->synchronize();
     m.model = m.llama.get();
   } else {
-    install_backend(*src.bundle, backend);
-    m.model = src.bundle->llama.get();
+    install_backend(*src.bundle, backend);  // a TpGroup with --tensor-parallel
+    m.model = &src.bundle->engine_model();
   }
   return m;
 }
@@ -400,8 +403,8 @@ void run_mode(const BenchContext& ctx, DeterminismMode mode,
   engine::EngineConfig cfg = mode_engine_config(ctx, mode, src);
   ctx.log.line("mode {}: building the backend and the model", mode_name);
   Backend backend = make_backend(ctx.o.backend, mode_info(mode).backend, ctx.o.threads);
-  const std::string backend_description = backend.description;
   ModeModel mm = build_mode_model(src, backend);
+  const std::string backend_description = backend.description;  // tensor parallelism added
   cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
   // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
   prepare_gemms_with_progress(

@@ -22,6 +22,7 @@ void add_model_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
       ->check(CLI::Range(0, 63))
       ->capture_default_str();
   add_gemm_plan_cache_options(cmd, o->backend);
+  add_tensor_parallel_option(cmd, o->backend);
   const auto mode_names = CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"});
   CLI::Option* mode = cmd.add_option("--mode", o->mode,
                                      "Determinism mode (docs/modes.md): fast, invariant (the "
@@ -105,7 +106,8 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
 
 // The engine: threads, scheduler limits, KV pool, prefix cache.
 void add_engine_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
-  cmd.add_option("--threads", o->threads, "CPU threads")
+  cmd.add_option("--threads", o->threads,
+                 "CPU threads (with --tensor-parallel N, shared by the N ranks)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd.add_option("--max-tokens-per-step", o->max_tokens_per_step,

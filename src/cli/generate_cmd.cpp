@@ -82,8 +82,9 @@ int run_generate(const GenerateOptions& o) {
   // non-deterministic run (--numerics fast) has nothing to verify.
   cfg.policy.self_check =
       o.self_check && cfg.policy.deterministic_by_default && mode == NumericsMode::kInvariant;
-  cfg.self_check = startup_self_check(*b.llama, cfg, "detllm generate");
-  engine::Engine eng(*b.llama, cfg, b.tokenizer.get());
+  LlamaModel& model = b.engine_model();  // a TpGroup's leader with --tensor-parallel
+  cfg.self_check = startup_self_check(model, cfg, "detllm generate");
+  engine::Engine eng(model, cfg, b.tokenizer.get());
 
   StreamDecoder decoder(*b.tokenizer, /*skip_special_tokens=*/true);
   using Clock = std::chrono::steady_clock;
@@ -119,12 +120,17 @@ int run_generate(const GenerateOptions& o) {
   }
   const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
   const double decode_s = std::chrono::duration<double>(t1 - t_first).count();
+  const std::string fingerprint = backends::backend_fingerprint(
+      backend, b.model->weights_hash, cfg.policy, cfg.policy.deterministic_by_default);
+  const std::string tp_note =
+      b.tp ? fmt::format(" over {} tensor-parallel ranks", b.tp->degree()) : std::string();
   std::fprintf(stderr,
                "[detllm] prompt %zu tokens, prefill %.1f tok/s (%.0f ms to first token); "
-               "generated %d tokens, decode %.1f tok/s; finish: %s; threads %d\n",
+               "generated %d tokens, decode %.1f tok/s; finish: %s; threads %d%s; fingerprint "
+               "%s\n",
                req.prompt.size(), n_generated ? req.prompt.size() / prefill_s : 0.0,
                prefill_s * 1e3, n_generated, n_generated > 1 ? (n_generated - 1) / decode_s : 0.0,
-               finish.c_str(), o.threads);
+               finish.c_str(), o.threads, tp_note.c_str(), fingerprint.c_str());
   return 0;
 }
 
@@ -164,7 +170,9 @@ Command add_generate_command(CLI::App& app) {
                   "output")
       ->capture_default_str();
   add_penalty_options(*cmd, o->penalties);
-  cmd->add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads (results do not depend on it; with --tensor-parallel N, shared "
+                  "by the N ranks)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_flag("--no-special", o->no_special,
@@ -177,6 +185,7 @@ Command add_generate_command(CLI::App& app) {
                       "Numerics path: invariant (batch-invariant kernels: a deterministic "
                       "request) or fast (cuda: default cuBLAS GEMM, no guarantee: the request "
                       "is not deterministic). The CPU runs the same kernels for both");
+  add_tensor_parallel_option(*cmd, o->backend);
   cmd->add_flag_function(
       "--no-self-check", [o](std::int64_t) { o->self_check = false; },
       "Skip the startup self-check (bit-invariance of the kernels on this "

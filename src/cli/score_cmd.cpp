@@ -20,6 +20,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "kernels/sampling/sampler.h"
+#include "model/bundle.h"
 #include "model/model_loader.h"
 #include "model/solo_runner.h"
 
@@ -70,10 +71,13 @@ int run_score(const ScoreOptions& o) {
   Progress progress("loading model");
   std::string path = o.model.empty() ? find_default_model() : o.model;
   check(!path.empty(), "no --model given and the default model is not installed");
-  auto model = load_model(path, [&](size_t d, size_t t) { progress.update(d, t); });
+  ModelBundle bundle;  // no tokenizer: token ids in, logprobs out
+  bundle.model = load_model(path, [&](size_t d, size_t t) { progress.update(d, t); });
+  const LoadedModel* model = bundle.model.get();
   const auto t_read = clock::now();
-  auto ops = std::move(backend.ops);
-  LlamaModel llama(model->config, model->weights, *ops);
+  install_backend(bundle, backend);  // a TpGroup with --tensor-parallel
+  LlamaModel& llama = bundle.engine_model();
+  kernels::Ops* ops = &llama.ops();
   ops->synchronize();
   const auto t_placed = clock::now();
   const ModelConfig& c = model->config;
@@ -147,9 +151,12 @@ Command add_score_command(CLI::App& app) {
   cmd->add_option("--logits-dir", o->logits_dir,
                   "Also write each sequence's fp32 logits (positions x vocab, row-major) to "
                   "DIR/seq<i>.f32");
-  cmd->add_option("--threads", o->threads, "CPU threads (--backend cpu)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads (--backend cpu; with --tensor-parallel N, shared by the N ranks)")
+      ->check(CLI::Range(1, 1024));
   add_backend_options(*cmd, o->backend,
                       "Numerics path: invariant (deterministic kernels) or fast (library kernels)");
+  add_tensor_parallel_option(*cmd, o->backend);
   return {cmd, [o] { return run_score(*o); }};
 }
 

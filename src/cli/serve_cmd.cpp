@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +17,6 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/version.h"
-#include "determinism/fingerprint.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
 #include "server/chat_prompt.h"
@@ -118,20 +119,22 @@ int run_serve(ServeOptions& o) {
   o.engine.policy.deterministic_by_default = o.deterministic_default;
   // GEMM plans for every step size now (CUDA: verified cuBLASLt plans, from the plan file
   // where it has them), not on first use; then the self-check runs on the plans that serve.
-  prepare_gemms_with_progress(*b.llama, o.engine.scheduler.max_tokens_per_step, "detllm serve");
-  o.engine.self_check = startup_self_check(*b.llama, o.engine, "detllm serve");
+  LlamaModel& model = b.engine_model();  // a TpGroup's leader with --tensor-parallel
+  kernels::Ops& ops = model.ops();
+  prepare_gemms_with_progress(model, o.engine.scheduler.max_tokens_per_step, "detllm serve");
+  o.engine.self_check = startup_self_check(model, o.engine, "detllm serve");
   if (!o.kv_cache_tokens_given && o.engine.scheduler.kv.n_blocks == 0) {
     // Device memory: the pool takes gpu_memory_fraction of what weights and plans left free.
-    if (const size_t free = b.ops->device_memory_free(); free > 0) {
-      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(b.model->config, b.ops->kv_dtype(),
+    if (const size_t free = ops.device_memory_free(); free > 0) {
+      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(b.model->config, ops.kv_dtype(),
                                                               free, o.engine.gpu_memory_fraction,
                                                               o.engine.scheduler.kv.block_size);
       std::fprintf(stderr, "detllm serve: KV pool %d tokens (%s) = %.2f of %.1f GiB free\n",
-                   o.engine.kv_cache_tokens, b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16",
+                   o.engine.kv_cache_tokens, ops.kv_dtype() == DType::kF32 ? "fp32" : "bf16",
                    o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
     }
   }
-  server::EngineLoop loop(*b.llama, o.engine, b.tokenizer.get(), [&](engine::Engine& e) {
+  server::EngineLoop loop(model, o.engine, b.tokenizer.get(), [&](engine::Engine& e) {
     if (o.graph_warmup) warm_up_decode_graphs_with_progress(e, "detllm serve");
   });
   const engine::EngineConfig& cfg = loop.config();
@@ -147,14 +150,10 @@ int run_serve(ServeOptions& o) {
   ctx.max_model_len = cfg.max_model_len;
   ctx.deterministic_by_default = cfg.policy.deterministic_by_default;
   ctx.mode = cfg.policy.mode;
-  FingerprintInputs fin;
-  fin.weights_hash = b.model->weights_hash;
-  fin.backend = backend.fingerprint_name;
-  fin.backend_build = backend.build;
-  fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, true));
-  ctx.fingerprint_deterministic = numerics_fingerprint(fin);
-  fin.numerics_mode = std::string(fingerprint_mode_name(cfg.policy, false));
-  ctx.fingerprint_other = numerics_fingerprint(fin);
+  ctx.fingerprint_deterministic =
+      backends::backend_fingerprint(backend, b.model->weights_hash, cfg.policy, true);
+  ctx.fingerprint_other =
+      backends::backend_fingerprint(backend, b.model->weights_hash, cfg.policy, false);
   ctx.policy_description = cfg.policy.describe();
   ctx.backend_description = backend.description;
   ctx.self_check_status = std::string(self_check_state_name(cfg.self_check.state));
@@ -173,13 +172,18 @@ int run_serve(ServeOptions& o) {
 
   server::HttpServer http(ctx);
   const int port = http.bind();
+  const std::string tp_note =
+      b.tp ? fmt::format(" over {} tensor-parallel ranks (canonical chunks: o_proj {}, "
+                         "down_proj {})",
+                         b.tp->degree(), b.tp->chunks().o, b.tp->chunks().ffn)
+           : "";
   std::fprintf(stderr,
                "detllm serve: model %s (%s), context %d, KV %d blocks x %d, fingerprint %s, "
-               "%d engine threads, %d HTTP worker threads%s\n",
+               "%d engine threads%s, %d HTTP worker threads%s\n",
                ctx.model_name().c_str(), o.model.empty() ? "default" : o.model.c_str(),
                ctx.max_model_len, cfg.scheduler.kv.n_blocks, cfg.scheduler.kv.block_size,
-               ctx.fingerprint_deterministic.c_str(), o.threads, ctx.options.http_threads,
-               ctx.options.api_key.empty() ? "" : ", API key required");
+               ctx.fingerprint_deterministic.c_str(), o.threads, tp_note.c_str(),
+               ctx.options.http_threads, ctx.options.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "detllm serve: listening on http://%s:%d\n", ctx.options.host.c_str(), port);
   std::fflush(stderr);
 
@@ -327,7 +331,7 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
       ->capture_default_str();
   cmd.add_option("--threads", o->threads,
                  "CPU threads of the engine (results do not depend "
-                 "on it)")
+                 "on it; with --tensor-parallel N, shared by the N ranks)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd.add_option("--deterministic-default", o->deterministic_default,
@@ -339,6 +343,7 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
                       "ones always run invariant): invariant, or fast (no guarantee; cuda: "
                       "default cuBLAS GEMMs in every step that holds no deterministic request; "
                       "the CPU runs the same kernels for both)");
+  add_tensor_parallel_option(cmd, o->backend);
   cmd.add_flag_function(
       "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
       "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "

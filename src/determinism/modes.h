@@ -47,6 +47,12 @@ struct BackendNumerics {
   // CudaOptions::kv_dtype (auto = bf16 on CUDA); the CPU stores fp32 KV only (bf16 refused).
   // Not a mode's choice: the CLI's --kv-dtype sets it (cli/backend.cpp), the same in every mode.
   KvDType kv_dtype = KvDType::kAuto;
+  // The row-parallel layers (o_proj, down_proj) in the model's canonical chunks, summed in the
+  // canonical tree (model/tensor_parallel.h; docs/tensor_parallel.md): the numerics of tensor
+  // parallelism, the same at every degree, so it enters the fingerprint (the chunk counts, by
+  // the backend's build string) and the degree does not. The CLI's --tensor-parallel N sets
+  // it for every N, 1 included; not a mode's choice. The CPU backend only.
+  bool tp_canonical = false;
 };
 
 struct ModeInfo {

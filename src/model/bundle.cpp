@@ -35,6 +35,12 @@ ModelBundle open_model_and_tokenizer(const std::string& path_in,
 
 }  // namespace
 
+LlamaModel& ModelBundle::engine_model() const {
+  if (tp) return tp->leader();
+  check(llama != nullptr, "the model bundle has no forward (no backend installed)");
+  return *llama;
+}
+
 ModelBundle open_model_header(const std::string& path) {
   return open_model_and_tokenizer(path, {}, LoadParts::kConfigOnly);
 }

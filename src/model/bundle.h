@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "model/model_loader.h"
+#include "model/tp_group.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm {
@@ -19,6 +20,12 @@ struct ModelBundle {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<kernels::Ops> ops;
   std::unique_ptr<LlamaModel> llama;
+  // Tensor parallelism (--tensor-parallel, backends::install_backend): the ranks, each with its
+  // own ops; ops and llama are then null and the engine runs the group's leader.
+  std::unique_ptr<TpGroup> tp;
+
+  // The model the engine runs: llama, or tp's leader.
+  LlamaModel& engine_model() const;
 };
 
 // path "" = the embedded default model (error telling how to install it when missing).
