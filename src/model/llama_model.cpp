@@ -381,9 +381,8 @@ LlamaModel::Projection LlamaModel::generate(std::initializer_list<const Syntheti
 
 std::vector<LlamaModel::LinearView> LlamaModel::place_col_chunks(const HostTensor& w,
                                                                  int32_t n_chunks) {
-  check(w.dtype == DType::kF32 && w.shape.size() == 2 && w.shape[1] % n_chunks == 0,
-        "tensor parallelism: a row-parallel weight must be fp32 (tp_rank_weights) with K a "
-        "multiple of its {} chunks",
+  check(w.shape.size() == 2 && w.shape[1] % n_chunks == 0,
+        "tensor parallelism: a row-parallel weight's K must be a multiple of its {} chunks",
         n_chunks);
   const int64_t kc = w.shape[1] / n_chunks;
   std::vector<LinearView> out;

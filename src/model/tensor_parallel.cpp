@@ -11,12 +11,18 @@
 namespace detllm {
 namespace {
 
-// Rows [r0, r0 + n) of an fp32 (rows, cols) tensor.
+// Rows [r0, r0 + n) of a (rows, cols) tensor, in its own dtype (a row is whole in every one).
 HostTensor slice_rows(const HostTensor& t, int64_t r0, int64_t n) {
   const int64_t cols = t.shape.at(1);
   HostTensor s;
   s.shape = {n, cols};
-  s.data.assign(t.data.begin() + r0 * cols, t.data.begin() + (r0 + n) * cols);
+  s.dtype = t.dtype;
+  if (t.dtype == DType::kF32) {
+    s.data.assign(t.data.begin() + r0 * cols, t.data.begin() + (r0 + n) * cols);
+  } else {
+    const int64_t rb = dtype_row_bytes(t.dtype, cols);
+    s.raw.assign(t.raw.begin() + r0 * rb, t.raw.begin() + (r0 + n) * rb);
+  }
   return s;
 }
 
@@ -25,22 +31,8 @@ std::vector<float> slice(const std::vector<float>& v, int64_t i0, int64_t n) {
   return {v.begin() + i0, v.begin() + i0 + n};
 }
 
-// t in fp32: t itself, or its dequantized copy in `scratch` (the same values).
-const HostTensor& as_f32(const HostTensor& t, HostTensor& scratch) {
-  if (t.dtype == DType::kF32) return t;
-  scratch = t;
-  dequantize_tensor(scratch);
-  return scratch;
-}
-
 Linear slice_linear_rows(const Linear& l, int64_t r0, int64_t n) {
-  HostTensor scratch;
-  return {slice_rows(as_f32(l.w, scratch), r0, n), slice(l.bias, r0, n)};
-}
-
-HostTensor slice_cols_f32(const HostTensor& t, int64_t c0, int64_t n) {
-  HostTensor scratch;
-  return tp_slice_cols(as_f32(t, scratch), c0, n);
+  return {slice_rows(l.w, r0, n), slice(l.bias, r0, n)};
 }
 
 }  // namespace
@@ -49,9 +41,24 @@ HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n) {
   const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
   HostTensor s;
   s.shape = {rows, n};
-  s.data.resize(static_cast<size_t>(rows * n));
+  if (t.dtype == DType::kF32) {
+    s.data.resize(static_cast<size_t>(rows * n));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(t.data.begin() + r * cols + c0, n, s.data.begin() + r * n);
+    return s;
+  }
+  const int64_t be = dtype_block_elems(t.dtype);
+  if (c0 % be != 0 || n % be != 0) {  // not on block boundaries: the fp32 values
+    HostTensor f32 = t;
+    dequantize_tensor(f32);
+    return tp_slice_cols(f32, c0, n);
+  }
+  s.dtype = t.dtype;
+  const int64_t bb = dtype_block_bytes(t.dtype);
+  const int64_t rb = cols / be * bb, off = c0 / be * bb, len = n / be * bb;
+  s.raw.resize(static_cast<size_t>(rows * len));
   for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(t.data.begin() + r * cols + c0, n, s.data.begin() + r * n);
+    std::copy_n(t.raw.begin() + r * rb + off, len, s.raw.begin() + r * len);
   return s;
 }
 
@@ -165,14 +172,12 @@ ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c,
                              const TpPartition& p, int32_t rank) {
   check(rank >= 0 && rank < p.degree, "tensor-parallel rank {} outside 0…{}", rank,
         p.degree - 1);
-  // The replicated tensors copied (in fp32), the sharded ones sliced straight from `full`
-  // (no copy of the whole model per rank).
+  // The replicated tensors copied, the sharded ones sliced straight from `full` (no copy of the
+  // whole model per rank), all in their stored dtypes.
   ModelWeights w;
   w.tok_embd = full.tok_embd;
-  dequantize_tensor(w.tok_embd);
   w.out_norm = full.out_norm;
   w.lm_head = full.lm_head;
-  dequantize_tensor(w.lm_head.w);
   w.rope_freq_factors = full.rope_freq_factors;
   const int64_t hd = c.head_dim;
   const int64_t q0 = p.q_first(rank) * hd, nq = p.n_q(rank) * hd;
@@ -189,10 +194,10 @@ ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& c,
     l.wq = slice_linear_rows(f.wq, q0, nq);
     l.wk = slice_linear_rows(f.wk, kv0, nkv);
     l.wv = slice_linear_rows(f.wv, kv0, nkv);
-    l.wo.w = slice_cols_f32(f.wo.w, q0, nq);
+    l.wo.w = tp_slice_cols(f.wo.w, q0, nq);
     l.w_gate = slice_linear_rows(f.w_gate, f0, nf);
     l.w_up = slice_linear_rows(f.w_up, f0, nf);
-    l.w_down.w = slice_cols_f32(f.w_down.w, f0, nf);
+    l.w_down.w = tp_slice_cols(f.w_down.w, f0, nf);
   }
   return w;
 }

@@ -86,14 +86,18 @@ void check_tp_degree(const ModelConfig& config, int32_t degree);
 // Rank `rank`'s own config: its q heads, KV heads and FFN rows (dim, vocab unchanged).
 ModelConfig tp_rank_config(const ModelConfig& config, const TpPartition& part, int32_t rank);
 
-// Rank `rank`'s weights for tp_rank_config, in fp32 (quantized matrices dequantized: the same
-// values, formats/dequant.h): q rows (and biases) of its q heads, k/v rows of its KV heads,
-// gate/up rows of its FFN rows, o and down columns of its K ranges; the rest copied whole.
+// Rank `rank`'s weights for tp_rank_config, in the stored dtypes (tp_slice_cols: a column
+// slice off block boundaries is widened to fp32, the same values): q rows (and biases) of its
+// q heads, k/v rows of its KV heads, gate/up rows of its FFN rows, o and down columns of its K
+// ranges; the rest copied whole.
 ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config,
                              const TpPartition& part, int32_t rank);
 
-// Columns [c0, c0 + n) of an fp32 (rows, cols) host tensor, as a new (rows, n) tensor (rank
-// slices and canonical chunks of the row-parallel weights).
+// Columns [c0, c0 + n) of a (rows, cols) host tensor, as a new (rows, n) tensor (rank slices
+// and canonical chunks of the row-parallel weights): in t's dtype when c0 and n fall on its
+// block boundaries (every column of fp32/f16/bf16; 32 for Q4_0/Q4_1/Q8_0, 256 for the
+// k-quants), else widened to fp32 (formats/dequant.h: the same values, which the CPU backend's
+// block kernels decode with the same bits).
 HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n);
 
 // A rendezvous of n threads that yields while it waits, then sleeps (C++20 atomic wait):

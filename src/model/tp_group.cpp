@@ -1,8 +1,6 @@
 // A tensor-parallel group of ranks as threads (see tp_group.h).
 #include "model/tp_group.h"
 
-#include <optional>
-
 #include "core/error.h"
 
 namespace detllm {
@@ -17,20 +15,10 @@ TpGroup::TpGroup(const ModelConfig& config, const ModelWeights& weights, int32_t
       errors_(static_cast<size_t>(degree)),
       start_(degree),
       done_(degree) {
-  // Quantized weights are widened once for all the ranks (each rank slices the fp32 copy).
-  std::optional<ModelWeights> f32;
-  bool quantized = weights.tok_embd.dtype != DType::kF32 || weights.lm_head.w.dtype != DType::kF32;
-  for (const LayerWeights& l : weights.layers)
-    for (const Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      quantized = quantized || lin->w.dtype != DType::kF32;
-  if (degree > 1 && quantized) {
-    f32.emplace(weights);
-    dequantize_weights(*f32);
-  }
   for (int32_t r = 0; r < degree; ++r) {
     auto rank = std::make_unique<Rank>();
     rank->config = tp_rank_config(config, partition_, r);
-    rank->weights = tp_rank_weights(f32 ? *f32 : weights, config, partition_, r);
+    rank->weights = tp_rank_weights(weights, config, partition_, r);
     rank->ops = make_ops();
     check(rank->ops && rank->ops->host_memory(),
           "tensor parallelism runs on host backends only (ranks as threads)");

@@ -15,9 +15,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant.h"
+#include "formats/dequant.h"
 #include "kernels/ops.h"
 #include "model/decode_steps_util.h"
 #include "model/kv_storage.h"
@@ -161,7 +164,8 @@ TEST(TensorParallel, EveryDegreeGivesTheSameBits) {
 
 // The default model (SmolLM2-135M-Instruct Q4_1: 9 q / 3 KV heads, FFN 1536) through TpGroup,
 // the engine's way: TP 1, 2 and 4 — uneven ranks, and at 4 KV head 2 on two ranks — give the
-// same logit bits over a mixed prefill of 3 prompts and 4 decode steps. Skips when the model is
+// same logit bits over a mixed prefill of 3 prompts and 4 decode steps, and so does TP 2 on the
+// weights widened to fp32 (the ranks hold the file's Q4_1 blocks). Skips when the model is
 // not installed (scripts/setup.sh; $DETLLM_DEFAULT_MODEL).
 TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
   const std::string path = find_default_model();
@@ -173,8 +177,8 @@ TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
   ASSERT_EQ(tp_canonical_chunks(c), (TpChunks{9, 8}));
   DecodeWorld world(3, 16, kBlock, c.vocab_size, 11);
   const std::vector<TestStep> steps = make_steps(world, {5, 2, 7}, 4);
-  auto run = [&](int32_t degree) {
-    TpGroup group(c, m->weights, degree, [] { return kernels::make_cpu_ops(1); });
+  auto run = [&](int32_t degree, const ModelWeights& weights) {
+    TpGroup group(c, weights, degree, [] { return kernels::make_cpu_ops(1); });
     KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
     std::vector<std::vector<float>> out;
     for (const TestStep& st : steps) {
@@ -184,10 +188,46 @@ TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
     }
     return out;
   };
-  const auto one = run(1);
+  const auto one = run(1, m->weights);
   for (int32_t d : {2, 4})
-    EXPECT_EQ(first_difference(run(d), one), -1) << "default model: TP " << d
-                                                 << " differs from TP 1";
+    EXPECT_EQ(first_difference(run(d, m->weights), one), -1)
+        << "default model: TP " << d << " differs from TP 1";
+  // The ranks keep the file's blocks (tp_slice_cols): the bits of their fp32 values.
+  ModelWeights f32 = m->weights;
+  dequantize_weights(f32);
+  EXPECT_EQ(first_difference(run(2, f32), one), -1)
+      << "default model: TP 2 on the widened weights differs from TP 1 on the blocks";
+}
+
+// Column slices keep a block type when they fall on its block boundaries (the ranks keep the
+// file's blocks) and are the fp32 values otherwise; either way the slice holds the values of
+// the same columns of the whole tensor.
+TEST(TensorParallel, ColumnSlicesKeepBlocksOnBlockBoundaries) {
+  const int64_t rows = 3, cols = 128;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  for (DType t : {DType::kQ4_1, DType::kQ8_0, DType::kQ4_0}) {
+    HostTensor q;
+    q.shape = {rows, cols};
+    q.dtype = t;
+    const int64_t rb = dtype_row_bytes(t, cols);
+    q.raw.resize(static_cast<size_t>(rows * rb));
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(t, x.data() + r * cols, q.raw.data() + r * rb, cols);
+    HostTensor whole = q;
+    dequantize_tensor(whole);
+    for (auto [c0, n, keeps] : {std::tuple{32, 64, true}, std::tuple{0, 128, true},
+                                std::tuple{16, 32, false}}) {
+      HostTensor s = tp_slice_cols(q, c0, n);
+      EXPECT_EQ(s.dtype, keeps ? t : DType::kF32) << dtype_name(t) << " " << c0;
+      EXPECT_EQ(s.shape, (std::vector<int64_t>{rows, n}));
+      dequantize_tensor(s);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          ASSERT_EQ(s.data[r * n + c], whole.data[r * cols + c0 + c])
+              << dtype_name(t) << " row " << r << " col " << c0 + c;
+    }
+  }
 }
 
 // The canonical chunks are a (small) numerics change against the one-device model: within a
