@@ -1,8 +1,13 @@
 // AVX2 decoding of GGUF block rows to fp32 with exactly the bits of core/quant.h's scalar
-// decoders: the same integer extraction, then the same fp32 multiply and add per element, each
-// rounded (no FMA: a fused q * d + m would round once and differ). matmul.cpp decodes weight
-// rows with these in registers / L1 and then runs its fp32 micro-kernels, so a quantized
-// matmul has the bits of the fp32 matmul on the dequantized weights.
+// decoders: the same integer extraction, then the same fp32 values per element. Where the
+// scalar decoder multiplies then adds (Q4_1: q * d + m; Q4_K: (d * scale) * q - dmin * min),
+// the product is EXACT in fp32 — q has 4 bits and d (an f16) 11 significant bits, d * scale
+// (6 bits) 17, so q * d has at most 21 of fp32's 24 and is never subnormal — so the one
+// rounding of an FMA equals the scalar's round(round(q * d) + m) bit for bit, in one
+// instruction instead of two. (Q6_K's (d * scale) * q can need 25 bits: it keeps the plain
+// multiply.) matmul.cpp decodes weight rows with these in registers / L1 and then runs its
+// fp32 micro-kernels, so a quantized matmul has the bits of the fp32 matmul on the
+// dequantized weights.
 // Test: build/tests/test_kernels --gtest_filter='*Quant*'.
 #pragma once
 
@@ -22,17 +27,19 @@ inline float load_f16_scalar(const uint8_t* p) {
   return _cvtsh_ss(h);  // F16C: exact, like f16_to_f32
 }
 
-// 16 bytes of nibbles -> the block's 32 quant values as 4 × 8 int32: lanes 0-15 the low
-// nibbles of bytes 0-15, lanes 16-31 the high nibbles.
+// 16 bytes of nibbles -> the block's 32 quant values as 4 × 8 int32: out[g] holds elements
+// 8g..8g+7, i.e. out[0], out[1] the low nibbles of bytes 0-7, 8-15 and out[2], out[3] their
+// high nibbles. Two zero-extending loads of 8 bytes, then a mask or a shift per register (the
+// bytes are zero-extended, so >> 4 needs no mask): 6 instructions for 32 values.
 inline void nibbles_to_i32(const uint8_t* qs, __m256i out[4]) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(bytes, mask);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  out[0] = _mm256_cvtepu8_epi32(lo);
-  out[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
-  out[2] = _mm256_cvtepu8_epi32(hi);
-  out[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i b1 =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0F);
+  out[0] = _mm256_and_si256(b0, mask);
+  out[1] = _mm256_and_si256(b1, mask);
+  out[2] = _mm256_srli_epi32(b0, 4);
+  out[3] = _mm256_srli_epi32(b1, 4);
 }
 
 // Q4_0 block (18 B) -> y[0..32): (q - 8) * d.
@@ -45,14 +52,14 @@ inline void decode_block_q4_0(const uint8_t* b, float* y) {
     _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], eight)), d));
 }
 
-// Q4_1 block (20 B) -> y[0..32): q * d + m (two roundings).
+// Q4_1 block (20 B) -> y[0..32): q * d + m (q * d exact: one FMA rounds as the scalar's add).
 inline void decode_block_q4_1(const uint8_t* b, float* y) {
   const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
   const __m256 m = _mm256_set1_ps(load_f16_scalar(b + 2));
   __m256i q[4];
   nibbles_to_i32(b + 4, q);
   for (int g = 0; g < 4; ++g)
-    _mm256_storeu_ps(y + 8 * g, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q[g]), d), m));
+    _mm256_storeu_ps(y + 8 * g, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[g]), d, m));
 }
 
 // Q8_0 block (34 B) -> y[0..32): q * d.
@@ -88,8 +95,8 @@ inline void decode_block_q4_k(const uint8_t* b, float* y) {
       const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g));
       const __m256i qi =
           _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(q8), shift), mask);
-      _mm256_storeu_ps(y + 32 * s + 8 * g,
-                       _mm256_sub_ps(_mm256_mul_ps(d1, _mm256_cvtepi32_ps(qi)), m1));
+      _mm256_storeu_ps(y + 32 * s + 8 * g,  // d1 * q exact: one FMA rounds as the sub
+                       _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(qi), m1));
     }
   }
 }
@@ -155,7 +162,7 @@ inline void decode_block32_regs(const uint8_t* b, __m256 w[4]) {
     const __m256 m = _mm256_set1_ps(load_f16_scalar(b + 2));
     __m256i q[4];
     nibbles_to_i32(b + 4, q);
-    for (int g = 0; g < 4; ++g) w[g] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q[g]), d), m);
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[g]), d, m);
   } else {
     const __m256 d = _mm256_set1_ps(load_f16_scalar(b));
     __m256i q[4];
