@@ -43,6 +43,10 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   check(o.tensor_parallel >= 0, "--tensor-parallel {}: give a degree of at least 1",
         o.tensor_parallel);
   numerics.tp_canonical = o.tensor_parallel > 0;
+  numerics.cpu_activations = parse_cpu_activations(o.activations);
+  check(!numerics.tp_canonical || numerics.cpu_activations == CpuActivations::kF32,
+        "--activations q8 with --tensor-parallel: the q8 class is not tested across degrees "
+        "yet; use one of the two");
   const NumericsMode mode = numerics.numerics;
   Backend b;
   if (o.backend == "cpu") {
@@ -50,8 +54,13 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
           "--kv-dtype bf16: the cpu backend stores KV in fp32 only; use --kv-dtype fp32 (or "
           "auto), or --backend cuda");
     b.fingerprint_name = "cpu";
-    b.build = std::string(cpu_simd_arch());
-    b.description = fmt::format("cpu; build={}", cpu_simd_arch());  // as docs/server.md shows
+    b.cpu_activations = numerics.cpu_activations;
+    // The default class keeps the build string it always had, so its fingerprints are
+    // unchanged; the q8 class is another numerics and says so.
+    const bool q8 = numerics.cpu_activations == CpuActivations::kQ8;
+    b.build = fmt::format("{}{}", cpu_simd_arch(), q8 ? ";act=q8" : "");
+    b.description = fmt::format("cpu; build={}{}", cpu_simd_arch(),  // as docs/server.md shows
+                                q8 ? "; activations=q8" : "");
     if (numerics.tp_canonical) {
       // --threads is the total: each rank its share (at least one; N > threads oversubscribes).
       const int per_rank = std::max(1, n_threads / o.tensor_parallel);
@@ -60,7 +69,7 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
       b.description += fmt::format("; threads per rank={}", per_rank);
       return b;
     }
-    b.ops = kernels::make_cpu_ops(n_threads);
+    b.ops = kernels::make_cpu_ops(n_threads, numerics.cpu_activations);
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
@@ -69,6 +78,10 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
         "1: the canonical chunks run on the CPU backend only; the CUDA part is item 3 of "
         "docs/tensor_parallel.md's 'Not done yet'); use --backend cpu, or leave the flag out",
         o.tensor_parallel);
+  check(numerics.cpu_activations == CpuActivations::kF32,
+        "--activations q8 is a cpu numerics class (activations rounded to int8 per 32-block "
+        "before quantized matmuls); the cuda backend runs bf16 weights: drop --activations, or "
+        "use --backend cpu");
 #if defined(DETLLM_HAVE_CUDA)
   kernels::CudaOptions cuda = kernels::cuda_options_for(numerics, o.device);
   cuda.gemm_plan_cache = {.enabled = !o.no_gemm_plan_cache, .path = o.gemm_plan_cache};
@@ -108,6 +121,28 @@ std::string gemm_plan_summary(const kernels::Ops& ops) {
 #endif
 }
 
+namespace {
+
+// Whether any matrix of `w` is held in a block type the q8-activation class rounds for.
+bool has_q8_activation_matrix(const ModelWeights& w) {
+  auto eligible = [](DType t) {
+    return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
+  };
+  for (const LayerWeights& l : w.layers)
+    for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (eligible(m->w.dtype)) return true;
+  return eligible(w.lm_head_tensor().dtype);
+}
+
+}  // namespace
+
+void check_activations_apply(const Backend& backend, const ModelWeights& weights) {
+  check(backend.cpu_activations != CpuActivations::kQ8 || has_q8_activation_matrix(weights),
+        "--activations q8: this model holds no Q4_0, Q4_1 or Q8_0 matrix, so there is nothing "
+        "to round activations for (the class would change the fingerprint, not a bit); drop "
+        "--activations q8, or use a GGUF quantized to Q4_0/Q4_1/Q8_0");
+}
+
 std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
                                 const DeterminismPolicy& policy, bool deterministic) {
   FingerprintInputs in;
@@ -121,6 +156,7 @@ std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
 void install_backend(ModelBundle& bundle, Backend& backend) {
   check(backend.ops != nullptr || backend.make_rank_ops,
         "install_backend: the backend was already installed");
+  check_activations_apply(backend, bundle.model->weights);
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();
   bundle.ops.reset();

@@ -25,6 +25,7 @@ struct BackendOptions {
   std::string mode;                    // --mode: one of the five modes; "" = not given
   int device = 0;                      // --device: CUDA device ordinal
   std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 (BackendNumerics)
+  std::string activations = "f32";     // --activations: f32 | q8 (BackendNumerics, cpu only)
   // --gemm-plan-cache PATH / --no-gemm-plan-cache: where CUDA's verified GEMM plans persist
   // (CudaOptions::gemm_plan_cache; "" = the default location). Not numerics: a persisted
   // plan is re-verified bit for bit before use. Ignored by the CPU backend.
@@ -43,13 +44,17 @@ bool cuda_backend_built();
 struct Backend {
   std::unique_ptr<kernels::Ops> ops;
   std::string fingerprint_name;  // FingerprintInputs::backend: "cpu" or "cuda:<device>"
-  std::string build;             // FingerprintInputs::backend_build: SIMD arch, or
+  std::string build;             // FingerprintInputs::backend_build: the SIMD arch (plus
+                                 // ";act=q8" in the q8-activation class), or
                                  // "sm_90a;kv=bf16|fp32" (the KV dtype is numerics)
   std::string description;       // one line for logs and the server's info endpoint
   // --tensor-parallel N (N >= 1): ops is null and install_backend makes a TpGroup of N ranks,
   // each on make_rank_ops(); it appends the canonical chunk counts to build and description.
   int tensor_parallel = 0;
   std::function<std::unique_ptr<kernels::Ops>()> make_rank_ops;
+  // The CPU activation class it was made with (install_backend refuses kQ8 on a model with no
+  // matrix it applies to: the fingerprint would claim a rounding that never happens).
+  CpuActivations cpu_activations = CpuActivations::kF32;
 };
 
 // The --mode given, if any (parsed; throws detllm::Error for an unknown name).
@@ -74,12 +79,16 @@ std::string gemm_plan_summary(const kernels::Ops& ops);
 std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
                                 const DeterminismPolicy& policy, bool deterministic);
 
+// Throws, saying what to do, when `backend` runs --activations q8 and `weights` hold no
+// Q4_0/Q4_1/Q8_0 matrix: the fingerprint would name a rounding that never happens.
+void check_activations_apply(const Backend& backend, const ModelWeights& weights);
+
 // Moves `backend`'s ops into the bundle and rebuilds its LlamaModel on them (weights uploaded
 // to a device backend). open_model_bundle builds on the CPU; this swaps before first use.
 // With backend.tensor_parallel N >= 1 it builds the bundle's TpGroup instead (bundle.tp; the
 // engine runs bundle.engine_model(), its leader) and appends the model's canonical chunk
 // counts to backend.build (the fingerprint) and backend.description; throws detllm::Error,
-// naming the degrees the model allows, for one it does not.
+// naming the degrees the model allows, for one it does not. Calls check_activations_apply first.
 void install_backend(ModelBundle& bundle, Backend& backend);
 
 }  // namespace detllm::backends

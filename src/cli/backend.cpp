@@ -1,6 +1,6 @@
-// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--device` / `--gemm-plan-cache` /
-// `--tensor-parallel` for the CLI commands (backend.h); the factory behind them is
-// backends/backends.cpp.
+// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--activations` / `--device` /
+// `--gemm-plan-cache` / `--tensor-parallel` for the CLI commands (backend.h); the factory behind
+// them is backends/backends.cpp.
 #include "cli/backend.h"
 
 namespace detllm::cli {
@@ -29,6 +29,14 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
                  "on cuda, fp32 on cpu), bf16 (cuda: K/V rounded once when appended, attention on "
                  "the tensor cores) or fp32 (cuda: the CUDA-core attention kernel)")
       ->check(CLI::IsMember({"auto", "bf16", "fp32"}))
+      ->capture_default_str();
+  cmd.add_option("--activations", o.activations,
+                 "cpu: the activation rounding before matmuls on Q4_0/Q4_1/Q8_0 weights, a "
+                 "numerics class in the fingerprint: f32 (the default: no rounding, bits of the "
+                 "fp32 matmul on the dequantized weights, logits within 1e-4 of transformers) or "
+                 "q8 (int8 per 32-block and integer dot products, as llama.cpp: faster "
+                 "single-sequence decode, logits up to ~1 from transformers'; docs/perf.md)")
+      ->check(CLI::IsMember({"f32", "q8"}))
       ->capture_default_str();
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))

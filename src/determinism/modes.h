@@ -53,6 +53,9 @@ struct BackendNumerics {
   // the backend's build string) and the degree does not. The CLI's --tensor-parallel N sets
   // it for every N, 1 included; not a mode's choice. The CPU backend only.
   bool tp_canonical = false;
+  // The CPU backend's activation rounding (policy.h); CUDA has only kF32 (q8 refused). Not a
+  // mode's choice either: the CLI's --activations sets it.
+  CpuActivations cpu_activations = CpuActivations::kF32;
 };
 
 struct ModeInfo {

@@ -41,6 +41,22 @@ KvDType parse_kv_dtype(std::string_view name) {
   throw_error("unknown KV dtype '{}' (valid: auto, bf16, fp32)", name);
 }
 
+std::string_view cpu_activations_name(CpuActivations act) {
+  switch (act) {
+    case CpuActivations::kF32:
+      return "f32";
+    case CpuActivations::kQ8:
+      return "q8";
+  }
+  return "?";
+}
+
+CpuActivations parse_cpu_activations(std::string_view name) {
+  for (CpuActivations a : {CpuActivations::kF32, CpuActivations::kQ8})
+    if (name == cpu_activations_name(a)) return a;
+  throw_error("unknown activation rounding '{}' (valid: f32, q8)", name);
+}
+
 std::string_view determinism_mode_name(DeterminismMode mode) {
   switch (mode) {
     case DeterminismMode::kInvariant:

@@ -24,6 +24,19 @@ enum class KvDType : uint8_t { kAuto, kBF16, kF32 };
 std::string_view kv_dtype_name(KvDType dtype);  // "auto", "bf16", "fp32"
 // Parses the three names; throws detllm::Error listing the valid names otherwise.
 KvDType parse_kv_dtype(std::string_view name);
+// The CPU backend's activation rounding before a matmul on Q4_0 / Q4_1 / Q8_0 weights, a
+// numerics class (it enters the fingerprint through the backend's build string,
+// backends/backends.cpp; the CLI's --activations):
+//   kF32: none (the default); the matmul has the bits of the fp32 matmul on the dequantized
+//         weights — the class the golden logits hold to transformers' within 1e-4.
+//   kQ8:  x rounded to int8 per 32-element block and integer dot products, as llama.cpp does;
+//         defined by kernels/ref/q8_act_ref.h. Faster single-sequence decode, a different
+//         rounding (logits up to ~1.3 from transformers' on the default model). Other weight
+//         types (fp32, f16, bf16, Q4_K, Q6_K) stay on the kF32 path.
+enum class CpuActivations : uint8_t { kF32, kQ8 };
+std::string_view cpu_activations_name(CpuActivations act);  // "f32", "q8"
+// Parses the two names; throws detllm::Error listing the valid names otherwise.
+CpuActivations parse_cpu_activations(std::string_view name);
 // Parses "invariant" / "fast"; throws detllm::Error listing the valid names otherwise.
 NumericsMode parse_numerics_mode(std::string_view name);
 

@@ -309,13 +309,8 @@ class GraphCapture {
 // backend against it.
 std::unique_ptr<Ops> make_ref_ops();
 
-// The CPU backend's activation rounding before a matmul on Q4_0 / Q4_1 / Q8_0 weights: a
-// numerics class (it changes logits, so it belongs in the fingerprint).
-//   kF32: none; the matmul has the bits of the fp32 matmul on the dequantized weights.
-//   kQ8:  x quantized per 32-element block to int8 and integer dot products, as llama.cpp
-//         does; defined by kernels/ref/q8_act_ref.h (name() "cpu-q8"). Other weight types
-//         (fp32, f16, bf16, Q4_K, Q6_K) stay on the kF32 path.
-enum class CpuActivations : uint8_t { kF32, kQ8 };
+// The CPU backend's activation rounding (determinism/policy.h: kF32, or kQ8 = name() "cpu-q8").
+using detllm::CpuActivations;
 
 // The CPU backend (kernels/cpu/): SIMD, n_threads threads splitting rows and output features,
 // never a dot product, so its bits do not depend on n_threads.

@@ -4,6 +4,7 @@ X-Detllm-Determinism header, serves a request that requires its mode and refuses
 requires another; deterministic and other requests are both served (mixed traffic), and a
 deterministic greedy request gives the same tokens and logprobs twice.
 """
+import os
 import subprocess
 
 import pytest
@@ -47,3 +48,53 @@ def test_verified_server_with_window_settings():
         assert err["param"] == "determinism_mode" and "'verified'" in err["message"], err
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+def test_q8_activation_server_is_its_own_numerics_class(server):
+    """`serve --activations q8` (the CPU's llama.cpp-style class, docs/perf.md): a greedy request
+    gives the same token ids and logprobs twice, its logprobs are not the default class's, and
+    its system_fingerprint differs from the default server's (a different rounding, so a
+    response of one is never claimed replayable on the other)."""
+    body = {"model": "default", "prompt": "The capital of France is", "max_tokens": 8,
+            "temperature": 0, "logprobs": 1}
+    base = server.post("/v1/completions", body)
+    assert base.status_code == 200, base.text
+    s = start_server("--activations", "q8", "--no-self-check")
+    try:
+        r = s.post("/v1/completions", body)
+        again = s.post("/v1/completions", body)
+        assert r.status_code == 200 and again.status_code == 200, r.text
+        first, second = r.json(), again.json()
+        lp = lambda j: j["choices"][0]["logprobs"]  # noqa: E731
+        assert lp(first)["token_ids"] == lp(second)["token_ids"]
+        assert lp(first)["token_logprobs"] == lp(second)["token_logprobs"]
+        assert lp(first)["token_logprobs"] != lp(base.json())["token_logprobs"]
+        assert first["system_fingerprint"] == second["system_fingerprint"]
+        assert first["system_fingerprint"] != base.json()["system_fingerprint"]
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_q8_activations_refused_where_they_change_nothing(tmp_path):
+    """--activations q8 on --backend cuda, or on a model with no Q4_0/Q4_1/Q8_0 matrix, is refused
+    by name (the fingerprint would name a rounding that never happens)."""
+    binary = find_binary()
+    if binary is None:
+        pytest.skip("the detllm binary is not built (set DETLLM_BIN)")
+    r = subprocess.run([binary, "generate", "--backend", "cuda", "--activations", "q8", "-n", "1",
+                        "Hi"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--activations q8 is a cpu numerics class" in r.stderr, r.stderr
+    r = subprocess.run([binary, "generate", "--activations", "q4", "Hi"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "q4" in r.stderr, r.stderr
+    seqs = tmp_path / "seqs.json"
+    seqs.write_text("[[1, 2, 3]]")
+    # a tiny transformers-written checkpoint: safetensors, no block types
+    float_model = os.path.join(ROOT, "tests", "data", "loaders", "hf_v5", "llama31")
+    args = [binary, "score", "--model", float_model, "--input", str(seqs), "--output",
+            str(tmp_path / "out.json")]
+    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(args + ["--activations", "q8"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "holds no Q4_0, Q4_1 or Q8_0 matrix" in r.stderr, r.stderr
