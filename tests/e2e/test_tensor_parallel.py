@@ -35,16 +35,17 @@ def generate(*extra):
 @pytest.fixture(scope="module")
 def runs():
     return {tp: generate(*([] if tp is None else ["--tensor-parallel", str(tp)]))
-            for tp in (None, 1, 2)}
+            for tp in (None, 1, 2, 4)}
 
 
 def test_generate_same_ids_and_fingerprint_at_every_degree(runs):
     _, ids1, fp1, _ = runs[1]
-    _, ids2, fp2, log2 = runs[2]
     assert len(ids1) == N_TOKENS
-    assert ids2 == ids1
-    assert fp2 == fp1, "the degree entered the fingerprint"
-    assert "over 2 tensor-parallel ranks" in log2
+    for tp in (2, 4):  # 4: more ranks than the 2 threads and the 3 KV heads
+        _, ids, fp, log = runs[tp]
+        assert ids == ids1, f"TP {tp}"
+        assert fp == fp1, f"TP {tp}: the degree entered the fingerprint"
+        assert f"over {tp} tensor-parallel ranks" in log
     # The canonical chunks are a numerics of their own: not the one-device model's fingerprint.
     assert runs[None][2] != fp1
 
