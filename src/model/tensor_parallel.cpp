@@ -215,6 +215,7 @@ TpRank tp_rank(const TpPartition& p, int32_t rank, TpExchange* exchange) {
 }
 
 void TpBarrier::arrive_and_wait() {
+  if (aborted_.load(std::memory_order_acquire)) throw TpAborted();
   const uint32_t gen = generation_.load(std::memory_order_acquire);
   if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
     count_.store(0, std::memory_order_relaxed);
@@ -222,12 +223,23 @@ void TpBarrier::arrive_and_wait() {
     generation_.notify_all();
     return;
   }
-  for (int i = 0; i < 4096; ++i) {
-    if (generation_.load(std::memory_order_acquire) != gen) return;
-    std::this_thread::yield();
+  bool passed = false;
+  for (int i = 0; i < 4096 && !passed; ++i) {
+    passed = generation_.load(std::memory_order_acquire) != gen;
+    if (!passed) std::this_thread::yield();
   }
-  while (generation_.load(std::memory_order_acquire) == gen)
+  while (!passed) {
     generation_.wait(gen, std::memory_order_acquire);
+    passed = generation_.load(std::memory_order_acquire) != gen;
+  }
+  // abort() moves the generation on too: a waiter it woke did not meet its partners.
+  if (aborted_.load(std::memory_order_acquire)) throw TpAborted();
+}
+
+void TpBarrier::abort() {
+  aborted_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
 }
 
 TpExchange::TpExchange(int32_t degree)

@@ -25,6 +25,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/llama_weights.h"
@@ -100,17 +101,29 @@ ModelWeights tp_rank_weights(const ModelWeights& full, const ModelConfig& config
 // block kernels decode with the same bits).
 HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n);
 
+// Thrown by a rank's exchange when another rank of the group failed (TpExchange::abort): the
+// rank stops instead of waiting for a partner that never comes.
+class TpAborted : public Error {
+ public:
+  TpAborted() : Error("tensor parallelism: another rank of the group failed") {}
+};
+
 // A rendezvous of n threads that yields while it waits, then sleeps (C++20 atomic wait):
 // cheap when the ranks run at once, and it gives the cores away when they do not.
 class TpBarrier {
  public:
   explicit TpBarrier(int32_t n) : n_(n) {}
+  // Throws TpAborted, on arrival or while waiting, once abort() was called.
   void arrive_and_wait();
+  // Wakes every waiter, which throws TpAborted, and makes every later arrival throw. For
+  // good: the group is unusable afterwards.
+  void abort();
 
  private:
   const int32_t n_;
   std::atomic<int32_t> count_{0};
   std::atomic<uint32_t> generation_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 // The exchange of ranks that are threads of one process: a rendezvous of all `degree` ranks.
@@ -123,6 +136,8 @@ class TpExchange {
   // must stay unchanged until the rank's next-but-one exchange (LlamaModel alternates two
   // buffers).
   void all_gather(int32_t rank, const float* local, int64_t n, float* all_out);
+  // A rank failed: every rank in or entering all_gather throws TpAborted (TpBarrier::abort).
+  void abort() { barrier_.abort(); }
 
  private:
   int32_t degree_;

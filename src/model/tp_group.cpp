@@ -1,6 +1,8 @@
 // A tensor-parallel group of ranks as threads (see tp_group.h).
 #include "model/tp_group.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace detllm {
@@ -46,6 +48,7 @@ void TpGroup::worker(size_t rank) {
       job_(rank);
     } catch (...) {
       errors_[rank] = std::current_exception();
+      exchange_.abort();  // the others stop at their next exchange instead of waiting for this one
     }
     done_.arrive_and_wait();
   }
@@ -74,6 +77,9 @@ LlamaModel::StepLogits TpGroup::forward(
     std::span<const int32_t> tokens, const kernels::StepBatch& batch,
     std::span<const int32_t> logit_rows, KvStorage& leader_kv, const DecodePadding& padding,
     const std::function<LlamaModel::StepLogits()>& leader_step) {
+  check(failure_.empty(),
+        "tensor parallelism: the group stopped at an earlier failure and cannot run again ({})",
+        failure_);
   const std::vector<KvStorage*> kv = follower_kv(leader_kv);
   job_ = [&](size_t r) {
     ranks_[r]->model->forward_rank(tokens, batch, logit_rows, *kv[r - 1], padding);
@@ -85,11 +91,24 @@ LlamaModel::StepLogits TpGroup::forward(
     out = leader_step();
   } catch (...) {
     errors_[0] = std::current_exception();
+    exchange_.abort();
   }
-  done_.arrive_and_wait();  // every rank finished it
+  done_.arrive_and_wait();  // every rank finished it, or stopped at an exchange
   job_ = nullptr;
-  for (const std::exception_ptr& e : errors_)
-    if (e) std::rethrow_exception(e);
+  // The first failure that is not another rank's stopping (TpAborted), named by its rank.
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t r = 0; r < errors_.size(); ++r) {
+      if (!errors_[r]) continue;
+      try {
+        std::rethrow_exception(errors_[r]);
+      } catch (const TpAborted& e) {
+        if (pass == 0) continue;
+        failure_ = fmt::format("rank {} of {}: {}", r, ranks_.size(), e.what());
+      } catch (const std::exception& e) {
+        failure_ = fmt::format("rank {} of {}: {}", r, ranks_.size(), e.what());
+      }
+      throw_error("tensor parallelism: {}", failure_);
+    }
   return out;
 }
 

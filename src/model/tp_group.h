@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,9 @@ class TpGroup {
   std::function<void(size_t rank)> job_;
   bool stop_ = false;
   std::vector<std::exception_ptr> errors_;
+  // Set by a step in which a rank failed ("rank R of T: what"): the exchange was aborted, so
+  // the group refuses every later step.
+  std::string failure_;
   TpBarrier start_, done_;
   std::vector<std::thread> threads_;
   std::map<uint64_t, std::vector<std::unique_ptr<KvStorage>>> kv_;  // leader KV id → ranks 1…

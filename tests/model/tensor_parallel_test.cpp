@@ -8,16 +8,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "conformance/delegating_ops.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "formats/dequant.h"
@@ -227,6 +231,58 @@ TEST(TensorParallel, ColumnSlicesKeepBlocksOnBlockBoundaries) {
           ASSERT_EQ(s.data[r * n + c], whole.data[r * cols + c0 + c])
               << dtype_name(t) << " row " << r << " col " << c0 + c;
     }
+  }
+}
+
+// A backend whose GEMMs fail after `ok` of them: one rank's, to stop a group mid-step.
+class FailingOps : public conformance::DelegatingOps {
+ public:
+  explicit FailingOps(int ok) : DelegatingOps(1), ok_(ok) {}
+  void matmul_rounded(const void* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+                      float* y, int64_t ldy) override {
+    if (ok_-- <= 0) throw_error("injected GEMM failure");
+    DelegatingOps::matmul_rounded(x, m, w, bias, y, ldy);
+  }
+
+ private:
+  int ok_;
+};
+
+// A rank that fails mid-step (the leader or another) stops the group with that rank's error —
+// the others stop at their next exchange instead of waiting for it — and the group refuses
+// later steps. A hang fails the test after a minute.
+TEST(TensorParallel, AFailingRankStopsTheGroupWithItsError) {
+  const ModelConfig c = tp4_config();
+  const ModelWeights w = make_synthetic_weights(c, 7);
+  DecodeWorld world(5, 24, kBlock, c.vocab_size, 11);
+  const std::vector<TestStep> steps = make_steps(world);
+  for (int failing : {0, 2}) {
+    int made = 0;
+    TpGroup group(c, w, 4, [&]() -> std::unique_ptr<kernels::Ops> {
+      if (made++ == failing) return std::make_unique<FailingOps>(5);
+      return kernels::make_cpu_ops(1);
+    });
+    KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
+    auto step = [&] {
+      std::vector<float> logits;
+      try {
+        group.leader().forward(steps[0].tokens, steps[0].batch(), steps[0].logit_rows, kv, logits,
+                               GraphMode::kOff);
+        return std::string("no error");
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+    };
+    auto first = std::async(std::launch::async, step);
+    if (first.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "rank " << failing << " failed and the group hangs";
+      std::_Exit(1);
+    }
+    const std::string msg = first.get();
+    EXPECT_NE(msg.find("rank " + std::to_string(failing) + " of 4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("injected GEMM failure"), std::string::npos) << msg;
+    const std::string again = step();
+    EXPECT_NE(again.find("earlier failure"), std::string::npos) << again;
   }
 }
 
