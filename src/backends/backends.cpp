@@ -75,7 +75,7 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
   check(!numerics.tp_canonical,
         "--tensor-parallel {}: the cuda backend has no tensor parallelism yet (not even degree "
-        "1: the canonical chunks run on the CPU backend only; the CUDA part is item 3 of "
+        "1: the canonical chunks run on the CPU backend only; the CUDA part is in "
         "docs/tensor_parallel.md's 'Not done yet'); use --backend cpu, or leave the flag out",
         o.tensor_parallel);
   check(numerics.cpu_activations == CpuActivations::kF32,
