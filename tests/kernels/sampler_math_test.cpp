@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "kernels/sampling/masses_simd.h"
 #include "kernels/sampling/sampler_math.h"
 
 namespace detllm {
@@ -180,6 +181,38 @@ TEST(SamplerMathExact, MassesAreFixedPointWeights) {
   EXPECT_EQ(sm::mass(-std::numeric_limits<float>::infinity(), 3.0f, 1.0), 0u);
   // log_normalizer: Z1 = 2^63 (one token) gives log 1 = 0.
   EXPECT_EQ(sm::log_normalizer(sm::u128(uint64_t{1} << 63)), 0.0);
+}
+
+// masses_simd (the CPU sampler's vocabulary sums) against the scalar mass(), which defines the
+// masses, on 2M random logits and the edges: the max itself (2^63), -inf, gaps at the -746
+// clamp, weights near 2^-63 (masses 0 and 1) and the subnormal range, at temperatures from
+// 1e-3 to 100; lengths that are not multiples of 4.
+TEST(SamplerMassSimd, EqualsTheScalarMassBitForBit) {
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  const float max = 7.25f;
+  x.push_back(max);
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::max());
+  for (float gap : {-43.6682f, -43.668f, -44.0f, -745.0f, -745.13f, -745.2f, -746.0f, -800.0f,
+                    -708.4f, -1e-7f, -1e-30f, 0.0f, -0.0f})
+    x.push_back(max + gap);
+  std::uniform_real_distribution<float> near(-50.0f, 0.0f), wide(-2000.0f, 0.0f);
+  for (int i = 0; i < 1 << 20; ++i) x.push_back(max + near(rng));
+  for (int i = 0; i < 1 << 20; ++i) x.push_back(max + wide(rng));
+  x.push_back(max - 3.0f);  // a tail of 3 after the multiples of 4
+  int64_t mismatches = 0;
+  for (double t : {1.0, 0.7, 1.3, 1e-3, 100.0}) {
+    std::vector<uint64_t> simd(x.size());
+    sm::masses_simd(x.data(), x.size(), max, t, simd.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (simd[i] != sm::mass(x[i], max, t) && ++mismatches <= 5)
+        ADD_FAILURE() << "x " << x[i] << " T " << t << ": " << simd[i] << " vs "
+                      << sm::mass(x[i], max, t);
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(sm::mass(max, max, 1.0), uint64_t{1} << 63);  // the edge the test must reach
 }
 
 }  // namespace
