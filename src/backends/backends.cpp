@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "determinism/fingerprint.h"
+#include "kernels/ref/q8_act_ref.h"
 #include "model/tp_group.h"
 #if defined(DETLLM_HAVE_CUDA)
 #include "kernels/cuda/cuda_ops.h"
@@ -123,15 +124,13 @@ std::string gemm_plan_summary(const kernels::Ops& ops) {
 
 namespace {
 
-// Whether any matrix of `w` is held in a block type the q8-activation class rounds for.
+// Whether any matrix of `w` is held in a block type the q8-activation class rounds for (the
+// CPU backend's own dispatch test, kernels/ref/q8_act_ref.h).
 bool has_q8_activation_matrix(const ModelWeights& w) {
-  auto eligible = [](DType t) {
-    return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
-  };
   for (const LayerWeights& l : w.layers)
     for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      if (eligible(m->w.dtype)) return true;
-  return eligible(w.lm_head_tensor().dtype);
+      if (kernels::ref::q8_act_weight_dtype(m->w.dtype)) return true;
+  return kernels::ref::q8_act_weight_dtype(w.lm_head_tensor().dtype);
 }
 
 }  // namespace
