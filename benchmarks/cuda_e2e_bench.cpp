@@ -132,12 +132,14 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...]\n"
+             "       [--prefill T,...] [--gemv C]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
              "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
-             "--prefill: also time one prompt of T tokens prefilled in one step.\n",
+             "--prefill: also time one prompt of T tokens prefilled in one step.\n"
+             "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
+             "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n",
              argv0);
   return 2;
 }
@@ -177,7 +179,7 @@ std::vector<int> parse_counts(const std::string& list) {
 
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
-  int steps = 20;
+  int steps = 20, gemv = -1;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -191,6 +193,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       prefill_tokens = parse_counts(argv[++i]);
       if (prefill_tokens.empty()) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--gemv") == 0 && i + 1 < argc) {
+      gemv = std::atoi(argv[++i]);
+      if (gemv < -1) return usage(argv[0]);  // make_cuda_ops refuses a config out of range
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -211,6 +216,7 @@ int main(int argc, char** argv) {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
+    fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
 
     double copy = 0;
     {
@@ -237,6 +243,7 @@ int main(int argc, char** argv) {
       const char* mode = mi == 0 ? "invariant" : "fast";
       CudaOptions o;
       o.mode = modes[mi];
+      if (mi == 0) o.gemm_gemv = gemv;
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,
                recipe.bytes(2) * 1e-9);

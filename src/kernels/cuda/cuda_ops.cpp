@@ -27,9 +27,9 @@
 namespace detllm::kernels {
 namespace {
 
-// What CudaOptions::gemm_gemv = -1 runs: off until the bulk-copy GEMV (gemv.cu) has passed its
-// bit tests and beaten the verified cuBLASLt plans on the H200 (docs/cuda.md, "Small-m GEMV").
-// Then cuda::kGemvAuto.
+// What CudaOptions::gemm_gemv = -1 runs: off. The bulk-copy GEMV (gemv.cu) gives the tiles' bits
+// on the H200 but is 0.5-0.85x the verified cuBLASLt plans at m = 1...16 (docs/cuda.md, "Small-m
+// GEMV", 2026-12-02), so the plans would win every bucket anyway.
 constexpr int kGemvDefault = cuda::kGemvOff;
 
 void cuda_check(cudaError_t err, const char* what) {

@@ -58,8 +58,8 @@ struct CudaOptions {
   // GEMM tile variant of each size class: -1 the tuned default; 0…3 for benchmarks and tests.
   // Any value gives the same bits (the K order is fixed by the weight shape alone).
   int gemm_variant = -1;
-  // The GEMM's small-m schedule (gemv.cu) for m ≤ 16: -1 the default (off for now: the bulk-copy
-  // version has not run on a GPU yet, see docs/cuda.md), 0 off (gemm.cu's small tiles), c + 1
+  // The GEMM's small-m schedule (gemv.cu) for m ≤ 16: -1 the default (off: slower than the
+  // verified cuBLASLt plans on the H200, docs/cuda.md "Small-m GEMV"), 0 off (gemm.cu's small tiles), c + 1
   // forces configuration c (0…5; benchmarks, tests). Same bits either way. Off when
   // gemm_variant is set or in the bi-naive mode.
   int gemm_gemv = -1;
