@@ -178,8 +178,10 @@ std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split 
 }
 
 // The tensor-core attention (bf16 KV) with its packed CTA shape forced (0, fast -1: chosen).
-std::unique_ptr<Ops> ops_for_shape(int warps, int m_tiles, int stages, int streams, int fast) {
+std::unique_ptr<Ops> ops_for_shape(int warps, int m_tiles, int stages, int streams, int fast,
+                                   int wgmma = -1) {
   CudaOptions o;
+  o.attention_tc_wgmma = wgmma;
   o.kv_dtype = DType::kBF16;
   o.attention_tc_warps = warps;
   o.attention_tc_m_tiles = m_tiles;
@@ -193,7 +195,7 @@ std::unique_ptr<Ops> ops_for_shape(int warps, int m_tiles, int stages, int strea
 int run_prefill_shapes(const std::vector<int>& lens) {
   struct Shape {
     const char* name;
-    int warps, m_tiles, stages, streams, fast;
+    int warps, m_tiles, stages, streams, fast, wgmma = -1;
   };
   const Shape shapes[] = {{"chosen", 0, 0, 0, 0, -1},
                           {"4 warps × 16 rows", 4, 1, 2, 0, 0},
@@ -202,11 +204,14 @@ int run_prefill_shapes(const std::vector<int>& lens) {
                           {"4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1},
                           {"8 warps × 16 rows", 8, 1, 0, 0, 0},
                           {"4 warps × 32 rows", 4, 2, 2, 1, 0},
-                          {"2 streams × 4 warps × 32 rows", 4, 2, 2, 2, 0}};
+                          {"2 streams × 4 warps × 32 rows", 4, 2, 2, 2, 0},
+                          {"wgmma 4 × 16, 2 tiles, fast path", 4, 1, 2, 0, 1, 1},
+                          {"wgmma 4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1, 1},
+                          {"wgmma 4 × 16, 3 tiles", 4, 1, 3, 0, 0, 1}};
   std::vector<std::unique_ptr<Ops>> ops;
   std::string head = "| prefill (causal) |", rule = "|---|";
   for (const Shape& sh : shapes) {
-    ops.push_back(ops_for_shape(sh.warps, sh.m_tiles, sh.stages, sh.streams, sh.fast));
+    ops.push_back(ops_for_shape(sh.warps, sh.m_tiles, sh.stages, sh.streams, sh.fast, sh.wgmma));
     head += fmt::format(" {} µs (TFLOP/s) |", sh.name);
     rule += "---|";
   }

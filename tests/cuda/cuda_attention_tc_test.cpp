@@ -35,6 +35,7 @@ constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile ed
 // two streams of such 4 warps over alternate splits; zeros (fast -1): chosen by the step.
 struct CtaShape {
   int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
+  int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu)
 };
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
@@ -47,6 +48,7 @@ std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layou
   o.attention_tc_stages = cta.stages;
   o.attention_tc_streams = cta.streams;
   o.attention_tc_fast = cta.fast;
+  o.attention_tc_wgmma = cta.wgmma;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_layout_dependent = layout_dependent;
@@ -195,7 +197,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   // (a warp per token, KV head and run of splits, also for whole prefills).
   const CtaShape ctas[] = {{0, 0, 0, 0, -1}, {1, 1, 0, 0, 0}, {4, 1, 2, 0, 0}, {4, 1, 2, 0, 1},
                           {4, 1, 3, 0, 0},  {4, 1, 3, 0, 1}, {8, 1, 0, 0, 0}, {4, 2, 2, 1, 0},
-                          {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}};
+                          {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}, {4, 1, 2, 0, 0, 1},
+                          {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0}};
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
       for (const CtaShape& cta : ctas) {
@@ -203,7 +206,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         SCOPED_TRACE(::testing::Message()
                      << "decode schedule " << decode << ", split placement " << split_blocks
                      << ", warps " << cta.warps << " × m-tiles " << cta.m_tiles << ", stages "
-                     << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast);
+                     << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast
+                     << ", wgmma " << cta.wgmma);
         auto ops = tc_ops(split_blocks, cta, false, decode);
         run_schedules(*ops, shape, base);
       }
@@ -222,9 +226,11 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
   // Chosen shapes (the whole prefill on 32-row warps, chunks of 7 on 16-row warps), and the
   // 32-row warps forced on both.
   for (const CtaShape cta : {CtaShape{0, 0, 0, 0, -1}, CtaShape{4, 1, 3, 0, 1},
-                             CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0}}) {
+                             CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0},
+                             CtaShape{4, 1, 3, 0, 1, 1}}) {
     SCOPED_TRACE(::testing::Message() << "warps " << cta.warps << ", m-tiles " << cta.m_tiles
-                                      << ", streams " << cta.streams << ", fast " << cta.fast);
+                                      << ", streams " << cta.streams << ", fast " << cta.fast
+                                      << ", wgmma " << cta.wgmma);
     auto ops = tc_ops(-1, cta, /*layout_dependent=*/true);
     DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
     base.step({{0, 0, kLen}});

@@ -192,6 +192,9 @@ struct TcSchedule {
   int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
   int streams = 0;  // 2-m-tile CTAs: 0 chosen; 1; 2 (8 warps, two streams over alternate splits)
   int fast = -1;    // 4 warps of 16 rows: the unmasked tiles' fast path, -1 chosen, 0 off, 1 on
+  int wgmma = -1;   // the warpgroup schedule (attention_wg.cu) for the packed CTAs of 4 warps ×
+                    // 16 rows: -1 chosen (non-decode-like steps, no CTA shape forced), 0 never,
+                    // 1 wherever it applies (head_dim 128; stages and fast as above)
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
@@ -201,6 +204,12 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
 // it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (force_split:
 // -1 chosen, 0 every split of a row in one warp, 1 a warp a split; ring: TcSchedule::decode_ring).
 bool attention_tc_decode_applies(const AttentionArgs& a);
+// The warpgroup schedule itself (attention_wg.cu; launch_attention_tc picks it): attention_tc's
+// CTA of 4 warps × 16 rows (tq tokens, a ring of `stages` K/V tiles: 2 or 3, the fast path)
+// with the products on wgmma; the same bits.
+bool attention_wg_supported(int32_t head_dim, int32_t n_rep);  // head_dim 128
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast,
+                                float* scratch, bool split, cudaStream_t stream);
 bool attention_tc_decode_ring_supported(int ring);
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
                                        int ring, cudaStream_t stream);

@@ -94,4 +94,54 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// ---- warpgroup MMA (wgmma, sm_90a) -------------------------------------------------------
+// A 64-bit shared-memory matrix descriptor of a 128-byte-swizzled operand: rows of 128 bytes
+// whose 16-byte chunks are XORed with (row % 8), in atoms of 8 rows (1024 bytes, 1024-aligned);
+// the start address may move by 32 bytes inside an atom's row (a k16 step of a K-major
+// operand). Both byte offsets are 1024 (the next 8-row group), so the descriptor reads one
+// 64-element-wide atom column (N = 64), whatever the major-ness.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
+  constexpr uint64_t kGroup = 1024 >> 4;
+  return (uint64_t{(smem_addr & 0x3FFFF) >> 4}) | (kGroup << 16) | (kGroup << 32) |
+         (uint64_t{1} << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Pins the accumulators of in-flight warpgroup MMAs in program order: the compiler sees the wgmma
+// asm as producing them at issue, so without this it may move their readers (or writers) across
+// wgmma_wait0 / wgmma_fence. Call it on every accumulator before the fence and after the wait.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+// Makes this thread's generic-proxy writes to shared memory (cp.async, stores) visible to the
+// async proxy (wgmma reads its B operand through it).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// d (64×64 fp32 over the warpgroup; per warp its 16 rows in the m16n8 C layout, d[j] = n8
+// tile j) += a (64×16 bf16 from registers, per warp the m16n8k16 A fragment of its 16 rows) ·
+// b (16×64 bf16 at descriptor `b`; TRANS_B = 0: K-major, 1: N-major). Every warp of the
+// warpgroup must issue it (after wgmma_fence; complete at wgmma_wait0).
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4],
+                                                   uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %37;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS_B), "r"(1));
+}
+
 }  // namespace detllm::kernels::cuda::ptx

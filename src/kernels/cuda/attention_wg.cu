@@ -1,0 +1,322 @@
+// The tensor-core attention's warpgroup schedule (wgmma, sm_90a) for prefill, chunks and mixed
+// steps: attention_tc.cu's packed CTA of 4 warps × 16 rows (the same grid: rows, KV tiles of
+// kKvTile positions aligned to 0, splits of kTcSplit, the same split placements and merge), with
+// the two products on warpgroup MMAs that read K and V from shared memory once for all 64 rows
+// instead of once per warp through ldmatrix.
+//
+// Why the bits are attention_tc.cu's (design.md Rule 2; the tests force this schedule and
+// compare every row against the other schedules):
+//   - per element, S = Q·Kᵀ is the same chain of k16 MMA steps over the head dims ascending,
+//     from zero accumulators (wgmma with scale-d = 1 on zeroed registers, as mma.sync adds its
+//     zero C), and O += P·V the same chain over the tile's positions in k16 steps ascending;
+//     wgmma's k16 step gives mma.sync's bits (design.md section 6 measured both in one GEMM);
+//   - wgmma's register fragments are mma.sync's: a warp's A is the m16n8k16 A fragment of its
+//     16 rows (load_q_fragments, and P packed from S as tile_values does), and its part of the
+//     64×64 accumulator is eight m16n8 C tiles, so tile_softmax runs unchanged on them (row
+//     max and sum over the thread's 16 values in column order, then xor-shuffles 1, 2);
+//   - O's 128 columns are two 64-column MMAs (one per 64-dim panel of V): the columns do not
+//     interact, so the split changes no element.
+// K/V tiles in shared memory: per 64-dim panel, 64 rows of 128 bytes with the 16-byte chunks
+// XORed by (row % 8) (the 128-byte swizzle wgmma reads), 1024-byte aligned.
+// Tests: test_cuda --gtest_filter='CudaAttentionTc*' (TcSchedule::wgmma = 1 forces it); bench:
+// cuda_attention_bench --wgmma.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention_tc_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace detllm::kernels::cuda {
+
+namespace {
+
+using namespace tc;
+using ptx::fence_proxy_async_smem;
+using ptx::wgmma_commit;
+using ptx::wgmma_desc_sw128;
+using ptx::wgmma_fence;
+using ptx::wgmma_fence_operands;
+using ptx::wgmma_m64n64k16_rs;
+using ptx::wgmma_wait0;
+
+constexpr int kWgWarps = 4;                  // one warpgroup: 64 rows
+constexpr int kPanelBytes = kKvTile * 128;   // 64 rows × 64 bf16 dims
+template <int HD>
+constexpr int kTileBytes = (HD / 64) * kPanelBytes;
+
+// Byte offset of 16-byte chunk c (8 dims) of row j in a tile.
+__device__ __forceinline__ int wg_chunk_at(int j, int c) {
+  return (c >> 3) * kPanelBytes + j * 128 + (((c & 7) ^ (j & 7)) << 4);
+}
+
+// S (the warp's 16 rows × 64 positions, m16n8 C tiles) = Q·Kᵀ over the K tile at shared address
+// `k_tile`: k16 steps over the head dims ascending, from zero.
+template <int HD>
+__device__ __forceinline__ void wg_qk(uint32_t k_tile, const uint32_t (&qf)[HD / 16][4],
+                                      float (&s)[kKvTile / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kKvTile / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  wgmma_fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk)
+    wgmma_m64n64k16_rs<0>(s, qf[kk],
+                          wgmma_desc_sw128(k_tile + (kk >> 2) * kPanelBytes + (kk & 3) * 32));
+  wgmma_commit();
+  wgmma_wait0();
+  wgmma_fence_operands(s);
+}
+
+// o += P (bf16, from S) · V over the V tile at `v_tile`: k16 steps over the positions
+// ascending, one 64-column MMA per panel of head dims.
+template <int HD>
+__device__ __forceinline__ void wg_pv(uint32_t v_tile, const float (&s)[kKvTile / 8][4],
+                                      SplitState<HD>& st) {
+  uint32_t pa[kKvTile / 16][4];
+#pragma unroll
+  for (int j = 0; j < kKvTile / 16; ++j) {
+    pa[j][0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
+    pa[j][1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
+    pa[j][2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+    pa[j][3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+  }
+  wgmma_fence_operands(st.o);
+  wgmma_fence();
+#pragma unroll
+  for (int p = 0; p < HD / 64; ++p) {
+    float(&o)[8][4] = *reinterpret_cast<float(*)[8][4]>(&st.o[8 * p][0]);
+#pragma unroll
+    for (int j = 0; j < kKvTile / 16; ++j)
+      wgmma_m64n64k16_rs<1>(o, pa[j], wgmma_desc_sw128(v_tile + p * kPanelBytes + j * 16 * 128));
+  }
+  wgmma_commit();
+  wgmma_wait0();
+  wgmma_fence_operands(st.o);
+}
+
+// grid (ceil(n_tokens / tq), n_kv_heads, split_blocks ? max_splits : 1), block 128 threads;
+// everything as attention_tc_kernel<HD, 4, ST, FAST> except where the products run.
+template <int HD, int ST, bool FAST>
+__global__ void __launch_bounds__(kWgWarps * 32)
+    attention_wg_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
+                        int max_splits, bool split_blocks) {
+  static_assert(HD == 64 || HD == 128, "whole 64-dim panels");
+  static_assert(ST >= 2, "a ring of two tiles at least");
+  constexpr int DT = HD / 8;  // n-tiles of O
+  constexpr int CH = HD / 8;  // 16-byte chunks of one K/V row
+  constexpr int kRowsPerPass = kWgWarps * 32 / CH;
+  static_assert(kKvTile % kRowsPerPass == 0, "whole rows per pass");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The ring, 1024-byte aligned (the swizzle atoms): ST × (K tile, V tile).
+  const uint32_t raw = ptx::smem_u32(smem_raw);
+  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  unsigned char* ring = smem_raw + pad;
+  const uint32_t ring_u32 = raw + pad;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gq = lane >> 2, cq = lane & 3;
+  const int g = blockIdx.y;
+  const int n_rep = a.n_heads / a.n_kv_heads;
+  const int t_begin = (gridDim.x - 1 - blockIdx.x) * tq;
+  const int t_end = min(t_begin + tq, a.n_tokens);
+
+  int row_t[2], row_h[2], row_pos[2];
+  bool row_ok[2];
+  const float* qr[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp * kWarpRows + gq + 8 * i;
+    const int t = t_begin + r / n_rep;
+    row_ok[i] = r < tq * n_rep && t < t_end;
+    row_t[i] = t;
+    row_h[i] = g * n_rep + r % n_rep;
+    row_pos[i] = row_ok[i] ? a.positions[t] : -1;
+    qr[i] = row_ok[i] ? a.q + (static_cast<int64_t>(t) * a.n_heads + row_h[i]) * HD : nullptr;
+  }
+  uint32_t qf[HD / 16][4];
+  load_q_fragments<HD>(qf, qr, cq);
+
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
+  float O[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) O[dt][0] = O[dt][1] = O[dt][2] = O[dt][3] = 0.0f;
+
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;
+
+  for (int seg_begin = t_begin; seg_begin < t_end;) {
+    const int seq = a.seq_of_token[seg_begin];
+    int max_pos;
+    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    int lim[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      lim[i] = row_ok[i] && row_t[i] >= seg_begin && row_t[i] < seg_end ? row_pos[i] : -1;
+    int warp_min = -1;
+    if constexpr (FAST) {
+      warp_min = min(lim[0], lim[1]);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+        warp_min = min(warp_min, __shfl_xor_sync(kFull, warp_min, off));
+    }
+    const int n_splits = max_pos / kTcSplit + 1;
+    int z_begin = 0, z_end = n_splits;
+    if (split_blocks) {
+      z_begin = blockIdx.z;
+      z_end = z_begin + 1;
+    }
+    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    if (z_begin >= n_splits) {
+      seg_begin = seg_end;
+      continue;
+    }
+    const int range_begin = z_begin * kTcSplit;
+    const int range_end = min(min(z_end, n_splits) * kTcSplit, max_pos + 1);
+    const int n_tiles = (range_end - range_begin + kKvTile - 1) / kKvTile;
+    {
+      auto load_tile = [&](int buf, int start) {
+        unsigned char* kb = ring + buf * 2 * kTileBytes<HD>;
+        unsigned char* vb = kb + kTileBytes<HD>;
+        const int p0 = start + lane, p1 = p0 + 32;
+        const int s0 =
+            p0 < range_end ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
+        const int s1 =
+            p1 < range_end ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
+        const int c = threadIdx.x % CH;
+#pragma unroll
+        for (int k = 0; k < kKvTile / kRowsPerPass; ++k) {
+          const int j = threadIdx.x / CH + kRowsPerPass * k;
+          const int a0 = __shfl_sync(kFull, s0, j & 31), a1 = __shfl_sync(kFull, s1, j & 31);
+          const int slot = j < 32 ? a0 : a1;
+          const int at = wg_chunk_at(j, c);
+          if (slot >= 0) {
+            const int64_t base = static_cast<int64_t>(slot) * kv_stride + g * HD + c * 8;
+            cp_async16(kb + at, a.k_bf16 + base);
+            cp_async16(vb + at, a.v_bf16 + base);
+          } else {  // never read from the cache: zeros (V must be finite where p = 0)
+            *reinterpret_cast<uint4*>(kb + at) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(vb + at) = make_uint4(0, 0, 0, 0);
+          }
+        }
+      };
+      SplitState<HD> st;
+      st.reset();
+
+#pragma unroll
+      for (int p = 0; p < ST - 1; ++p) {
+        if (p < n_tiles) load_tile(p, range_begin + p * kKvTile);
+        cp_async_commit();
+      }
+      int buf = 0;
+      for (int f = 0; f < n_tiles; ++f) {
+        const int start = range_begin + f * kKvTile;
+        const int z = start / kTcSplit, first = z * kTcSplit;
+        if (start == first) st.reset();
+        cp_async_wait<ST - 2>();   // this thread's copies of tile f have landed
+        fence_proxy_async_smem();  // and are visible to the warpgroup MMA
+        __syncthreads();           // everyone's, and everyone is done with tile f − 1
+        const int nb = buf == 0 ? ST - 1 : buf - 1;  // tile f − 1's slot: tile f + ST − 1's
+        if (f + ST - 1 < n_tiles) load_tile(nb, start + (ST - 1) * kKvTile);
+        cp_async_commit();
+        {
+          // Every warp runs every tile (the MMAs are the warpgroup's); a tile past all of a
+          // warp's rows leaves their state bit-identical (masked scores, c = 1).
+          float s[kKvTile / 8][4];
+          const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
+          wg_qk<HD>(kt, qf, s);
+          if (FAST && start + kKvTile - 1 <= warp_min) {
+            tile_softmax<HD, false>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+          } else {
+            tile_softmax<HD, true>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+          }
+          wg_pv<HD>(kt + kTileBytes<HD>, s, st);
+        }
+        buf = buf + 1 == ST ? 0 : buf + 1;
+        if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          if (lim[i] < first) continue;
+          if (split_blocks) {
+            store_partial<HD>(partials, static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i],
+                              max_splits, z, st, i);
+          } else {
+            const MergeWeights w = merge_state(M[i], L[i], st.m[i], st.l[i]);
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+              O[dt][2 * i] = merge_value(O[dt][2 * i], st.o[dt][2 * i], w);
+              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], st.o[dt][2 * i + 1], w);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // the ring is free for the next segment's tiles
+    seg_begin = seg_end;
+  }
+  if (split_blocks) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!row_ok[i]) continue;
+    const int64_t at = (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      const float2 v =
+          make_float2(__fdiv_rn(O[dt][2 * i], L[i]), __fdiv_rn(O[dt][2 * i + 1], L[i]));
+      if (a.out_bf16 != nullptr) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        *reinterpret_cast<__nv_bfloat162*>(a.out_bf16 + at + dt * 8 + 2 * cq) = b;
+      } else {
+        *reinterpret_cast<float2*>(a.out + at + dt * 8 + 2 * cq) = v;
+      }
+    }
+  }
+}
+
+template <int HD, int ST, bool FAST>
+cudaError_t launch_wg(const AttentionArgs& a, int tq, float* scratch, bool split,
+                      cudaStream_t stream) {
+  const int max_splits = max_splits_of(a);
+  constexpr size_t smem = size_t(ST) * 2 * kTileBytes<HD> + 1024;  // + the alignment pad
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      attention_wg_kernel<HD, ST, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(smem));
+  cudaError_t err = attr;
+  if (err != cudaSuccess) return err;
+  const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
+  attention_wg_kernel<HD, ST, FAST>
+      <<<grid, kWgWarps * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch, max_splits, split);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || !split) return err;
+  return launch_merge_partials<HD>(a, scratch, max_splits, stream);
+}
+
+template <int HD>
+cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, float* scratch,
+                         bool split, cudaStream_t stream) {
+  if (stages == 2) {
+    if (fast) return launch_wg<HD, 2, true>(a, tq, scratch, split, stream);
+    return launch_wg<HD, 2, false>(a, tq, scratch, split, stream);
+  }
+  if (fast) return launch_wg<HD, 3, true>(a, tq, scratch, split, stream);
+  return launch_wg<HD, 3, false>(a, tq, scratch, split, stream);
+}
+
+}  // namespace
+
+// head_dim 128 only. At head_dim 64 (SmolLM2's shape) the same kernel failed the tests on the
+// H200 with the fast path or the 3-tile ring (rows past the first KV tile wrong, against the
+// reference too: 0.129 for 0.117), and passed with neither: a defect not found yet (the 64-dim
+// instantiation differs only in one panel and four k-steps). Refused there until it is.
+bool attention_wg_supported(int32_t head_dim, int32_t n_rep) {
+  return head_dim == 128 && n_rep >= 1 && n_rep <= kWgWarps * kWarpRows;
+}
+
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast,
+                                float* scratch, bool split, cudaStream_t stream) {
+  if (!attention_wg_supported(a.head_dim, a.n_heads / a.n_kv_heads)) return cudaErrorInvalidValue;
+  if (a.head_dim == 64) return launch_wg_hd<64>(a, tq, stages, fast, scratch, split, stream);
+  return launch_wg_hd<128>(a, tq, stages, fast, scratch, split, stream);
+}
+
+}  // namespace detllm::kernels::cuda
