@@ -8,8 +8,9 @@
 //    for every split placement (in the row's CTA, a CTA per split + merge, chosen), every
 //    CTA shape (1, 4 or 8 warps of 16 rows, 4 also with a ring of 3 K/V tiles and/or the
 //    unmasked fast path; 4 warps of 32 rows with a ring of 2 or 3 tiles, or two streams of
-//    them over alternate splits; chosen) and both schedules (packed CTAs; a warp per token, KV
-//    head and run of splits — forced on every step, too);
+//    them over alternate splits; chosen; the 4 × 16 CTA on warpgroup MMAs, attention_wg.cu,
+//    with a ring of 2 or 3 tiles and/or the fast path, and kept off) and both schedules
+//    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>

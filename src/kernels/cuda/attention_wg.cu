@@ -18,8 +18,10 @@
 //     interact, so the split changes no element.
 // K/V tiles in shared memory: per 64-dim panel, 64 rows of 128 bytes with the 16-byte chunks
 // XORed by (row % 8) (the 128-byte swizzle wgmma reads), 1024-byte aligned.
-// Tests: test_cuda --gtest_filter='CudaAttentionTc*' (TcSchedule::wgmma = 1 forces it); bench:
-// cuda_attention_bench --wgmma.
+// Chosen for non-decode-like steps at head_dim 128 (attention_tc.cu's tc_shape; head_dim 64 is
+// refused: attention_wg_supported). Tests: test_cuda --gtest_filter='*CudaAttentionTc*'
+// (TcSchedule::wgmma = 1 forces it, 0 keeps it off); bench: cuda_attention_bench
+// --prefill-shapes (its "wgmma" columns).
 #include <cuda_bf16.h>
 
 #include <cmath>
