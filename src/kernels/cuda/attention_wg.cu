@@ -306,10 +306,12 @@ cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, 
 
 }  // namespace
 
-// head_dim 128 only. At head_dim 64 (SmolLM2's shape) the same kernel failed the tests on the
-// H200 with the fast path or the 3-tile ring (rows past the first KV tile wrong, against the
-// reference too: 0.129 for 0.117), and passed with neither: a defect not found yet (the 64-dim
-// instantiation differs only in one panel and four k-steps). Refused there until it is.
+// head_dim 128 only. At head_dim 64 CUDA 13.0's ptxas compiles the fast-path kernels so that
+// the registers holding Q's fragments (the QK wgmma's A operand) are reused for the softmax
+// inside the KV-tile loop: from the second tile on S is computed from garbage (on the H200:
+// rows past the first tile wrong, 0.129 for 0.117). scripts/check_wgmma_sass.py finds it in
+// the SASS (CTest cuda_static.*, in CI). Refused there until Q comes from shared memory (the
+// wgmma SS form) or a compiler keeps the registers; the 128-dim kernels pass the check.
 bool attention_wg_supported(int32_t head_dim, int32_t n_rep) {
   return head_dim == 128 && n_rep >= 1 && n_rep <= kWgWarps * kWarpRows;
 }

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Static check of the warpgroup attention's machine code (attention_wg.cu), no GPU needed.
+
+ptxas (CUDA 13.0) was seen compiling two of the eight attention_wg_kernel instantiations
+(head_dim 64 with the fast path) so that the registers holding Q's fragments, the A operand
+of the QK wgmma (HGMMA ... Rn, gdesc, ...), were reused for other values inside the KV-tile
+loop: from the second tile on, S was computed from garbage. The GPU tests caught it
+(docs/cuda.md, "The warpgroup schedule"); this check catches it from the SASS, so CI does too.
+
+For every attention_wg_kernel in the object file: the QK HGMMAs are the ones without .tnspB;
+Q's fragments live in their A registers (4 each) from before the loop to the kernel's end, so
+no instruction after the first HGMMA may write any of them. Prints one line per kernel, and
+exits 1 if one is written (with the offending instructions), 2 if the tools or kernels are
+missing. Needs cuobjdump and nvdisasm on PATH (or in $CUDA_BIN_DIR): the toolkit's, or the
+PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (scripts/bootstrap.sh installs
+them into .venv when the CUDA build is on).
+
+A write is flagged even if it were a legitimate restore (a spill of Q reloaded before the next
+QK): the check is conservative, and then the SASS must be read.
+
+Usage: scripts/check_wgmma_sass.py BUILD_DIR_OR_OBJECT [--allow-refused]
+  (CTest cuda.wgmma_sass runs it on the CUDA build with --allow-refused)
+  --allow-refused: a clobbered kernel of a head dim attention_wg_supported refuses (64) is
+  reported but does not fail the check.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+KERNEL = re.compile(r"Function : (\S*attention_wg_kernelILi(\d+)ELi(\d+)ELb(\d)E\S*)")
+INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+HGMMA_QK = re.compile(r"HGMMA\.\S+ R\d+, R(\d+), gdesc\[[^\]]+\](?!\.tnspB)")
+# The destination of an instruction: its first operand after the opcode (and predicate).
+DEST = re.compile(r"^(?:@!?U?P\w+\s+)?[A-Z][A-Z0-9_.]*\s+R(\d+)\b")
+WIDTH = re.compile(r"\.(64|128)\b")
+REFUSED_HEAD_DIMS = {64}  # attention_wg_supported: head_dim 128 only
+
+
+def wheel_bin_dirs():
+    """bin/ folders of the nvidia-cuda-* wheels in this Python's site-packages."""
+    import glob
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [d for loc in spec.submodule_search_locations for d in glob.glob(os.path.join(loc, "*", "bin"))]
+
+
+def tool(name):
+    dirs = [os.environ.get("CUDA_BIN_DIR"), *wheel_bin_dirs(), os.path.dirname(sys.executable)]
+    for d in filter(None, dirs):
+        p = os.path.join(d, name)
+        if os.path.isfile(p):
+            if not os.access(p, os.X_OK):
+                os.chmod(p, 0o755)  # wheels may unpack without the execute bit
+            return p
+    return shutil.which(name)
+
+
+def find_object(arg):
+    if os.path.isfile(arg):
+        return arg
+    for root, _, files in os.walk(arg):
+        for f in files:
+            if f == "attention_wg.cu.o":
+                return os.path.join(root, f)
+    return None
+
+
+def written_regs(insn):
+    m = DEST.match(insn)
+    if not m:
+        return set()
+    first = int(m.group(1))
+    opcode = insn.split()[1] if insn.startswith("@") else insn.split()[0]
+    w = WIDTH.search(opcode)
+    n = {"64": 2, "128": 4}.get(w.group(1), 1) if w else 1
+    if opcode.startswith("HGMMA"):
+        return set()  # writes its accumulator block, checked below as an accumulator
+    return set(range(first, first + n))
+
+
+def check(sass):
+    kernels = []
+    cur = None
+    for line in sass.splitlines():
+        k = KERNEL.search(line)
+        if k:
+            cur = {"name": k.group(1), "hd": int(k.group(2)), "st": int(k.group(3)),
+                   "fast": k.group(4) == "1", "insns": []}
+            kernels.append(cur)
+            continue
+        if cur is None:
+            continue
+        m = INSN.search(line)
+        if m:
+            cur["insns"].append((m.group(1), m.group(2).strip()))
+    return kernels
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    allow_refused = "--allow-refused" in sys.argv
+    if len(args) != 1:
+        print(__doc__)
+        return 2
+    obj = find_object(args[0])
+    if obj is None:
+        print(f"check_wgmma_sass: no attention_wg.cu.o under {args[0]} (a CUDA build?)")
+        return 2
+    cuobjdump, nvdisasm = tool("cuobjdump"), tool("nvdisasm")
+    if not cuobjdump or not nvdisasm:
+        print("check_wgmma_sass: cuobjdump and nvdisasm are needed (pip install "
+              "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or the CUDA toolkit's)")
+        return 2
+    env = dict(os.environ, PATH=os.path.dirname(nvdisasm) + os.pathsep + os.environ.get("PATH", ""))
+    out = subprocess.run([cuobjdump, "-sass", obj], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        print(f"check_wgmma_sass: cuobjdump failed: {out.stderr.strip()}")
+        return 2
+    kernels = check(out.stdout)
+    if not kernels:
+        print(f"check_wgmma_sass: no attention_wg_kernel in {obj}")
+        return 2
+    failed = False
+    for k in kernels:
+        insns = k["insns"]
+        qk = [i for i, (_, s) in enumerate(insns) if HGMMA_QK.search(s)]
+        label = f"head_dim {k['hd']}, ring {k['st']}, fast path {'on' if k['fast'] else 'off'}"
+        if not qk:
+            print(f"FAIL {label}: no QK HGMMA with a register A operand found")
+            failed = True
+            continue
+        a_regs = set()
+        for i in qk:
+            base = int(HGMMA_QK.search(insns[i][1]).group(1))
+            a_regs |= set(range(base, base + 4))
+        clobbers = [(addr, s) for addr, s in insns[qk[0] + 1:] if written_regs(s) & a_regs]
+        if clobbers:
+            refused = k["hd"] in REFUSED_HEAD_DIMS
+            verdict = "refused head dim, not run" if refused and allow_refused else "FAIL"
+            print(f"{verdict} {label}: {len(clobbers)} writes to Q's registers "
+                  f"(R{min(a_regs)}..R{max(a_regs)}) after the first QK HGMMA, e.g.")
+            for addr, s in clobbers[:3]:
+                print(f"    /*{addr}*/ {s}")
+            if not (refused and allow_refused):
+                failed = True
+        else:
+            print(f"ok   {label}: Q's registers R{min(a_regs)}..R{max(a_regs)} are not written "
+                  f"after the first of {len(qk)} QK HGMMAs")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
