@@ -207,7 +207,9 @@ int run_prefill_shapes(const std::vector<int>& lens) {
                           {"2 streams × 4 warps × 32 rows", 4, 2, 2, 2, 0},
                           {"wgmma 4 × 16, 2 tiles, fast path", 4, 1, 2, 0, 1, 1},
                           {"wgmma 4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1, 1},
-                          {"wgmma 4 × 16, 3 tiles", 4, 1, 3, 0, 0, 1}};
+                          {"wgmma 4 × 16, 3 tiles", 4, 1, 3, 0, 0, 1},
+                          {"wgmma, Q in shared memory, 3 tiles, fast path", 4, 1, 3, 0, 1, 2},
+                          {"wgmma, Q in shared memory, 2 tiles, fast path", 4, 1, 2, 0, 1, 2}};
   std::vector<std::unique_ptr<Ops>> ops;
   std::string head = "| prefill (causal) |", rule = "|---|";
   for (const Shape& sh : shapes) {

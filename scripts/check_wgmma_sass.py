@@ -9,7 +9,9 @@ loop: from the second tile on, S was computed from garbage. The GPU tests caught
 
 For every attention_wg_kernel in the object file: the QK HGMMAs are the ones without .tnspB;
 Q's fragments live in their A registers (4 each) from before the loop to the kernel's end, so
-no instruction after the first HGMMA may write any of them. Prints one line per kernel, and
+no instruction after the first HGMMA may write any of them; and no register A operand of any
+HGMMA (P of the PV ones too) may be written before the WARPGROUP.DEPBAR that completes it.
+Kernels with Q in shared memory (the SS form) must have no register-A QK HGMMA at all. Prints one line per kernel, and
 exits 1 if one is written (with the offending instructions), 2 if the tools or kernels are
 missing. Needs cuobjdump and nvdisasm on PATH (or in $CUDA_BIN_DIR): the toolkit's, or the
 PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (scripts/bootstrap.sh installs
@@ -29,9 +31,11 @@ import shutil
 import subprocess
 import sys
 
-KERNEL = re.compile(r"Function : (\S*attention_wg_kernelILi(\d+)ELi(\d+)ELb(\d)E\S*)")
+KERNEL = re.compile(r"Function : (\S*attention_wg_kernelILi(\d+)ELi(\d+)ELb(\d)E(?:Lb(\d)E)?\S*)")
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 HGMMA_QK = re.compile(r"HGMMA\.\S+ R\d+, R(\d+), gdesc\[[^\]]+\](?!\.tnspB)")
+# The SS form (Q from shared memory): A is a descriptor too, nothing to keep in registers.
+HGMMA_QK_SS = re.compile(r"HGMMA\.\S+ R\d+, gdesc\[[^\]]+\](?!\.tnspB)")
 # The destination of an instruction: its first operand after the opcode (and predicate).
 DEST = re.compile(r"^(?:@!?U?P\w+\s+)?[A-Z][A-Z0-9_.]*\s+R(\d+)\b")
 WIDTH = re.compile(r"\.(64|128)\b")
@@ -82,6 +86,25 @@ def written_regs(insn):
     return set(range(first, first + n))
 
 
+HGMMA_RS = re.compile(r"HGMMA\.\S+ R\d+, R(\d+), gdesc")
+
+
+def in_flight_writes(insns):
+    """Writes to a register-A HGMMA's operand before the WARPGROUP.DEPBAR that completes it."""
+    bad = []
+    for i, (_, s) in enumerate(insns):
+        m = HGMMA_RS.search(s)
+        if not m:
+            continue
+        regs = set(range(int(m.group(1)), int(m.group(1)) + 4))
+        for addr, t in insns[i + 1:]:
+            if "WARPGROUP.DEPBAR" in t:
+                break
+            if written_regs(t) & regs:
+                bad.append((addr, t + "   <- while the HGMMA reading it is in flight"))
+    return bad
+
+
 def check(sass):
     kernels = []
     cur = None
@@ -89,7 +112,7 @@ def check(sass):
         k = KERNEL.search(line)
         if k:
             cur = {"name": k.group(1), "hd": int(k.group(2)), "st": int(k.group(3)),
-                   "fast": k.group(4) == "1", "insns": []}
+                   "fast": k.group(4) == "1", "q_smem": k.group(5) == "1", "insns": []}
             kernels.append(cur)
             continue
         if cur is None:
@@ -128,7 +151,22 @@ def main():
     for k in kernels:
         insns = k["insns"]
         qk = [i for i, (_, s) in enumerate(insns) if HGMMA_QK.search(s)]
-        label = f"head_dim {k['hd']}, ring {k['st']}, fast path {'on' if k['fast'] else 'off'}"
+        label = (f"head_dim {k['hd']}, ring {k['st']}, fast path {'on' if k['fast'] else 'off'}"
+                 f"{', Q from shared memory' if k['q_smem'] else ''}")
+        if k["q_smem"]:
+            ss = [i for i, (_, s) in enumerate(insns) if HGMMA_QK_SS.search(s)]
+            in_flight = in_flight_writes(insns)
+            if qk or not ss:
+                print(f"FAIL {label}: expected only SS-form QK HGMMAs, found {len(qk)} with a "
+                      f"register A operand and {len(ss)} SS")
+                failed = True
+            elif in_flight:
+                print(f"FAIL {label}: {len(in_flight)} writes to an HGMMA's A registers while it "
+                      f"is in flight, e.g. /*{in_flight[0][0]}*/ {in_flight[0][1]}")
+                failed = True
+            else:
+                print(f"ok   {label}: {len(ss)} QK HGMMAs read Q from shared memory")
+            continue
         if not qk:
             print(f"FAIL {label}: no QK HGMMA with a register A operand found")
             failed = True
@@ -138,6 +176,7 @@ def main():
             base = int(HGMMA_QK.search(insns[i][1]).group(1))
             a_regs |= set(range(base, base + 4))
         clobbers = [(addr, s) for addr, s in insns[qk[0] + 1:] if written_regs(s) & a_regs]
+        clobbers += in_flight_writes(insns)
         if clobbers:
             refused = k["hd"] in REFUSED_HEAD_DIMS
             verdict = "refused head dim, not run" if refused and allow_refused else "FAIL"

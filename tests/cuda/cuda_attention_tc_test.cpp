@@ -9,7 +9,8 @@
 //    CTA shape (1, 4 or 8 warps of 16 rows, 4 also with a ring of 3 K/V tiles and/or the
 //    unmasked fast path; 4 warps of 32 rows with a ring of 2 or 3 tiles, or two streams of
 //    them over alternate splits; chosen; the 4 × 16 CTA on warpgroup MMAs, attention_wg.cu,
-//    with a ring of 2 or 3 tiles and/or the fast path, and kept off) and both schedules
+//    with a ring of 2 or 3 tiles and/or the fast path, Q in registers or shared memory, and
+//    kept off) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
@@ -36,7 +37,8 @@ constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile ed
 // two streams of such 4 warps over alternate splits; zeros (fast -1): chosen by the step.
 struct CtaShape {
   int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
-  int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu)
+  int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu); 2: with
+                   // Q from shared memory
 };
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
@@ -199,7 +201,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   const CtaShape ctas[] = {{0, 0, 0, 0, -1}, {1, 1, 0, 0, 0}, {4, 1, 2, 0, 0}, {4, 1, 2, 0, 1},
                           {4, 1, 3, 0, 0},  {4, 1, 3, 0, 1}, {8, 1, 0, 0, 0}, {4, 2, 2, 1, 0},
                           {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}, {4, 1, 2, 0, 0, 1},
-                          {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0}};
+                          {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0},
+                          {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2}};
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
       for (const CtaShape& cta : ctas) {
@@ -228,7 +231,7 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
   // 32-row warps forced on both.
   for (const CtaShape cta : {CtaShape{0, 0, 0, 0, -1}, CtaShape{4, 1, 3, 0, 1},
                              CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0},
-                             CtaShape{4, 1, 3, 0, 1, 1}}) {
+                             CtaShape{4, 1, 3, 0, 1, 1}, CtaShape{4, 1, 3, 0, 1, 2}}) {
     SCOPED_TRACE(::testing::Message() << "warps " << cta.warps << ", m-tiles " << cta.m_tiles
                                       << ", streams " << cta.streams << ", fast " << cta.fast
                                       << ", wgmma " << cta.wgmma);

@@ -553,7 +553,8 @@ constexpr int kMtMaxCtasInBlock = 256;  // fewer CTAs of 128 rows: a CTA per rou
 struct TcShape {
   int warps, m_tiles, stages, streams, tq;
   bool fast;
-  bool wgmma = false;  // attention_wg.cu's schedule of the 4 × 16 CTA
+  bool wgmma = false;   // attention_wg.cu's schedule of the 4 × 16 CTA
+  bool q_smem = false;  // … with Q from shared memory
 };
 TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   const int n_rep = a.n_heads / a.n_kv_heads;
@@ -562,11 +563,12 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   // run unless a CTA shape is forced (H200, cuda_attention_bench --prefill-shapes: 1.07–1.25×
   // the best mma.sync shape at L = 512…16384, docs/cuda.md); head_dim 128 only
   // (attention_wg_supported says why).
-  const bool wg = s.wgmma == 1 || (s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like);
-  if (wg && attention_wg_supported(a.head_dim, n_rep)) {
+  const bool wg = s.wgmma >= 1 || (s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like);
+  const bool q_smem = s.wgmma == 2;
+  if (wg && attention_wg_supported(a.head_dim, n_rep, q_smem)) {
     const bool fast = s.fast == 1 || (s.fast < 0 && !decode_like);
     const int stages = s.stages == 2 ? 2 : 3;
-    return {4, 1, stages, 1, decode_like ? 1 : (4 * kWarpRows) / n_rep, fast, true};
+    return {4, 1, stages, 1, decode_like ? 1 : (4 * kWarpRows) / n_rep, fast, true, q_smem};
   }
   int m_tiles = s.m_tiles, n_streams = s.streams;
   if (m_tiles <= 0) {  // a forced warp count means the 16-row warps
@@ -696,7 +698,8 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
   const bool split = use_split_blocks(a, shape, s.split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;
   if (shape.wgmma)
-    return launch_attention_wg(a, shape.tq, shape.stages, shape.fast, scratch, split, stream);
+    return launch_attention_wg(a, shape.tq, shape.stages, shape.fast, shape.q_smem, scratch, split,
+                               stream);
   switch (a.head_dim) {
     case 16:
       return launch_hd<16>(a, shape, scratch, split, stream);

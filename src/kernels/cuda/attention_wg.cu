@@ -41,6 +41,7 @@ using ptx::wgmma_desc_sw128;
 using ptx::wgmma_fence;
 using ptx::wgmma_fence_operands;
 using ptx::wgmma_m64n64k16_rs;
+using ptx::wgmma_m64n64k16_ss;
 using ptx::wgmma_wait0;
 
 constexpr int kWgWarps = 4;                  // one warpgroup: 64 rows
@@ -71,6 +72,47 @@ __device__ __forceinline__ void wg_qk(uint32_t k_tile, const uint32_t (&qf)[HD /
   wgmma_fence_operands(s);
 }
 
+// The same with Q staged in shared memory at `q_tile` (the K tile's layout: 64 rows, rounded
+// to bf16 as load_q_fragments rounds them): the SS form, no register operand read
+// asynchronously (see attention_wg_supported for why that matters).
+template <int HD>
+__device__ __forceinline__ void wg_qk_smem(uint32_t k_tile, uint32_t q_tile,
+                                           float (&s)[kKvTile / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kKvTile / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  wgmma_fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    const uint32_t at = (kk >> 2) * kPanelBytes + (kk & 3) * 32;
+    wgmma_m64n64k16_ss(s, wgmma_desc_sw128(q_tile + at), wgmma_desc_sw128(k_tile + at));
+  }
+  wgmma_commit();
+  wgmma_wait0();
+  wgmma_fence_operands(s);
+}
+
+// Q's 64 rows into shared memory at `q_tile` in the K tile's swizzled layout, each element
+// rounded to bf16 as load_q_fragments rounds it (rows without a (token, head): zeros).
+template <int HD>
+__device__ __forceinline__ void stage_q(unsigned char* q_tile, const AttentionArgs& a, int tq,
+                                        int t_begin, int t_end, int g, int n_rep) {
+  constexpr int CH = HD / 8;
+  for (int i = threadIdx.x; i < kKvTile * CH; i += blockDim.x) {
+    const int r = i / CH, c = i % CH;
+    const int t = t_begin + r / n_rep;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < tq * n_rep && t < t_end) {
+      const float* src = a.q + (static_cast<int64_t>(t) * a.n_heads + g * n_rep + r % n_rep) * HD + c * 8;
+      const float4 lo = *reinterpret_cast<const float4*>(src);
+      const float4 hi = *reinterpret_cast<const float4*>(src + 4);
+      v = make_uint4(pack_bf16(lo.x, lo.y), pack_bf16(lo.z, lo.w), pack_bf16(hi.x, hi.y),
+                     pack_bf16(hi.z, hi.w));
+    }
+    *reinterpret_cast<uint4*>(q_tile + wg_chunk_at(r, c)) = v;
+  }
+}
+
 // o += P (bf16, from S) · V over the V tile at `v_tile`: k16 steps over the positions
 // ascending, one 64-column MMA per panel of head dims.
 template <int HD>
@@ -99,8 +141,9 @@ __device__ __forceinline__ void wg_pv(uint32_t v_tile, const float (&s)[kKvTile 
 }
 
 // grid (ceil(n_tokens / tq), n_kv_heads, split_blocks ? max_splits : 1), block 128 threads;
-// everything as attention_tc_kernel<HD, 4, ST, FAST> except where the products run.
-template <int HD, int ST, bool FAST>
+// everything as attention_tc_kernel<HD, 4, ST, FAST> except where the products run. QS: Q from
+// shared memory (staged once, before the ring) instead of registers.
+template <int HD, int ST, bool FAST, bool QS>
 __global__ void __launch_bounds__(kWgWarps * 32)
     attention_wg_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
                         int max_splits, bool split_blocks) {
@@ -111,11 +154,13 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   constexpr int kRowsPerPass = kWgWarps * 32 / CH;
   static_assert(kKvTile % kRowsPerPass == 0, "whole rows per pass");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The ring, 1024-byte aligned (the swizzle atoms): ST × (K tile, V tile).
+  // 1024-byte aligned (the swizzle atoms): [Q tile if QS] then the ring, ST × (K tile, V tile).
   const uint32_t raw = ptx::smem_u32(smem_raw);
   const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  unsigned char* ring = smem_raw + pad;
-  const uint32_t ring_u32 = raw + pad;
+  constexpr int kQBytes = QS ? kTileBytes<HD> : 0;
+  unsigned char* ring = smem_raw + pad + kQBytes;
+  const uint32_t q_u32 = raw + pad;
+  const uint32_t ring_u32 = raw + pad + kQBytes;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, cq = lane & 3;
@@ -137,8 +182,13 @@ __global__ void __launch_bounds__(kWgWarps * 32)
     row_pos[i] = row_ok[i] ? a.positions[t] : -1;
     qr[i] = row_ok[i] ? a.q + (static_cast<int64_t>(t) * a.n_heads + row_h[i]) * HD : nullptr;
   }
-  uint32_t qf[HD / 16][4];
-  load_q_fragments<HD>(qf, qr, cq);
+  uint32_t qf[QS ? 1 : HD / 16][4];
+  if constexpr (QS) {
+    stage_q<HD>(smem_raw + pad, a, tq, t_begin, t_end, g, n_rep);
+    fence_proxy_async_smem();  // visible to the MMAs once the ring's first barrier has passed
+  } else {
+    load_q_fragments<HD>(reinterpret_cast<uint32_t(&)[HD / 16][4]>(qf), qr, cq);
+  }
 
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
   float O[DT][4];
@@ -226,7 +276,11 @@ __global__ void __launch_bounds__(kWgWarps * 32)
           // warp's rows leaves their state bit-identical (masked scores, c = 1).
           float s[kKvTile / 8][4];
           const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
-          wg_qk<HD>(kt, qf, s);
+          if constexpr (QS) {
+            wg_qk_smem<HD>(kt, q_u32, s);
+          } else {
+            wg_qk<HD>(kt, reinterpret_cast<const uint32_t(&)[HD / 16][4]>(qf), s);
+          }
           if (FAST && start + kKvTile - 1 <= warp_min) {
             tile_softmax<HD, false>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
           } else {
@@ -275,33 +329,34 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   }
 }
 
-template <int HD, int ST, bool FAST>
+template <int HD, int ST, bool FAST, bool QS>
 cudaError_t launch_wg(const AttentionArgs& a, int tq, float* scratch, bool split,
                       cudaStream_t stream) {
   const int max_splits = max_splits_of(a);
-  constexpr size_t smem = size_t(ST) * 2 * kTileBytes<HD> + 1024;  // + the alignment pad
+  // The ring, Q's tile (QS) and the alignment pad.
+  constexpr size_t smem = size_t(ST * 2 + (QS ? 1 : 0)) * kTileBytes<HD> + 1024;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_wg_kernel<HD, ST, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      attention_wg_kernel<HD, ST, FAST, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(smem));
   cudaError_t err = attr;
   if (err != cudaSuccess) return err;
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  attention_wg_kernel<HD, ST, FAST>
+  attention_wg_kernel<HD, ST, FAST, QS>
       <<<grid, kWgWarps * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch, max_splits, split);
   err = cudaGetLastError();
   if (err != cudaSuccess || !split) return err;
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
-template <int HD>
+template <int HD, bool QS>
 cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, float* scratch,
                          bool split, cudaStream_t stream) {
   if (stages == 2) {
-    if (fast) return launch_wg<HD, 2, true>(a, tq, scratch, split, stream);
-    return launch_wg<HD, 2, false>(a, tq, scratch, split, stream);
+    if (fast) return launch_wg<HD, 2, true, QS>(a, tq, scratch, split, stream);
+    return launch_wg<HD, 2, false, QS>(a, tq, scratch, split, stream);
   }
-  if (fast) return launch_wg<HD, 3, true>(a, tq, scratch, split, stream);
-  return launch_wg<HD, 3, false>(a, tq, scratch, split, stream);
+  if (fast) return launch_wg<HD, 3, true, QS>(a, tq, scratch, split, stream);
+  return launch_wg<HD, 3, false, QS>(a, tq, scratch, split, stream);
 }
 
 }  // namespace
@@ -312,15 +367,27 @@ cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, 
 // rows past the first tile wrong, 0.129 for 0.117). scripts/check_wgmma_sass.py finds it in
 // the SASS (CTest cuda_static.*, in CI). Refused there until Q comes from shared memory (the
 // wgmma SS form) or a compiler keeps the registers; the 128-dim kernels pass the check.
-bool attention_wg_supported(int32_t head_dim, int32_t n_rep) {
-  return head_dim == 128 && n_rep >= 1 && n_rep <= kWgWarps * kWarpRows;
+// With Q in shared memory (q_smem; TcSchedule::wgmma = 2, not chosen yet: not yet run on a
+// GPU) the loop has no register operand to lose, so head_dim 64 is allowed there.
+bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem) {
+  return (head_dim == 128 || (q_smem && head_dim == 64)) && n_rep >= 1 &&
+         n_rep <= kWgWarps * kWarpRows;
 }
 
-cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast,
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
                                 float* scratch, bool split, cudaStream_t stream) {
-  if (!attention_wg_supported(a.head_dim, a.n_heads / a.n_kv_heads)) return cudaErrorInvalidValue;
-  if (a.head_dim == 64) return launch_wg_hd<64>(a, tq, stages, fast, scratch, split, stream);
-  return launch_wg_hd<128>(a, tq, stages, fast, scratch, split, stream);
+  // Compiled, never launched: the register-Q head_dim-64 fast-path kernels, which CUDA 13.0's
+  // ptxas miscompiles, kept as the negative control of scripts/check_wgmma_sass.py (CTest
+  // cuda_static.wgmma_sass_catches_known_clobber must find them clobbered).
+  static const void* const volatile known_clobbered[] = {
+      reinterpret_cast<const void*>(attention_wg_kernel<64, 2, true, false>),
+      reinterpret_cast<const void*>(attention_wg_kernel<64, 3, true, false>)};
+  (void)known_clobbered;
+  if (!attention_wg_supported(a.head_dim, a.n_heads / a.n_kv_heads, q_smem))
+    return cudaErrorInvalidValue;
+  if (a.head_dim == 64) return launch_wg_hd<64, true>(a, tq, stages, fast, scratch, split, stream);
+  if (q_smem) return launch_wg_hd<128, true>(a, tq, stages, fast, scratch, split, stream);
+  return launch_wg_hd<128, false>(a, tq, stages, fast, scratch, split, stream);
 }
 
 }  // namespace detllm::kernels::cuda

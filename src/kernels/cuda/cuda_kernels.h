@@ -194,7 +194,8 @@ struct TcSchedule {
   int fast = -1;    // 4 warps of 16 rows: the unmasked tiles' fast path, -1 chosen, 0 off, 1 on
   int wgmma = -1;   // the warpgroup schedule (attention_wg.cu) for the packed CTAs of 4 warps ×
                     // 16 rows: -1 chosen (non-decode-like steps, no CTA shape forced), 0 never,
-                    // 1 wherever it applies (head_dim 128; stages and fast as above)
+                    // 1 wherever it applies (head_dim 128; stages and fast as above), 2 the same
+                    // with Q from shared memory (head_dim 64 and 128; not yet run on a GPU)
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
@@ -207,8 +208,9 @@ bool attention_tc_decode_applies(const AttentionArgs& a);
 // The warpgroup schedule itself (attention_wg.cu; launch_attention_tc picks it): attention_tc's
 // CTA of 4 warps × 16 rows (tq tokens, a ring of `stages` K/V tiles: 2 or 3, the fast path)
 // with the products on wgmma; the same bits.
-bool attention_wg_supported(int32_t head_dim, int32_t n_rep);  // head_dim 128
-cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast,
+// q_smem: Q's fragments from shared memory (the wgmma SS form) instead of registers.
+bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem);
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
                                 float* scratch, bool split, cudaStream_t stream);
 bool attention_tc_decode_ring_supported(int ring);
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,

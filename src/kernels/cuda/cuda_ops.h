@@ -39,7 +39,8 @@ struct CudaOptions {
   // (-1 chosen, 0 off, 1 on). attention_tc_stages = 3 gives these CTAs a ring of 3 K/V tiles.
   int attention_tc_fast = -1;
   // Those CTAs' products on warpgroup MMAs (attention_wg.cu: -1 chosen: prefill, chunks and
-  // mixed steps; 0 never; 1 wherever head_dim is 128). Same bits (tests).
+  // mixed steps; 0 never; 1 wherever head_dim is 128; 2 with Q from shared memory, head_dim 64
+  // or 128, not yet run on a GPU). Same bits (tests).
   int attention_tc_wgmma = -1;
   // The decode schedule of the tensor-core attention (attention_tc_decode.cu: a warp per token,
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
