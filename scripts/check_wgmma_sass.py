@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Static check of the warpgroup attention's machine code (attention_wg.cu), no GPU needed.
 
-ptxas (CUDA 13.0) was seen compiling two of the eight attention_wg_kernel instantiations
-(head_dim 64 with the fast path) so that the registers holding Q's fragments, the A operand
+ptxas (CUDA 13.0) was seen compiling two attention_wg_kernel instantiations (head_dim 64,
+Q in registers, the fast path) so that the registers holding Q's fragments, the A operand
 of the QK wgmma (HGMMA ... Rn, gdesc, ...), were reused for other values inside the KV-tile
 loop: from the second tile on, S was computed from garbage. The GPU tests caught it
 (docs/cuda.md, "The warpgroup schedule"); this check catches it from the SASS, so CI does too.
@@ -11,17 +11,17 @@ For every attention_wg_kernel in the object file: the QK HGMMAs are the ones wit
 Q's fragments live in their A registers (4 each) from before the loop to the kernel's end, so
 no instruction after the first HGMMA may write any of them; and no register A operand of any
 HGMMA (P of the PV ones too) may be written before the WARPGROUP.DEPBAR that completes it.
-Kernels with Q in shared memory (the SS form) must have no register-A QK HGMMA at all. Prints one line per kernel, and
-exits 1 if one is written (with the offending instructions), 2 if the tools or kernels are
-missing. Needs cuobjdump and nvdisasm on PATH (or in $CUDA_BIN_DIR): the toolkit's, or the
-PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (scripts/bootstrap.sh installs
-them into .venv when the CUDA build is on).
+Kernels with Q in shared memory (the SS form) must have no register-A QK HGMMA at all.
+Prints one line per kernel, and exits 1 if one is written (with the offending instructions),
+2 if the tools or kernels are missing. Needs cuobjdump and nvdisasm: $CUDA_BIN_DIR, the PyPI
+wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm in this Python (scripts/requirements.txt:
+scripts/bootstrap.sh puts them in .venv), or PATH.
 
 A write is flagged even if it were a legitimate restore (a spill of Q reloaded before the next
 QK): the check is conservative, and then the SASS must be read.
 
 Usage: scripts/check_wgmma_sass.py BUILD_DIR_OR_OBJECT [--allow-refused]
-  (CTest cuda.wgmma_sass runs it on the CUDA build with --allow-refused)
+  (CTest cuda_static.wgmma_sass runs it on the CUDA build with --allow-refused)
   --allow-refused: a clobbered kernel of a head dim attention_wg_supported refuses (64) is
   reported but does not fail the check.
 """
@@ -49,7 +49,8 @@ def wheel_bin_dirs():
     spec = importlib.util.find_spec("nvidia")
     if spec is None or not spec.submodule_search_locations:
         return []
-    return [d for loc in spec.submodule_search_locations for d in glob.glob(os.path.join(loc, "*", "bin"))]
+    return [d for loc in spec.submodule_search_locations
+            for d in glob.glob(os.path.join(loc, "*", "bin"))]
 
 
 def tool(name):

@@ -103,7 +103,8 @@ __device__ __forceinline__ void stage_q(unsigned char* q_tile, const AttentionAr
     const int t = t_begin + r / n_rep;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r < tq * n_rep && t < t_end) {
-      const float* src = a.q + (static_cast<int64_t>(t) * a.n_heads + g * n_rep + r % n_rep) * HD + c * 8;
+      const int64_t row = static_cast<int64_t>(t) * a.n_heads + g * n_rep + r % n_rep;
+      const float* src = a.q + row * HD + c * 8;
       const float4 lo = *reinterpret_cast<const float4*>(src);
       const float4 hi = *reinterpret_cast<const float4*>(src + 4);
       v = make_uint4(pack_bf16(lo.x, lo.y), pack_bf16(lo.z, lo.w), pack_bf16(hi.x, hi.y),
