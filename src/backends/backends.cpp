@@ -45,9 +45,6 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
         o.tensor_parallel);
   numerics.tp_canonical = o.tensor_parallel > 0;
   numerics.cpu_activations = parse_cpu_activations(o.activations);
-  check(!numerics.tp_canonical || numerics.cpu_activations == CpuActivations::kF32,
-        "--activations q8 with --tensor-parallel: the q8 class is not tested across degrees "
-        "yet; use one of the two");
   const NumericsMode mode = numerics.numerics;
   Backend b;
   if (o.backend == "cpu") {
@@ -66,7 +63,11 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
       // --threads is the total: each rank its share (at least one; N > threads oversubscribes).
       const int per_rank = std::max(1, n_threads / o.tensor_parallel);
       b.tensor_parallel = o.tensor_parallel;
-      b.make_rank_ops = [per_rank] { return kernels::make_cpu_ops(per_rank); };
+      // The q8 class too: its activations are rounded per 32-block from each chunk's start,
+      // and the canonical chunks are whole blocks, so every degree rounds the same blocks
+      // (TensorParallel.DefaultModelQ8EveryDegreeGivesTheSameBits).
+      const CpuActivations act = numerics.cpu_activations;
+      b.make_rank_ops = [per_rank, act] { return kernels::make_cpu_ops(per_rank, act); };
       b.description += fmt::format("; threads per rank={}", per_rank);
       return b;
     }

@@ -87,6 +87,16 @@ def test_serve_at_tp2_gives_tp1s_tokens_and_fingerprint(runs):
         assert server.stop() == 0, "".join(server.log)
 
 
+def test_q8_activations_at_tp2_give_tp1s_tokens_and_their_own_fingerprint(runs):
+    """`--activations q8` with `--tensor-parallel`: the q8 class at TP 2 gives TP 1's token ids
+    and fingerprint, and that fingerprint is not the f32 class's."""
+    _, ids1, fp1, _ = generate("--activations", "q8", "--tensor-parallel", "1")
+    _, ids2, fp2, log = generate("--activations", "q8", "--tensor-parallel", "2")
+    assert ids2 == ids1 and fp2 == fp1
+    assert "over 2 tensor-parallel ranks" in log
+    assert fp1 != runs[1][2], "the q8 class at TP shares the f32 class's fingerprint"
+
+
 def test_degrees_that_cannot_run_are_refused_by_name():
     r = run("generate", PROMPT, "-n", "1", "--tensor-parallel", "9")
     assert r.returncode != 0

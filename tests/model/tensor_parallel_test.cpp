@@ -203,6 +203,39 @@ TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
       << "default model: TP 2 on the widened weights differs from TP 1 on the blocks";
 }
 
+// The q8-activation class (cpu-q8: activations rounded to int8 per 32-block before the Q4_1
+// matmuls) at TP 1, 2 and 4 on the default model: the same logit bits, since the canonical
+// chunks (o 9 × 64, down 8 × 192) are whole 32-blocks, so every degree rounds the same blocks of
+// x; and not the default class's bits (the class is real). Ranks with 1 or 2 threads alike.
+TEST(TensorParallel, DefaultModelQ8EveryDegreeGivesTheSameBits) {
+  const std::string path = find_default_model();
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec))
+    GTEST_SKIP() << "default model not installed (scripts/setup.sh, or DETLLM_DEFAULT_MODEL)";
+  const std::unique_ptr<LoadedModel> m = load_model(path);
+  const ModelConfig& c = m->config;
+  DecodeWorld world(3, 16, kBlock, c.vocab_size, 11);
+  const std::vector<TestStep> steps = make_steps(world, {5, 2, 7}, 4);
+  auto run = [&](int32_t degree, int threads, CpuActivations act) {
+    TpGroup group(c, m->weights, degree,
+                  [threads, act] { return kernels::make_cpu_ops(threads, act); });
+    KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
+    std::vector<std::vector<float>> out;
+    for (const TestStep& st : steps) {
+      out.emplace_back();
+      group.leader().forward(st.tokens, st.batch(), st.logit_rows, kv, out.back(),
+                             GraphMode::kOff);
+    }
+    return out;
+  };
+  const auto one = run(1, 2, CpuActivations::kQ8);
+  for (int32_t d : {2, 4})
+    EXPECT_EQ(first_difference(run(d, 1, CpuActivations::kQ8), one), -1)
+        << "default model, q8 activations: TP " << d << " differs from TP 1";
+  EXPECT_NE(first_difference(run(1, 2, CpuActivations::kF32), one), -1)
+      << "q8 activations gave the f32 class's bits: the class did not take effect";
+}
+
 // Column slices keep a block type when they fall on its block boundaries (the ranks keep the
 // file's blocks) and are the fp32 values otherwise; either way the slice holds the values of
 // the same columns of the whole tensor.
