@@ -560,7 +560,7 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   const int n_rep = a.n_heads / a.n_kv_heads;
   const bool decode_like = a.n_tokens <= 2 * n_seqs;
   // The warpgroup schedule (attention_wg.cu): chosen for every non-decode-like step it can
-  // run unless a CTA shape is forced (H200, cuda_attention_bench --prefill-shapes: 1.07–1.25×
+  // run unless a CTA shape is forced (H200, cuda_attention_bench --prefill-shapes: 1.07–1.22×
   // the best mma.sync shape at L = 512…16384, docs/cuda.md); head_dim 128 only
   // (attention_wg_supported says why).
   const bool wg = s.wgmma >= 1 || (s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like);
