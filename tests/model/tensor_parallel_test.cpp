@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -166,31 +167,46 @@ TEST(TensorParallel, EveryDegreeGivesTheSameBits) {
   }
 }
 
-// The default model (SmolLM2-135M-Instruct Q4_1: 9 q / 3 KV heads, FFN 1536) through TpGroup,
-// the engine's way: TP 1, 2 and 4 — uneven ranks, and at 4 KV head 2 on two ranks — give the
-// same logit bits over a mixed prefill of 3 prompts and 4 decode steps, and so does TP 2 on the
-// weights widened to fp32 (the ranks hold the file's Q4_1 blocks). Skips when the model is
-// not installed (scripts/setup.sh; $DETLLM_DEFAULT_MODEL).
-TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
-  const std::string path = find_default_model();
-  std::error_code ec;
-  if (path.empty() || !std::filesystem::exists(path, ec))
-    GTEST_SKIP() << "default model not installed (scripts/setup.sh, or DETLLM_DEFAULT_MODEL)";
-  const std::unique_ptr<LoadedModel> m = load_model(path);
-  const ModelConfig& c = m->config;
-  ASSERT_EQ(tp_canonical_chunks(c), (TpChunks{9, 8}));
+// The default model (SmolLM2-135M-Instruct Q4_1), loaded once for the tests below; nullptr when
+// it is not installed (scripts/setup.sh; $DETLLM_DEFAULT_MODEL).
+const LoadedModel* default_model() {
+  static const std::unique_ptr<LoadedModel> m = []() -> std::unique_ptr<LoadedModel> {
+    const std::string path = find_default_model();
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec)) return nullptr;
+    return load_model(path);
+  }();
+  return m.get();
+}
+
+// Its logits over a mixed prefill of 3 prompts and 4 decode steps, through a TpGroup of `degree`
+// ranks on make_ops() each: the engine's way.
+std::vector<std::vector<float>> default_model_tp_logits(
+    const LoadedModel& m, const ModelWeights& weights, int32_t degree,
+    const std::function<std::unique_ptr<kernels::Ops>()>& make_ops) {
+  const ModelConfig& c = m.config;
   DecodeWorld world(3, 16, kBlock, c.vocab_size, 11);
   const std::vector<TestStep> steps = make_steps(world, {5, 2, 7}, 4);
+  TpGroup group(c, weights, degree, make_ops);
+  KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
+  std::vector<std::vector<float>> out;
+  for (const TestStep& st : steps) {
+    out.emplace_back();
+    group.leader().forward(st.tokens, st.batch(), st.logit_rows, kv, out.back(), GraphMode::kOff);
+  }
+  return out;
+}
+
+// The default model (9 q / 3 KV heads, FFN 1536) through TpGroup: TP 1, 2 and 4 — uneven ranks,
+// and at 4 KV head 2 on two ranks — give the same logit bits, and so does TP 2 on the weights
+// widened to fp32 (the ranks hold the file's Q4_1 blocks).
+TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
+  const LoadedModel* m = default_model();
+  if (m == nullptr)
+    GTEST_SKIP() << "default model not installed (scripts/setup.sh, or DETLLM_DEFAULT_MODEL)";
+  ASSERT_EQ(tp_canonical_chunks(m->config), (TpChunks{9, 8}));
   auto run = [&](int32_t degree, const ModelWeights& weights) {
-    TpGroup group(c, weights, degree, [] { return kernels::make_cpu_ops(1); });
-    KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
-    std::vector<std::vector<float>> out;
-    for (const TestStep& st : steps) {
-      out.emplace_back();
-      group.leader().forward(st.tokens, st.batch(), st.logit_rows, kv, out.back(),
-                             GraphMode::kOff);
-    }
-    return out;
+    return default_model_tp_logits(*m, weights, degree, [] { return kernels::make_cpu_ops(1); });
   };
   const auto one = run(1, m->weights);
   for (int32_t d : {2, 4})
@@ -208,25 +224,12 @@ TEST(TensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
 // chunks (o 9 × 64, down 8 × 192) are whole 32-blocks, so every degree rounds the same blocks of
 // x; and not the default class's bits (the class is real). Ranks with 1 or 2 threads alike.
 TEST(TensorParallel, DefaultModelQ8EveryDegreeGivesTheSameBits) {
-  const std::string path = find_default_model();
-  std::error_code ec;
-  if (path.empty() || !std::filesystem::exists(path, ec))
+  const LoadedModel* m = default_model();
+  if (m == nullptr)
     GTEST_SKIP() << "default model not installed (scripts/setup.sh, or DETLLM_DEFAULT_MODEL)";
-  const std::unique_ptr<LoadedModel> m = load_model(path);
-  const ModelConfig& c = m->config;
-  DecodeWorld world(3, 16, kBlock, c.vocab_size, 11);
-  const std::vector<TestStep> steps = make_steps(world, {5, 2, 7}, 4);
   auto run = [&](int32_t degree, int threads, CpuActivations act) {
-    TpGroup group(c, m->weights, degree,
-                  [threads, act] { return kernels::make_cpu_ops(threads, act); });
-    KvStorage kv(group.leader().ops(), group.leader().config(), world.n_blocks(), kBlock);
-    std::vector<std::vector<float>> out;
-    for (const TestStep& st : steps) {
-      out.emplace_back();
-      group.leader().forward(st.tokens, st.batch(), st.logit_rows, kv, out.back(),
-                             GraphMode::kOff);
-    }
-    return out;
+    return default_model_tp_logits(*m, m->weights, degree,
+                                   [threads, act] { return kernels::make_cpu_ops(threads, act); });
   };
   const auto one = run(1, 2, CpuActivations::kQ8);
   for (int32_t d : {2, 4})

@@ -64,22 +64,9 @@ __global__ void __launch_bounds__(W * 32)
   const int t_begin = (gridDim.x - 1 - blockIdx.x) * tq;
   const int t_end = min(t_begin + tq, a.n_tokens);
 
-  // The thread's two rows: gq and gq + 8 of its warp.
-  int row_t[2], row_h[2], row_pos[2];
-  bool row_ok[2];
-  const float* qr[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = warp * kWarpRows + gq + 8 * i;
-    const int t = t_begin + r / n_rep;
-    row_ok[i] = r < tq * n_rep && t < t_end;
-    row_t[i] = t;
-    row_h[i] = g * n_rep + r % n_rep;
-    row_pos[i] = row_ok[i] ? a.positions[t] : -1;
-    qr[i] = row_ok[i] ? a.q + (static_cast<int64_t>(t) * a.n_heads + row_h[i]) * HD : nullptr;
-  }
+  const PackedRows<HD> rows(a, warp, gq, t_begin, t_end, tq, g, n_rep);  // gq and gq + 8
   uint32_t qf[HD / 16][4];
-  load_q_fragments<HD>(qf, qr, cq);
+  load_q_fragments<HD>(qf, rows.q, cq);
 
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};  // merged splits
   float O[DT][4];
@@ -93,9 +80,7 @@ __global__ void __launch_bounds__(W * 32)
     int max_pos;
     const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
     int lim[2];  // the row's last position in this segment, -1 = not in it
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      lim[i] = row_ok[i] && row_t[i] >= seg_begin && row_t[i] < seg_end ? row_pos[i] : -1;
+    rows.limits(seg_begin, seg_end, lim);
     int warp_lim = max(lim[0], lim[1]);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1)
@@ -192,43 +177,14 @@ __global__ void __launch_bounds__(W * 32)
         if constexpr (ST == 2) __syncthreads();  // buffer f & 1 is free for tile f + 2
         if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
         // The end of split z: rows whose position reaches it merge (or store) its state.
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          if (lim[i] < first) continue;
-          if (split_blocks) {
-            store_partial<HD>(partials, static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i],
-                              max_splits, z, st, i);
-          } else {
-            const MergeWeights w = merge_state(M[i], L[i], st.m[i], st.l[i]);
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-              O[dt][2 * i] = merge_value(O[dt][2 * i], st.o[dt][2 * i], w);
-              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], st.o[dt][2 * i + 1], w);
-            }
-          }
-        }
+        end_split<HD>(a, rows, lim, first, z, split_blocks, partials, max_splits, st, M, L, O);
       }
     }
     if constexpr (ST > 2) __syncthreads();  // the ring is free for the next segment's tiles
     seg_begin = seg_end;
   }
   if (split_blocks) return;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!row_ok[i]) continue;
-    const int64_t at = (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      const float2 v =
-          make_float2(__fdiv_rn(O[dt][2 * i], L[i]), __fdiv_rn(O[dt][2 * i + 1], L[i]));
-      if (a.out_bf16 != nullptr) {  // the fp32 value rounded once, as the GEMM would round it
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-        *reinterpret_cast<__nv_bfloat162*>(a.out_bf16 + at + dt * 8 + 2 * cq) = b;
-      } else {
-        *reinterpret_cast<float2*>(a.out + at + dt * 8 + 2 * cq) = v;
-      }
-    }
-  }
+  store_rows<HD>(a, rows, O, L, cq);
 }
 
 // The 32-row warps: the same grid and per-row arithmetic as attention_tc_kernel, with MT

@@ -188,6 +188,16 @@ __device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
   tile_softmax<HD, true>(start, lim, scale_log2, layout_dependent, st, s);
 }
 
+// P's A fragment (m16n8k16) of k-step j, positions 16j … 16j + 15 of the tile, from the S
+// accumulators left in `s` by the softmax, rounded to bf16.
+__device__ __forceinline__ void p_fragment(const float (&s)[kKvTile / 8][4], int j,
+                                           uint32_t (&pa)[4]) {
+  pa[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
+  pa[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
+  pa[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+  pa[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+}
+
 // The second half: o += P (bf16) · V over the V tile `vb`; the S accumulators are P's A
 // fragments, 16 positions a k-step, ascending.
 template <int HD>
@@ -199,9 +209,8 @@ __device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
   const int ldm = lane >> 3, ldr = lane & 7;
 #pragma unroll
   for (int j = 0; j < kKvTile / 16; ++j) {
-    const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                            pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                            pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+    uint32_t pa[4];
+    p_fragment(s, j, pa);
 #pragma unroll
     for (int dt = 0; dt < HD / 8; dt += 2) {
       uint32_t r[4];
@@ -290,12 +299,7 @@ __device__ __forceinline__ void tile_values_mt(const __nv_bfloat16* vb,
   for (int k = 0; k < kKvTile / 16; ++k) {
     uint32_t pa[MT][4];
 #pragma unroll
-    for (int j = 0; j < MT; ++j) {
-      pa[j][0] = pack_bf16(s[j][2 * k][0], s[j][2 * k][1]);
-      pa[j][1] = pack_bf16(s[j][2 * k][2], s[j][2 * k][3]);
-      pa[j][2] = pack_bf16(s[j][2 * k + 1][0], s[j][2 * k + 1][1]);
-      pa[j][3] = pack_bf16(s[j][2 * k + 1][2], s[j][2 * k + 1][3]);
-    }
+    for (int j = 0; j < MT; ++j) p_fragment(s[j], k, pa[j]);
 #pragma unroll
     for (int dt = 0; dt < HD / 8; dt += 2) {
       uint32_t r[4];
@@ -425,6 +429,86 @@ __device__ __forceinline__ int segment_end(const AttentionArgs& a, int seg_begin
     ++seg_end;
   }
   return seg_end;
+}
+
+// The thread's two rows in a packed CTA of 16-row warps (attention_tc_kernel, attention_wg_kernel):
+// rows gq and gq + 8 of warp `warp`, row r = (token t_begin + r / n_rep, head g·n_rep + r % n_rep)
+// while r < tq·n_rep and the token is in the CTA.
+template <int HD>
+struct PackedRows {
+  int t[2], h[2], pos[2];  // token, query head, position (-1: no row)
+  bool ok[2];
+  const float* q[2];       // the row's fp32 q (nullptr: no row)
+
+  __device__ __forceinline__ PackedRows(const AttentionArgs& a, int warp, int gq, int t_begin,
+                                        int t_end, int tq, int g, int n_rep) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = warp * kWarpRows + gq + 8 * i;
+      t[i] = t_begin + r / n_rep;
+      ok[i] = r < tq * n_rep && t[i] < t_end;
+      h[i] = g * n_rep + r % n_rep;
+      pos[i] = ok[i] ? a.positions[t[i]] : -1;
+      q[i] = ok[i] ? a.q + (static_cast<int64_t>(t[i]) * a.n_heads + h[i]) * HD : nullptr;
+    }
+  }
+  // lim[i]: row i's last position if its token is in the segment [seg_begin, seg_end), else -1.
+  __device__ __forceinline__ void limits(int seg_begin, int seg_end, int (&lim)[2]) const {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) lim[i] = ok[i] && t[i] >= seg_begin && t[i] < seg_end ? pos[i] : -1;
+  }
+  // Row i's index among the step's (token, head) rows (store_partial's, the output's).
+  __device__ __forceinline__ int64_t row(const AttentionArgs& a, int i) const {
+    return static_cast<int64_t>(t[i]) * a.n_heads + h[i];
+  }
+};
+
+// The end of split z (its first position `first`): each of the thread's rows whose position
+// reaches it stores the split's state (a CTA per split) or merges it into (M, L, O) in order.
+template <int HD>
+__device__ __forceinline__ void end_split(const AttentionArgs& a, const PackedRows<HD>& rows,
+                                          const int (&lim)[2], int first, int z,
+                                          bool split_blocks, float* partials, int max_splits,
+                                          const SplitState<HD>& st, float (&M)[2], float (&L)[2],
+                                          float (&O)[HD / 8][4]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (lim[i] < first) continue;
+    if (split_blocks) {
+      store_partial<HD>(partials, rows.row(a, i), max_splits, z, st, i);
+    } else {
+      const MergeWeights w = merge_state(M[i], L[i], st.m[i], st.l[i]);
+#pragma unroll
+      for (int dt = 0; dt < HD / 8; ++dt) {
+        O[dt][2 * i] = merge_value(O[dt][2 * i], st.o[dt][2 * i], w);
+        O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], st.o[dt][2 * i + 1], w);
+      }
+    }
+  }
+}
+
+// The merged rows out: O / L, fp32 or (a.out_bf16) that value rounded once to bf16, as the
+// GEMM would round it.
+template <int HD>
+__device__ __forceinline__ void store_rows(const AttentionArgs& a, const PackedRows<HD>& rows,
+                                           const float (&O)[HD / 8][4], const float (&L)[2],
+                                           int cq) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!rows.ok[i]) continue;
+    const int64_t at = rows.row(a, i) * HD;
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; ++dt) {
+      const float2 v =
+          make_float2(__fdiv_rn(O[dt][2 * i], L[i]), __fdiv_rn(O[dt][2 * i + 1], L[i]));
+      if (a.out_bf16 != nullptr) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        *reinterpret_cast<__nv_bfloat162*>(a.out_bf16 + at + dt * 8 + 2 * cq) = b;
+      } else {
+        *reinterpret_cast<float2*>(a.out + at + dt * 8 + 2 * cq) = v;
+      }
+    }
+  }
 }
 
 // Splits of a row of the block table's full width.

@@ -55,29 +55,13 @@ __device__ __forceinline__ int wg_chunk_at(int j, int c) {
 }
 
 // S (the warp's 16 rows × 64 positions, m16n8 C tiles) = Q·Kᵀ over the K tile at shared address
-// `k_tile`: k16 steps over the head dims ascending, from zero.
-template <int HD>
-__device__ __forceinline__ void wg_qk(uint32_t k_tile, const uint32_t (&qf)[HD / 16][4],
+// `k_tile`: k16 steps over the head dims ascending, from zero. Q is the warp's fragments `qf`,
+// or (QS) the CTA's rows staged at `q_tile` in the K tile's layout by stage_q: the SS form, no
+// register operand read asynchronously (attention_wg_supported says why that matters).
+template <int HD, bool QS>
+__device__ __forceinline__ void wg_qk(uint32_t k_tile, uint32_t q_tile,
+                                      const uint32_t (&qf)[HD / 16][4],
                                       float (&s)[kKvTile / 8][4]) {
-#pragma unroll
-  for (int nt = 0; nt < kKvTile / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-  wgmma_fence_operands(s);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk)
-    wgmma_m64n64k16_rs<0>(s, qf[kk],
-                          wgmma_desc_sw128(k_tile + (kk >> 2) * kPanelBytes + (kk & 3) * 32));
-  wgmma_commit();
-  wgmma_wait0();
-  wgmma_fence_operands(s);
-}
-
-// The same with Q staged in shared memory at `q_tile` (the K tile's layout: 64 rows, rounded
-// to bf16 as load_q_fragments rounds them): the SS form, no register operand read
-// asynchronously (see attention_wg_supported for why that matters).
-template <int HD>
-__device__ __forceinline__ void wg_qk_smem(uint32_t k_tile, uint32_t q_tile,
-                                           float (&s)[kKvTile / 8][4]) {
 #pragma unroll
   for (int nt = 0; nt < kKvTile / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
   wgmma_fence_operands(s);
@@ -85,7 +69,11 @@ __device__ __forceinline__ void wg_qk_smem(uint32_t k_tile, uint32_t q_tile,
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
     const uint32_t at = (kk >> 2) * kPanelBytes + (kk & 3) * 32;
-    wgmma_m64n64k16_ss(s, wgmma_desc_sw128(q_tile + at), wgmma_desc_sw128(k_tile + at));
+    if constexpr (QS) {
+      wgmma_m64n64k16_ss(s, wgmma_desc_sw128(q_tile + at), wgmma_desc_sw128(k_tile + at));
+    } else {
+      wgmma_m64n64k16_rs<0>(s, qf[kk], wgmma_desc_sw128(k_tile + at));
+    }
   }
   wgmma_commit();
   wgmma_wait0();
@@ -121,12 +109,7 @@ __device__ __forceinline__ void wg_pv(uint32_t v_tile, const float (&s)[kKvTile 
                                       SplitState<HD>& st) {
   uint32_t pa[kKvTile / 16][4];
 #pragma unroll
-  for (int j = 0; j < kKvTile / 16; ++j) {
-    pa[j][0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
-    pa[j][1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
-    pa[j][2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
-    pa[j][3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
-  }
+  for (int j = 0; j < kKvTile / 16; ++j) p_fragment(s, j, pa[j]);
   wgmma_fence_operands(st.o);
   wgmma_fence();
 #pragma unroll
@@ -170,25 +153,13 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   const int t_begin = (gridDim.x - 1 - blockIdx.x) * tq;
   const int t_end = min(t_begin + tq, a.n_tokens);
 
-  int row_t[2], row_h[2], row_pos[2];
-  bool row_ok[2];
-  const float* qr[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = warp * kWarpRows + gq + 8 * i;
-    const int t = t_begin + r / n_rep;
-    row_ok[i] = r < tq * n_rep && t < t_end;
-    row_t[i] = t;
-    row_h[i] = g * n_rep + r % n_rep;
-    row_pos[i] = row_ok[i] ? a.positions[t] : -1;
-    qr[i] = row_ok[i] ? a.q + (static_cast<int64_t>(t) * a.n_heads + row_h[i]) * HD : nullptr;
-  }
-  uint32_t qf[QS ? 1 : HD / 16][4];
+  const PackedRows<HD> rows(a, warp, gq, t_begin, t_end, tq, g, n_rep);
+  uint32_t qf[HD / 16][4];  // !QS: Q's fragments
   if constexpr (QS) {
     stage_q<HD>(smem_raw + pad, a, tq, t_begin, t_end, g, n_rep);
     fence_proxy_async_smem();  // visible to the MMAs once the ring's first barrier has passed
   } else {
-    load_q_fragments<HD>(reinterpret_cast<uint32_t(&)[HD / 16][4]>(qf), qr, cq);
+    load_q_fragments<HD>(qf, rows.q, cq);
   }
 
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
@@ -203,9 +174,7 @@ __global__ void __launch_bounds__(kWgWarps * 32)
     int max_pos;
     const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
     int lim[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      lim[i] = row_ok[i] && row_t[i] >= seg_begin && row_t[i] < seg_end ? row_pos[i] : -1;
+    rows.limits(seg_begin, seg_end, lim);
     int warp_min = -1;
     if constexpr (FAST) {
       warp_min = min(lim[0], lim[1]);
@@ -277,11 +246,7 @@ __global__ void __launch_bounds__(kWgWarps * 32)
           // warp's rows leaves their state bit-identical (masked scores, c = 1).
           float s[kKvTile / 8][4];
           const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
-          if constexpr (QS) {
-            wg_qk_smem<HD>(kt, q_u32, s);
-          } else {
-            wg_qk<HD>(kt, reinterpret_cast<const uint32_t(&)[HD / 16][4]>(qf), s);
-          }
+          wg_qk<HD, QS>(kt, q_u32, qf, s);
           if (FAST && start + kKvTile - 1 <= warp_min) {
             tile_softmax<HD, false>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
           } else {
@@ -291,43 +256,14 @@ __global__ void __launch_bounds__(kWgWarps * 32)
         }
         buf = buf + 1 == ST ? 0 : buf + 1;
         if ((start + kKvTile) % kTcSplit != 0 && f + 1 < n_tiles) continue;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          if (lim[i] < first) continue;
-          if (split_blocks) {
-            store_partial<HD>(partials, static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i],
-                              max_splits, z, st, i);
-          } else {
-            const MergeWeights w = merge_state(M[i], L[i], st.m[i], st.l[i]);
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-              O[dt][2 * i] = merge_value(O[dt][2 * i], st.o[dt][2 * i], w);
-              O[dt][2 * i + 1] = merge_value(O[dt][2 * i + 1], st.o[dt][2 * i + 1], w);
-            }
-          }
-        }
+        end_split<HD>(a, rows, lim, first, z, split_blocks, partials, max_splits, st, M, L, O);
       }
     }
     __syncthreads();  // the ring is free for the next segment's tiles
     seg_begin = seg_end;
   }
   if (split_blocks) return;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!row_ok[i]) continue;
-    const int64_t at = (static_cast<int64_t>(row_t[i]) * a.n_heads + row_h[i]) * HD;
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      const float2 v =
-          make_float2(__fdiv_rn(O[dt][2 * i], L[i]), __fdiv_rn(O[dt][2 * i + 1], L[i]));
-      if (a.out_bf16 != nullptr) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-        *reinterpret_cast<__nv_bfloat162*>(a.out_bf16 + at + dt * 8 + 2 * cq) = b;
-      } else {
-        *reinterpret_cast<float2*>(a.out + at + dt * 8 + 2 * cq) = v;
-      }
-    }
-  }
+  store_rows<HD>(a, rows, O, L, cq);
 }
 
 template <int HD, int ST, bool FAST, bool QS>
