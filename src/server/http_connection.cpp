@@ -328,8 +328,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       close_now();
       return;
     }
-    if (stream_) {
-      // A generation still being answered: its client left. Abort it, free its KV.
+    if (stream_ && !last_chunk_in_flight_) {
+      // A generation still being answered: its client left. Abort it, free its KV. (Once its
+      // last chunk is being written, the answer is whole: a client that read it and closed at
+      // once has not left early, and the request is finished, counted and logged as served.)
       ctx_.metrics.count_disconnect();
       close_now();
       return;
@@ -488,6 +490,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
         ctx_.metrics.observe_latency(l.queue_s, l.ttft_s, l.tpot_s, l.e2e_s);
       }
     }
+    last_chunk_in_flight_ = done;
     start_write();
     asio::async_write(sock_, asio::buffer(*chunk),
                       [self = shared_from_this(), chunk, done](error_code ec, size_t) {
@@ -511,6 +514,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
   void on_written(const error_code& ec, bool done) {
     writing_ = false;
+    last_chunk_in_flight_ = false;
     ++write_timer_gen_;
     write_timer_.cancel();
     if (closed_) return;
@@ -661,6 +665,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   bool keep_alive_ = true;
   bool chunked_ = true;  // the streamed body's framing (HTTP/1.1); HTTP/1.0: until close
   bool peer_gone_ = false;
+  bool last_chunk_in_flight_ = false;  // a stream's final write is under way
   bool lingering_ = false;
   bool in_flight_ = false;
   bool closed_ = false;

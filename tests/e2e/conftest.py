@@ -91,8 +91,10 @@ def start_server(*extra_args):
                 ("--max-tokens-per-step", "1024")]
     args = [binary, "serve", "--host", "127.0.0.1", "--port", "0", "--api-key", API_KEY,
             *[x for k, v in defaults if k not in extra_args for x in (k, v)], *extra_args]
+    # backslashreplace: a byte that is not UTF-8 in the server's stderr must not end the reader
+    # thread (which would leave server.log silently frozen for every later test).
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, encoding="utf-8", errors="backslashreplace")
     port_holder = {}
     ready = threading.Event()
     log = []
