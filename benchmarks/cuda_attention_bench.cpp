@@ -1,4 +1,5 @@
-// Invariant paged attention on the GPU (Llama-3.1-8B heads: 32 query / 8 KV, head_dim 128,
+// Invariant paged attention on the GPU (Llama-3.1-8B heads: 32 query / 8 KV, head_dim 128, or
+// --heads Q,KV,D;
 // blocks of 16 scattered): the tensor-core kernel over a bf16 KV cache (attention_tc.cu, the
 // CUDA default) and the CUDA-core kernel over fp32 KV (attention.cu), measured in one run:
 // decode at batch 1…256 and context 512…32768 in TB/s of KV read (and against the device copy
@@ -36,7 +37,9 @@ using namespace detllm::kernels;
 
 namespace {
 
-constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+constexpr int kBlock = 16;
+// The head geometry: Llama-3.1-8B's unless --heads Q,KV,D says otherwise (e.g. 9,3,64: SmolLM2).
+int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
 
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -163,6 +166,7 @@ int usage() {
   fmt::print(stderr,
              "usage: cuda_attention_bench [--kv-dtype bf16|fp32] [--prefill-csv L|BxL,...] "
              "[--mixed-csv L+L+...] [--decode-csv B|BxC,...] [--context N] [--prefill-shapes L,...]\n"
+             "  [--heads Q,KV,D] (query heads, KV heads, head dim; default 32,8,128: Llama-3.1-8B)\n"
              "  without csv options: the decode and prefill tables of both KV dtypes\n");
   return 2;
 }
@@ -217,7 +221,8 @@ int run_prefill_shapes(const std::vector<int>& lens) {
     head += fmt::format(" {} µs (TFLOP/s) |", sh.name);
     rule += "---|";
   }
-  fmt::print("device: {}\n\n{}\n{}\n", cuda_device_description(0), head, rule);
+  fmt::print("device: {}; heads {} query / {} KV × {}\n\n{}\n{}\n", cuda_device_description(0),
+             kHeads, kKvHeads, kHeadDim, head, rule);
   std::vector<std::vector<int>> cases;
   for (int n : lens) cases.push_back({n});
   cases.push_back({512, 2048, 8192, 1000});
@@ -285,6 +290,10 @@ int main(int argc, char** argv) {
       } else if (a == "--context") {
         context = std::atoi(std::string(v).c_str());
         if (context < 1) return usage();
+      } else if (a == "--heads") {
+        if (std::sscanf(std::string(v).c_str(), "%d,%d,%d", &kHeads, &kKvHeads, &kHeadDim) != 3 ||
+            kHeads < 1 || kKvHeads < 1 || kHeads % kKvHeads != 0 || kHeadDim < 16)
+          return usage();
       } else if (a == "--kv-dtype") {
         if (v != "bf16" && v != "fp32") return usage();
         kv = v == "bf16" ? DType::kBF16 : DType::kF32;

@@ -12,6 +12,10 @@ Q's fragments live in their A registers (4 each) from before the loop to the ker
 no instruction after the first HGMMA may write any of them; and no register A operand of any
 HGMMA (P of the PV ones too) may be written before the WARPGROUP.DEPBAR that completes it.
 Kernels with Q in shared memory (the SS form) must have no register-A QK HGMMA at all.
+Every kernel is also followed along its control flow: no other instruction may name an
+in-flight HGMMA group's accumulators or write its register-A operands before the
+WARPGROUP.DEPBAR that completes the group (checked against a planted read, so the check is
+known to see one).
 Prints one line per kernel, and exits 1 if one is written (with the offending instructions),
 2 if the tools or kernels are missing. Needs cuobjdump and nvdisasm: $CUDA_BIN_DIR, the PyPI
 wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm in this Python (scripts/requirements.txt:
@@ -106,6 +110,94 @@ def in_flight_writes(insns):
     return bad
 
 
+HGMMA_SHAPE = re.compile(r"HGMMA\.64x(\d+)x16\.F32\S* R(\d+),")
+HGMMA_A = re.compile(r"HGMMA\.\S+ R\d+, R(\d+), gdesc")
+DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x([0-9a-f]+)")
+BRANCH = re.compile(r"^(@!?U?P\w+\s+)?(BRA(?:\.\S+)?)\s+(?:[^,]*,\s*)?(0x[0-9a-f]+)")
+REG = re.compile(r"\bR(\d+)\b")
+
+
+def hgmma_regs(insn):
+    """(accumulator registers, register-A operands) of an HGMMA with fp32 accumulators."""
+    m = HGMMA_SHAPE.search(insn)
+    if not m:
+        return set(), set()
+    n, base = int(m.group(1)), int(m.group(2))
+    acc = set(range(base, base + n // 2))  # 64 × n fp32 over 128 threads
+    a = HGMMA_A.search(insn)
+    return acc, set(range(int(a.group(1)), int(a.group(1)) + 4)) if a else set()
+
+
+def operand_regs(insn):
+    """Every register an instruction names after its opcode (destination included)."""
+    body = insn.split(None, 2 if insn.startswith("@") else 1)[-1]
+    return {int(r) for r in REG.findall(body)}
+
+
+def in_flight_hazards(insns, limit=400000):
+    """Follows the control flow from the kernel's entry, tracking the committed HGMMA groups
+    still in flight (a group ends at its gsb0 HGMMA; WARPGROUP.DEPBAR.LE gsb0, N leaves the N
+    newest), and flags any other instruction that names a register of an in-flight group's
+    accumulators, or writes one of its register-A operands (P, or Q) — on any path. This is
+    what a schedule that keeps MMAs in flight across other work relies on (one that waits at
+    once passes trivially; the check is there for the day one does not)."""
+    index = {addr: i for i, (addr, _) in enumerate(insns)}
+    bad = {}
+    seen = set()
+    stack = [(0, (), frozenset(), frozenset())]
+    steps = 0
+    while stack:
+        i, pending, open_acc, open_a = stack.pop()
+        while i < len(insns):
+            key = (i, pending, open_acc, open_a)
+            if key in seen:
+                break
+            seen.add(key)
+            steps += 1
+            if steps > limit:
+                return [("-", f"control flow too large to follow ({limit} states)")]
+            addr, s = insns[i]
+            body = s.split(None, 1)[1] if s.startswith("@") else s
+            if body.startswith("HGMMA"):
+                acc, a = hgmma_regs(s)
+                live_a = set().union(*(g[1] for g in pending)) if pending else set()
+                if acc & live_a:
+                    bad.setdefault(addr, s + "   <- accumulates into an in-flight HGMMA's A registers")
+                open_acc, open_a = open_acc | acc, open_a | a
+                if "gsb0" in s:
+                    pending = pending + ((open_acc, open_a),)
+                    open_acc, open_a = frozenset(), frozenset()
+                i += 1
+                continue
+            d = DEPBAR.search(s)
+            if d:
+                n = int(d.group(1), 16)
+                pending = pending[len(pending) - n:] if n else ()
+                i += 1
+                continue
+            if pending:
+                acc = set().union(*(g[0] for g in pending))
+                a = set().union(*(g[1] for g in pending))
+                if operand_regs(s) & acc:
+                    bad.setdefault(addr, s + "   <- names an in-flight HGMMA's accumulators")
+                elif written_regs(s) & a:
+                    bad.setdefault(addr, s + "   <- writes an in-flight HGMMA's A registers")
+            if body.startswith("EXIT") and not s.startswith("@"):
+                break
+            b = BRANCH.match(s)
+            if b:
+                target = index.get(f"{int(b.group(3), 16):04x}")
+                if target is None:
+                    target = next((j for j, (x, _) in enumerate(insns)
+                                   if int(x, 16) == int(b.group(3), 16)), None)
+                if target is not None:
+                    stack.append((target, pending, open_acc, open_a))
+                if not b.group(1) and b.group(2) == "BRA":
+                    break  # unconditional
+            i += 1
+    return sorted(bad.items())
+
+
 def check(sass):
     kernels = []
     cur = None
@@ -115,6 +207,9 @@ def check(sass):
             cur = {"name": k.group(1), "hd": int(k.group(2)), "st": int(k.group(3)),
                    "fast": k.group(4) == "1", "q_smem": k.group(5) == "1", "insns": []}
             kernels.append(cur)
+            continue
+        if line.lstrip().startswith("Function :"):
+            cur = None
             continue
         if cur is None:
             continue
@@ -154,6 +249,24 @@ def main():
         qk = [i for i, (_, s) in enumerate(insns) if HGMMA_QK.search(s)]
         label = (f"head_dim {k['hd']}, ring {k['st']}, fast path {'on' if k['fast'] else 'off'}"
                  f"{', Q from shared memory' if k['q_smem'] else ''}")
+        hazards = in_flight_hazards(insns)
+        # The check's own control: the same code with an FADD on the first P·V HGMMA's
+        # accumulators right after it is issued must be caught.
+        pv = next((j for j, (_, t) in enumerate(insns) if ".tnspB" in t and "gsb0" in t), None)
+        if pv is not None:
+            acc0 = min(hgmma_regs(insns[pv][1])[0])
+            probe = insns[:pv + 1] + [("probe", f"FADD R{acc0}, R{acc0}, R0")] + insns[pv + 1:]
+            if not any(addr == "probe" for addr, _ in in_flight_hazards(probe)):
+                print(f"FAIL {label}: the in-flight check misses a read of the accumulators")
+                failed = True
+                continue
+        if hazards:
+            print(f"FAIL {label}: {len(hazards)} instructions touch the registers of an HGMMA "
+                  f"in flight, e.g.")
+            for addr, s in hazards[:3]:
+                print(f"    /*{addr}*/ {s}")
+            failed = True
+            continue
         if k["q_smem"]:
             ss = [i for i, (_, s) in enumerate(insns) if HGMMA_QK_SS.search(s)]
             in_flight = in_flight_writes(insns)

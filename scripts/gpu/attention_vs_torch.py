@@ -14,6 +14,7 @@ with TFLOP/s (prefill), TB/s of KV read (decode) and the ratio ours ÷ torch in 
 
 Usage (GPU machine, python3 with torch only): scripts/gpu/attention_vs_torch.py BENCH_BINARY
 [--prefill-only] (only the prefill table, ours over bf16 KV: a minute instead of several)
+[--bf16-only] (both tables, ours over bf16 KV only: the fp32 KV columns, the slow part, show —)
 """
 import argparse
 import csv
@@ -120,6 +121,8 @@ def main():
     ap.add_argument("bench", help="path of benchmarks/cuda_attention_bench")
     ap.add_argument("--prefill-only", action="store_true",
                     help="only the prefill table, ours over bf16 KV (no fp32 KV, no decode)")
+    ap.add_argument("--bf16-only", action="store_true",
+                    help="both tables, ours over bf16 KV only (no fp32 KV columns)")
     a = ap.parse_args()
     try:
         import torch
@@ -130,7 +133,8 @@ def main():
     if not torch.cuda.is_available():
         print("attention_vs_torch: torch sees no CUDA device: skipped")
         return 0
-    mine = {kv: ours(a.bench, kv, a.prefill_only) for kv in (("bf16",) if a.prefill_only else ("bf16", "fp32"))}
+    kv_dtypes = ("bf16",) if a.prefill_only or a.bf16_only else ("bf16", "fp32")
+    mine = {kv: ours(a.bench, kv, a.prefill_only) for kv in kv_dtypes}
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
     print(f"heads {HEADS} q / {KV_HEADS} kv, head_dim {HEAD_DIM}. Ours: paged KV (blocks of 16, "
           "scattered), invariant; bf16 KV on the tensor cores, fp32 KV on CUDA cores. Torch: flash "
@@ -169,12 +173,12 @@ def main():
     for b in DECODE_BATCHES:
         for c in DECODE_CONTEXTS:
             key = ("decode", b, 1, c)
-            ob, of = mine["bf16"][key], mine["fp32"][key]
+            ob, of = mine["bf16"][key], mine["fp32"][key] if "fp32" in mine else None
             elems = 2.0 * b * c * KV_HEADS * HEAD_DIM
             t, how = torch_us(torch, flash, bf16, b, 1, c, False)
             tt = f"{t:.1f} | {elems * 2 / t * 1e-6:.2f} | {t / ob:.2f}" if t else f"— | — | — (refused: {how})"
-            print(f"| {b} | {c} | {ob:.1f} | {elems * 2 / ob * 1e-6:.2f} | {tt} | {of:.1f} | "
-                  f"{elems * 4 / of * 1e-6:.2f} |")
+            fp32 = f"{of:.1f} | {elems * 4 / of * 1e-6:.2f}" if of else "— | —"
+            print(f"| {b} | {c} | {ob:.1f} | {elems * 2 / ob * 1e-6:.2f} | {tt} | {fp32} |")
     print("\nTorch reads dense KV (its TB/s counts bf16 bytes; a 32-head repeat, when used, is not "
           "counted); ours gathers KV through a block table.")
     return 0

@@ -249,7 +249,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,
                          ::testing::Values(AttnShape{32, 8, 128, 16},  // Llama-3.1-8B
                                            AttnShape{9, 3, 64, 16},    // SmolLM2-135M
                                            AttnShape{4, 2, 16, 4},     // tiny-llama
-                                           AttnShape{8, 2, 32, 5}),    // odd block size
+                                           AttnShape{8, 2, 32, 5},     // odd block size
+                                           // head_dim 128 with a block size that is not a
+                                           // power of two: the copies' shuffle path
+                                           AttnShape{8, 2, 128, 24}),
                          [](const auto& info) {
                            const AttnShape& s = info.param;
                            return fmt::format("h{}kv{}d{}bs{}", s.n_heads, s.n_kv_heads, s.head_dim,

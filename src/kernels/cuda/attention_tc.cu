@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) O[dt][0] = O[dt][1] = O[dt][2] = O[dt][3] = 0.0f;
 
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;  // elements per slot
+  const uint32_t row_elems = static_cast<uint32_t>(a.n_kv_heads) * HD;  // elements per slot
+  const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
@@ -114,25 +115,17 @@ __global__ void __launch_bounds__(W * 32)
       auto load_tile = [&](int buf, int start) {
         __nv_bfloat16* kb = kbuf + buf * kKvTile * LD;
         __nv_bfloat16* vb = vbuf + buf * kKvTile * LD;
-        const int p0 = start + lane, p1 = p0 + 32;
-        const int s0 =
-            p0 < range_end ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
-        const int s1 =
-            p1 < range_end ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
+        // Past range_end: zeros, never the cache (V must be finite where p = 0).
+        const int s0 = kv_slot(table, start + lane, range_end, a.block_size, block_shift);
+        const int s1 = kv_slot(table, start + 32 + lane, range_end, a.block_size, block_shift);
         const int d = (threadIdx.x % CH) * 8;
 #pragma unroll
         for (int k = 0; k < kKvTile / kRowsPerPass; ++k) {
           const int j = threadIdx.x / CH + kRowsPerPass * k;
           const int a0 = __shfl_sync(kFull, s0, j & 31), a1 = __shfl_sync(kFull, s1, j & 31);
           const int slot = j < 32 ? a0 : a1;
-          if (slot >= 0) {
-            const int64_t base = static_cast<int64_t>(slot) * kv_stride + g * HD + d;
-            cp_async16(kb + j * LD + d, a.k_bf16 + base);
-            cp_async16(vb + j * LD + d, a.v_bf16 + base);
-          } else {  // never read from the cache: zeros (V must be finite where p = 0)
-            *reinterpret_cast<uint4*>(kb + j * LD + d) = make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4*>(vb + j * LD + d) = make_uint4(0, 0, 0, 0);
-          }
+          copy_chunk(kb + j * LD + d, a.k_bf16 + g * HD + d, slot, row_elems);
+          copy_chunk(vb + j * LD + d, a.v_bf16 + g * HD + d, slot, row_elems);
         }
       };
       SplitState<HD> st;  // this split
@@ -295,7 +288,8 @@ __global__ void __launch_bounds__(W * P * 32, 1)
       row_pos[j][i] = row_index(j, i) < tq * n_rep && t < t_end ? a.positions[t] : -1;
     }
 
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;  // elements per slot
+  const uint32_t row_elems = static_cast<uint32_t>(a.n_kv_heads) * HD;  // elements per slot
+  const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
@@ -355,11 +349,9 @@ __global__ void __launch_bounds__(W * P * 32, 1)
     auto load_tile = [&](int b, int start) {
       __nv_bfloat16* kb = ring + (b * P + stream) * TILE;
       __nv_bfloat16* vb = vring + (b * P + stream) * TILE;
-      const int p0 = start + lane, p1 = p0 + 32;
-      const int s0 =
-          p0 < range_end ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
-      const int s1 =
-          p1 < range_end ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
+      // Past range_end: zeros, never the cache (V must be finite where p = 0).
+      const int s0 = kv_slot(table, start + lane, range_end, a.block_size, block_shift);
+      const int s1 = kv_slot(table, start + 32 + lane, range_end, a.block_size, block_shift);
       const int d = (ts % CH) * 8;
 #pragma unroll
       for (int k = 0; k < kKvTile / kRowsPerPass; ++k) {
@@ -367,14 +359,8 @@ __global__ void __launch_bounds__(W * P * 32, 1)
         const int a0 = __shfl_sync(kFull, s0, jr & 31), a1 = __shfl_sync(kFull, s1, jr & 31);
         const int slot = jr < 32 ? a0 : a1;
         const int at = tile_at<HD, SWZ>(jr, d);
-        if (slot >= 0) {
-          const int64_t base = static_cast<int64_t>(slot) * kv_stride + g * HD + d;
-          cp_async16(kb + at, a.k_bf16 + base);
-          cp_async16(vb + at, a.v_bf16 + base);
-        } else {  // never read from the cache: zeros (V must be finite where p = 0)
-          *reinterpret_cast<uint4*>(kb + at) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(vb + at) = make_uint4(0, 0, 0, 0);
-        }
+        copy_chunk(kb + at, a.k_bf16 + g * HD + d, slot, row_elems);
+        copy_chunk(vb + at, a.v_bf16 + g * HD + d, slot, row_elems);
       }
     };
     SplitState<HD> st[MT];
@@ -505,6 +491,7 @@ __global__ void __launch_bounds__(W * P * 32, 1)
 // tests force each.
 constexpr int kStreamsMinTokens = 6144;
 constexpr int kMtMaxCtasInBlock = 256;  // fewer CTAs of 128 rows: a CTA per round instead
+constexpr int64_t kWgHd64MinCtas = 512;  // head_dim 64: the warpgroup schedule from this grid on
 
 struct TcShape {
   int warps, m_tiles, stages, streams, tq;
@@ -516,11 +503,19 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   const int n_rep = a.n_heads / a.n_kv_heads;
   const bool decode_like = a.n_tokens <= 2 * n_seqs;
   // The warpgroup schedule (attention_wg.cu): chosen for every non-decode-like step it can
-  // run unless a CTA shape is forced (H200, cuda_attention_bench --prefill-shapes: 1.07–1.22×
-  // the best mma.sync shape at L = 512…16384, docs/cuda.md); head_dim 128 only
-  // (attention_wg_supported says why).
-  const bool wg = s.wgmma >= 1 || (s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like);
-  const bool q_smem = s.wgmma == 2;
+  // run unless a CTA shape is forced (H200, cuda_attention_bench --prefill-shapes: at head_dim
+  // 128 1.07–1.22× the best mma.sync shape at L = 512…16384 before its copies were made
+  // straight-line, 1.34–1.42× itself since, docs/cuda.md); Q from registers at head_dim 128,
+  // from shared memory at 64 (attention_wg_supported says why).
+  const bool chosen = s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like;
+  // At head_dim 64 only Q in shared memory runs on wgmma, and it pays from about two waves of
+  // CTAs on (H200, cuda_attention_bench --heads 32,8,64 / 9,3,64: 1.36-1.56x at 1024-1680 CTAs,
+  // 0.97-1.0x at 256-293; docs/cuda.md).
+  const int wg_tq = n_rep <= 4 * kWarpRows ? (4 * kWarpRows) / n_rep : 1;
+  const int64_t ctas = static_cast<int64_t>((a.n_tokens + wg_tq - 1) / wg_tq) * a.n_kv_heads;
+  const bool hd64 = a.head_dim == 64;
+  const bool wg = s.wgmma >= 1 || (chosen && (!hd64 || ctas >= kWgHd64MinCtas));
+  const bool q_smem = s.wgmma == 2 || (s.wgmma < 0 && hd64);
   if (wg && attention_wg_supported(a.head_dim, n_rep, q_smem)) {
     const bool fast = s.fast == 1 || (s.fast < 0 && !decode_like);
     const int stages = s.stages == 2 ? 2 : 3;

@@ -68,6 +68,30 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[HD / 16][4],
 }
 
 // One split's running state for the thread's two rows.
+// log2 of the KV block size when it is a power of two ≥ 16 (a 16-row group of a tile, aligned
+// to 0, then lies in one block), else −1.
+__device__ __forceinline__ int block_shift_of(int block_size) {
+  return block_size >= 16 && (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+}
+
+// The cache slot of position p through the sequence's block table, −1 at or past range_end
+// (block_shift from block_shift_of: a shift and a mask instead of a division).
+__device__ __forceinline__ int kv_slot(const int* table, int p, int range_end, int block_size,
+                                       int block_shift) {
+  if (p >= range_end) return -1;
+  if (block_shift >= 0) return (table[p >> block_shift] << block_shift) | (p & (block_size - 1));
+  return table[p / block_size] * block_size + p % block_size;
+}
+
+// 16 bytes (8 elements) of cache row `slot` from `src` (the row's first element of this chunk)
+// into shared memory at `dst`; slot −1: zeros, and the cache is not read (a source size of 0).
+// One straight-line copy either way: no branch per row.
+__device__ __forceinline__ void copy_chunk(void* dst, const uint16_t* src, int slot,
+                                           uint32_t row_elems) {
+  const uint32_t s = slot < 0 ? 0u : static_cast<uint32_t>(slot);
+  ptx::cp_async16_zfill(dst, src + static_cast<uint64_t>(s) * row_elems, slot < 0 ? 0 : 16);
+}
+
 template <int HD>
 struct SplitState {
   float m[2], l[2];
@@ -106,10 +130,12 @@ __device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t 
 // column of the tile is ≤ both rows' last positions (the caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
 // without the s == −inf select (s is finite there unless the product overflowed to −inf,
 // where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
+// This half leaves O alone and returns its rescale factors in `c` (rescale_o applies them), so
+// a schedule can run it while the previous tile's P·V is still accumulating into O.
 template <int HD, bool MASK>
-__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
-                                             bool layout_dependent, SplitState<HD>& st,
-                                             float (&s)[kKvTile / 8][4]) {
+__device__ __forceinline__ void tile_softmax_pl(int start, const int (&lim)[2], float scale_log2,
+                                                bool layout_dependent, SplitState<HD>& st,
+                                                float (&s)[kKvTile / 8][4], float (&c)[2]) {
   constexpr int NT = kKvTile / 8;
   const int cq = threadIdx.x & 3;
   float mt[2] = {-INFINITY, -INFINITY};
@@ -127,7 +153,7 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
       s[nt][e] = v;
       mt[e >> 1] = fmaxf(mt[e >> 1], v);
     }
-  float c[2], ref[2];
+  float ref[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
@@ -166,6 +192,15 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
     st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
   }
+}
+
+// O's rescale by the factors tile_softmax_pl returned (rows gq: c[0], gq + 8: c[1]).
+// A warp whose rows all have c = 1 skips the multiplies: x·1 = x for every value O can hold
+// (finite, ±inf, and NaN, which the MMAs and multiplies only produce canonical), so the bits
+// are the same whichever rows share the warp.
+template <int HD>
+__device__ __forceinline__ void rescale_o(SplitState<HD>& st, const float (&c)[2]) {
+  if (__all_sync(kFull, c[0] == 1.0f && c[1] == 1.0f)) return;
 #pragma unroll
   for (int dt = 0; dt < HD / 8; ++dt) {
     st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
@@ -173,6 +208,16 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
     st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
     st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
   }
+}
+
+// The whole softmax half: tile_softmax_pl, then O rescaled at once.
+template <int HD, bool MASK>
+__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
+                                             bool layout_dependent, SplitState<HD>& st,
+                                             float (&s)[kKvTile / 8][4]) {
+  float c[2];
+  tile_softmax_pl<HD, MASK>(start, lim, scale_log2, layout_dependent, st, s, c);
+  rescale_o<HD>(st, c);
 }
 
 // The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions

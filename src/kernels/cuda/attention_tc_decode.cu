@@ -67,16 +67,15 @@ __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
 
   const int n_rep = a.n_heads / a.n_kv_heads;
   const int* table = a.block_tables + static_cast<int64_t>(a.seq_of_token[t]) * a.max_blocks;
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;  // elements per slot
+  const uint32_t row_elems = static_cast<uint32_t>(a.n_kv_heads) * HD;  // elements per slot
   const uint16_t* k_src = a.k_bf16 + g * HD;
   const uint16_t* v_src = a.v_bf16 + g * HD;
 
   // Lane j holds the slots of positions start + j and start + 32 + j of the tile being
   // issued (cur) and of the next one (nxt, loaded a tile ahead so the copy never waits on
   // the block table); -1 past range_end (zeros are stored there, never the cache).
-  auto slot_of = [&](int p) {
-    return p < range_end ? table[p / a.block_size] * a.block_size + p % a.block_size : -1;
-  };
+  const int block_shift = block_shift_of(a.block_size);
+  auto slot_of = [&](int p) { return kv_slot(table, p, range_end, a.block_size, block_shift); };
   int cur0 = slot_of(range_begin + lane), cur1 = slot_of(range_begin + 32 + lane);
   int nxt0 = slot_of(range_begin + kKvTile + lane), nxt1 = slot_of(range_begin + kKvTile + 32 + lane);
   auto issue = [&](int c) {
@@ -87,11 +86,7 @@ __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
     for (int k = 0; k < PASSES; ++k) {
       const int j = lane / CH + RPP * k;  // the tile row this lane copies
       const int slot = __shfl_sync(kFull, RPP * k < 32 ? cur0 : cur1, j & 31);
-      if (slot >= 0) {
-        cp_async16(buf + j * LD + d, src + static_cast<int64_t>(slot) * kv_stride + d);
-      } else {
-        *reinterpret_cast<uint4*>(buf + j * LD + d) = make_uint4(0, 0, 0, 0);
-      }
+      copy_chunk(buf + j * LD + d, src + d, slot, row_elems);
     }
     if (c & 1) {  // the tile's V is issued: move on to the next tile's slots
       const int next = range_begin + ((c >> 1) + 2) * kKvTile;

@@ -18,10 +18,11 @@
 //     interact, so the split changes no element.
 // K/V tiles in shared memory: per 64-dim panel, 64 rows of 128 bytes with the 16-byte chunks
 // XORed by (row % 8) (the 128-byte swizzle wgmma reads), 1024-byte aligned.
-// Chosen for non-decode-like steps at head_dim 128 (attention_tc.cu's tc_shape; head_dim 64 is
-// refused: attention_wg_supported). Tests: test_cuda --gtest_filter='*CudaAttentionTc*'
-// (TcSchedule::wgmma = 1 forces it, 0 keeps it off); bench: cuda_attention_bench
-// --prefill-shapes (its "wgmma" columns).
+// Chosen for non-decode-like steps (attention_tc.cu's tc_shape): at head_dim 128 with Q in
+// registers, at head_dim 64 with Q in shared memory from 512 CTAs (Q in registers is refused
+// there: attention_wg_supported). Tests: test_cuda --gtest_filter='*CudaAttentionTc*'
+// (TcSchedule::wgmma = 1 and 2 force it, 0 keeps it off); bench: cuda_attention_bench
+// [--heads Q,KV,D] --prefill-shapes (its "wgmma" columns).
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -52,6 +53,62 @@ constexpr int kTileBytes = (HD / 64) * kPanelBytes;
 // Byte offset of 16-byte chunk c (8 dims) of row j in a tile.
 __device__ __forceinline__ int wg_chunk_at(int j, int c) {
   return (c >> 3) * kPanelBytes + j * 128 + (((c & 7) ^ (j & 7)) << 4);
+}
+
+// Copies the K/V rows of the tile at `start` (positions ≥ range_end: zeros, never read from the
+// cache; V must be finite where p = 0) into the tiles at `kb` and `vb` (V skipped if null), in
+// the layout of wg_chunk_at: thread t copies 16-byte chunk t % (HD / 8) of rows t / (HD / 8) + P·k.
+// With a block_shift (≥ 0) a thread looks its rows' blocks up itself, and its shared-memory
+// offsets step by P rows (P is a multiple of 8, so the swizzle's row % 8 does not change);
+// otherwise the tile's 64 slots are computed by the warp's lanes and passed round by shuffles.
+// Either way every element lands where the other way puts it: only the address arithmetic differs.
+template <int HD>
+__device__ __forceinline__ void load_rows(unsigned char* kb, unsigned char* vb,
+                                          const uint16_t* k_src, const uint16_t* v_src,
+                                          const AttentionArgs& a, const int* table, int start,
+                                          int range_end, int g, int block_shift) {
+  constexpr int CH = HD / 8;
+  constexpr int P = kWgWarps * 32 / CH;  // rows a pass
+  static_assert(kKvTile % P == 0 && P % 8 == 0, "whole rows a pass, the swizzle's row % 8 fixed");
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;
+  const int c = threadIdx.x % CH, j0 = threadIdx.x / CH;
+  const int at0 = wg_chunk_at(j0, c);
+  const int64_t col = static_cast<int64_t>(g) * HD + c * 8;
+  if (block_shift >= 0) {
+    // Straight-line copies: a position past the range reads its row's last valid slot with a
+    // source size of 0, which cp.async fills with zeros.
+    const int mask = (1 << block_shift) - 1;
+    const uint32_t row_bytes = static_cast<uint32_t>(kv_stride) * 2;
+    const char* kbase = reinterpret_cast<const char*>(k_src + col);
+    const int64_t v_delta = vb ? reinterpret_cast<const char*>(v_src) -
+                                     reinterpret_cast<const char*>(k_src)
+                               : 0;
+#pragma unroll
+    for (int k = 0; k < kKvTile / P; ++k) {
+      const int p = start + j0 + P * k;
+      const int pc = min(p, range_end - 1);
+      const uint32_t slot = (static_cast<uint32_t>(table[pc >> block_shift]) << block_shift) |
+                            static_cast<uint32_t>(pc & mask);
+      const char* src = kbase + static_cast<uint64_t>(slot) * row_bytes;
+      const int n = p < range_end ? 16 : 0;
+      const int at = at0 + k * P * 128;
+      ptx::cp_async16_zfill(kb + at, src, n);
+      if (vb) ptx::cp_async16_zfill(vb + at, src + v_delta, n);
+    }
+    return;
+  }
+  const int lane = threadIdx.x & 31;
+  const int s0 = kv_slot(table, start + lane, range_end, a.block_size, -1);
+  const int s1 = kv_slot(table, start + 32 + lane, range_end, a.block_size, -1);
+#pragma unroll
+  for (int k = 0; k < kKvTile / P; ++k) {
+    const int j = j0 + P * k;
+    const int a0 = __shfl_sync(kFull, s0, j & 31), a1 = __shfl_sync(kFull, s1, j & 31);
+    const int slot = j < 32 ? a0 : a1;
+    const int at = wg_chunk_at(j, c);
+    copy_chunk(kb + at, k_src + col, slot, static_cast<uint32_t>(kv_stride));
+    if (vb) copy_chunk(vb + at, v_src + col, slot, static_cast<uint32_t>(kv_stride));
+  }
 }
 
 // S (the warp's 16 rows × 64 positions, m16n8 C tiles) = Q·Kᵀ over the K tile at shared address
@@ -134,9 +191,6 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   static_assert(HD == 64 || HD == 128, "whole 64-dim panels");
   static_assert(ST >= 2, "a ring of two tiles at least");
   constexpr int DT = HD / 8;  // n-tiles of O
-  constexpr int CH = HD / 8;  // 16-byte chunks of one K/V row
-  constexpr int kRowsPerPass = kWgWarps * 32 / CH;
-  static_assert(kKvTile % kRowsPerPass == 0, "whole rows per pass");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // 1024-byte aligned (the swizzle atoms): [Q tile if QS] then the ring, ST × (K tile, V tile).
   const uint32_t raw = ptx::smem_u32(smem_raw);
@@ -167,7 +221,7 @@ __global__ void __launch_bounds__(kWgWarps * 32)
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) O[dt][0] = O[dt][1] = O[dt][2] = O[dt][3] = 0.0f;
 
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * HD;
+  const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const int seq = a.seq_of_token[seg_begin];
@@ -199,28 +253,8 @@ __global__ void __launch_bounds__(kWgWarps * 32)
     {
       auto load_tile = [&](int buf, int start) {
         unsigned char* kb = ring + buf * 2 * kTileBytes<HD>;
-        unsigned char* vb = kb + kTileBytes<HD>;
-        const int p0 = start + lane, p1 = p0 + 32;
-        const int s0 =
-            p0 < range_end ? table[p0 / a.block_size] * a.block_size + p0 % a.block_size : -1;
-        const int s1 =
-            p1 < range_end ? table[p1 / a.block_size] * a.block_size + p1 % a.block_size : -1;
-        const int c = threadIdx.x % CH;
-#pragma unroll
-        for (int k = 0; k < kKvTile / kRowsPerPass; ++k) {
-          const int j = threadIdx.x / CH + kRowsPerPass * k;
-          const int a0 = __shfl_sync(kFull, s0, j & 31), a1 = __shfl_sync(kFull, s1, j & 31);
-          const int slot = j < 32 ? a0 : a1;
-          const int at = wg_chunk_at(j, c);
-          if (slot >= 0) {
-            const int64_t base = static_cast<int64_t>(slot) * kv_stride + g * HD + c * 8;
-            cp_async16(kb + at, a.k_bf16 + base);
-            cp_async16(vb + at, a.v_bf16 + base);
-          } else {  // never read from the cache: zeros (V must be finite where p = 0)
-            *reinterpret_cast<uint4*>(kb + at) = make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4*>(vb + at) = make_uint4(0, 0, 0, 0);
-          }
-        }
+        load_rows<HD>(kb, kb + kTileBytes<HD>, a.k_bf16, a.v_bf16, a, table, start, range_end, g,
+                      block_shift);
       };
       SplitState<HD> st;
       st.reset();
@@ -298,14 +332,14 @@ cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, 
 
 }  // namespace
 
-// head_dim 128 only. At head_dim 64 CUDA 13.0's ptxas compiles the fast-path kernels so that
+// Q in registers: head_dim 128 only. At head_dim 64 CUDA 13.0's ptxas compiles the fast-path kernels so that
 // the registers holding Q's fragments (the QK wgmma's A operand) are reused for the softmax
 // inside the KV-tile loop: from the second tile on S is computed from garbage (on the H200:
 // rows past the first tile wrong, 0.129 for 0.117). scripts/check_wgmma_sass.py finds it in
 // the SASS (CTest cuda_static.*, in CI). Refused there until Q comes from shared memory (the
 // wgmma SS form) or a compiler keeps the registers; the 128-dim kernels pass the check.
-// With Q in shared memory (q_smem; TcSchedule::wgmma = 2, not chosen yet: not yet run on a
-// GPU) the loop has no register operand to lose, so head_dim 64 is allowed there.
+// With Q in shared memory (q_smem; TcSchedule::wgmma = 2; chosen at head_dim 64, its bits
+// checked on the H200) the loop has no register operand to lose, so head_dim 64 is allowed there.
 bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem) {
   return (head_dim == 128 || (q_smem && head_dim == 64)) && n_rep >= 1 &&
          n_rep <= kWgWarps * kWarpRows;

@@ -195,7 +195,7 @@ struct TcSchedule {
   int wgmma = -1;   // the warpgroup schedule (attention_wg.cu) for the packed CTAs of 4 warps ×
                     // 16 rows: -1 chosen (non-decode-like steps, no CTA shape forced), 0 never,
                     // 1 wherever it applies (head_dim 128; stages and fast as above), 2 the same
-                    // with Q from shared memory (head_dim 64 and 128; not yet run on a GPU)
+                    // with Q from shared memory (head_dim 64 and 128; chosen at 64)
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
