@@ -1,6 +1,7 @@
 // The numerics fingerprint (design.md section 1): everything that fixes a deterministic
-// request's bits besides its prompt and sampling parameters — the weights, the engine build,
-// the backend and its SIMD/GPU/library versions, and every numerics-relevant setting. Two
+// request's bits besides its prompt and sampling parameters — the weights, the engine build and
+// its numerics revision, the backend and its SIMD/GPU/library versions, and every
+// numerics-relevant setting. Two
 // runs with the same fingerprint give the same bits; returned as OpenAI's system_fingerprint.
 // Execution settings that change no bit stay out of it, so that tuning them keeps the
 // fingerprint: threads, step budget, chunking, batch limit, KV pool and block size (attention
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/version.h"
+
 namespace detllm {
 
 struct FingerprintInputs {
@@ -18,6 +21,7 @@ struct FingerprintInputs {
   std::string backend;        // "cpu", "cuda:<gpu>:<driver>:<cublas>"
   std::string backend_build;  // e.g. the CPU SIMD arch
   std::string numerics_mode;  // the mode that served the request
+  int32_t numerics_revision = kNumericsRevision;  // core/version.h: the kernels' numerics
 };
 
 // "fp_" + 16 hex digits of XXH3 over every input; stable across runs and machines.

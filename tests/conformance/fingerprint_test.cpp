@@ -24,6 +24,8 @@ TEST(Fingerprint, StableAndSensitiveToEveryInput) {
   EXPECT_TRUE(changed([](auto& i) { i.backend = "cuda"; }));
   EXPECT_TRUE(changed([](auto& i) { i.backend_build = "x86-64-v4"; }));
   EXPECT_TRUE(changed([](auto& i) { i.numerics_mode = "fast"; }));
+  EXPECT_TRUE(changed([](auto& i) { i.numerics_revision += 1; }));
+  EXPECT_EQ(base.numerics_revision, kNumericsRevision);  // callers get this build's revision
 }
 
 TEST(DeterminismPolicy, ValidatesAndDescribes) {
