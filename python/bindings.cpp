@@ -150,7 +150,8 @@ NB_MODULE(_core, m) {
       .def_rw("max_seqs", &SessionOptions::max_seqs)
       .def_rw("prefix_cache", &SessionOptions::prefix_cache)
       .def_rw("self_check", &SessionOptions::self_check)
-      .def_rw("deterministic", &SessionOptions::deterministic);
+      .def_rw("deterministic", &SessionOptions::deterministic)
+      .def_rw("tensor_parallel", &SessionOptions::tensor_parallel);
 
   nb::class_<LlmSession>(m, "Session")
       .def(nb::init<const SessionOptions&>(), "options"_a, nb::call_guard<nb::gil_scoped_release>())

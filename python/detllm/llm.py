@@ -52,7 +52,10 @@ class LLM:
     model: a GGUF file, a Hugging Face directory (safetensors + config.json + tokenizer.json),
     or "synthetic:NAME" (weights from a seed, no tokenizer: prompts are token ids; on "cuda"
     they are generated in GPU memory, e.g. synthetic:llama-3.1-8b); None = the embedded default. backend: "cpu" or "cuda". mode: the determinism mode (docs/modes.md):
-    "invariant" (default), "fast", "bi-naive", "padded" or "verified".
+    "invariant" (default), "fast", "bi-naive", "padded" or "verified". tensor_parallel: N >= 1
+    runs N CPU ranks over the canonical partition (docs/tensor_parallel.md) — every N gives the
+    same bits and fingerprint, which differ from the one-device model's (0, the default);
+    update_weights and sleep are refused with it.
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class LLM:
         enable_prefix_caching: bool = True,
         self_check: bool = True,
         deterministic: bool = True,
+        tensor_parallel: int = 0,
     ) -> None:
         o = _core.SessionOptions()
         o.model = str(model) if model is not None else default_model_path()
@@ -82,6 +86,7 @@ class LLM:
         o.prefix_cache = enable_prefix_caching
         o.self_check = self_check
         o.deterministic = deterministic
+        o.tensor_parallel = tensor_parallel
         self.backend = backend
         self.mode = mode
         self._s = _core.Session(o)

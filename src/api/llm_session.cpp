@@ -114,12 +114,15 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   bo.backend = o.backend;
   bo.mode = o.mode;
   bo.device = o.device;
+  bo.tensor_parallel = o.tensor_parallel;
   const DeterminismMode mode = parse_determinism_mode(o.mode);
   engine::EngineConfig& cfg = s_->config;
   apply_mode(mode, cfg);
   // The backend first: a missing GPU fails before the (slow) model load.
   s_->backend = backends::make_backend(bo, mode_info(mode).backend, threads);
   if (o.model.rfind(kSyntheticPrefix, 0) == 0) {
+    check(o.tensor_parallel == 0, "tensor_parallel={}: a synthetic model has no host weights for "
+          "the ranks to slice; load a model file (or leave tensor_parallel out)", o.tensor_parallel);
     open_synthetic(s_->bundle, s_->backend, o.model, s_->host_copy);
   } else {
     s_->bundle = open_model_bundle(o.model, threads);
@@ -141,7 +144,7 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   if (!o.self_check) cfg.policy.self_check = false;
   if (cfg.policy.self_check) {
     const SelfCheckReport report =
-        run_self_check(s_->bundle.llama->ops(),
+        run_self_check(s_->bundle.engine_model().ops(),
                        self_check_options_for(s_->bundle.model->config, cfg.scheduler.kv.block_size));
     s_->self_check_summary = report.summary();
     cfg.self_check = SelfCheckVerdict::of(report);
@@ -149,12 +152,13 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     s_->self_check_summary = "off";
     cfg.self_check = SelfCheckVerdict::disabled();
   }
-  s_->bundle.llama->prepare_gemms(cfg.scheduler.max_tokens_per_step);
+  LlamaModel& model = s_->bundle.engine_model();  // a TpGroup's leader with tensor_parallel
+  model.prepare_gemms(cfg.scheduler.max_tokens_per_step);
   if (o.kv_cache_tokens > 0) {
     cfg.kv_cache_tokens = o.kv_cache_tokens;
-  } else if (const size_t free = s_->bundle.ops->device_memory_free(); free > 0) {
+  } else if (const size_t free = model.ops().device_memory_free(); free > 0) {
     cfg.kv_cache_tokens = KvStorage::tokens_for_memory(
-        s_->bundle.model->config, s_->bundle.ops->kv_dtype(), free, cfg.gpu_memory_fraction,
+        s_->bundle.model->config, model.ops().kv_dtype(), free, cfg.gpu_memory_fraction,
         cfg.scheduler.kv.block_size);
   }
   build_engine();
@@ -166,7 +170,7 @@ LlmSession::~LlmSession() {
 
 void LlmSession::build_engine() {
   s_->engine.reset();
-  s_->engine = std::make_unique<engine::Engine>(*s_->bundle.llama, s_->config,
+  s_->engine = std::make_unique<engine::Engine>(s_->bundle.engine_model(), s_->config,
                                                 s_->bundle.tokenizer.get());
 }
 
@@ -240,6 +244,9 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   std::lock_guard<std::mutex> lock(s_->busy);
   check(!version.empty(), "update_weights: give a version (e.g. the training step): the "
                           "fingerprint carries it instead of a hash of the weights");
+  check(!s_->bundle.tp, "update_weights: not supported with tensor_parallel={} yet (each rank "
+        "holds its own slices of the weights, which would have to be rewritten too); use "
+        "tensor_parallel=0 for a training loop", s_->options.tensor_parallel);
   kernels::Ops& ops = *s_->bundle.ops;
   const bool device_backend = !ops.host_memory();
   std::vector<WeightSource> sources;
@@ -367,6 +374,8 @@ void LlmSession::sleep(int level) {
   check(level == 1 || level == 2, "sleep(level={}): level is 1 (free the KV pool) or 2 (also "
                                   "the backend's copy of the weights)", level);
   check(sleep_level_ == 0, "already asleep: call wake() first");
+  check(!s_->bundle.tp, "sleep: not supported with tensor_parallel={} yet (the ranks' KV "
+        "mirrors follow one engine's pool)", s_->options.tensor_parallel);
   check(level == 1 || s_->host_copy, "sleep(2): {} exists only in device memory (a synthetic "
         "model generated there): freeing it would lose the weights; use sleep(1)",
         s_->bundle.model->name);

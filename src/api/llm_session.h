@@ -38,6 +38,10 @@ struct SessionOptions {
   bool prefix_cache = true;
   bool self_check = true;          // run the startup self-check (design.md Rule 3)
   bool deterministic = true;       // requests are deterministic unless they say otherwise
+  // N >= 1: N CPU ranks over the canonical partition (docs/tensor_parallel.md): every N gives
+  // the same bits (and fingerprint); 0: the one-device model (other numerics: its own chunks).
+  // update_weights and sleep are refused with it (the ranks hold slices of the weights).
+  int32_t tensor_parallel = 0;
 };
 
 // One request of a batch: prompt token ids and what to do with them.
