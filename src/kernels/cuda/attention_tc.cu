@@ -509,8 +509,8 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   // from shared memory at 64 (attention_wg_supported says why).
   const bool chosen = s.wgmma < 0 && s.warps <= 0 && s.m_tiles <= 0 && !decode_like;
   // At head_dim 64 only Q in shared memory runs on wgmma, and it pays from about two waves of
-  // CTAs on (H200, cuda_attention_bench --heads 32,8,64 / 9,3,64: 1.36-1.56x at 1024-1680 CTAs,
-  // 0.97-1.0x at 256-293; docs/cuda.md).
+  // CTAs on (H200, cuda_attention_bench --heads 32,8,64 / 9,3,64: 1.18–1.56× at 1,024–5,876
+  // CTAs, 0.97–1.0× at 75–293; docs/cuda.md).
   const int wg_tq = n_rep <= 4 * kWarpRows ? (4 * kWarpRows) / n_rep : 1;
   const int64_t ctas = static_cast<int64_t>((a.n_tokens + wg_tq - 1) / wg_tq) * a.n_kv_heads;
   const bool hd64 = a.head_dim == 64;

@@ -67,7 +67,6 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[HD / 16][4],
   }
 }
 
-// One split's running state for the thread's two rows.
 // log2 of the KV block size when it is a power of two ≥ 16 (a 16-row group of a tile, aligned
 // to 0, then lies in one block), else −1.
 __device__ __forceinline__ int block_shift_of(int block_size) {
@@ -92,6 +91,7 @@ __device__ __forceinline__ void copy_chunk(void* dst, const uint16_t* src, int s
   ptx::cp_async16_zfill(dst, src + static_cast<uint64_t>(s) * row_elems, slot < 0 ? 0 : 16);
 }
 
+// One split's running state for the thread's two rows.
 template <int HD>
 struct SplitState {
   float m[2], l[2];
@@ -130,8 +130,8 @@ __device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t 
 // column of the tile is ≤ both rows' last positions (the caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
 // without the s == −inf select (s is finite there unless the product overflowed to −inf,
 // where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
-// This half leaves O alone and returns its rescale factors in `c` (rescale_o applies them), so
-// a schedule can run it while the previous tile's P·V is still accumulating into O.
+// This half leaves O alone and returns its rescale factors in `c`; tile_softmax applies them
+// (rescale_o).
 template <int HD, bool MASK>
 __device__ __forceinline__ void tile_softmax_pl(int start, const int (&lim)[2], float scale_log2,
                                                 bool layout_dependent, SplitState<HD>& st,
