@@ -55,7 +55,7 @@ class LLM:
     "invariant" (default), "fast", "bi-naive", "padded" or "verified". tensor_parallel: N >= 1
     runs N CPU ranks over the canonical partition (docs/tensor_parallel.md) — every N gives the
     same bits and fingerprint, which differ from the one-device model's (0, the default);
-    update_weights and sleep are refused with it.
+    update_weights rebuilds the ranks from the new weights; sleep is refused with it.
     """
 
     def __init__(

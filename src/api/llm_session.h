@@ -40,7 +40,7 @@ struct SessionOptions {
   bool deterministic = true;       // requests are deterministic unless they say otherwise
   // N >= 1: N CPU ranks over the canonical partition (docs/tensor_parallel.md): every N gives
   // the same bits (and fingerprint); 0: the one-device model (other numerics: its own chunks).
-  // update_weights and sleep are refused with it (the ranks hold slices of the weights).
+  // update_weights rebuilds the ranks from the updated host weights; sleep is refused with it.
   int32_t tensor_parallel = 0;
 };
 
