@@ -39,7 +39,7 @@ namespace {
 
 constexpr int kBlock = 16;
 // The head geometry: Llama-3.1-8B's unless --heads Q,KV,D says otherwise (e.g. 9,3,64: SmolLM2).
-int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+int g_heads = 32, g_kv_heads = 8, g_head_dim = 128;
 
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -80,7 +80,7 @@ double run_step(Ops& ops, const std::vector<SeqSpec>& seqs) {
     n_blocks += b;
   }
   const DType dtype = ops.kv_dtype();
-  const int64_t kv_elems = int64_t(n_blocks) * kBlock * kKvHeads * kHeadDim;
+  const int64_t kv_elems = int64_t(n_blocks) * kBlock * g_kv_heads * g_head_dim;
   Buffer k(ops, kv_elems * dtype_size(dtype)), v(ops, kv_elems * dtype_size(dtype));
   ops.fill_uniform(k.data(), dtype, kv_elems, 1, 0.0f, 1.0f);
   ops.fill_uniform(v.data(), dtype, kv_elems, 2, 0.0f, 1.0f);
@@ -102,14 +102,14 @@ double run_step(Ops& ops, const std::vector<SeqSpec>& seqs) {
   ops.upload(dtab.data(), table.data(), table.size() * 4);
   ops.upload(dpos.data(), pos.data(), pos.size() * 4);
   ops.upload(dseq.data(), seq.data(), seq.size() * 4);
-  const int64_t q_elems = int64_t(n) * kHeads * kHeadDim;
+  const int64_t q_elems = int64_t(n) * g_heads * g_head_dim;
   Buffer q(ops, q_elems * 4), out(ops, q_elems * 4);
   ops.fill_uniform(q.data(), DType::kF32, q_elems, 3, 0.0f, 2.0f);
   const StepBatch batch{n, dpos.i32(), dseq.i32(), nullptr, static_cast<int32_t>(seqs.size()),
                         max_blocks, dtab.i32()};
-  const KvCacheLayer cache{k.data(), v.data(), n_blocks, kBlock, kKvHeads, kHeadDim, dtype};
-  const float scale = 1.0f / std::sqrt(float(kHeadDim));
-  return time_us(ops, [&] { ops.attention(q.f32(), cache, batch, kHeads, scale, out.f32()); });
+  const KvCacheLayer cache{k.data(), v.data(), n_blocks, kBlock, g_kv_heads, g_head_dim, dtype};
+  const float scale = 1.0f / std::sqrt(float(g_head_dim));
+  return time_us(ops, [&] { ops.attention(q.f32(), cache, batch, g_heads, scale, out.f32()); });
 }
 
 double run_case(Ops& ops, int n_seqs, int ctx, int q_per_seq) {
@@ -118,7 +118,7 @@ double run_case(Ops& ops, int n_seqs, int ctx, int q_per_seq) {
 
 double prefill_flop(const std::vector<int>& lens) {
   double f = 0;
-  for (int n : lens) f += 4.0 * kHeads * kHeadDim * double(n) * (n + 1) / 2;  // causal QKᵀ + PV
+  for (int n : lens) f += 4.0 * g_heads * g_head_dim * double(n) * (n + 1) / 2;  // causal QKᵀ + PV
   return f;
 }
 
@@ -222,7 +222,7 @@ int run_prefill_shapes(const std::vector<int>& lens) {
     rule += "---|";
   }
   fmt::print("device: {}; heads {} query / {} KV × {}\n\n{}\n{}\n", cuda_device_description(0),
-             kHeads, kKvHeads, kHeadDim, head, rule);
+             g_heads, g_kv_heads, g_head_dim, head, rule);
   std::vector<std::vector<int>> cases;
   for (int n : lens) cases.push_back({n});
   cases.push_back({512, 2048, 8192, 1000});
@@ -255,8 +255,8 @@ int run_csv(DType kv, const std::vector<CsvCase>& cases) {
     else
       seqs.assign(static_cast<size_t>(c.batch), SeqSpec{c.ctx, c.q_len});
     const double t = run_step(*ops, seqs);
-    fmt::print("{},{},{},{},{},{},{},{},{:.2f}\n", c.kind, c.batch, c.q_len, c.ctx, kHeads,
-               kKvHeads, kHeadDim, kv == DType::kF32 ? "fp32" : "bf16", t);
+    fmt::print("{},{},{},{},{},{},{},{},{:.2f}\n", c.kind, c.batch, c.q_len, c.ctx, g_heads,
+               g_kv_heads, g_head_dim, kv == DType::kF32 ? "fp32" : "bf16", t);
     std::fflush(stdout);
   }
   return 0;
@@ -291,8 +291,8 @@ int main(int argc, char** argv) {
         context = std::atoi(std::string(v).c_str());
         if (context < 1) return usage();
       } else if (a == "--heads") {
-        if (std::sscanf(std::string(v).c_str(), "%d,%d,%d", &kHeads, &kKvHeads, &kHeadDim) != 3 ||
-            kHeads < 1 || kKvHeads < 1 || kHeads % kKvHeads != 0 || kHeadDim < 16)
+        if (std::sscanf(std::string(v).c_str(), "%d,%d,%d", &g_heads, &g_kv_heads, &g_head_dim) != 3 ||
+            g_heads < 1 || g_kv_heads < 1 || g_heads % g_kv_heads != 0 || g_head_dim < 16)
           return usage();
       } else if (a == "--kv-dtype") {
         if (v != "bf16" && v != "fp32") return usage();
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
       const double tb = run_case(*bf16, batch, ctx, 1);
       const double tp = run_case(*packed, batch, ctx, 1);
       const double tf = run_case(*fp32, batch, ctx, 1);
-      const double elems = 2.0 * batch * ctx * kKvHeads * kHeadDim;
+      const double elems = 2.0 * batch * ctx * g_kv_heads * g_head_dim;
       const std::string row = fmt::format(
           "| {} | {} | {:.1f} | {:.2f} | {:.0f}% | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} |\n",
           batch, ctx, tb, elems * 2 / tb * 1e-6, elems * 2 / tb * 1e-6 / copy_tbs * 100, tp,

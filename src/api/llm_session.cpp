@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -40,9 +39,6 @@ struct LlmSession::State {
   uint64_t weights_hash = 0;  // of the loaded file; replaced by the version after an update
   // False for a synthetic model generated in device memory: its weights exist only there.
   bool host_copy = true;
-  // tensor_parallel: how each rank's ops are made, kept to rebuild the ranks after a weight
-  // update (each rank holds slices, and its model chunk copies, of the host weights).
-  std::function<std::unique_ptr<kernels::Ops>()> tp_make_ops;
   std::vector<ParameterSlot> slots;  // every parameter by HF name (parameter_slots)
   // Parameters (LlamaModel::Param, layer) whose device values are newer than the host copy:
   // written device to device by update_weights; the host copy is refreshed from the device
@@ -135,7 +131,6 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     // (the same values: the logits do not change). install_backend builds that forward.
     s_->bundle.llama.reset();
     dequantize_weights(s_->bundle.model->weights);
-    s_->tp_make_ops = s_->backend.make_rank_ops;  // empty without tensor_parallel
     backends::install_backend(s_->bundle, s_->backend);
   }
   s_->slots = parameter_slots(s_->bundle.model->config,
@@ -324,13 +319,10 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   s_->weights_hash = h.lo;
   s_->weight_version = version;
   if (s_->bundle.tp) {
-    // The ranks hold slices (and their models chunk copies) of the host weights: they are made
-    // again from the updated host copy, as at load. The engine refers to the leader: first.
+    // The ranks hold slices (and their models chunk copies) of the host weights: made again
+    // from the updated host copy. The engine refers to the old leader: dropped first.
     s_->engine.reset();
-    const int32_t degree = s_->bundle.tp->degree();
-    s_->bundle.tp.reset();
-    s_->bundle.tp = std::make_unique<TpGroup>(s_->bundle.model->config, s_->bundle.model->weights,
-                                              degree, s_->tp_make_ops);
+    s_->bundle.tp->reload(s_->bundle.model->config, s_->bundle.model->weights);
     s_->bundle.tp->leader().prepare_gemms(s_->config.scheduler.max_tokens_per_step);
   }
   if (sleep_level_ == 0) build_engine();  // a new KV pool: no block of the old weights is reused

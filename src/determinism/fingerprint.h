@@ -1,8 +1,8 @@
 // The numerics fingerprint (design.md section 1): everything that fixes a deterministic
 // request's bits besides its prompt and sampling parameters — the weights, the engine build and
 // its numerics revision, the backend and its SIMD/GPU/library versions, and every
-// numerics-relevant setting. Two
-// runs with the same fingerprint give the same bits; returned as OpenAI's system_fingerprint.
+// numerics-relevant setting. Two runs with the same fingerprint give the same bits; returned as
+// OpenAI's system_fingerprint.
 // Execution settings that change no bit stay out of it, so that tuning them keeps the
 // fingerprint: threads, step budget, chunking, batch limit, KV pool and block size (attention
 // reduces in splits aligned to absolute positions on both backends; the block size only

@@ -20,17 +20,30 @@ TpGroup::TpGroup(const ModelConfig& config, const ModelWeights& weights, int32_t
   for (int32_t r = 0; r < degree; ++r) {
     auto rank = std::make_unique<Rank>();
     rank->config = tp_rank_config(config, partition_, r);
-    rank->weights = tp_rank_weights(weights, config, partition_, r);
     rank->ops = make_ops();
     check(rank->ops && rank->ops->host_memory(),
           "tensor parallelism runs on host backends only (ranks as threads)");
-    rank->model = std::make_unique<LlamaModel>(rank->config, rank->weights, *rank->ops,
-                                               ProjectionLayout::kAuto,
-                                               tp_rank(partition_, r, &exchange_));
     ranks_.push_back(std::move(rank));
+    make_rank_model(ranks_.size() - 1, config, weights);
   }
   ranks_[0]->model->set_tp_group(this);
   for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { worker(r); });
+}
+
+void TpGroup::make_rank_model(size_t r, const ModelConfig& config, const ModelWeights& weights) {
+  Rank& rank = *ranks_[r];
+  rank.model.reset();  // before the weights it reads in place
+  rank.weights = tp_rank_weights(weights, config, partition_, static_cast<int32_t>(r));
+  rank.model = std::make_unique<LlamaModel>(rank.config, rank.weights, *rank.ops,
+                                            ProjectionLayout::kAuto,
+                                            tp_rank(partition_, static_cast<int32_t>(r), &exchange_));
+}
+
+void TpGroup::reload(const ModelConfig& config, const ModelWeights& weights) {
+  kv_.clear();  // mirrors of pools that held the old weights' KV
+  kv_order_.clear();
+  for (size_t r = 0; r < ranks_.size(); ++r) make_rank_model(r, config, weights);
+  ranks_[0]->model->set_tp_group(this);
 }
 
 TpGroup::~TpGroup() {

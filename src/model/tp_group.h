@@ -49,6 +49,12 @@ class TpGroup {
                                  const std::function<LlamaModel::StepLogits()>& leader_step);
   void copy_block(const KvStorage& leader_kv, int32_t src, int32_t dst);
 
+  // New weights for every rank (the same config and partition): each rank's slices, and its
+  // model with the chunk copies it makes of them, are made again from `weights`, and the KV
+  // mirrors are dropped. Between steps only; leader() is a new model afterwards, so whatever
+  // refers to the old one (an Engine) must be dropped first and made again.
+  void reload(const ModelConfig& config, const ModelWeights& weights);
+
  private:
   struct Rank {
     ModelConfig config;    // the rank's (tp_rank_config)
@@ -56,6 +62,8 @@ class TpGroup {
     std::unique_ptr<kernels::Ops> ops;
     std::unique_ptr<LlamaModel> model;
   };
+  // Rank r's slices of `weights` and its model over them (the constructor and reload).
+  void make_rank_model(size_t r, const ModelConfig& config, const ModelWeights& weights);
   // The storages of ranks 1… that mirror the leader's `kv` (made on first use, same blocks).
   std::vector<KvStorage*> follower_kv(const KvStorage& kv);
 

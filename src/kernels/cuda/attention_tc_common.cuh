@@ -126,16 +126,30 @@ __device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t 
   }
 }
 
+// O's rescale by a tile's factors (rows gq: c[0], gq + 8: c[1]).
+// A warp whose rows all have c = 1 skips the multiplies: x·1 = x for every value O can hold
+// (finite, ±inf, and NaN, which the MMAs and multiplies only produce canonical), so the bits
+// are the same whichever rows share the warp.
+template <int HD>
+__device__ __forceinline__ void rescale_o(SplitState<HD>& st, const float (&c)[2]) {
+  if (__all_sync(kFull, c[0] == 1.0f && c[1] == 1.0f)) return;
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
+    st.o[dt][1] = __fmul_rn(st.o[dt][1], c[0]);
+    st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
+    st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
+  }
+}
+
 // The softmax half of a tile for one m-tile, after the scores are in `s`. MASK = false: every
 // column of the tile is ≤ both rows' last positions (the caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
 // without the s == −inf select (s is finite there unless the product overflowed to −inf,
 // where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
-// This half leaves O alone and returns its rescale factors in `c`; tile_softmax applies them
-// (rescale_o).
 template <int HD, bool MASK>
-__device__ __forceinline__ void tile_softmax_pl(int start, const int (&lim)[2], float scale_log2,
-                                                bool layout_dependent, SplitState<HD>& st,
-                                                float (&s)[kKvTile / 8][4], float (&c)[2]) {
+__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
+                                             bool layout_dependent, SplitState<HD>& st,
+                                             float (&s)[kKvTile / 8][4]) {
   constexpr int NT = kKvTile / 8;
   const int cq = threadIdx.x & 3;
   float mt[2] = {-INFINITY, -INFINITY};
@@ -153,7 +167,7 @@ __device__ __forceinline__ void tile_softmax_pl(int start, const int (&lim)[2], 
       s[nt][e] = v;
       mt[e >> 1] = fmaxf(mt[e >> 1], v);
     }
-  float ref[2];
+  float c[2], ref[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
@@ -192,33 +206,9 @@ __device__ __forceinline__ void tile_softmax_pl(int start, const int (&lim)[2], 
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
     st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
   }
-}
-
-// O's rescale by the factors tile_softmax_pl returned (rows gq: c[0], gq + 8: c[1]).
-// A warp whose rows all have c = 1 skips the multiplies: x·1 = x for every value O can hold
-// (finite, ±inf, and NaN, which the MMAs and multiplies only produce canonical), so the bits
-// are the same whichever rows share the warp.
-template <int HD>
-__device__ __forceinline__ void rescale_o(SplitState<HD>& st, const float (&c)[2]) {
-  if (__all_sync(kFull, c[0] == 1.0f && c[1] == 1.0f)) return;
-#pragma unroll
-  for (int dt = 0; dt < HD / 8; ++dt) {
-    st.o[dt][0] = __fmul_rn(st.o[dt][0], c[0]);
-    st.o[dt][1] = __fmul_rn(st.o[dt][1], c[0]);
-    st.o[dt][2] = __fmul_rn(st.o[dt][2], c[1]);
-    st.o[dt][3] = __fmul_rn(st.o[dt][3], c[1]);
-  }
-}
-
-// The whole softmax half: tile_softmax_pl, then O rescaled at once.
-template <int HD, bool MASK>
-__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
-                                             bool layout_dependent, SplitState<HD>& st,
-                                             float (&s)[kKvTile / 8][4]) {
-  float c[2];
-  tile_softmax_pl<HD, MASK>(start, lim, scale_log2, layout_dependent, st, s, c);
   rescale_o<HD>(st, c);
 }
+
 
 // The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
 // start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
