@@ -15,6 +15,8 @@
 // step 512+2048+8192+1000) under every packed CTA shape of the tensor-core kernel (16-row warps
 // × 4 or 8; 32-row warps with a K/V ring of 2 or 3 tiles, or two streams of them; chosen), one
 // markdown table of µs and TFLOP/s (the shapes give the same bits; only the speed differs).
+// --decode-variants 1x32768,8x8192,256x512: decode at those (batch, context) under each variant
+// of the decode schedule (ring depth, cp.async with or without the L2 prefetch) and the packed CTAs, one markdown table of µs and KV TB/s (same bits throughout).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -166,6 +168,7 @@ int usage() {
   fmt::print(stderr,
              "usage: cuda_attention_bench [--kv-dtype bf16|fp32] [--prefill-csv L|BxL,...] "
              "[--mixed-csv L+L+...] [--decode-csv B|BxC,...] [--context N] [--prefill-shapes L,...]\n"
+             "  [--decode-variants BxC,...] (decode under each decode-schedule variant)\n"
              "  [--heads Q,KV,D] (query heads, KV heads, head dim; default 32,8,128: Llama-3.1-8B)\n"
              "  without csv options: the decode and prefill tables of both KV dtypes\n");
   return 2;
@@ -179,6 +182,58 @@ std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split 
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = ring;
   return make_cuda_ops(o);
+}
+
+// The decode schedule on decode steps with its ring and copies forced.
+std::unique_ptr<Ops> ops_for_decode(int ring, int copy) {
+  CudaOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.attention_tc_decode = 1;
+  o.attention_tc_decode_ring = ring;
+  o.attention_tc_decode_copy = copy;
+  return make_cuda_ops(o);
+}
+
+// Decode under each variant of the decode schedule and the packed CTAs (same bits).
+int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
+  struct Variant {
+    const char* name;
+    int ring, copy;  // ring -1: the packed CTAs; 0: all chosen
+  };
+  const Variant variants[] = {{"chosen", 0, 0},
+                              {"packed CTAs", -1, 0},
+                              {"ring 3, cp.async", 3, 1},
+                              {"ring 3, cp.async L2::128B", 3, 2},
+                              {"ring 2, cp.async L2::128B", 2, 2},
+                              {"ring 4, cp.async L2::128B", 4, 2},
+                              {"ring 6, cp.async L2::128B", 6, 2}};
+  fmt::print("device: {}\n", cuda_device_description(0));
+  std::vector<std::unique_ptr<Ops>> ops;
+  for (const Variant& v : variants)
+    ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0)
+                  : v.ring == 0 ? ops_for(DType::kBF16)
+                                : ops_for_decode(v.ring, v.copy));
+  std::string table = "| decode schedule |", rule = "|---|";
+  for (const auto& [batch, ctx] : cases) {
+    table += fmt::format(" {} × {} µs (TB/s) |", batch, ctx);
+    rule += "---|";
+  }
+  table += "\n" + rule + "\n";
+  fmt::print("{}", table);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string row = fmt::format("| {} |", variants[i].name);
+    for (const auto& [batch, ctx] : cases) {
+      const double us = run_case(*ops[i], batch, ctx, 1);
+      const double bytes = 2.0 * 2.0 * batch * ctx * g_kv_heads * g_head_dim;
+      row += fmt::format(" {:.1f} ({:.2f}) |", us, bytes / us * 1e-6);
+    }
+    row += "\n";
+    fmt::print("{}", row);
+    std::fflush(stdout);
+    table += row;
+  }
+  fmt::print("\n{}", table);
+  return 0;
 }
 
 // The tensor-core attention (bf16 KV) with its packed CTA shape forced (0, fast -1: chosen).
@@ -267,6 +322,7 @@ int run_csv(DType kv, const std::vector<CsvCase>& cases) {
 int main(int argc, char** argv) {
   std::vector<CsvCase> csv;
   std::vector<int> shape_lens;  // --prefill-shapes
+  std::vector<std::pair<int, int>> decode_variants;  // --decode-variants
   DType kv = DType::kBF16;
   {
     std::vector<std::pair<int, int>> prefill, decode, mixed, shapes;
@@ -279,6 +335,10 @@ int main(int argc, char** argv) {
         if (!parse_list(v, prefill)) return usage();
       } else if (a == "--decode-csv") {
         if (!parse_decode_list(v, decode)) return usage();
+      } else if (a == "--decode-variants") {
+        if (!parse_decode_list(v, decode_variants)) return usage();
+        for (auto& [b, c] : decode_variants)
+          if (c == 0) c = 2048;
       } else if (a == "--mixed-csv") {
         if (!parse_list(v, mixed, '+')) return usage();
       } else if (a == "--prefill-shapes") {
@@ -320,6 +380,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!shape_lens.empty()) return run_prefill_shapes(shape_lens);
+  if (!decode_variants.empty()) return run_decode_variants(decode_variants);
   if (!csv.empty()) return run_csv(kv, csv);
   fmt::print("device: {}\n", cuda_device_description(0));
   auto bf16 = ops_for(DType::kBF16);

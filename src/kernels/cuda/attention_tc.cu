@@ -644,7 +644,7 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
       a.v_bf16 == nullptr)
     return cudaErrorInvalidValue;
   if (use_decode_schedule(a, n_seqs, s))
-    return launch_attention_tc_decode(a, scratch, s.split, s.decode_ring, stream);
+    return launch_attention_tc_decode(a, scratch, s, stream);
   const TcShape shape = tc_shape(a, n_seqs, s);
   const bool split = use_split_blocks(a, shape, s.split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;

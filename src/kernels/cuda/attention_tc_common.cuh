@@ -85,10 +85,13 @@ __device__ __forceinline__ int kv_slot(const int* table, int p, int range_end, i
 // 16 bytes (8 elements) of cache row `slot` from `src` (the row's first element of this chunk)
 // into shared memory at `dst`; slot −1: zeros, and the cache is not read (a source size of 0).
 // One straight-line copy either way: no branch per row.
+// PREFETCH: the L2 prefetch size of the copy (0 none, or 128 bytes); the same data.
+template <int PREFETCH = 0>
 __device__ __forceinline__ void copy_chunk(void* dst, const uint16_t* src, int slot,
                                            uint32_t row_elems) {
   const uint32_t s = slot < 0 ? 0u : static_cast<uint32_t>(slot);
-  ptx::cp_async16_zfill(dst, src + static_cast<uint64_t>(s) * row_elems, slot < 0 ? 0 : 16);
+  ptx::cp_async16_zfill_prefetch<PREFETCH>(dst, src + static_cast<uint64_t>(s) * row_elems,
+                                           slot < 0 ? 0 : 16);
 }
 
 // One split's running state for the thread's two rows.
@@ -390,14 +393,46 @@ namespace {
 
 // One warp per (token, head) row: merges its split partials in order 0, 1, … with the same
 // merge_state/merge_value as the in-CTA path, then divides by L and stores (fp32 or bf16).
-// The partials of kMergeBatch splits are loaded before they are folded (a long row has up to
-// hundreds of splits: one load latency per split would dominate), the fold itself stays one
-// ascending chain.
+// The partials of kMergeBatch splits are loaded together, and the next batch's loads are in
+// flight while a batch is folded (a long row has up to hundreds of splits: one load latency
+// per split, or per batch, would dominate); the fold itself stays one ascending chain.
 constexpr int kMergeBatch = 8;
+template <int HD>
+struct MergeBatch {
+  static constexpr int PER_LANE = (HD + 31) / 32;
+  float m[kMergeBatch], l[kMergeBatch], o[kMergeBatch][PER_LANE];
+  // Splits z0… of `row` (those below n_splits).
+  __device__ __forceinline__ void load(const float* partials, int64_t row, int max_splits,
+                                       int z0, int n_splits, int lane) {
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) {
+      if (z0 + b >= n_splits) break;
+      const float* part = partials + (row * max_splits + z0 + b) * (HD + 2);
+      m[b] = part[0];
+      l[b] = part[1];
+#pragma unroll
+      for (int i = 0; i < PER_LANE; ++i) {
+        const int d = lane + 32 * i;
+        o[b][i] = d < HD ? part[2 + d] : 0.0f;
+      }
+    }
+  }
+  // Folds splits z0… into (M, L, O), in ascending order.
+  __device__ __forceinline__ void fold(float& M, float& L, float (&O)[PER_LANE], int z0,
+                                       int n_splits) const {
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) {
+      if (z0 + b >= n_splits) break;
+      const MergeWeights w = merge_state(M, L, m[b], l[b]);
+#pragma unroll
+      for (int i = 0; i < PER_LANE; ++i) O[i] = merge_value(O[i], o[b][i], w);
+    }
+  }
+};
 template <int HD>
 __global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
                                       int max_splits) {
-  constexpr int PER_LANE = (HD + 31) / 32;
+  constexpr int PER_LANE = MergeBatch<HD>::PER_LANE;
   const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
   if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
   const int lane = threadIdx.x & 31;
@@ -406,27 +441,14 @@ __global__ void merge_partials_kernel(const AttentionArgs a, const float* partia
   float M = -INFINITY, L = 0.0f, O[PER_LANE];
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) O[i] = 0.0f;
-  for (int z0 = 0; z0 < n_splits; z0 += kMergeBatch) {
-    float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch][PER_LANE];
-#pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b) {
-      if (z0 + b >= n_splits) break;
-      const float* part = partials + (row * max_splits + z0 + b) * (HD + 2);
-      pm[b] = part[0];
-      pl[b] = part[1];
-#pragma unroll
-      for (int i = 0; i < PER_LANE; ++i) {
-        const int d = lane + 32 * i;
-        po[b][i] = d < HD ? part[2 + d] : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b) {
-      if (z0 + b >= n_splits) break;
-      const MergeWeights w = merge_state(M, L, pm[b], pl[b]);
-#pragma unroll
-      for (int i = 0; i < PER_LANE; ++i) O[i] = merge_value(O[i], po[b][i], w);
-    }
+  // Two batches in turn: the loads of one are in flight while the other is folded.
+  MergeBatch<HD> even, odd;
+  even.load(partials, row, max_splits, 0, n_splits, lane);
+  for (int z0 = 0; z0 < n_splits; z0 += 2 * kMergeBatch) {
+    odd.load(partials, row, max_splits, z0 + kMergeBatch, n_splits, lane);
+    even.fold(M, L, O, z0, n_splits);
+    even.load(partials, row, max_splits, z0 + 2 * kMergeBatch, n_splits, lane);
+    odd.fold(M, L, O, z0 + kMergeBatch, n_splits);
   }
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) {

@@ -3,6 +3,13 @@
 // between the warps of a CTA (no __syncthreads). Every split's state goes to the partials and
 // the merge kernel folds them in ascending order.
 //
+// The copies are 16-byte cp.async per lane and row piece, by default with an L2 prefetch of
+// 128 bytes (PREFETCH; the same data, measured 1–2% faster at batch ≥ 8). Tried on the H200 and
+// not kept (docs/cuda.md, "Decode: what the copies and the warp order change"): one bulk copy
+// (TMA) per K/V row on an mbarrier per buffer (0.7–0.8× the speed), a prefetch of 256 bytes
+// (no gain), and head-major warp order, a token's KV heads on adjacent warps so that the warps
+// running at once read whole cache slots (the same speed).
+//
 // Why: in a decode step a token's rows are only its n_rep query heads (4 for Llama-3-8B), so
 // the packed schedule (attention_tc.cu) has one computing warp per CTA and the other warps only
 // copy; a CTA holds two tiles, and too few bytes are in flight per SM. Here every warp computes
@@ -29,12 +36,13 @@ using namespace tc;
 // of its 12 / NBUF warps (NBUF − 1 tiles in flight per warp). NBUF is free (same bits).
 constexpr int kDecRingTiles = 12;
 constexpr int kDecDefaultRing = 3;  // 4 warps of 3 tiles
+constexpr int kDecDefaultPrefetch = 128;  // L2 prefetch size of the copies (bytes; 0 none)
 constexpr int kDecTargetWarps = 132 * 4 * 2;  // grid size the run of splits per warp aims at
 constexpr size_t kMaxDecodeScratch = size_t(512) << 20;  // bytes of split partials at most
 
 // grid (ceil(n_tokens · n_zc · n_kv_heads / W)), block W = kDecRingTiles / NBUF warps.
 // Warp w: token w % n_tokens, then run zc of splits [zc·S, zc·S + S), then KV head g.
-template <int HD, int NBUF>
+template <int HD, int NBUF, int PREFETCH>
 __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
     attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                int max_splits, int splits_per_warp, int n_zc) {
@@ -86,7 +94,7 @@ __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
     for (int k = 0; k < PASSES; ++k) {
       const int j = lane / CH + RPP * k;  // the tile row this lane copies
       const int slot = __shfl_sync(kFull, RPP * k < 32 ? cur0 : cur1, j & 31);
-      copy_chunk(buf + j * LD + d, src + d, slot, row_elems);
+      copy_chunk<PREFETCH>(buf + j * LD + d, src + d, slot, row_elems);
     }
     if (c & 1) {  // the tile's V is issued: move on to the next tile's slots
       const int next = range_begin + ((c >> 1) + 2) * kKvTile;
@@ -142,7 +150,7 @@ __global__ void __launch_bounds__(kDecRingTiles / NBUF * 32)
   }
 }
 
-template <int HD, int NBUF>
+template <int HD, int NBUF, int PREFETCH>
 cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_split,
                           cudaStream_t stream) {
   constexpr int W = kDecRingTiles / NBUF;
@@ -159,30 +167,38 @@ cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_spli
   const int64_t warps = static_cast<int64_t>(a.n_tokens) * n_zc * a.n_kv_heads;
   const size_t smem = sizeof(__nv_bfloat16) * W * NBUF * kKvTile * kLd<HD>;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_tc_decode_kernel<HD, NBUF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      attention_tc_decode_kernel<HD, NBUF, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   const auto blocks = static_cast<unsigned>((warps + W - 1) / W);
-  attention_tc_decode_kernel<HD, NBUF><<<blocks, W * 32, smem, stream>>>(
+  attention_tc_decode_kernel<HD, NBUF, PREFETCH><<<blocks, W * 32, smem, stream>>>(
       a, a.scale * kLog2e, scratch, max_splits, per_warp, n_zc);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
-template <int HD>
+template <int HD, int PREFETCH>
 cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
                         cudaStream_t stream) {
   switch (ring) {
     case 2:
-      return launch_decode<HD, 2>(a, scratch, force_split, stream);
+      return launch_decode<HD, 2, PREFETCH>(a, scratch, force_split, stream);
     case 4:
-      return launch_decode<HD, 4>(a, scratch, force_split, stream);
+      return launch_decode<HD, 4, PREFETCH>(a, scratch, force_split, stream);
     case 6:
-      return launch_decode<HD, 6>(a, scratch, force_split, stream);
+      return launch_decode<HD, 6, PREFETCH>(a, scratch, force_split, stream);
     default:
-      return launch_decode<HD, kDecDefaultRing>(a, scratch, force_split, stream);
+      return launch_decode<HD, kDecDefaultRing, PREFETCH>(a, scratch, force_split, stream);
   }
+}
+
+template <int HD>
+cudaError_t launch_copy(const AttentionArgs& a, float* scratch, const TcSchedule& s,
+                        cudaStream_t stream) {
+  const bool prefetch = s.decode_copy == 0 ? kDecDefaultPrefetch > 0 : s.decode_copy == 2;
+  if (prefetch) return launch_ring<HD, kDecDefaultPrefetch>(a, scratch, s.split, s.decode_ring, stream);
+  return launch_ring<HD, 0>(a, scratch, s.split, s.decode_ring, stream);
 }
 
 }  // namespace
@@ -191,26 +207,31 @@ bool attention_tc_decode_ring_supported(int ring) {
   return ring == 0 || ring == 2 || ring == 3 || ring == 4 || ring == 6;
 }
 
+bool attention_tc_decode_schedule_supported(const TcSchedule& s) {
+  return attention_tc_decode_ring_supported(s.decode_ring) && s.decode_copy >= 0 &&
+         s.decode_copy <= 2;
+}
+
 bool attention_tc_decode_applies(const AttentionArgs& a) {
   const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
   return n_rep >= 1 && n_rep <= kWarpRows && a.n_tokens > 0 &&
          sizeof(float) * partials_floats(a) <= kMaxDecodeScratch;
 }
 
-cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
-                                       int ring, cudaStream_t stream) {
+cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
+                                       const TcSchedule& s, cudaStream_t stream) {
   if (!attention_tc_decode_applies(a) || scratch == nullptr ||
-      !attention_tc_decode_ring_supported(ring))
+      !attention_tc_decode_schedule_supported(s))
     return cudaErrorInvalidValue;
   switch (a.head_dim) {
     case 16:
-      return launch_ring<16>(a, scratch, force_split, ring, stream);
+      return launch_copy<16>(a, scratch, s, stream);
     case 32:
-      return launch_ring<32>(a, scratch, force_split, ring, stream);
+      return launch_copy<32>(a, scratch, s, stream);
     case 64:
-      return launch_ring<64>(a, scratch, force_split, ring, stream);
+      return launch_copy<64>(a, scratch, s, stream);
     case 128:
-      return launch_ring<128>(a, scratch, force_split, ring, stream);
+      return launch_copy<128>(a, scratch, s, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -187,6 +187,8 @@ struct TcSchedule {
   int warps = 0;    // warps of a packed CTA of 16-row warps: 0 chosen, 1, 4 or 8
   int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
   int decode_ring = 0;  // K/V tiles of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
+  int decode_copy = 0;  // the decode tiles' cp.async: 0 chosen (2), 1 no L2 prefetch, 2 an L2
+                        // prefetch of 128 bytes
   int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
                     // 1, or 2 (then 4 warps: 128 rows)
   int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
@@ -202,8 +204,9 @@ size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcS
 cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
                                 const TcSchedule& s, cudaStream_t stream);
 // The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
-// it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (force_split:
-// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; ring: TcSchedule::decode_ring).
+// it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (s.split:
+// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; s.decode_ring and
+// s.decode_copy as TcSchedule says; the other fields are not read).
 bool attention_tc_decode_applies(const AttentionArgs& a);
 // The warpgroup schedule itself (attention_wg.cu; launch_attention_tc picks it): attention_tc's
 // CTA of 4 warps × 16 rows (tq tokens, a ring of `stages` K/V tiles: 2 or 3, the fast path)
@@ -213,8 +216,9 @@ bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem);
 cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
                                 float* scratch, bool split, cudaStream_t stream);
 bool attention_tc_decode_ring_supported(int ring);
-cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch, int force_split,
-                                       int ring, cudaStream_t stream);
+bool attention_tc_decode_schedule_supported(const TcSchedule& s);  // ring and copy
+cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
+                                       const TcSchedule& s, cudaStream_t stream);
 
 // ---- kv_cache.cu ---------------------------------------------------------------------
 // cache_k/v [n_slots, row] bf16 ← round-to-nearest-even(k/v (n_tokens, row) fp32) at slots:

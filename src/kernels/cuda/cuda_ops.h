@@ -49,6 +49,10 @@ struct CudaOptions {
   // K/V tiles in each warp's ring in the decode schedule: 0 chosen, 2, 3, 4 or 6 (the CTA has
   // 12 / ring warps). Same bits for every value (tests); for benchmarks and tests.
   int attention_tc_decode_ring = 0;
+  // The decode schedule's copies: 0 chosen (2), 1 cp.async without an L2 prefetch size, 2
+  // with an L2 prefetch of 128 bytes. Same bits for every value (tests); for benchmarks and
+  // tests.
+  int attention_tc_decode_copy = 0;
   // Tests only: the negative control of the invariance tests, a tensor-core attention whose
   // row sums depend on the row's place in the tile (the tests must catch it). Never set it
   // otherwise.

@@ -24,6 +24,19 @@ __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, i
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
                "l"(gmem), "r"(src_bytes));
 }
+// The same with an L2 prefetch size (PREFETCH 128: the L2 fetches the aligned 128 bytes around
+// the 16 from memory at once; 0: no hint, as above). Same data.
+template <int PREFETCH>
+__device__ __forceinline__ void cp_async16_zfill_prefetch(void* smem, const void* gmem,
+                                                          int src_bytes) {
+  static_assert(PREFETCH == 0 || PREFETCH == 128, "an L2 prefetch size: 0 or 128");
+  if constexpr (PREFETCH == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
+                 "l"(gmem), "r"(src_bytes));
+  } else {
+    cp_async16_zfill(smem, gmem, src_bytes);
+  }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
