@@ -16,7 +16,8 @@
 // × 4 or 8; 32-row warps with a K/V ring of 2 or 3 tiles, or two streams of them; chosen), one
 // markdown table of µs and TFLOP/s (the shapes give the same bits; only the speed differs).
 // --decode-variants 1x32768,8x8192,256x512: decode at those (batch, context) under each variant
-// of the decode schedule (ring depth, cp.async with or without the L2 prefetch) and the packed CTAs, one markdown table of µs and KV TB/s (same bits throughout).
+// of the decode schedule (ring depth, cp.async with or without the L2 prefetch, whole or
+// half-tile chunks) and the packed CTAs, one markdown table of µs and KV TB/s (same bits throughout).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -181,16 +182,18 @@ std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split 
   o.attention_split_blocks = split;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = ring;
+  o.attention_tc_decode_chunk = ring != 0 ? 1 : 0;  // a forced ring counts whole tiles
   return make_cuda_ops(o);
 }
 
-// The decode schedule on decode steps with its ring and copies forced.
-std::unique_ptr<Ops> ops_for_decode(int ring, int copy) {
+// The decode schedule on decode steps with its ring, copies and chunks forced.
+std::unique_ptr<Ops> ops_for_decode(int ring, int copy, int chunk) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_tc_decode = 1;
   o.attention_tc_decode_ring = ring;
   o.attention_tc_decode_copy = copy;
+  o.attention_tc_decode_chunk = chunk;
   return make_cuda_ops(o);
 }
 
@@ -198,21 +201,23 @@ std::unique_ptr<Ops> ops_for_decode(int ring, int copy) {
 int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   struct Variant {
     const char* name;
-    int ring, copy;  // ring -1: the packed CTAs; 0: all chosen
+    int ring, copy, chunk;  // ring -1: the packed CTAs; 0: all chosen
   };
-  const Variant variants[] = {{"chosen", 0, 0},
-                              {"packed CTAs", -1, 0},
-                              {"ring 3, cp.async", 3, 1},
-                              {"ring 3, cp.async L2::128B", 3, 2},
-                              {"ring 2, cp.async L2::128B", 2, 2},
-                              {"ring 4, cp.async L2::128B", 4, 2},
-                              {"ring 6, cp.async L2::128B", 6, 2}};
+  const Variant variants[] = {{"chosen", 0, 0, 0},
+                              {"packed CTAs", -1, 0, 0},
+                              {"ring 3, cp.async", 3, 1, 1},
+                              {"ring 3, cp.async L2::128B", 3, 2, 1},
+                              {"ring 2, cp.async L2::128B", 2, 2, 1},
+                              {"ring 4, cp.async L2::128B", 4, 2, 1},
+                              {"half tiles, ring 3 (8 warps)", 3, 2, 2},
+                              {"half tiles, ring 4 (6 warps)", 4, 2, 2},
+                              {"half tiles, ring 6 (4 warps)", 6, 2, 2}};
   fmt::print("device: {}\n", cuda_device_description(0));
   std::vector<std::unique_ptr<Ops>> ops;
   for (const Variant& v : variants)
     ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0)
                   : v.ring == 0 ? ops_for(DType::kBF16)
-                                : ops_for_decode(v.ring, v.copy));
+                                : ops_for_decode(v.ring, v.copy, v.chunk));
   std::string table = "| decode schedule |", rule = "|---|";
   for (const auto& [batch, ctx] : cases) {
     table += fmt::format(" {} × {} µs (TB/s) |", batch, ctx);

@@ -12,7 +12,7 @@
 //    with a ring of 2 or 3 tiles and/or the fast path, Q in registers or shared memory, and
 //    kept off) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
-//    in every ring depth, with and without the copies' L2 prefetch);
+//    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>
@@ -43,7 +43,8 @@ struct CtaShape {
 };
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
-                            int decode = -1, int decode_ring = 0, int decode_copy = 0) {
+                            int decode = -1, int decode_ring = 0, int decode_copy = 0,
+                            int decode_chunk = 0) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
@@ -56,6 +57,7 @@ std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layou
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_decode_copy = decode_copy;
+  o.attention_tc_decode_chunk = decode_chunk;
   o.attention_tc_layout_dependent = layout_dependent;
   return make_cuda_ops(o);
 }
@@ -218,21 +220,26 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         run_schedules(*ops, shape, base);
       }
   // Every ring depth of the decode schedule (12 / ring warps a CTA), with and without the
-  // copies' L2 prefetch (copy 1: none, 2: 128 bytes, the chosen one).
+  // copies' L2 prefetch (copy 1: none, 2: 128 bytes), and rings of half tiles (chunk 2:
+  // 24 / ring warps, the scores and P·V k-steps made half by half).
   struct DecodeVariant {
-    int ring, copy;
+    int ring, copy, chunk;
   };
-  for (const DecodeVariant d : {DecodeVariant{2, 0}, DecodeVariant{4, 0}, DecodeVariant{6, 0},
-                                DecodeVariant{3, 1}, DecodeVariant{6, 1}, DecodeVariant{3, 2}}) {
+  for (const DecodeVariant d :
+       {DecodeVariant{2, 0, 1}, DecodeVariant{4, 0, 1}, DecodeVariant{6, 0, 1},
+        DecodeVariant{3, 1, 1}, DecodeVariant{6, 1, 1}, DecodeVariant{3, 2, 1},
+        DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2}}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << d.ring
-                                      << ", copy " << d.copy);
-    auto ops = tc_ops(-1, {}, false, 1, d.ring, d.copy);
+                                      << ", copy " << d.copy << ", chunk " << d.chunk);
+    auto ops = tc_ops(-1, {}, false, 1, d.ring, d.copy, d.chunk);
     run_schedules(*ops, shape, base);
   }
-  // And on decode-like steps only (the chosen split placement), without the prefetch.
-  {
-    SCOPED_TRACE("decode schedule on decode-like steps, copies without the L2 prefetch");
-    auto ops = tc_ops(-1, {}, false, -1, 0, 1);
+  // And on decode-like steps only (the chosen split placement): whole tiles without the
+  // prefetch, and half tiles.
+  for (const DecodeVariant d : {DecodeVariant{0, 1, 1}, DecodeVariant{0, 0, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "decode schedule on decode-like steps, copy " << d.copy
+                                      << ", chunk " << d.chunk);
+    auto ops = tc_ops(-1, {}, false, -1, d.ring, d.copy, d.chunk);
     run_schedules(*ops, shape, base);
   }
 }

@@ -107,26 +107,37 @@ struct SplitState {
   }
 };
 
-// The score half of a tile (S = Q·Kᵀ, k-steps ascending), Q in registers.
-template <int HD>
-__device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t (&qf)[HD / 16][4],
-                                        float (&s)[kKvTile / 8][4]) {
+// Scores of the tile's n8 column tiles [NT0, NT0 + NTN) (S = Q·Kᵀ, k-steps ascending), Q in
+// registers; `kb` holds their K rows (row 0 = position 8·NT0 of the tile). Each S element is
+// one chain over the k-steps, independent of the others, so a tile's scores made in parts are
+// the same bits as made whole.
+template <int HD, int NT0, int NTN>
+__device__ __forceinline__ void tile_qk_part(const __nv_bfloat16* kb,
+                                             const uint32_t (&qf)[HD / 16][4],
+                                             float (&s)[kKvTile / 8][4]) {
   constexpr int LD = kLd<HD>;
-  constexpr int NT = kKvTile / 8;
+  static_assert(NT0 % 2 == 0 && NTN % 2 == 0 && NT0 + NTN <= kKvTile / 8, "pairs of n8 tiles");
   const int lane = threadIdx.x & 31;
   const int ldm = lane >> 3, ldr = lane & 7;
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  for (int nt = NT0; nt < NT0 + NTN; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
-    for (int nt = 0; nt < NT; nt += 2) {
+    for (int nt = NT0; nt < NT0 + NTN; nt += 2) {
       uint32_t r[4];
-      ldmatrix_x4(r, kb + ((nt + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
+      ldmatrix_x4(r, kb + ((nt - NT0 + (ldm >> 1)) * 8 + ldr) * LD + kk * 16 + (ldm & 1) * 8);
       mma_bf16(s[nt], qf[kk], r[0], r[1]);
       mma_bf16(s[nt + 1], qf[kk], r[2], r[3]);
     }
   }
+}
+
+// The score half of a tile (S = Q·Kᵀ, k-steps ascending), Q in registers.
+template <int HD>
+__device__ __forceinline__ void tile_qk(const __nv_bfloat16* kb, const uint32_t (&qf)[HD / 16][4],
+                                        float (&s)[kKvTile / 8][4]) {
+  tile_qk_part<HD, 0, kKvTile / 8>(kb, qf, s);
 }
 
 // O's rescale by a tile's factors (rows gq: c[0], gq + 8: c[1]).
@@ -236,27 +247,38 @@ __device__ __forceinline__ void p_fragment(const float (&s)[kKvTile / 8][4], int
   pa[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
 }
 
+// o += P (bf16) · V for the tile's k-steps [J0, J0 + JN) (16 positions each, ascending); `vb`
+// holds their V rows (row 0 = position 16·J0 of the tile). The k-steps of a tile made in
+// parts, in ascending order, are the same chain as made whole.
+template <int HD, int J0, int JN>
+__device__ __forceinline__ void tile_values_part(const __nv_bfloat16* vb,
+                                                 const float (&s)[kKvTile / 8][4],
+                                                 SplitState<HD>& st) {
+  constexpr int LD = kLd<HD>;
+  static_assert(J0 + JN <= kKvTile / 16, "k-steps of the tile");
+  const int lane = threadIdx.x & 31;
+  const int ldm = lane >> 3, ldr = lane & 7;
+#pragma unroll
+  for (int j = J0; j < J0 + JN; ++j) {
+    uint32_t pa[4];
+    p_fragment(s, j, pa);
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt += 2) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, vb + ((j - J0) * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
+      mma_bf16(st.o[dt], pa, r[0], r[1]);
+      mma_bf16(st.o[dt + 1], pa, r[2], r[3]);
+    }
+  }
+}
+
 // The second half: o += P (bf16) · V over the V tile `vb`; the S accumulators are P's A
 // fragments, 16 positions a k-step, ascending.
 template <int HD>
 __device__ __forceinline__ void tile_values(const __nv_bfloat16* vb,
                                             const float (&s)[kKvTile / 8][4],
                                             SplitState<HD>& st) {
-  constexpr int LD = kLd<HD>;
-  const int lane = threadIdx.x & 31;
-  const int ldm = lane >> 3, ldr = lane & 7;
-#pragma unroll
-  for (int j = 0; j < kKvTile / 16; ++j) {
-    uint32_t pa[4];
-    p_fragment(s, j, pa);
-#pragma unroll
-    for (int dt = 0; dt < HD / 8; dt += 2) {
-      uint32_t r[4];
-      ldmatrix_x4_trans(r, vb + (j * 16 + (ldm & 1) * 8 + ldr) * LD + (dt + (ldm >> 1)) * 8);
-      mma_bf16(st.o[dt], pa, r[0], r[1]);
-      mma_bf16(st.o[dt + 1], pa, r[2], r[3]);
-    }
-  }
+  tile_values_part<HD, 0, kKvTile / 16>(vb, s, st);
 }
 
 // ---- MT m-tiles per warp (the packed schedule's 32-row warps) --------------------------

@@ -189,6 +189,8 @@ struct TcSchedule {
   int decode_ring = 0;  // K/V tiles of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
   int decode_copy = 0;  // the decode tiles' cp.async: 0 chosen (2), 1 no L2 prefetch, 2 an L2
                         // prefetch of 128 bytes
+  int decode_chunk = 0;  // the decode ring's chunks: 0 chosen, 1 whole K/V tiles, 2 half tiles
+                         // (then decode_ring counts halves: 3, 4 or 6; copy 0 or 2)
   int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
                     // 1, or 2 (then 4 warps: 128 rows)
   int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
@@ -205,8 +207,8 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
                                 const TcSchedule& s, cudaStream_t stream);
 // The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
 // it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (s.split:
-// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; s.decode_ring and
-// s.decode_copy as TcSchedule says; the other fields are not read).
+// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; s.decode_ring,
+// s.decode_copy and s.decode_chunk as TcSchedule says; the other fields are not read).
 bool attention_tc_decode_applies(const AttentionArgs& a);
 // The warpgroup schedule itself (attention_wg.cu; launch_attention_tc picks it): attention_tc's
 // CTA of 4 warps × 16 rows (tq tokens, a ring of `stages` K/V tiles: 2 or 3, the fast path)
@@ -216,7 +218,7 @@ bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem);
 cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
                                 float* scratch, bool split, cudaStream_t stream);
 bool attention_tc_decode_ring_supported(int ring);
-bool attention_tc_decode_schedule_supported(const TcSchedule& s);  // ring and copy
+bool attention_tc_decode_schedule_supported(const TcSchedule& s);  // ring, copy, chunk
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
                                        const TcSchedule& s, cudaStream_t stream);
 

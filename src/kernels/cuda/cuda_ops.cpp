@@ -96,7 +96,7 @@ class CudaOps final : public Ops {
         force_attention_split_(options.attention_split_blocks),
         tc_schedule_{options.attention_split_blocks, options.attention_tc_warps,
                      options.attention_tc_decode, options.attention_tc_decode_ring,
-                     options.attention_tc_decode_copy,
+                     options.attention_tc_decode_copy, options.attention_tc_decode_chunk,
                      options.attention_tc_m_tiles, options.attention_tc_stages,
                      options.attention_tc_streams, options.attention_tc_fast,
                      options.attention_tc_wgmma},
@@ -116,8 +116,10 @@ class CudaOps final : public Ops {
           "CUDA backend: attention_tc_decode_ring {} unsupported (0, 2, 3, 4 or 6)",
           options.attention_tc_decode_ring);
     check(cuda::attention_tc_decode_schedule_supported(tc_schedule_),
-          "CUDA backend: attention_tc_decode_copy {} unsupported (0, 1 or 2)",
-          options.attention_tc_decode_copy);
+          "CUDA backend: attention_tc_decode_copy {} / attention_tc_decode_chunk {} with ring {} "
+          "unsupported (copy 0-2, chunk 0-2; half chunks: ring 0, 3, 4 or 6, copy 0 or 2)",
+          options.attention_tc_decode_copy, options.attention_tc_decode_chunk,
+          options.attention_tc_decode_ring);
     const int n = cuda_device_count();
     check(n > 0,
           "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
