@@ -4,11 +4,11 @@
 // the merge kernel folds them in ascending order.
 //
 // The copies are 16-byte cp.async per lane and row piece, by default with an L2 prefetch of
-// 128 bytes (PREFETCH; the same data, measured 1–2% faster at batch ≥ 8). Tried on the H200 and
-// not kept (docs/cuda.md, "Decode: what the copies and the warp order change"): one bulk copy
-// (TMA) per K/V row on an mbarrier per buffer (0.7–0.8× the speed), a prefetch of 256 bytes
-// (no gain), and head-major warp order, a token's KV heads on adjacent warps so that the warps
-// running at once read whole cache slots (the same speed).
+// 128 bytes (PREFETCH; the same data, measured 1–2% faster at batch ≥ 8). Tried on the H200
+// and not kept (docs/cuda.md, "Decode: half-tile rings, the copies' L2 prefetch, and what did
+// not help"): one bulk copy (TMA) per K/V row on an mbarrier per buffer (0.7–0.8× the speed),
+// a prefetch of 256 bytes (no gain), and head-major warp order, a token's KV heads on adjacent
+// warps so that the warps running at once read whole cache slots (the same speed).
 //
 // Why: in a decode step a token's rows are only its n_rep query heads (4 for Llama-3-8B), so
 // the packed schedule (attention_tc.cu) has one computing warp per CTA and the other warps only
@@ -39,7 +39,7 @@ using namespace tc;
 // the tile are made half by half, in the same order: tile_qk_part, tile_values_part). NBUF,
 // HALF and the prefetch are free (same bits).
 constexpr int kDecRingTiles = 12;
-constexpr int kDecDefaultRing = 3;  // 4 warps of 3 tiles
+constexpr int kDecDefaultRing = 3;  // chunks a warp's ring holds: 3 (whole tiles: 4 warps; halves: 8)
 constexpr int kDecDefaultPrefetch = 128;  // L2 prefetch size of the copies (bytes; 0 none)
 constexpr bool kDecDefaultHalf = true;  // half-tile chunks, a ring of 3 (8 warps): measured 1–10%
                                         // faster than whole tiles where this schedule runs
