@@ -186,7 +186,7 @@ struct TcSchedule {
   int split = -1;   // -1 chosen; 0 a row's splits in one CTA (warp); 1 a CTA (warp) per split
   int warps = 0;    // warps of a packed CTA of 16-row warps: 0 chosen, 1, 4 or 8
   int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
-  int decode_ring = 0;  // K/V tiles of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
+  int decode_ring = 0;  // chunks of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
   int decode_copy = 0;  // the decode tiles' cp.async: 0 chosen (2), 1 no L2 prefetch, 2 an L2
                         // prefetch of 128 bytes
   int decode_chunk = 0;  // the decode ring's chunks: 0 chosen, 1 whole K/V tiles, 2 half tiles

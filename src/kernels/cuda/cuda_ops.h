@@ -46,8 +46,10 @@ struct CudaOptions {
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
   // Same bits as the packed schedule (tests show it).
   int attention_tc_decode = -1;
-  // K/V tiles in each warp's ring in the decode schedule: 0 chosen, 2, 3, 4 or 6 (the CTA has
-  // 12 / ring warps). Same bits for every value (tests); for benchmarks and tests.
+  // Chunks in each warp's ring in the decode schedule: 0 chosen (3); of whole K/V tiles 2, 3,
+  // 4 or 6 (12 / ring warps a CTA), of half tiles 3, 4 or 6 (24 / ring warps; the chosen
+  // chunks, attention_tc_decode_chunk below). Same bits for every value (tests); for
+  // benchmarks and tests.
   int attention_tc_decode_ring = 0;
   // The decode schedule's copies: 0 chosen (2), 1 cp.async without an L2 prefetch size, 2
   // with an L2 prefetch of 128 bytes. Same bits for every value (tests); for benchmarks and
