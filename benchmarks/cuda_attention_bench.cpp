@@ -175,25 +175,18 @@ int usage() {
   return 2;
 }
 
-// decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs).
-std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split = -1) {
+// decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs;
+// 1 always); ring, copy, chunk: TcSchedule's decode_ring / _copy / _chunk (0 chosen; chunk -1:
+// whole tiles when a ring is forced, else chosen).
+std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split = -1, int copy = 0,
+                             int chunk = -1) {
   CudaOptions o;
   o.kv_dtype = kv;
   o.attention_split_blocks = split;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = ring;
-  o.attention_tc_decode_chunk = ring != 0 ? 1 : 0;  // a forced ring counts whole tiles
-  return make_cuda_ops(o);
-}
-
-// The decode schedule on decode steps with its ring, copies and chunks forced.
-std::unique_ptr<Ops> ops_for_decode(int ring, int copy, int chunk) {
-  CudaOptions o;
-  o.kv_dtype = DType::kBF16;
-  o.attention_tc_decode = 1;
-  o.attention_tc_decode_ring = ring;
   o.attention_tc_decode_copy = copy;
-  o.attention_tc_decode_chunk = chunk;
+  o.attention_tc_decode_chunk = chunk >= 0 ? chunk : ring != 0 ? 1 : 0;
   return make_cuda_ops(o);
 }
 
@@ -217,7 +210,7 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   for (const Variant& v : variants)
     ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0)
                   : v.ring == 0 ? ops_for(DType::kBF16)
-                                : ops_for_decode(v.ring, v.copy, v.chunk));
+                                : ops_for(DType::kBF16, 1, v.ring, -1, v.copy, v.chunk));
   std::string table = "| decode schedule |", rule = "|---|";
   for (const auto& [batch, ctx] : cases) {
     table += fmt::format(" {} × {} µs (TB/s) |", batch, ctx);

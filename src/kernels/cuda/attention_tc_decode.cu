@@ -207,60 +207,49 @@ cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_spli
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
-// Whole-tile chunks: rings of 2, 3, 4 or 6 tiles, with or without the prefetch.
-template <int HD, int PREFETCH>
+// Whether the step runs half-tile chunks (TcSchedule::decode_chunk, 0: the default).
+bool decode_half(const TcSchedule& s) {
+  return s.decode_chunk == 0 ? kDecDefaultHalf : s.decode_chunk == 2;
+}
+
+// Rings of 2 (whole tiles only), 3, 4 or 6 chunks (0: kDecDefaultRing).
+template <int HD, int PREFETCH, bool HALF>
 cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
                         cudaStream_t stream) {
   switch (ring) {
     case 2:
-      return launch_decode<HD, 2, PREFETCH, false>(a, scratch, force_split, stream);
+      if constexpr (!HALF) return launch_decode<HD, 2, PREFETCH, HALF>(a, scratch, force_split, stream);
+      return cudaErrorInvalidValue;
     case 4:
-      return launch_decode<HD, 4, PREFETCH, false>(a, scratch, force_split, stream);
+      return launch_decode<HD, 4, PREFETCH, HALF>(a, scratch, force_split, stream);
     case 6:
-      return launch_decode<HD, 6, PREFETCH, false>(a, scratch, force_split, stream);
+      return launch_decode<HD, 6, PREFETCH, HALF>(a, scratch, force_split, stream);
     default:
-      return launch_decode<HD, kDecDefaultRing, PREFETCH, false>(a, scratch, force_split, stream);
+      return launch_decode<HD, kDecDefaultRing, PREFETCH, HALF>(a, scratch, force_split, stream);
   }
 }
 
-// Half-tile chunks: rings of 3, 4 or 6 halves (8, 6 or 4 warps), with the prefetch.
-template <int HD>
-cudaError_t launch_half_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
-                             cudaStream_t stream) {
-  switch (ring) {
-    case 4:
-      return launch_decode<HD, 4, kDecDefaultPrefetch, true>(a, scratch, force_split, stream);
-    case 6:
-      return launch_decode<HD, 6, kDecDefaultPrefetch, true>(a, scratch, force_split, stream);
-    default:
-      return launch_decode<HD, 3, kDecDefaultPrefetch, true>(a, scratch, force_split, stream);
-  }
-}
-
+// Half tiles always with the prefetch; whole tiles with or without it.
 template <int HD>
 cudaError_t launch_copy(const AttentionArgs& a, float* scratch, const TcSchedule& s,
                         cudaStream_t stream) {
-  const bool half = s.decode_chunk == 0 ? kDecDefaultHalf : s.decode_chunk == 2;
-  if (half) return launch_half_ring<HD>(a, scratch, s.split, s.decode_ring, stream);
+  if (decode_half(s))
+    return launch_ring<HD, kDecDefaultPrefetch, true>(a, scratch, s.split, s.decode_ring, stream);
   const bool prefetch = s.decode_copy == 0 ? kDecDefaultPrefetch > 0 : s.decode_copy == 2;
-  if (prefetch) return launch_ring<HD, kDecDefaultPrefetch>(a, scratch, s.split, s.decode_ring, stream);
-  return launch_ring<HD, 0>(a, scratch, s.split, s.decode_ring, stream);
+  if (prefetch)
+    return launch_ring<HD, kDecDefaultPrefetch, false>(a, scratch, s.split, s.decode_ring, stream);
+  return launch_ring<HD, 0, false>(a, scratch, s.split, s.decode_ring, stream);
 }
 
 }  // namespace
 
-bool attention_tc_decode_ring_supported(int ring) {
-  return ring == 0 || ring == 2 || ring == 3 || ring == 4 || ring == 6;
-}
-
 bool attention_tc_decode_schedule_supported(const TcSchedule& s) {
-  // Half-tile chunks: rings of 3, 4 or 6 halves (0 chosen: 3), always with the prefetch.
-  const bool half = s.decode_chunk == 0 ? kDecDefaultHalf : s.decode_chunk == 2;
   if (s.decode_chunk < 0 || s.decode_chunk > 2 || s.decode_copy < 0 || s.decode_copy > 2)
     return false;
-  if (half) return (s.decode_ring == 0 || s.decode_ring == 3 || s.decode_ring == 4 ||
-                    s.decode_ring == 6) && s.decode_copy != 1;
-  return attention_tc_decode_ring_supported(s.decode_ring);
+  const int r = s.decode_ring;
+  // Half tiles: rings of 3, 4 or 6 halves, always with the prefetch; whole tiles: 2 too.
+  if (decode_half(s)) return (r == 0 || r == 3 || r == 4 || r == 6) && s.decode_copy != 1;
+  return r == 0 || r == 2 || r == 3 || r == 4 || r == 6;
 }
 
 bool attention_tc_decode_applies(const AttentionArgs& a) {

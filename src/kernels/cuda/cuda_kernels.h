@@ -217,7 +217,6 @@ bool attention_tc_decode_applies(const AttentionArgs& a);
 bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem);
 cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
                                 float* scratch, bool split, cudaStream_t stream);
-bool attention_tc_decode_ring_supported(int ring);
 bool attention_tc_decode_schedule_supported(const TcSchedule& s);  // ring, copy, chunk
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
                                        const TcSchedule& s, cudaStream_t stream);

@@ -112,14 +112,11 @@ class CudaOps final : public Ops {
     check(options.gemm_gemv >= -1 && options.gemm_gemv <= cuda::kGemvConfigs,
           "CUDA backend: gemm_gemv {} unsupported (-1 default, 0 off, 1…{} a configuration)",
           options.gemm_gemv, cuda::kGemvConfigs);
-    check(cuda::attention_tc_decode_ring_supported(options.attention_tc_decode_ring),
-          "CUDA backend: attention_tc_decode_ring {} unsupported (0, 2, 3, 4 or 6)",
-          options.attention_tc_decode_ring);
     check(cuda::attention_tc_decode_schedule_supported(tc_schedule_),
-          "CUDA backend: attention_tc_decode_copy {} / attention_tc_decode_chunk {} with ring {} "
-          "unsupported (copy 0-2, chunk 0-2; half chunks: ring 0, 3, 4 or 6, copy 0 or 2)",
-          options.attention_tc_decode_copy, options.attention_tc_decode_chunk,
-          options.attention_tc_decode_ring);
+          "CUDA backend: attention_tc_decode_ring {} / copy {} / chunk {} unsupported (ring 0, "
+          "2, 3, 4 or 6; copy and chunk 0-2; half chunks: ring 0, 3, 4 or 6 and copy 0 or 2)",
+          options.attention_tc_decode_ring, options.attention_tc_decode_copy,
+          options.attention_tc_decode_chunk);
     const int n = cuda_device_count();
     check(n > 0,
           "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
