@@ -158,7 +158,7 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     cfg.kv_cache_tokens = o.kv_cache_tokens;
   } else if (const size_t free = model.ops().device_memory_free(); free > 0) {
     cfg.kv_cache_tokens = KvStorage::tokens_for_memory(
-        s_->bundle.model->config, model.ops().kv_dtype(), free, cfg.gpu_memory_fraction,
+        s_->bundle.kv_memory_config(), model.ops().kv_dtype(), free, cfg.gpu_memory_fraction,
         cfg.scheduler.kv.block_size);
   }
   build_engine();

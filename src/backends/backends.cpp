@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "core/error.h"
 #include "core/version.h"
@@ -75,11 +76,6 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
-  check(!numerics.tp_canonical,
-        "--tensor-parallel {}: the cuda backend has no tensor parallelism yet (not even degree "
-        "1: the canonical chunks run on the CPU backend only; the CUDA part is in "
-        "docs/tensor_parallel.md's 'Not done yet'); use --backend cpu, or leave the flag out",
-        o.tensor_parallel);
   check(numerics.cpu_activations == CpuActivations::kF32,
         "--activations q8 is a cpu numerics class (activations rounded to int8 per 32-block "
         "before quantized matmuls); the cuda backend runs bf16 weights: drop --activations, or "
@@ -96,6 +92,18 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
       fmt::format("cuda; device {}: {}; numerics={}{}; kv={}", o.device, device,
                   numerics_mode_name(mode), numerics.gemm_fixed_tile ? "; gemm=fixed-tile" : "",
                   kv);
+  if (numerics.tp_canonical) {
+    // Ranks as threads on this one device, each with its own CUDA ops (stream, GEMM plans):
+    // the canonical partition's bits at any degree (docs/tensor_parallel.md). One rank a GPU
+    // is not built yet. The probe above stays rank 0's ops.
+    b.tensor_parallel = o.tensor_parallel;
+    auto first = std::make_shared<std::unique_ptr<kernels::Ops>>(std::move(b.ops));
+    b.make_rank_ops = [first, cuda]() -> std::unique_ptr<kernels::Ops> {
+      if (*first) return std::move(*first);
+      return kernels::make_cuda_ops(cuda);
+    };
+    b.description += fmt::format("; all {} ranks on device {}", o.tensor_parallel, o.device);
+  }
   return b;
 #else
   (void)mode;

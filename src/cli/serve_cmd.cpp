@@ -126,7 +126,7 @@ int run_serve(ServeOptions& o) {
   if (!o.kv_cache_tokens_given && o.engine.scheduler.kv.n_blocks == 0) {
     // Device memory: the pool takes gpu_memory_fraction of what weights and plans left free.
     if (const size_t free = ops.device_memory_free(); free > 0) {
-      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(b.model->config, ops.kv_dtype(),
+      o.engine.kv_cache_tokens = KvStorage::tokens_for_memory(b.kv_memory_config(), ops.kv_dtype(),
                                                               free, o.engine.gpu_memory_fraction,
                                                               o.engine.scheduler.kv.block_size);
       std::fprintf(stderr, "detllm serve: KV pool %d tokens (%s) = %.2f of %.1f GiB free\n",

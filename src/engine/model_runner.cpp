@@ -10,7 +10,7 @@ namespace {
 // Pad slots only where decode steps may be padded (step_padding.h's decision needs them), as
 // many as the decode warm-up's largest step uses (decode_warmup.h: R rows on R pad slots).
 int32_t pad_slots_for(const LlamaModel& model, const DecodePadding& padding) {
-  return decode_warmup_pad_slots(padding, model.ops().graph_capture() != nullptr);
+  return decode_warmup_pad_slots(padding, model.graph_capture() != nullptr);
 }
 }  // namespace
 
@@ -32,7 +32,7 @@ DecodeWarmupResult ModelRunner::warm_up(std::span<const NumericsMode> numerics, 
                                         int32_t max_tokens, int32_t max_step_tokens, size_t limit,
                                         const std::function<void(size_t, size_t)>& progress) {
   // Only graphs make a warm-up worth anything (kOn pads eagerly on a backend without them).
-  if (model_.ops().graph_capture() == nullptr) return {};
+  if (model_.graph_capture() == nullptr) return {};
   model_.prepare_gemms(max_step_tokens);  // a no-op where the plans exist already
   const std::vector<PaddedStepKey> keys =
       decode_warmup_keys(padding_, true, max_seqs, max_tokens, kv_.block_size(), limit);

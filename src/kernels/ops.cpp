@@ -47,6 +47,13 @@ void Ops::copy(void* dst, const void* src, size_t n_bytes) {
   if (n_bytes) std::memmove(dst, src, n_bytes);
 }
 
+void Ops::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                    size_t row_bytes, int64_t rows) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  for (int64_t r = 0; r < rows; ++r) copy(d + r * dst_pitch, s + r * src_pitch, row_bytes);
+}
+
 void Ops::fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center, float scale) {
   check(dtype == DType::kF32 || dtype == DType::kBF16,
         "fill_uniform: dtype {} unsupported (f32 or bf16)", dtype_name(dtype));

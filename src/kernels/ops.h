@@ -103,8 +103,16 @@ class Ops {
   virtual void upload(void* dst, const void* src_host, size_t n_bytes);    // host → backend
   virtual void download(void* dst_host, const void* src, size_t n_bytes);  // backend → host
   virtual void copy(void* dst, const void* src, size_t n_bytes);           // backend → backend
+  // rows × row_bytes, backend → backend, from rows src_pitch bytes apart to rows dst_pitch apart
+  // (a column range of a row-major matrix: tensor parallelism's K chunks). The default copies
+  // row by row through copy(); CUDA does it in one cudaMemcpy2DAsync.
+  virtual void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                         size_t row_bytes, int64_t rows);
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}
+  // Makes the calling thread ready to queue this ops object's work (CUDA: selects its device,
+  // which is per thread). Tensor-parallel ranks call it on their worker threads. No-op on the CPU.
+  virtual void bind_thread() {}
   // dst (n) of dtype (f32, or bf16 rounded to nearest even from the f32 value) = synthetic
   // weights generated in place: dst[i] = synthetic_value(key, i, center, scale)
   // (kernels/synthetic_values.h). Every backend gives the same bits, so a model generated in

@@ -40,7 +40,12 @@ class ProfilingOps final : public Ops {
   void upload(void* dst, const void* src, size_t n) override { inner_.upload(dst, src, n); }
   void download(void* dst, const void* src, size_t n) override { inner_.download(dst, src, n); }
   void copy(void* dst, const void* src, size_t n) override { inner_.copy(dst, src, n); }
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                 size_t row_bytes, int64_t rows) override {
+    inner_.copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  }
   void synchronize() override { inner_.synchronize(); }
+  void bind_thread() override { inner_.bind_thread(); }
   void fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
                     float scale) override {
     inner_.fill_uniform(dst, dtype, n, key, center, scale);

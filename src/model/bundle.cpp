@@ -41,6 +41,12 @@ LlamaModel& ModelBundle::engine_model() const {
   return *llama;
 }
 
+ModelConfig ModelBundle::kv_memory_config() const {
+  ModelConfig c = model->config;
+  if (tp) c.n_kv_heads = tp->kv_heads_on_device();
+  return c;
+}
+
 ModelBundle open_model_header(const std::string& path) {
   return open_model_and_tokenizer(path, {}, LoadParts::kConfigOnly);
 }

@@ -26,6 +26,10 @@ struct ModelBundle {
 
   // The model the engine runs: llama, or tp's leader.
   LlamaModel& engine_model() const;
+  // The config whose KV bytes per token are what the device holds for one token of the pool:
+  // the model's, or with tp every rank's KV heads together (its ranks share one device and
+  // each mirrors the leader's blocks; a KV head replicated on several ranks counts each time).
+  ModelConfig kv_memory_config() const;
 };
 
 // path "" = the embedded default model (error telling how to install it when missing).

@@ -53,7 +53,7 @@ DecodeWarmupResult warm_up_decode_steps(const LlamaModel& model, KvStorage& kv,
                                         const std::function<void(size_t, size_t)>& progress) {
   DecodeWarmupResult out;
   kernels::Ops& ops = model.ops();
-  const bool graphs = ops.graph_capture() != nullptr;
+  const bool graphs = model.graph_capture() != nullptr;
   const int32_t bs = kv.block_size();
   const int32_t pad_block = kv.pad_block();
   const size_t total = keys.size() * numerics.size();

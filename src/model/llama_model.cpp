@@ -121,7 +121,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
     for (size_t i = 0; i < rope_.inv_freq.size(); ++i) rope_.inv_freq[i] /= w.rope_freq_factors[i];
   }
   if (tp_.active()) {
-    check(ops.host_memory(), "tensor parallelism runs on host backends only (got {})", ops.name());
     check(tp_.degree >= 1 && tp_.rank >= 0 && tp_.rank < tp_.degree &&
               (tp_.degree == 1 || (tp_.exchange && tp_.exchange->degree() == tp_.degree)) &&
               tp_.local.o >= 1 && tp_.local.o <= tp_.chunks.o && tp_.local.ffn >= 1 &&
@@ -134,9 +133,15 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
+    // With the canonical chunks the row-parallel layers run their chunks alone: o and down are
+    // placed as chunks only (their whole views keep the shape, no data).
+    auto lin = [&](const Linear& t) {
+      if (tp_.active() && (&t == &l.wo || &t == &l.w_down))
+        return LinearView{{nullptr, t.w.dtype, t.w.shape[0], t.w.shape[1]}, nullptr};
+      return place(t);
+    };
     layers_.push_back(layer_view(
-        l, [&](const std::vector<float>& t) { return place(t); },
-        [&](const Linear& t) { return place(t); },
+        l, [&](const std::vector<float>& t) { return place(t); }, lin,
         [&](std::initializer_list<const Linear*> parts) { return place(parts); }));
     if (tp_.active()) {
       layers_.back().wo_chunks = place_col_chunks(l.wo.w, tp_.local.o);
@@ -410,13 +415,12 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
     tp_turn_ ^= 1;
   }
   for (int32_t j = 0; j < local; ++j) {
-    for (int32_t r = 0; r < n; ++r)
-      ops_.copy(xc + r * kc * esz, xs + (r * k_local + j * kc) * esz, kc * esz);
+    ops_.copy_rows(xc, kc * esz, xs + j * kc * esz, k_local * esz, kc * esz, n);
     ops_.matmul_rounded(xc, n, chunks[j].w, nullptr, parts + j * plane, config_.dim);
   }
   if (tp_.exchange) {  // rank r holds a contiguous range of chunks: rank order is chunk order
-    ops_.synchronize();
-    tp_.exchange->all_gather(tp_.rank, parts, local * plane, ws.tp_all.f32());
+    ops_.synchronize();  // the partials are complete, and the last exchange's copies are done
+    tp_.exchange->all_gather(tp_.rank, ops_, parts, local * plane, ws.tp_all.f32());
   }
   tp_tree_sum(ops_, ws.tp_all.f32(), total, plane);
   ops_.copy(y, ws.tp_all.f32(), plane * sizeof(float));
@@ -428,10 +432,24 @@ void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y
 }
 
 void LlamaModel::prepare_gemms(int32_t max_rows) const {
+  if (tp_group_)
+    tp_group_->prepare_gemms(max_rows);
+  else
+    prepare_rank_gemms(max_rows);
+}
+
+void LlamaModel::prepare_rank_gemms(int32_t max_rows) const {
   if (layers_.empty()) return;
   // Every layer has the shapes of layer 0; one call per distinct (out, in) shape.
   const LayerView& l = layers_[0];
-  std::vector<const kernels::WeightMatrix*> weights{&l.wo.w, &l.w_down.w, &lm_head_};
+  std::vector<const kernels::WeightMatrix*> weights{&lm_head_};
+  if (tp_.active()) {  // the row-parallel layers run their canonical chunks' shapes
+    weights.push_back(&l.wo_chunks.front().w);
+    weights.push_back(&l.down_chunks.front().w);
+  } else {
+    weights.push_back(&l.wo.w);
+    weights.push_back(&l.w_down.w);
+  }
   for (const Projection* p : {&l.qkv, &l.gate_up})
     for (const Projection::Part& part : p->parts) weights.push_back(&part.lin.w);
   std::vector<std::pair<int64_t, int64_t>> seen;
@@ -501,7 +519,7 @@ LlamaModel::StepLogits LlamaModel::forward_rank(std::span<const int32_t> tokens,
 
   // The one place that decides how a step runs (step_padding.h): as it is, or padded to a
   // bucket — replayed from a graph where the backend has them, eagerly elsewhere.
-  kernels::GraphCapture* capture = ops_.graph_capture();
+  kernels::GraphCapture* capture = graph_capture();
   const std::optional<PaddedStepKey> key =
       plan_padded_step(host_batch, padding, capture != nullptr, kv.n_pad_slots());
   const int32_t n_out = static_cast<int32_t>(logit_rows.size());
@@ -633,7 +651,7 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
 
 const float* LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv) const {
   GraphState& g = *graphs_;
-  kernels::GraphCapture& capture = *ops_.graph_capture();
+  kernels::GraphCapture& capture = *graph_capture();
   // The workspace of every graph: sized once for the largest bucket, never reallocated.
   if (g.ws.capacity == 0) {
     const int32_t max_rows = decode_row_buckets().back();
@@ -701,6 +719,9 @@ LlamaModel::PlacedTensor LlamaModel::placed(Param param, int32_t layer) const {
   }
   check(layer >= 0 && layer < c.n_layers, "LlamaModel::placed: layer {} of {}", layer, c.n_layers);
   const LayerView& v = layers_.at(static_cast<size_t>(layer));
+  check(!tp_.active() || (param != Param::kWo && param != Param::kDown),
+        "LlamaModel::placed: a tensor-parallel rank holds o_proj and down_proj as canonical "
+        "chunks, not in place (rebuild the ranks from new weights: TpGroup::reload)");
   const int64_t q = int64_t{c.n_heads} * c.head_dim, kv = int64_t{c.n_kv_heads} * c.head_dim;
   switch (param) {
     case Param::kAttnNorm: return vector(v.attn_norm, c.dim);

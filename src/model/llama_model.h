@@ -60,6 +60,13 @@ class LlamaModel {
   // cuBLASLt plans), so no request pays for them. Changes no bit. Call before serving.
   void prepare_gemms(int32_t max_rows) const;
   kernels::Ops& ops() const { return ops_; }
+  // Where this model's padded decode steps are captured and replayed: the backend's graph
+  // capture (Ops::graph_capture()), except on a rank of a tensor-parallel group of several —
+  // its exchange is a rendezvous of host threads, which a graph cannot hold, so those steps run
+  // eagerly (the same bits, V8). nullptr: no graphs.
+  kernels::GraphCapture* graph_capture() const {
+    return tp_.exchange != nullptr ? nullptr : ops_.graph_capture();
+  }
 
   // The logits of one step, left in backend memory: (n_rows, vocab) fp32, row r for entry r of
   // the step's logit_rows. Valid until the next forward of this model.
@@ -126,6 +133,8 @@ class LlamaModel {
  private:
   friend class TpGroup;
   // forward() of this rank alone (the group's leader runs it beside the other ranks).
+  // prepare_gemms of this model alone (prepare_gemms: of every rank of its group).
+  void prepare_rank_gemms(int32_t max_rows) const;
   StepLogits forward_rank(std::span<const int32_t> tokens, const kernels::StepBatch& batch,
                           std::span<const int32_t> logit_rows, KvStorage& kv,
                           DecodePadding padding) const;

@@ -253,13 +253,14 @@ TpExchange::TpExchange(int32_t degree)
 // and wait at its rendezvous, which no rank passes before every rank has arrived there — that
 // is, has finished copying exchange e. So set e % 2 is not overwritten (by exchange e + 2)
 // while anybody still reads it.
-void TpExchange::all_gather(int32_t rank, const float* local, int64_t n, float* all_out) {
+void TpExchange::all_gather(int32_t rank, kernels::Ops& ops, const float* local, int64_t n,
+                            float* all_out) {
   const int32_t set = turn_[static_cast<size_t>(rank)];
   turn_[static_cast<size_t>(rank)] ^= 1;
   slots_[set][static_cast<size_t>(rank)] = {local, n};
   barrier_.arrive_and_wait();  // every rank's partials of this exchange are published
   for (const Slot& s : slots_[set]) {
-    std::copy_n(s.data, s.n, all_out);
+    ops.copy(all_out, s.data, static_cast<size_t>(s.n) * sizeof(float));
     all_out += s.n;
   }
 }

@@ -15,9 +15,10 @@
 // So TP 1, 2, 4 … give the same logits: the degree is not part of the numerics (nor of the
 // fingerprint); the chunk counts are. With chunks {1, 1} and degree 1 nothing changes from the
 // one-device model (LlamaModel without a TpRank).
-// This file is the CPU form, ranks as threads of one process (tests, CI); the CUDA form (one
-// process per GPU, NCCL all-gather of the fp32 partials, the same tree) is docs/tensor_parallel.md's
-// plan. Tests: tests/model/tensor_parallel_test.cpp.
+// The ranks are threads of one process, each with its own ops: CPU ops (tests, CI), or CUDA ops
+// on one GPU (tests/cuda/cuda_tensor_parallel_test.cpp: the degree changes no bit there either).
+// One process per GPU with NCCL's all-gather of the fp32 partials (the same tree) is
+// docs/tensor_parallel.md's plan. Tests: tests/model/tensor_parallel_test.cpp.
 #pragma once
 
 #include <atomic>
@@ -132,10 +133,14 @@ class TpExchange {
   explicit TpExchange(int32_t degree);
   int32_t degree() const { return degree_; }
   // Called by every rank, each with its own n (uneven ranks): all_out receives every rank's n
-  // floats, concatenated in rank order. Host memory (the CPU backend's). One rendezvous: `local`
-  // must stay unchanged until the rank's next-but-one exchange (LlamaModel alternates two
-  // buffers).
-  void all_gather(int32_t rank, const float* local, int64_t n, float* all_out);
+  // floats, concatenated in rank order, copied by the calling rank's `ops` (Ops::copy: memcpy
+  // on the CPU; on CUDA an async device copy on the rank's stream, reading the other ranks'
+  // buffers — ranks of one device, or devices that reach each other's memory). `local` must be
+  // complete when the rank arrives (a CUDA rank synchronizes first) and stay unchanged until
+  // the rank's next-but-one exchange (LlamaModel alternates two buffers); one rendezvous. A
+  // rank's copies are done by its next exchange, because it synchronizes before arriving there.
+  void all_gather(int32_t rank, kernels::Ops& ops, const float* local, int64_t n,
+                  float* all_out);
   // A rank failed: every rank in or entering all_gather throws TpAborted (TpBarrier::abort).
   void abort() { barrier_.abort(); }
 

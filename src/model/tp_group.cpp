@@ -21,13 +21,18 @@ TpGroup::TpGroup(const ModelConfig& config, const ModelWeights& weights, int32_t
     auto rank = std::make_unique<Rank>();
     rank->config = tp_rank_config(config, partition_, r);
     rank->ops = make_ops();
-    check(rank->ops && rank->ops->host_memory(),
-          "tensor parallelism runs on host backends only (ranks as threads)");
+    check(rank->ops != nullptr, "tensor parallelism: no ops for rank {}", r);
     ranks_.push_back(std::move(rank));
     make_rank_model(ranks_.size() - 1, config, weights);
   }
   ranks_[0]->model->set_tp_group(this);
   for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { worker(r); });
+}
+
+int32_t TpGroup::kv_heads_on_device() const {
+  int32_t n = 0;
+  for (const auto& r : ranks_) n += r->config.n_kv_heads;
+  return n;
 }
 
 void TpGroup::make_rank_model(size_t r, const ModelConfig& config, const ModelWeights& weights) {
@@ -36,7 +41,8 @@ void TpGroup::make_rank_model(size_t r, const ModelConfig& config, const ModelWe
   rank.weights = tp_rank_weights(weights, config, partition_, static_cast<int32_t>(r));
   rank.model = std::make_unique<LlamaModel>(rank.config, rank.weights, *rank.ops,
                                             ProjectionLayout::kAuto,
-                                            tp_rank(partition_, static_cast<int32_t>(r), &exchange_));
+                                            tp_rank(partition_, static_cast<int32_t>(r),
+                                                    partition_.degree > 1 ? &exchange_ : nullptr));
 }
 
 void TpGroup::reload(const ModelConfig& config, const ModelWeights& weights) {
@@ -54,6 +60,7 @@ TpGroup::~TpGroup() {
 }
 
 void TpGroup::worker(size_t rank) {
+  ranks_[rank]->ops->bind_thread();  // CUDA: the rank's device is per thread
   for (;;) {
     start_.arrive_and_wait();
     if (stop_) return;
@@ -86,22 +93,15 @@ std::vector<KvStorage*> TpGroup::follower_kv(const KvStorage& kv) {
   return out;
 }
 
-LlamaModel::StepLogits TpGroup::forward(
-    std::span<const int32_t> tokens, const kernels::StepBatch& batch,
-    std::span<const int32_t> logit_rows, KvStorage& leader_kv, const DecodePadding& padding,
-    const std::function<LlamaModel::StepLogits()>& leader_step) {
+void TpGroup::run_on_every_rank(const std::function<void(size_t rank)>& job) {
   check(failure_.empty(),
         "tensor parallelism: the group stopped at an earlier failure and cannot run again ({})",
         failure_);
-  const std::vector<KvStorage*> kv = follower_kv(leader_kv);
-  job_ = [&](size_t r) {
-    ranks_[r]->model->forward_rank(tokens, batch, logit_rows, *kv[r - 1], padding);
-  };
+  job_ = job;
   for (std::exception_ptr& e : errors_) e = nullptr;
-  start_.arrive_and_wait();  // the workers take the step
-  LlamaModel::StepLogits out;
+  start_.arrive_and_wait();  // the workers take the job
   try {
-    out = leader_step();
+    job(0);
   } catch (...) {
     errors_[0] = std::current_exception();
     exchange_.abort();
@@ -122,7 +122,25 @@ LlamaModel::StepLogits TpGroup::forward(
       }
       throw_error("tensor parallelism: {}", failure_);
     }
+}
+
+LlamaModel::StepLogits TpGroup::forward(
+    std::span<const int32_t> tokens, const kernels::StepBatch& batch,
+    std::span<const int32_t> logit_rows, KvStorage& leader_kv, const DecodePadding& padding,
+    const std::function<LlamaModel::StepLogits()>& leader_step) {
+  const std::vector<KvStorage*> kv = follower_kv(leader_kv);
+  LlamaModel::StepLogits out;
+  run_on_every_rank([&](size_t r) {
+    if (r == 0)
+      out = leader_step();
+    else
+      ranks_[r]->model->forward_rank(tokens, batch, logit_rows, *kv[r - 1], padding);
+  });
   return out;
+}
+
+void TpGroup::prepare_gemms(int32_t max_rows) {
+  run_on_every_rank([&](size_t r) { ranks_[r]->model->prepare_rank_gemms(max_rows); });
 }
 
 void TpGroup::copy_block(const KvStorage& leader_kv, int32_t src, int32_t dst) {

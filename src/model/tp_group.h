@@ -3,7 +3,8 @@
 // any other. Ranks 1… run beside it on threads of their own, each on its own ops, weights and
 // KV storage: every forward of the leader runs the same step on every rank (the ranks meet in
 // the row-parallel layers' exchange), every KV block copy is made on every rank. The logits of
-// every rank are the same bits; the leader's are returned. Host backends only.
+// every rank are the same bits; the leader's are returned. Host backends, or CUDA ops on one GPU
+// (each rank its stream; the exchange copies on the device).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,8 @@ class TpGroup {
   int32_t degree() const { return static_cast<int32_t>(ranks_.size()); }
   TpChunks chunks() const { return partition_.chunks; }
   const TpPartition& partition() const { return partition_; }
+  // Every rank's KV heads together (the ranks share one device; replicated heads count on each).
+  int32_t kv_heads_on_device() const;
 
   // LlamaModel's hooks (the leader calls them): one step on every rank, the leader's part
   // (`leader_step`, run on the calling thread) beside the others'; a block copy on every rank.
@@ -48,6 +51,8 @@ class TpGroup {
                                  const DecodePadding& padding,
                                  const std::function<LlamaModel::StepLogits()>& leader_step);
   void copy_block(const KvStorage& leader_kv, int32_t src, int32_t dst);
+  // LlamaModel::prepare_gemms on every rank, each on its own thread (its own shapes and ops).
+  void prepare_gemms(int32_t max_rows);
 
   // New weights for every rank (the same config and partition): each rank's slices, and its
   // model with the chunk copies it makes of them, are made again from `weights`, and the KV
@@ -69,6 +74,10 @@ class TpGroup {
 
   // Ranks 1… wait on threads of their own for the leader's steps.
   void worker(size_t rank);
+  // job(r) on every rank r at once: rank 0 on the calling thread, the others on theirs. A rank
+  // that throws aborts the exchange; the first real error is rethrown, naming its rank, and the
+  // group refuses every later job.
+  void run_on_every_rank(const std::function<void(size_t rank)>& job);
 
   TpPartition partition_;
   TpExchange exchange_;

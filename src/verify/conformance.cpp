@@ -250,7 +250,7 @@ RunResult run(const Target& target, const Execution& exec,
   RunResult res;
   res.traces.resize(n);
   res.block_size = cfg.scheduler.kv.block_size;
-  res.graphs_available = model.ops().graph_capture() != nullptr;  // shared models too
+  res.graphs_available = model.graph_capture() != nullptr;  // shared models too
   StepRecorder recorder(eng, res, dynamic_cast<StepListener*>(&model.ops()),
                         cfg.scheduler.kv.block_size);
   eng.set_step_observer([&recorder](const engine::StepView& v) { recorder.on_step(v); });

@@ -8,7 +8,8 @@
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
 // 64). Backend-specific checks (V11 threads on the CPU) live in the including file.
 // A "#tpN" suffix runs the whole suite on a tensor-parallel group of N ranks as threads
-// (model/tp_group.h; host backends): the Target's model is the group's leader.
+// (model/tp_group.h; CPU ranks, or CUDA ranks on one GPU): the Target's model is the group's
+// leader, and TpDegreeIsNotANumerics compares it with TP 1.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -305,7 +306,10 @@ TEST_P(Conformance, V8_GraphsAndPadding) {
   off.engine.cuda_graphs = GraphMode::kOff;
   const RunResult ref = run(target_, off, reqs);
   EXPECT_EQ(ref.n_padded_steps, 0);
-  const bool has_graphs = target_.make_ops(1)->graph_capture() != nullptr;
+  // The model the target runs: a tensor-parallel group of several ranks has none (its
+  // exchange is a host rendezvous: LlamaModel::graph_capture), so kAuto does not pad there.
+  const bool has_graphs = tp_group_ ? tp_group_->leader().graph_capture() != nullptr
+                                    : target_.make_ops(1)->graph_capture() != nullptr;
   std::mt19937 rng(8);
   for (int round = 0; round < 3; ++round) {
     Execution on = exec("graphs on");
@@ -386,6 +390,20 @@ TEST_P(Conformance, Property_RandomWorkloadsAndExecutions) {
     expect_same(reqs, ref, run(target_, e, reqs), e.label);
     if (HasFatalFailure()) return;
   }
+}
+
+// The TP degree as a variation: the "#tpN" parameters' traces equal those of the same model at
+// TP 1 with the same canonical chunks (model/tensor_parallel.h), bit for bit.
+TEST_P(Conformance, TpDegreeIsNotANumerics) {
+  if (!tp_group_) GTEST_SKIP() << "not a tensor-parallel parameter";
+  auto reqs = random_workload(13, spec(6));
+  const RunResult got = run(target_, exec("tp"), reqs);
+  TpGroup one(config_, weights_, 1, [] { return suite_make_ops(1); });
+  Target t1 = target_;
+  t1.shared_model = [&]() -> LlamaModel& { return one.leader(); };
+  expect_same(reqs, got.traces, run(t1, exec("tp 1"), reqs), "TP 1 against TP " +
+              std::to_string(tp_group_->degree()));
+  EXPECT_GT(tp_group_->degree(), 1);
 }
 
 inline std::string suite_param_name(const ::testing::TestParamInfo<std::string>& info) {

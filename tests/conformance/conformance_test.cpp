@@ -39,20 +39,6 @@ TEST_P(Conformance, V11_Threads) {
   }
 }
 
-// The TP degree as a variation: the "#tpN" parameters' traces equal those of the same model at
-// TP 1 with the same canonical chunks (model/tensor_parallel.h), bit for bit.
-TEST_P(Conformance, TpDegreeIsNotANumerics) {
-  if (!tp_group_) GTEST_SKIP() << "not a tensor-parallel parameter";
-  auto reqs = random_workload(13, spec(6));
-  const RunResult got = run(target_, exec("tp"), reqs);
-  TpGroup one(config_, weights_, 1, [] { return suite_make_ops(1); });
-  Target t1 = target_;
-  t1.shared_model = [&]() -> LlamaModel& { return one.leader(); };
-  expect_same(reqs, got.traces, run(t1, exec("tp 1"), reqs), "TP 1 against TP " +
-              std::to_string(tp_group_->degree()));
-  EXPECT_GT(tp_group_->degree(), 1);
-}
-
 // The "+q8" parameters really run the q8 class (else they would repeat the fp32 runs).
 TEST_P(Conformance, NumericsClassOfTheParameter) {
   if (std::getenv("DETLLM_CONFORMANCE_FAULT") != nullptr) GTEST_SKIP() << "fault backend";

@@ -229,7 +229,15 @@ class CudaOps final : public Ops {
     if (n_bytes == 0) return;
     cuda_check(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                 size_t row_bytes, int64_t rows) override {
+    if (row_bytes == 0 || rows <= 0) return;
+    cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes,
+                                 static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_),
+               "copy_rows");
+  }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+  void bind_thread() override { cuda_check(cudaSetDevice(device_), "cudaSetDevice"); }
   GraphCapture* graph_capture() override { return graphs_.get(); }
   void fill_uniform(void* dst, DType dtype, int64_t n, uint64_t key, float center,
                     float scale) override {
