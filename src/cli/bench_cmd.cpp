@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -35,6 +36,7 @@
 #include "determinism/modes.h"
 #include "formats/gguf.h"
 #include "model/bundle.h"
+#include "model/kv_storage.h"
 #include "model/synthetic.h"
 
 namespace detllm::cli {
@@ -299,13 +301,36 @@ engine::EngineConfig mode_engine_config(const BenchContext& ctx, DeterminismMode
   cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   cfg.policy.self_check = o.self_check;
   apply_mode(mode, cfg);
+  // cuda: room for every request here; run_mode caps it by the device memory once the model
+  // is there (size_kv_pool_from_memory).
   cfg.kv_cache_tokens =
       o.kv_cache_tokens > 0
           ? o.kv_cache_tokens
           : bench::default_kv_cache_tokens(
                 ctx.workload, src.config(), cfg.scheduler.kv.block_size,
-                o.backend.backend == "cuda" ? int64_t{48} << 30 : int64_t{4} << 30);
+                o.backend.backend == "cuda" ? std::numeric_limits<int64_t>::max()
+                                            : int64_t{4} << 30);
+  cfg.gpu_memory_fraction = o.gpu_memory_fraction;
   return cfg;
+}
+
+// With no --kv-cache-tokens, on a device backend: the pool is at most gpu_memory_fraction of
+// the memory the mode's weights and plans left free (as serve sizes it), in the KV dtype the
+// backend stores; said in the log.
+void size_kv_pool_from_memory(const BenchContext& ctx, const ModelSource& src,
+                              const LlamaModel& model, engine::EngineConfig& cfg) {
+  if (ctx.o.kv_cache_tokens > 0) return;
+  const size_t free = model.ops().device_memory_free();
+  if (free == 0) return;  // a host backend: default_kv_cache_tokens' cap
+  const ModelConfig kv_config = src.bundle ? src.bundle->kv_memory_config() : model.config();
+  const int32_t fits = KvStorage::tokens_for_memory(kv_config, model.ops().kv_dtype(), free,
+                                                    cfg.gpu_memory_fraction,
+                                                    cfg.scheduler.kv.block_size);
+  const int32_t want = cfg.kv_cache_tokens;
+  cfg.kv_cache_tokens = std::min(want, fits);
+  ctx.log.line("KV pool {} tokens ({}): the workload wants {}, {:.2f} of {:.1f} GiB free holds {}",
+               cfg.kv_cache_tokens, model.ops().kv_dtype() == DType::kF32 ? "fp32" : "bf16", want,
+               cfg.gpu_memory_fraction, static_cast<double>(free) / (1 << 30), fits);
 }
 
 // The report of one run of a mode before its measurements: label, policy, backend, self-check,
@@ -409,6 +434,7 @@ void run_mode(const BenchContext& ctx, DeterminismMode mode,
   // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
   prepare_gemms_with_progress(
       *mm.model, cfg.resolved(mm.model->config()).scheduler.max_tokens_per_step, "detllm bench");
+  size_kv_pool_from_memory(ctx, src, *mm.model, cfg);
   const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
   for (const bench::ModeRun& run : runs) {
     if (run.mode != mode) continue;

@@ -119,9 +119,15 @@ void add_engine_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
   cmd.add_option("--chunk-size", o->chunk_size, "Prefill chunk limit (0 = whole prompt)")
       ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--kv-cache-tokens", o->kv_cache_tokens,
-                 "KV pool in tokens (default: room for every request at once, at most 48 GiB "
-                 "on cuda / 4 GiB on cpu of fp32 K and V)")
+                 "KV pool in tokens (default: room for every request at once; on cuda at most "
+                 "--gpu-memory-fraction of the device memory left free by the weights and GEMM "
+                 "plans, on cpu at most 4 GiB of fp32 K and V)")
       ->check(CLI::Range(1, 1 << 30));
+  cmd.add_option("--gpu-memory-fraction", o->gpu_memory_fraction,
+                 "cuda: the most of the free device memory the KV pool takes when "
+                 "--kv-cache-tokens is not given")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   cmd.add_flag_function(
       "--no-prefix-cache", [o](std::int64_t) { o->prefix_cache = false; },
       "Turn the prefix cache off");

@@ -37,7 +37,10 @@ struct BenchOptions {
   int max_tokens_per_step = 0;  // 0 = EngineConfig's default
   int max_seqs = 0;             // 0 = EngineConfig's default
   int chunk_size = -1;          // -1 = EngineConfig's default
-  int kv_cache_tokens = 0;  // 0 = room for every request, capped (bench::default_kv_cache_tokens)
+  // 0 = room for every request: on cuda at most gpu_memory_fraction of the device memory free
+  // after the weights and plans, on cpu at most 4 GiB of fp32 K and V (mode_engine_config)
+  int kv_cache_tokens = 0;
+  double gpu_memory_fraction = 0.9;
   bool prefix_cache = true;
   bool self_check = true;
   bool warmup = true;  // untimed runs of the first requests per mode (bench/warmup_repeat.h)
