@@ -8,7 +8,10 @@
 // Prints, per batch, ms per step of every op and shape in the three and the ratio invariant ÷
 // fast, plus the unprofiled step (graph replay, device sampling) for scale. The question it
 // answers (docs/perf.md): why the invariant decode step measured 0.92 of fast at batch 64.
-// Run: build-cuda/benchmarks/cuda_step_profile_bench [--batches 1,64,256] [--context N] [--steps N]
+// With --mixed P each step also carries a P-token prompt chunk (the mixed steps of a loaded
+// engine: why invariant trails fast on ShareGPT, docs/perf.md).
+// Run: build-cuda/benchmarks/cuda_step_profile_bench [--batches 1,64,256] [--context N]
+//      [--mixed P] [--steps N]
 // (exits without a CUDA device; progress on stderr, markdown on stdout, one table per batch as
 // soon as it is measured; both backends are kept at once: ~64 GB of GPU memory)
 #include <fmt/format.h>
@@ -20,6 +23,7 @@
 #include <exception>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,11 +51,10 @@ struct Profile {
 // Profiles `steps` eager decode steps (after one warm-up) of `model` (built on `prof`), then
 // times the same step replayed from a graph with device sampling on the unwrapped `ops`.
 Profile profile_step(ProfilingOps& prof, const LlamaModel& model, const LlamaModel& plain, Ops& ops,
-                     const ModelConfig& c, int batch, int context, int steps) {
+                     const ModelConfig& c, int batch, int context, int prefill, int steps) {
   Profile p;
-  DecodeStep step(ops, c, batch, context);
-  std::vector<int32_t> rows(static_cast<size_t>(batch));
-  std::iota(rows.begin(), rows.end(), 0);
+  DecodeStep step(ops, c, batch, context, prefill);
+  const std::span<const int32_t> rows = step.logit_rows();
   (void)model.forward(step.tokens(), step.batch(), rows, step.kv(), GraphMode::kOff);
   prof.reset();
   for (int i = 0; i < steps; ++i) {
@@ -77,11 +80,16 @@ double total_ms(const Profile& p) {
 }
 
 // One batch's markdown table, flushed at once.
-void print_table(int batch, const Profile& inv, const Profile& sw, const Profile& fast, int steps) {
+void print_table(int batch, int prefill, const Profile& inv, const Profile& sw, const Profile& fast,
+                 int steps) {
+  const std::string what =
+      prefill > 0 ? fmt::format("Batch {} + a {}-token prompt chunk (a mixed step: eager)", batch,
+                                prefill)
+                  : fmt::format("Batch {}", batch);
   fmt::print(
-      "\n### Batch {} (ms per step; graph + device sampling, unprofiled: invariant {:.2f}, "
+      "\n### {} (ms per step; graph + device sampling, unprofiled: invariant {:.2f}, "
       "switched {:.2f}, fast {:.2f}, fast ÷ invariant {:.3f})\n\n",
-      batch, inv.graph_sampled_ms, sw.graph_sampled_ms, fast.graph_sampled_ms,
+      what, inv.graph_sampled_ms, sw.graph_sampled_ms, fast.graph_sampled_ms,
       fast.graph_sampled_ms / inv.graph_sampled_ms);
   fmt::print(
       "| op (shape K->N, rows m) | calls | invariant | switched | fast | invariant − fast "
@@ -110,10 +118,12 @@ std::vector<int> parse_list(const char* s) {
 
 int usage(const char* argv0) {
   fmt::print(stderr,
-             "usage: {} [--batches 1,64,256] [--context N] [--steps N]\n"
+             "usage: {} [--batches 1,64,256] [--context N] [--mixed P] [--steps N]\n"
              "Llama-3.1-8B decode steps (synthetic weights on the GPU), op by op (a sync "
              "around every op), on the invariant numerics, the same backend switched to fast, "
-             "and a fast backend; markdown on stdout.\n",
+             "and a fast backend; markdown on stdout.\n"
+             "--mixed P: each step also carries the first P tokens of one more sequence (a "
+             "prompt chunk beside the decode rows, as under load; such steps run eagerly).\n",
              argv0);
   return 2;
 }
@@ -122,12 +132,14 @@ int usage(const char* argv0) {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {1, 64, 256};
-  int context = 512, steps = 5;
+  int context = 512, steps = 5, prefill = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       batches = parse_list(argv[++i]);
     } else if (std::strcmp(argv[i], "--context") == 0 && i + 1 < argc) {
       context = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--mixed") == 0 && i + 1 < argc) {
+      prefill = std::max(0, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -141,8 +153,9 @@ int main(int argc, char** argv) {
   try {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
-    fmt::print("device: {}; Llama-3.1-8B synthetic, decode at context {}, {} profiled steps\n",
-               cuda_device_description(0), context, steps);
+    fmt::print("device: {}; Llama-3.1-8B synthetic, decode at context {}{}, {} profiled steps\n",
+               cuda_device_description(0), context,
+               prefill > 0 ? fmt::format(" beside a {}-token prompt chunk", prefill) : "", steps);
     // Both backends at once (four copies of the weights: ~64 GB), so that each batch's table
     // is printed as soon as it is measured: a run cut short keeps the batches it finished.
     struct Side {
@@ -162,7 +175,7 @@ int main(int argc, char** argv) {
       sd.model = std::make_unique<LlamaModel>(c, recipe, *sd.prof);
       sd.plain = std::make_unique<LlamaModel>(c, recipe, *sd.ops);
     }
-    sides[0].plain->prepare_gemms(*std::max_element(batches.begin(), batches.end()));
+    sides[0].plain->prepare_gemms(*std::max_element(batches.begin(), batches.end()) + prefill);
     for (int b : batches) {
       // invariant; the invariant backend switched to fast; a fast backend.
       Profile p[3];
@@ -170,16 +183,16 @@ int main(int argc, char** argv) {
         const NumericsMode n = sw == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
         Side& sd = sides[0];
         sd.ops->set_gemm_numerics(n);
-        p[sw] = profile_step(*sd.prof, *sd.model, *sd.plain, *sd.ops, c, b, context, steps);
+        p[sw] = profile_step(*sd.prof, *sd.model, *sd.plain, *sd.ops, c, b, context, prefill, steps);
         progress("batch {}: {} {:.2f} ms profiled, {:.2f} ms graph + sampling", b,
                  sw == 0 ? "invariant" : "switched", total_ms(p[sw]), p[sw].graph_sampled_ms);
       }
       sides[0].ops->set_gemm_numerics(NumericsMode::kInvariant);
       Side& fs = sides[1];
-      p[2] = profile_step(*fs.prof, *fs.model, *fs.plain, *fs.ops, c, b, context, steps);
+      p[2] = profile_step(*fs.prof, *fs.model, *fs.plain, *fs.ops, c, b, context, prefill, steps);
       progress("batch {}: fast {:.2f} ms profiled, {:.2f} ms graph + sampling", b, total_ms(p[2]),
                p[2].graph_sampled_ms);
-      print_table(b, p[0], p[1], p[2], steps);
+      print_table(b, prefill, p[0], p[1], p[2], steps);
     }
     return 0;
   } catch (const std::exception& e) {

@@ -1,8 +1,10 @@
 // A synthetic decode step for the GPU benchmarks (cuda_e2e_bench, cuda_step_profile_bench):
 // `batch` sequences whose next token is at position `context`, each owning its own KV blocks
-// (contents: zeros); the step writes K/V at `context`. Times LlamaModel::forward over it.
+// (contents: zeros); the step writes K/V at `context`. Optionally a prompt chunk beside them (a
+// mixed step). Times LlamaModel::forward over it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <numeric>
@@ -24,10 +26,14 @@ constexpr int32_t kBlock = 16;
 class DecodeStep {
  public:
   using Clock = std::chrono::steady_clock;
-  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context)
-      : blocks_per_seq_((context + 1 + kBlock - 1) / kBlock),
-        kv_(ops, c, batch * blocks_per_seq_, kBlock, max_pad_rows()) {
-    tables_.resize(static_cast<size_t>(batch) * blocks_per_seq_);
+  // prefill > 0: one more sequence's first `prefill` tokens (positions 0…prefill − 1) after the
+  // decode rows, in the same step — a mixed step, as the engine schedules a prompt chunk beside
+  // the running sequences under load. Its last token's logits are a logit row too.
+  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context, int prefill = 0)
+      : blocks_per_seq_(std::max((context + 1 + kBlock - 1) / kBlock, (prefill + kBlock - 1) / kBlock)),
+        kv_(ops, c, (batch + (prefill > 0 ? 1 : 0)) * blocks_per_seq_, kBlock, max_pad_rows()) {
+    const int n_seqs = batch + (prefill > 0 ? 1 : 0);
+    tables_.resize(static_cast<size_t>(n_seqs) * blocks_per_seq_);
     std::iota(tables_.begin(), tables_.end(), 0);
     for (int s = 0; s < batch; ++s) {
       tokens_.push_back(static_cast<int32_t>((uint64_t{2654435761u} * (s + 1)) % c.vocab_size));
@@ -36,10 +42,26 @@ class DecodeStep {
       slots_.push_back(tables_[static_cast<size_t>(s) * blocks_per_seq_ + context / kBlock] *
                            kBlock +
                        context % kBlock);
+      rows_.push_back(s);
     }
-    batch_ = {batch, positions_.data(), seqs_.data(),  slots_.data(),
-              batch, blocks_per_seq_,   tables_.data()};
+    for (int i = 0; i < prefill; ++i) {
+      tokens_.push_back(static_cast<int32_t>((uint64_t{40503u} * (i + 7)) % c.vocab_size));
+      positions_.push_back(i);
+      seqs_.push_back(batch);
+      slots_.push_back(tables_[static_cast<size_t>(batch) * blocks_per_seq_ + i / kBlock] * kBlock +
+                       i % kBlock);
+    }
+    if (prefill > 0) rows_.push_back(batch + prefill - 1);
+    batch_ = {static_cast<int32_t>(tokens_.size()),
+              positions_.data(),
+              seqs_.data(),
+              slots_.data(),
+              n_seqs,
+              blocks_per_seq_,
+              tables_.data()};
   }
+  // The step's logit rows: every decode row, then the prefill's last token.
+  std::span<const int32_t> logit_rows() const { return rows_; }
   // Mean ms of `steps` forwards after `warmup` ones; forward() ends with a blocking download.
   double time_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs, int warmup,
                  int steps) {
@@ -84,7 +106,7 @@ class DecodeStep {
  private:
   int32_t blocks_per_seq_;
   KvStorage kv_;
-  std::vector<int32_t> tokens_, positions_, seqs_, slots_, tables_;
+  std::vector<int32_t> tokens_, positions_, seqs_, slots_, tables_, rows_;
   StepBatch batch_;
 };
 
