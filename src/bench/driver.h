@@ -91,6 +91,12 @@ struct RunResult {
     return n_computed_tokens ? static_cast<double>(n_verify_tokens) / n_computed_tokens : 0.0;
   }
   LatencySummary step_ms;
+  // The model's own step counters over the run (LlamaModel::step_stats): decode steps padded to
+  // a bucket, of which replayed from a CUDA graph, and graphs captured; and step_ms split into
+  // the padded (decode-only) steps and the others (prompt chunks, alone or beside decode rows,
+  // and decode steps that ran unpadded: every step on a backend without graphs under kAuto).
+  int64_t n_padded_steps = 0, n_graph_replays = 0, n_graph_captures = 0;
+  LatencySummary padded_step_ms, other_step_ms;  // other: every unpadded step
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order
   // --repeat: the duration of every repetition in run order (this result is the median one,

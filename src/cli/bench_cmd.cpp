@@ -387,6 +387,11 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
                                           ctx.sampling, progress);
     ctx.log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
                  r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
+    ctx.log.line(
+        "{}: {} decode steps padded ({} replayed from graphs, {} captured), p50 {:.2f} ms; {} "
+        "unpadded steps (prompt chunks, or decode without padding), p50 {:.2f} ms",
+        label, r.n_padded_steps, r.n_graph_replays, r.n_graph_captures, r.padded_step_ms.p50,
+        r.other_step_ms.n, r.other_step_ms.p50);
     results.push_back(std::move(r));
   }
   return bench::median_run(std::move(results));

@@ -79,6 +79,25 @@ TEST_F(BenchDriver, OfflineTokenCountsAddUp) {
   }
 }
 
+// The run's steps by kind: under kAuto the CPU pads nothing (no graphs), under kOn its decode
+// steps run padded to a bucket (eagerly: no graph replays, no captures); padded and unpadded
+// steps add up to every step.
+TEST_F(BenchDriver, StepsByKindAddUp) {
+  const RunResult plain = run_offline(*model_, engine_, workload_, 100, 9, {}, {});
+  EXPECT_EQ(plain.n_padded_steps, 0);
+  EXPECT_EQ(plain.padded_step_ms.n, 0);
+  EXPECT_EQ(plain.other_step_ms.n, plain.n_steps);
+  engine::EngineConfig on = engine_;
+  on.cuda_graphs = GraphMode::kOn;
+  const RunResult padded = run_offline(*model_, on, workload_, 100, 9, {}, {});
+  EXPECT_GT(padded.n_padded_steps, 0);
+  EXPECT_EQ(padded.padded_step_ms.n, padded.n_padded_steps);
+  EXPECT_EQ(padded.padded_step_ms.n + padded.other_step_ms.n, padded.n_steps);
+  EXPECT_GT(padded.other_step_ms.n, 0);  // the prompt steps
+  EXPECT_EQ(padded.n_graph_replays, 0);
+  EXPECT_EQ(padded.n_graph_captures, 0);
+}
+
 // Under the verified mode the run reports its verification (LLM-42's table 2); other modes
 // report none.
 TEST_F(BenchDriver, VerifiedRunReportsVerification) {
