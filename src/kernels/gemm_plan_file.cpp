@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -229,9 +230,13 @@ void write_gemm_plan_file(const std::string& path, const GemmPlanFile& file) {
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   check(!ec, "cannot create the folder of the GEMM plan file {}: {}", path, ec.message());
-  // A name of this process's own, so concurrent writers never share a temporary file; the
-  // rename replaces the file in one step (a reader sees the old file or the new one).
-  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
+  // A name of this writer's own — the process and a count within it (tensor-parallel ranks are
+  // threads of one process, each with its plans) — so concurrent writers never share a
+  // temporary file; the rename replaces the file in one step (a reader sees the old file or
+  // the new one).
+  static std::atomic<uint64_t> writes{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()),
+                                      writes.fetch_add(1, std::memory_order_relaxed));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     check(out.good(), "cannot write the GEMM plan file {} (temporary {})", path, tmp);

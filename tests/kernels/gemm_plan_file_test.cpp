@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -267,6 +268,30 @@ TEST_F(GemmPlanFileOnDisk, WriteThenLoad) {
   smaller.entries.resize(1);
   write_gemm_plan_file(path, smaller);
   EXPECT_EQ(load_gemm_plan_file(path, kKey).entries.size(), 1u);
+}
+
+// Writers that are threads of one process (tensor-parallel ranks, each with its plans) write
+// the same file at once: each through a temporary of its own, so the file is always one
+// writer's whole file — never a mix — and no temporary is left behind.
+TEST_F(GemmPlanFileOnDisk, ConcurrentWritersOfOneProcessNeverMixTheirFiles) {
+  const std::string path = (dir_ / "plans.bin").string();
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread> writers;
+    for (size_t n = 1; n <= 3; ++n)
+      writers.emplace_back([&, n] {
+        GemmPlanFile f = sample_file();
+        f.entries.resize(n);
+        write_gemm_plan_file(path, f);
+      });
+    for (std::thread& t : writers) t.join();
+    const GemmPlanLoad got = load_gemm_plan_file(path, kKey);
+    EXPECT_TRUE(got.warning.empty()) << got.warning;
+    EXPECT_GE(got.entries.size(), 1u);
+    EXPECT_LE(got.entries.size(), 3u);
+  }
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
 }
 
 TEST_F(GemmPlanFileOnDisk, ForeignCorruptAndUnreadableFilesWarn) {
