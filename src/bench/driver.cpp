@@ -68,6 +68,7 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   engine::Engine eng(model, config);  // no tokenizer: token ids in, token ids out, no EOS
 
   RunResult res;
+  if (spec.warm_graphs) res.n_warmup_graph_captures = eng.warm_up_decode_graphs().captures;
   res.rate = spec.rate;
   res.det_share = spec.det_share;
   res.n_requests = n;

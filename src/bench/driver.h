@@ -30,6 +30,11 @@ struct RunSpec {
   double det_share = 100;  // percent of requests marked deterministic (deterministic_mask)
   uint64_t seed = 0;       // the deterministic mask and the arrivals
   double progress_interval_s = 2.0;  // progress callback at most this often (and at the end)
+  // Capture the run's engine's decode graphs before the clock starts, as `serve` does at
+  // startup (Engine::warm_up_decode_graphs; nothing on a backend without graphs). Off: the run
+  // captures each graph in its first step of that shape, inside the timing (the bench before
+  // 2026-12-02).
+  bool warm_graphs = true;
 };
 
 struct RunProgress {
@@ -96,6 +101,7 @@ struct RunResult {
   // the padded (decode-only) steps and the others (prompt chunks, alone or beside decode rows,
   // and decode steps that ran unpadded: every step on a backend without graphs under kAuto).
   int64_t n_padded_steps = 0, n_graph_replays = 0, n_graph_captures = 0;
+  int64_t n_warmup_graph_captures = 0;  // before the clock started (RunSpec::warm_graphs)
   LatencySummary padded_step_ms, other_step_ms;  // other: every unpadded step
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order

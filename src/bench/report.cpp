@@ -222,6 +222,7 @@ nlohmann::json report_json(const BenchReport& rep) {
            {{"padded", {{"n", r.n_padded_steps},
                         {"graph_replays", r.n_graph_replays},
                         {"graph_captures", r.n_graph_captures},
+                        {"graph_captures_before_timing", r.n_warmup_graph_captures},
                         {"step_ms", latency_json(r.padded_step_ms)}}},
             {"unpadded", {{"n", static_cast<int64_t>(r.other_step_ms.n)},
                        {"step_ms", latency_json(r.other_step_ms)}}}}},

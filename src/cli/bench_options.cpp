@@ -131,6 +131,10 @@ void add_engine_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
   cmd.add_flag_function(
       "--no-prefix-cache", [o](std::int64_t) { o->prefix_cache = false; },
       "Turn the prefix cache off");
+  cmd.add_flag_function(
+      "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
+      "cuda: capture each run's decode graphs inside its timing, on first use (by default they "
+      "are captured before the clock starts, as serve does at startup)");
 }
 
 // Sampling of every request.

@@ -44,6 +44,7 @@ struct BenchOptions {
   bool prefix_cache = true;
   bool self_check = true;
   bool warmup = true;  // untimed runs of the first requests per mode (bench/warmup_repeat.h)
+  bool graph_warmup = true;  // each run's decode graphs captured before its clock starts
   int repeat = 1;      // offline runs made this many times; the median one is reported
   float temperature = 0.0f;
   float top_p = 1.0f;

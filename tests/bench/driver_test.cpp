@@ -96,6 +96,7 @@ TEST_F(BenchDriver, StepsByKindAddUp) {
   EXPECT_GT(padded.other_step_ms.n, 0);  // the prompt steps
   EXPECT_EQ(padded.n_graph_replays, 0);
   EXPECT_EQ(padded.n_graph_captures, 0);
+  EXPECT_EQ(padded.n_warmup_graph_captures, 0);  // the graph warm-up has nothing to capture here
 }
 
 // Under the verified mode the run reports its verification (LLM-42's table 2); other modes
