@@ -105,7 +105,7 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
     eng.add_request(std::move(r), std::move(cb));
   };
 
-  std::vector<double> step_ms, padded_ms, other_ms;
+  std::vector<double> step_ms, padded_ms, unpadded_ms;
   const LlamaModel::StepStats before = model.step_stats();
   double last_report = 0.0;
   int32_t next = 0;  // arrivals are ascending: requests join in workload order
@@ -117,7 +117,7 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
       const int64_t padded0 = model.step_stats().n_padded_steps;
       eng.step();
       step_ms.push_back(1e3 * seconds_between(s0, Clock::now()));
-      (model.step_stats().n_padded_steps > padded0 ? padded_ms : other_ms).push_back(step_ms.back());
+      (model.step_stats().n_padded_steps > padded0 ? padded_ms : unpadded_ms).push_back(step_ms.back());
     } else if (next < n) {
       std::this_thread::sleep_until(
           t0 + std::chrono::duration_cast<Clock::duration>(
@@ -163,7 +163,7 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   res.prefix_query_tokens = kv.n_query_tokens;
   res.step_ms = summarize(step_ms);
   res.padded_step_ms = summarize(padded_ms);
-  res.other_step_ms = summarize(other_ms);
+  res.unpadded_step_ms = summarize(unpadded_ms);
   const LlamaModel::StepStats& after = model.step_stats();
   res.n_padded_steps = after.n_padded_steps - before.n_padded_steps;
   res.n_graph_replays = after.n_graph_replays - before.n_graph_replays;

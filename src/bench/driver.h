@@ -102,7 +102,7 @@ struct RunResult {
   // and decode steps that ran unpadded: every step on a backend without graphs under kAuto).
   int64_t n_padded_steps = 0, n_graph_replays = 0, n_graph_captures = 0;
   int64_t n_warmup_graph_captures = 0;  // before the clock started (RunSpec::warm_graphs)
-  LatencySummary padded_step_ms, other_step_ms;  // other: every unpadded step
+  LatencySummary padded_step_ms, unpadded_step_ms;
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order
   // --repeat: the duration of every repetition in run order (this result is the median one,

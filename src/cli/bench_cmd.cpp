@@ -362,7 +362,8 @@ void warm_up(const BenchContext& ctx, const bench::ModeRun& run, const LlamaMode
     // A failed self-check refuses deterministic requests: the measured runs say so.
     if (share > 0 && resolved.self_check.state == SelfCheckState::kFailed) continue;
     // Its engine is dropped after it: no graphs to warm for it.
-    (void)bench::run_bench(model, run_cfg, head, {0.0, share, ctx.o.w.seed, 2.0, false},
+    (void)bench::run_bench(model, run_cfg, head,
+                           {.det_share = share, .seed = ctx.o.w.seed, .warm_graphs = false},
                            ctx.sampling);
     ctx.log.line("mode {}: warm-up of {} requests at {:g}% deterministic done", run.label,
                  head.requests.size(), share);
@@ -387,7 +388,11 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
     };
     bench::RunResult r =
         bench::run_bench(model, run_cfg, ctx.workload,
-                         {rate, share, ctx.o.w.seed, 2.0, ctx.o.graph_warmup}, ctx.sampling, progress);
+                         {.rate = rate,
+                          .det_share = share,
+                          .seed = ctx.o.w.seed,
+                          .warm_graphs = ctx.o.graph_warmup},
+                         ctx.sampling, progress);
     ctx.log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
                  r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
     ctx.log.line(
@@ -395,7 +400,7 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
         "timing), p50 {:.2f} ms; {} unpadded steps (prompt chunks, or decode without padding), "
         "p50 {:.2f} ms",
         label, r.n_padded_steps, r.n_graph_replays, r.n_graph_captures, r.n_warmup_graph_captures,
-        r.padded_step_ms.p50, r.other_step_ms.n, r.other_step_ms.p50);
+        r.padded_step_ms.p50, r.unpadded_step_ms.n, r.unpadded_step_ms.p50);
     results.push_back(std::move(r));
   }
   return bench::median_run(std::move(results));

@@ -86,14 +86,14 @@ TEST_F(BenchDriver, StepsByKindAddUp) {
   const RunResult plain = run_offline(*model_, engine_, workload_, 100, 9, {}, {});
   EXPECT_EQ(plain.n_padded_steps, 0);
   EXPECT_EQ(plain.padded_step_ms.n, 0);
-  EXPECT_EQ(plain.other_step_ms.n, plain.n_steps);
+  EXPECT_EQ(plain.unpadded_step_ms.n, plain.n_steps);
   engine::EngineConfig on = engine_;
   on.cuda_graphs = GraphMode::kOn;
   const RunResult padded = run_offline(*model_, on, workload_, 100, 9, {}, {});
   EXPECT_GT(padded.n_padded_steps, 0);
   EXPECT_EQ(padded.padded_step_ms.n, padded.n_padded_steps);
-  EXPECT_EQ(padded.padded_step_ms.n + padded.other_step_ms.n, padded.n_steps);
-  EXPECT_GT(padded.other_step_ms.n, 0);  // the prompt steps
+  EXPECT_EQ(padded.padded_step_ms.n + padded.unpadded_step_ms.n, padded.n_steps);
+  EXPECT_GT(padded.unpadded_step_ms.n, 0);  // the prompt steps
   EXPECT_EQ(padded.n_graph_replays, 0);
   EXPECT_EQ(padded.n_graph_captures, 0);
   EXPECT_EQ(padded.n_warmup_graph_captures, 0);  // the graph warm-up has nothing to capture here

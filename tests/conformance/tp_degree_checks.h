@@ -111,30 +111,9 @@ class TpDegreeChecks {
     t.shared_model = [this, degree]() -> LlamaModel& { return group(degree).leader(); };
     return t;
   }
-  static Execution exec(std::string label) {
-    Execution e;
-    e.label = std::move(label);
-    e.engine.scheduler.kv.block_size = 16;
-    e.engine.kv_cache_tokens = 4096;
-    e.engine.scheduler.max_tokens_per_step = 4096;
-    e.engine.scheduler.max_seqs = 64;
-    e.engine.scheduler.chunk_size = 0;
-    return e;
-  }
-  // Four requests, prompts of 20–300 random ids (half share a prefix with another), greedy or
-  // seeded sampling, 4–6 new tokens each.
+  static Execution exec(std::string label) { return checks::large_model_exec(std::move(label)); }
   std::vector<engine::Request> workload(uint64_t seed, double scoring_share = 0.25) const {
-    WorkloadSpec s;
-    s.n_requests = 4;
-    s.vocab_size = config_.vocab_size;
-    s.min_prompt = 20;
-    s.max_prompt = 300;
-    s.max_new_tokens = 6;
-    s.scoring_share = scoring_share;
-    auto reqs = random_workload(seed, s);
-    for (size_t i = 0; i < reqs.size(); ++i)
-      if (reqs[i].max_tokens > 0) reqs[i].max_tokens = 4 + static_cast<int32_t>(i % 3);
-    return reqs;
+    return checks::large_model_workload(seed, config_.vocab_size, scoring_share);
   }
 
   const ModelConfig& config_;

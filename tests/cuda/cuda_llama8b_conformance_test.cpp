@@ -122,33 +122,10 @@ class Llama8bConformance : public ::testing::Test {
     target_.shared_model = []() -> LlamaModel& { return *model_; };
   }
 
-  // Blocks of 16, a 4096-token pool (~1 GB of fp32 KV), whole prompts, no step limit that
-  // matters: the baseline every test varies.
-  static Execution exec(std::string label) {
-    Execution e;
-    e.label = std::move(label);
-    e.engine.scheduler.kv.block_size = 16;
-    e.engine.kv_cache_tokens = 4096;
-    e.engine.scheduler.max_tokens_per_step = 4096;
-    e.engine.scheduler.max_seqs = 64;
-    e.engine.scheduler.chunk_size = 0;
-    return e;
-  }
-  // A few requests, prompts of 20–300 random ids (half share a prefix with another), greedy or
-  // seeded sampling, some with 2 samples; generating requests make 4–6 tokens, so that there
-  // are decode steps to pad and replay (V8).
+  // The baseline every test varies, and its workload (checks::large_model_exec / _workload).
+  static Execution exec(std::string label) { return checks::large_model_exec(std::move(label)); }
   static std::vector<engine::Request> workload(uint64_t seed, double scoring_share = 0.25) {
-    WorkloadSpec s;
-    s.n_requests = 4;
-    s.vocab_size = config_->vocab_size;
-    s.min_prompt = 20;
-    s.max_prompt = 300;
-    s.max_new_tokens = 6;
-    s.scoring_share = scoring_share;
-    auto reqs = random_workload(seed, s);
-    for (size_t i = 0; i < reqs.size(); ++i)
-      if (reqs[i].max_tokens > 0) reqs[i].max_tokens = 4 + static_cast<int32_t>(i % 3);
-    return reqs;
+    return checks::large_model_workload(seed, config_->vocab_size, scoring_share);
   }
   static const std::vector<engine::Request>& requests() {
     static const std::vector<engine::Request> reqs = workload(81);

@@ -112,10 +112,7 @@ TEST(CudaTensorParallel, DefaultModelEveryDegreeGivesTheSameBits) {
 // tensor-core attention at head_dim 128, the canonical chunks' GEMMs at K = 512 and 1792.
 TEST(CudaTensorParallel, Llama8bLayerShapesEveryDegreeGivesTheSameBits) {
   if (skip_without_gpu()) GTEST_SKIP() << "no usable GPU";
-  ModelConfig c = synthetic_config("llama-3.1-8b");
-  c.n_layers = 2;
-  c.vocab_size = 4096;
-  c.validate("llama-3.1-8b, 2 layers");
+  const ModelConfig c = testing::llama8b_layer_shapes();
   const auto t0 = std::chrono::steady_clock::now();
   const ModelWeights w = make_synthetic_weights(c, 3);
   ASSERT_EQ(tp_canonical_chunks(c), (TpChunks{8, 8}));

@@ -17,16 +17,14 @@
 #include "conformance/tp_degree_checks.h"
 #include "cuda/cuda_test_util.h"
 #include "model/synthetic.h"
+#include "model/tp_test_util.h"
 
 namespace detllm::conformance {
 namespace {
 
 TEST(Llama8bTensorParallel, EveryDegreeReproducesTp1AcrossV1V3V4V5V7) {
   DETLLM_SKIP_WITHOUT_GPU();
-  ModelConfig config = synthetic_config("llama-3.1-8b");
-  config.n_layers = 2;
-  config.vocab_size = 4096;
-  config.validate("llama-3.1-8b, 2 layers");
+  const ModelConfig config = detllm::testing::llama8b_layer_shapes();
   const auto t0 = std::chrono::steady_clock::now();
   const ModelWeights weights = make_synthetic_weights(config, 8);
   std::printf("[tp-degree] 8B layer shapes: host weights in %.1f s\n",

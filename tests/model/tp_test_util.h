@@ -147,6 +147,17 @@ inline double worst_relative_difference(const std::vector<std::vector<float>>& a
   return worst;
 }
 
+// Llama-3.1-8B's layer shapes (dim 4096, 32 q / 8 KV heads of 128, FFN 14336, canonical
+// chunks 8 / 8) with 2 layers and a 4096-token vocabulary: host weights of ~1.8 GB for the
+// ranks to slice.
+inline ModelConfig llama8b_layer_shapes() {
+  ModelConfig c = synthetic_config("llama-3.1-8b");
+  c.n_layers = 2;
+  c.vocab_size = 4096;
+  c.validate("llama-3.1-8b, 2 layers");
+  return c;
+}
+
 // tiny-llama with 8 q / 4 KV heads and a 256-wide FFN: degrees 1, 2 and 4.
 inline ModelConfig tp4_config() {
   ModelConfig c = synthetic_config("tiny-llama");
