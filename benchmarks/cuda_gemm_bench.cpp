@@ -7,12 +7,15 @@
 // is faster (src/kernels/cuda/gemm_lt.h); "kernel" is the invariant kernel alone. The plans
 // chosen are printed at the end. With --sweep it also times the four tile variants of each size
 // class (all bit-identical; tests/cuda checks) and the split-count experiment.
-// Run: build-cuda/benchmarks/cuda_gemm_bench [--quick] [--sweep]   (exits with a message without a GPU)
+// --ms 129,300,700: those M instead (row counts between the plans' power-of-two buckets, as
+// the engine's mixed steps run them).
+// Run: build-cuda/benchmarks/cuda_gemm_bench [--quick] [--sweep] [--ms LIST]   (exits with a message without a GPU)
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -38,9 +41,22 @@ using bench_util::weight_copies;
 
 int main(int argc, char** argv) {
   bool quick = false, sweep_variants = false;
+  std::vector<int> given_ms;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     sweep_variants = sweep_variants || std::strcmp(argv[i], "--sweep") == 0;
+    if (std::strcmp(argv[i], "--ms") == 0 && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 8192) {
+          fmt::print(stderr, "cuda_gemm_bench: --ms wants M values 1..8192, comma-separated\n");
+          return 2;
+        }
+        given_ms.push_back(static_cast<int>(v));
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
   }
   if (cuda_device_count() == 0) {
     fmt::print("cuda_gemm_bench: no CUDA device: nothing to measure\n");
@@ -65,7 +81,8 @@ int main(int argc, char** argv) {
                                      {"lm_head 4096->128256", 128256, 4096}};
   std::vector<int> ms = {1, 8, 32, 64, 128, 256, 512, 1024, 4096};
   if (quick) ms = {1, 64, 1024};
-  const int max_m = ms.back();
+  if (!given_ms.empty()) ms = given_ms;
+  const int max_m = *std::max_element(ms.begin(), ms.end());
   const int64_t max_k = 14336;
 
   Buffer x(*inv, size_t(max_m) * max_k * 4);

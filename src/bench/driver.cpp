@@ -114,10 +114,21 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
     while (next < n && arrivals[static_cast<size_t>(next)] <= now) add(next++);
     if (eng.has_work()) {
       const auto s0 = Clock::now();
-      const int64_t padded0 = model.step_stats().n_padded_steps;
+      const LlamaModel::StepStats m0 = model.step_stats();
+      const int64_t computed0 = eng.stats().n_computed_tokens;
+      const int64_t generated0 = eng.stats().n_generated_tokens;
       eng.step();
       step_ms.push_back(1e3 * seconds_between(s0, Clock::now()));
-      (model.step_stats().n_padded_steps > padded0 ? padded_ms : unpadded_ms).push_back(step_ms.back());
+      const LlamaModel::StepStats& m1 = model.step_stats();
+      RunResult::StepTrace st;
+      st.ms = step_ms.back();
+      st.computed_tokens = static_cast<int32_t>(eng.stats().n_computed_tokens - computed0);
+      st.generated_tokens = static_cast<int32_t>(eng.stats().n_generated_tokens - generated0);
+      st.padded = m1.n_padded_steps > m0.n_padded_steps;
+      st.replayed = m1.n_graph_replays > m0.n_graph_replays;
+      st.captured = m1.n_graph_captures > m0.n_graph_captures;
+      res.steps.push_back(st);
+      (st.padded ? padded_ms : unpadded_ms).push_back(st.ms);
     } else if (next < n) {
       std::this_thread::sleep_until(
           t0 + std::chrono::duration_cast<Clock::duration>(

@@ -103,6 +103,15 @@ struct RunResult {
   int64_t n_padded_steps = 0, n_graph_replays = 0, n_graph_captures = 0;
   int64_t n_warmup_graph_captures = 0;  // before the clock started (RunSpec::warm_graphs)
   LatencySummary padded_step_ms, unpadded_step_ms;
+  // Every step of the run in order (`detllm bench --step-trace`): what it computed and how it
+  // ran, to tell apart where a mode's steps lose time.
+  struct StepTrace {
+    double ms = 0.0;
+    int32_t computed_tokens = 0;   // tokens run through the model (prompt chunks + decode rows)
+    int32_t generated_tokens = 0;  // tokens generated (rows sampled)
+    bool padded = false, replayed = false, captured = false;
+  };
+  std::vector<StepTrace> steps;
   ClassLatency det, other, all;
   std::vector<RequestTiming> requests;  // (n_requests), workload order
   // --repeat: the duration of every repetition in run order (this result is the median one,

@@ -456,11 +456,31 @@ void run_mode(const BenchContext& ctx, DeterminismMode mode,
   }
 }
 
+// --step-trace FILE: one CSV line per step of every reported run, in run order.
+void write_step_trace(const std::string& path, const bench::BenchReport& rep, const Log& log) {
+  std::ofstream f(path);
+  check(f.good(), "cannot write {}", path);
+  f << "mode,det_share,rate,step,ms,computed_tokens,generated_tokens,padded,replayed,captured\n";
+  for (const bench::ModeReport& m : rep.modes) {
+    for (const bench::RunResult& r : m.runs) {
+      for (size_t i = 0; i < r.steps.size(); ++i) {
+        const bench::RunResult::StepTrace& s = r.steps[i];
+        f << fmt::format("{},{},{},{},{:.4f},{},{},{:d},{:d},{:d}\n", m.mode, r.det_share, r.rate,
+                         i, s.ms, s.computed_tokens, s.generated_tokens, s.padded, s.replayed,
+                         s.captured);
+      }
+    }
+  }
+  check(f.good(), "writing {} failed", path);
+  log.line("wrote the step trace {}", path);
+}
+
 // The markdown table on stdout; with --json FILE, the report with its conditions there.
 void write_report(const BenchOptions& o, const bench::BenchReport& rep, const Log& log) {
   const std::string md = bench::report_markdown(rep);
   std::fwrite(md.data(), 1, md.size(), stdout);
   std::fflush(stdout);
+  if (!o.step_trace.empty()) write_step_trace(o.step_trace, rep, log);
   if (o.json_out.empty()) return;
   std::ofstream f(o.json_out);
   check(f.good(), "cannot write {}", o.json_out);

@@ -114,8 +114,9 @@ void add_engine_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
                  "Scheduler token budget per step (default: the engine's)")
       ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--max-seqs", o->max_seqs,
-                 "Sequences per step (default: the engine's; padded pads decode to it)")
-      ->check(CLI::Range(1, 256));
+                 "Sequences per step (default: the engine's; padded pads decode to it, so there "
+                 "at most the largest decode bucket, 256)")
+      ->check(CLI::Range(1, 4096));
   cmd.add_option("--chunk-size", o->chunk_size, "Prefill chunk limit (0 = whole prompt)")
       ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--kv-cache-tokens", o->kv_cache_tokens,
@@ -191,6 +192,9 @@ CLI::Option* add_bench_options(CLI::App& cmd, const std::shared_ptr<BenchOptions
   add_measurement_options(cmd, o);
   add_verify_options(cmd, o);
   cmd.add_option("--json", o->json_out, "Write the results and their conditions to FILE");
+  cmd.add_option("--step-trace", o->step_trace,
+                 "Write every step of every run to FILE (CSV: mode, det share, rate, step, ms, "
+                 "tokens computed, tokens generated, padded, replayed from a graph, captured)");
   return n_opt;
 }
 

@@ -49,6 +49,7 @@ struct BenchOptions {
   float temperature = 0.0f;
   float top_p = 1.0f;
   std::string json_out;
+  std::string step_trace;  // CSV of every step of every run (--step-trace)
 };
 
 // Registers every option of `detllm bench` on cmd, in the order --help lists them, writing into

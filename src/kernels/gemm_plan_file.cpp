@@ -1,6 +1,8 @@
 // The GEMM plan file: format, parse, validate, load and atomic write (see gemm_plan_file.h).
 #include "kernels/gemm_plan_file.h"
 
+#include "kernels/gemm_buckets.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -91,8 +93,10 @@ void validate_gemm_plan_entry(const GemmPlanEntry& e) {
   const auto where = [&] { return fmt::format("entry n={} k={} bucket={}", e.n, e.k, e.bucket); };
   check(e.n >= 1 && e.n <= kGemmPlanMaxDim && e.k >= 1 && e.k <= kGemmPlanMaxDim,
         "GEMM plan file: {}: shape outside 1 … {}", where(), kGemmPlanMaxDim);
-  check(e.bucket >= 1 && e.bucket <= kGemmPlanMaxBucket && (e.bucket & (e.bucket - 1)) == 0,
-        "GEMM plan file: {}: the bucket is not a power of two ≤ {}", where(), kGemmPlanMaxBucket);
+  check(e.bucket <= kGemmPlanMaxBucket && is_gemm_bucket(e.bucket),
+        "GEMM plan file: {}: not an M bucket (kernels/gemm_buckets.h: 1, 2, 4, …, 128, 160, "
+        "192, …, {})",
+        where(), kGemmPlanMaxBucket);
   check(e.splits >= 1 && e.splits <= kGemmPlanMaxSplits && e.k % e.splits == 0,
         "GEMM plan file: {}: split count {} (must divide k, 1 … {})", where(), e.splits,
         kGemmPlanMaxSplits);

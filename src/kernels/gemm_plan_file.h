@@ -18,7 +18,7 @@
 //   16+L    4       entry count E (0 … kGemmPlanMaxEntries)
 //   20+L    E × 96  entries, each:
 //                     0  8  n (output features)      8  8  k (input features)
-//                    16  4  bucket (M bucket, a power of two ≤ 8192)
+//                    16  4  bucket (M bucket, kernels/gemm_buckets.h, ≤ 8192)
 //                    20  4  splits (S of the shape when it was tuned; k % S == 0)
 //                    24  4  flags: bit 0 use_lt, bit 1 chain (other bits 0)
 //                    28  4  reserved (0)
@@ -45,7 +45,7 @@ inline constexpr int64_t kGemmPlanMaxDim = int64_t{1} << 22;  // n and k (vocab 
 inline constexpr int32_t kGemmPlanMaxBucket = 8192;
 inline constexpr int32_t kGemmPlanMaxSplits = 64;
 
-// One plan: what runs y (m, n) = x (m, k) · Wᵀ for m in (bucket/2, bucket].
+// One plan: what runs y (m, n) = x (m, k) · Wᵀ for m in (gemm_bucket_below(bucket), bucket].
 struct GemmPlanEntry {
   int64_t n = 0;
   int64_t k = 0;

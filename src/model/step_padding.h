@@ -30,7 +30,7 @@ namespace detllm {
 enum class GraphMode { kAuto, kOn, kOff };
 const char* graph_mode_name(GraphMode mode);
 
-// Row buckets: 1, 2, 4, …, 256 (a decode step of n rows runs as the smallest bucket ≥ n).
+// Row buckets: 1, 2, 4, …, 256, 384, 512 (a decode step of n rows runs as the smallest bucket ≥ n).
 std::span<const int32_t> decode_row_buckets();
 // The smallest bucket ≥ n_rows; 0 when n_rows is 0 or above the largest bucket.
 int32_t row_bucket(int32_t n_rows);

@@ -97,6 +97,19 @@ TEST_F(BenchDriver, StepsByKindAddUp) {
   EXPECT_EQ(padded.n_graph_replays, 0);
   EXPECT_EQ(padded.n_graph_captures, 0);
   EXPECT_EQ(padded.n_warmup_graph_captures, 0);  // the graph warm-up has nothing to capture here
+  // The step trace (--step-trace) lists every step, and its flags and tokens add up.
+  ASSERT_EQ(static_cast<int64_t>(padded.steps.size()), padded.n_steps);
+  int64_t n_padded = 0, computed = 0, generated = 0;
+  for (const RunResult::StepTrace& s : padded.steps) {
+    n_padded += s.padded;
+    computed += s.computed_tokens;
+    generated += s.generated_tokens;
+    EXPECT_GT(s.ms, 0.0);
+    EXPECT_FALSE(s.replayed || s.captured);  // no graphs on the CPU
+  }
+  EXPECT_EQ(n_padded, padded.n_padded_steps);
+  EXPECT_EQ(computed, padded.n_computed_tokens);
+  EXPECT_EQ(generated, padded.output_tokens);
 }
 
 // Under the verified mode the run reports its verification (LLM-42's table 2); other modes

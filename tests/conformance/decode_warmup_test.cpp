@@ -82,8 +82,10 @@ TEST(DecodeWarmup, Keys) {
 
 TEST(DecodeWarmup, PadSlots) {
   EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kAuto, 0}, false), 0);
-  EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kAuto, 0}, true), 256);
-  EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kOn, 300}, false), 300);
+  // The warm-up's largest step: R rows on R pad slots, R the largest bucket (or the fixed rows).
+  EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kAuto, 0}, true), 512);
+  EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kOn, 300}, false), 512);
+  EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kOn, 600}, false), 600);
   EXPECT_GE(decode_warmup_pad_slots(DecodePadding{GraphMode::kOn, 0}, false),
             pad_slots_needed(DecodePadding{GraphMode::kOn, 0}, false));
 }

@@ -214,7 +214,7 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
     DeviceArray<float> bias(*planned, random_floats(s.n, 53));
     DeviceArray<float> y(*planned, size_t(s.max_m) * s.n);
     const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
-    for (int m : {1, 7, 64, 200, 700, s.max_m}) {
+    for (int m : {1, 7, 64, 129, 200, 257, 300, 449, 700, 1025, s.max_m}) {
       if (m > s.max_m) continue;
       kernel_only->matmul(x.data(), m, wm, bias.data(), y.data());
       kernel_only->synchronize();
@@ -230,8 +230,52 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
   EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
 }
 
-// prepare_matmul makes the plan of every M bucket up to max_m ahead of time (1, 2, 4, …, 512
-// for max_m = 300), so a serving engine never tunes inside a request.
+// Every m, not a sample: the planned GEMM against the kernel alone at m = 1 … 340 (the buckets
+// 1 … 128, 160 … 256 and 320, and m = 307, the prefill of CudaTensorParallel's 8B test) on the
+// shapes a tensor-parallel rank of Llama-3.1-8B runs — q/k/v and gate/up at TP 8, the
+// canonical K chunks of o and down (K = 512, 1792), an lm_head slice — and the whole o. A plan
+// screened at two m of its bucket once passed there and differed at m = 307 (TP 8 ≠ TP 1 on
+// the H200, 2026-12-02): plans are now verified at every m of their bucket.
+TEST(CudaGemmLt, EveryMOfEveryBucketGivesTheKernelsBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto planned = invariant_ops();
+  CudaOptions o;
+  o.gemm_lt = false;
+  auto kernel_only = make_cuda_ops(o);
+  constexpr int kMaxM = 340;
+  for (const GemmShape s :
+       {GemmShape{"qkv tp8", 768, 4096, kMaxM}, GemmShape{"gate_up tp8", 3584, 4096, kMaxM},
+        GemmShape{"o chunk", 4096, 512, kMaxM}, GemmShape{"down chunk", 4096, 1792, kMaxM},
+        GemmShape{"lm_head slice", 512, 4096, kMaxM}, GemmShape{"o", 4096, 4096, kMaxM}}) {
+    DeviceArray<float> x(*planned, fast_random_floats(size_t(s.max_m) * s.k, 81));
+    DeviceArray<uint16_t> w(*planned,
+                            to_bf16(fast_random_floats(size_t(s.n) * s.k, 82, -0.05f, 0.05f)));
+    DeviceArray<float> y(*planned, size_t(s.max_m) * s.n);
+    const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
+    kernel_only->matmul(x.data(), s.max_m, wm, nullptr, y.data());
+    kernel_only->synchronize();
+    const auto want = y.download(size_t(s.max_m) * s.n);  // the kernel's rows do not follow m
+    planned->prepare_matmul(wm, s.max_m);
+    for (int m = 1; m <= s.max_m; ++m) {
+      planned->matmul(x.data(), m, wm, nullptr, y.data());
+      const auto got = y.download(size_t(m) * s.n);
+      const int64_t d = first_bit_difference(got.data(), want.data(), int64_t(m) * s.n);
+      ASSERT_EQ(d, -1) << s.name << " m " << m << ": row " << d / s.n << " column " << d % s.n
+                       << " differs between the planned GEMM and the kernel";
+    }
+  }
+  int swept_out = 0;
+  for (const auto& line : cuda_gemm_plan_report(*planned)) {
+    std::printf("[plan] %s\n", line.c_str());
+    swept_out += line.find("differed inside the bucket") != std::string::npos;
+  }
+  std::printf("[sweep] %d plan(s) skipped a faster execution that differed inside its bucket\n",
+              swept_out);
+  EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
+}
+
+// prepare_matmul makes the plan of every M bucket up to max_m ahead of time (1, 2, 4, …, 128,
+// 160, 192, 224, 256, 320 for max_m = 300), so a serving engine never tunes inside a request.
 TEST(CudaGemmLt, PrepareMakesEveryBucketAhead) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops = invariant_ops();
@@ -240,10 +284,10 @@ TEST(CudaGemmLt, PrepareMakesEveryBucketAhead) {
   EXPECT_TRUE(cuda_gemm_plan_report(*ops).empty());
   ops->prepare_matmul(wm, 300);
   const auto plans = cuda_gemm_plan_report(*ops);
-  ASSERT_EQ(plans.size(), 10u);  // buckets 1 … 512
+  ASSERT_EQ(plans.size(), 13u);  // buckets 1 … 320
   for (const auto& line : plans) std::printf("[plan] %s\n", line.c_str());
   ops->prepare_matmul(wm, 300);  // already made: nothing new
-  EXPECT_EQ(cuda_gemm_plan_report(*ops).size(), 10u);
+  EXPECT_EQ(cuda_gemm_plan_report(*ops).size(), 13u);
 }
 
 // The fast path (default cuBLAS) is not batch-invariant on realistic shapes: row 0 of X[:M]·Wᵀ

@@ -18,6 +18,7 @@
 #include "cuda/cuda_test_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 
 namespace detllm::kernels {
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 // o_proj of Llama-8B: cuBLASLt wins there from small M on (docs/cuda.md), so plans of both
 // kinds are in the file. Buckets 1 … 2048.
 constexpr int kN = 4096, kK = 4096, kMaxM = 2048;
-constexpr int kBuckets = 12;
+constexpr int kBuckets = 24;  // 1 … 128, 160 … 256, 320 … 512, 640 … 1024, 1280 … 2048
 
 class CudaGemmPlanCache : public ::testing::Test {
  protected:
@@ -195,13 +196,13 @@ TEST_F(CudaGemmPlanCache, PlansThatNoLongerMatchTheKernelAreRejected) {
   int n_lt = 0;
   {
     cuda::LtGemm g(stream, kernel, path_);
-    for (int b = 1; b <= kMaxM; b *= 2) n_lt += g.prefers_lt(b, w.data(), kN, kK);
+    for (int b = 1; b <= kMaxM; b = gemm_bucket_above(b)) n_lt += g.prefers_lt(b, w.data(), kN, kK);
     EXPECT_EQ(g.plan_file_stats().tuned, kBuckets);
   }
   ASSERT_GT(n_lt, 0);
   {
     cuda::LtGemm g(stream, kernel, path_);  // the same reference: everything passes
-    for (int b = 1; b <= kMaxM; b *= 2) g.prefers_lt(b, w.data(), kN, kK);
+    for (int b = 1; b <= kMaxM; b = gemm_bucket_above(b)) g.prefers_lt(b, w.data(), kN, kK);
     EXPECT_EQ(g.plan_file_stats().reverified, n_lt);
     EXPECT_EQ(g.plan_file_stats().tuned, 0);
   }
@@ -209,7 +210,7 @@ TEST_F(CudaGemmPlanCache, PlansThatNoLongerMatchTheKernelAreRejected) {
   {
     cuda::LtGemm g(stream, kernel, path_);
     int lt_now = 0;
-    for (int b = 1; b <= kMaxM; b *= 2) lt_now += g.prefers_lt(b, w.data(), kN, kK);
+    for (int b = 1; b <= kMaxM; b = gemm_bucket_above(b)) lt_now += g.prefers_lt(b, w.data(), kN, kK);
     const cuda::LtPlanFileStats& s = g.plan_file_stats();
     EXPECT_EQ(s.reverified, 0);
     EXPECT_EQ(s.rejected, n_lt);

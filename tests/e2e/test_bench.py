@@ -101,3 +101,25 @@ def test_bench_request_file_of_the_real_model(tmp_path):
     assert r.returncode == 0, r.stderr
     res = json.loads(path_json.read_text())["results"]
     assert res and all(x["output_tokens"] == 3 * 4 and x["prompt_tokens"] == 3 * 16 for x in res)
+
+
+def test_bench_step_trace_lists_every_step(tmp_path):
+    trace, path = tmp_path / "steps.csv", tmp_path / "bench.json"
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "5", "--input-len", "24",
+                   "--output-len", "4", "--modes", "invariant,fast", "--step-trace", str(trace), "--json", str(path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = trace.read_text().splitlines()
+    assert lines[0] == ("mode,det_share,rate,step,ms,computed_tokens,generated_tokens,"
+                        "padded,replayed,captured"), lines[0]
+    rows = [l.split(",") for l in lines[1:]]
+    res = json.loads(path.read_text())["results"]
+    for mode in ("invariant", "fast"):
+        mine = [x for x in rows if x[0] == mode]
+        run = [x for x in res if x["mode"] == mode][0]
+        assert len(mine) == run["n_steps"], (mode, len(mine), run["n_steps"])
+        assert [int(x[3]) for x in mine] == list(range(len(mine)))
+        assert sum(int(x[5]) for x in mine) == run["n_computed_tokens"] > 0
+        assert sum(int(x[6]) for x in mine) == 5 * 4
+        assert all(float(x[4]) > 0 for x in mine)
+        assert sum(int(x[7]) for x in mine) == run["steps_by_kind"]["padded"]["n"]
+        assert sum(int(x[8]) for x in mine) == run["steps_by_kind"]["padded"]["graph_replays"]

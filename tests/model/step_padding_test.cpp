@@ -18,10 +18,13 @@ TEST(StepPadding, RowBuckets) {
   EXPECT_EQ(row_bucket(8), 8);
   EXPECT_EQ(row_bucket(129), 256);
   EXPECT_EQ(row_bucket(256), 256);
-  EXPECT_EQ(row_bucket(257), 0);  // beyond the largest bucket: not padded
-  EXPECT_EQ(decode_row_buckets().back(), 256);
-  EXPECT_EQ(max_pad_rows(), 127);  // 129 rows → 256
-  for (int32_t n = 1; n <= 256; ++n) {
+  EXPECT_EQ(row_bucket(257), 384);
+  EXPECT_EQ(row_bucket(385), 512);
+  EXPECT_EQ(row_bucket(512), 512);
+  EXPECT_EQ(row_bucket(513), 0);  // beyond the largest bucket: not padded
+  EXPECT_EQ(decode_row_buckets().back(), 512);
+  EXPECT_EQ(max_pad_rows(), 127);  // 129 rows → 256, 257 → 384, 385 → 512
+  for (int32_t n = 1; n <= 512; ++n) {
     EXPECT_GE(row_bucket(n), n);
     EXPECT_LE(row_bucket(n) - n, max_pad_rows());
   }

@@ -73,9 +73,10 @@ cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, _
                                  cudaStream_t stream);
 
 // *differ = 0 when the n_words 32-bit words of a and b are equal, else 1 (device-side bit
-// comparison: the GEMM planner's verification, gemm_lt.cpp).
+// comparison: the GEMM planner's verification, gemm_lt.cpp). reset = false: *differ is only
+// ever set to 1 (one flag over several comparisons, read once).
 cudaError_t launch_any_word_differs(const void* a, const void* b, int64_t n_words,
-                                    uint32_t* differ, cudaStream_t stream);
+                                    uint32_t* differ, cudaStream_t stream, bool reset = true);
 
 // ---- synthetic.cu --------------------------------------------------------------------
 // dst (n) = synthetic weights, element i = synthetic_value(key, i, center, scale)

@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/logit_penalties.h"
+#include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
 #include "kernels/sampling/logit_penalties.h"
@@ -408,9 +409,9 @@ class CudaOps final : public Ops {
   void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
     if (!lt_gemm_ || w.dtype != DType::kBF16 || max_m <= 0) return;
     const auto* wd = static_cast<const uint16_t*>(w.data);
-    for (int32_t b = 1;; b *= 2) {
+    const int32_t last = cuda::lt_bucket(max_m);
+    for (int32_t b = 1; b <= last; b = gemm_bucket_above(b)) {
       lt_gemm_->prefers_lt(b, wd, w.rows, w.cols);  // tunes the bucket's plan if missing
-      if (b >= max_m || b >= cuda::lt_bucket(max_m)) break;
     }
   }
 
@@ -646,9 +647,14 @@ std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
   for (const auto& r : c->gemm_plans())
     out.push_back(
         fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
-                    "bit-equal | kernel {:.1f} us, chosen {:.1f} us",
+                    "bit-equal | kernel {:.1f} us, chosen {:.1f} us{}",
                     r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates, r.kernel_us,
-                    r.chosen_us));
+                    r.chosen_us,
+                    r.swept_out == 0
+                        ? std::string()
+                        : fmt::format(" | {} faster one(s) differed inside the bucket (first at "
+                                      "m = {})",
+                                      r.swept_out, r.first_swept_out_m)));
   return out;
 }
 

@@ -198,8 +198,8 @@ static __global__ void any_word_differs_kernel(const uint32_t* a, const uint32_t
 }
 
 cudaError_t launch_any_word_differs(const void* a, const void* b, int64_t n_words,
-                                    uint32_t* differ, cudaStream_t stream) {
-  cudaError_t err = cudaMemsetAsync(differ, 0, sizeof(uint32_t), stream);
+                                    uint32_t* differ, cudaStream_t stream, bool reset) {
+  cudaError_t err = reset ? cudaMemsetAsync(differ, 0, sizeof(uint32_t), stream) : cudaSuccess;
   if (err != cudaSuccess || n_words == 0) return err;
   const int64_t blocks = std::min<int64_t>((n_words + kThreads - 1) / kThreads, 132 * 16);
   any_word_differs_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(

@@ -11,12 +11,12 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/gemm_buckets.h"
 
 namespace detllm::kernels::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{64} << 20;
-constexpr int32_t kMaxBucket = 8192;
 constexpr int64_t kMaxTuneOutput = int64_t{256} << 20;  // y elements per tuning buffer (1 GiB)
 constexpr int kHeuristics = 8;                          // algorithms asked per problem
 constexpr int kTimedRuns = 5;
@@ -89,11 +89,7 @@ struct DeviceBuf {
 
 }  // namespace
 
-int32_t lt_bucket(int32_t m) {
-  int32_t b = 1;
-  while (b < m && b < kMaxBucket) b *= 2;
-  return b;
-}
+int32_t lt_bucket(int32_t m) { return gemm_bucket(std::max(m, 1)); }
 
 struct LtGemm::Exec {
   bool chain = false;  // S unsplit calls over the K slices, merged through beta = 1
@@ -126,7 +122,7 @@ struct LtGemm::Session {
 
   Session(LtGemm& g, const uint16_t* w, int64_t n, int64_t k, int32_t bucket, int32_t rows)
       : m(rows),
-        m2(bucket / 2 + 1),
+        m2(gemm_bucket_below(bucket) + 1),
         x32(size_t(rows) * k * 4),
         x16(size_t(rows) * k * 2),
         y_ref(size_t(rows) * n * 4),
@@ -380,24 +376,59 @@ bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t*
   return true;
 }
 
+int32_t LtGemm::first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
+  const int64_t n = p.report.n, k = p.report.k;
+  // One flag over the whole sweep (read once); on a failure, the sweep again m by m to name m.
+  auto sweep = [&](int32_t from, int32_t to) {
+    cu_check(cudaMemsetAsync(s.differ.p, 0, sizeof(uint32_t), stream_), "sweep flag");
+    for (int32_t m = from; m <= to; ++m) {
+      cudaMemsetAsync(s.y.p, 0xff, size_t(m) * n * 4, stream_);  // NaN: a skipped write shows
+      if (launch(p.op, e, s.x16.as<uint16_t>(), m, w, n, k, s.y.as<float>()) != cudaSuccess)
+        return false;
+      cu_check(launch_any_word_differs(s.y.p, s.y_ref.p, int64_t{m} * n, s.differ.as<uint32_t>(),
+                                       stream_, /*reset=*/false),
+               "sweep comparison");
+    }
+    uint32_t host = 1;
+    cu_check(cudaMemcpyAsync(&host, s.differ.p, sizeof(host), cudaMemcpyDeviceToHost, stream_),
+             "sweep flag download");
+    cu_check(cudaStreamSynchronize(stream_), "sweep sync");
+    return host == 0;
+  };
+  const int32_t lo = std::min(s.m2, s.m);
+  if (sweep(lo, s.m)) return 0;
+  for (int32_t m = lo; m <= s.m; ++m)
+    if (!sweep(m, m)) return m;
+  return s.m;  // failed as a whole, never alone (a launch error): refuse it all the same
+}
+
 void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
   LtPlanReport& rep = p.report;
   const int64_t n = rep.n, k = rep.k;
   rep.kernel_us =
       time_us(s, [&] { return kernel_(s.x32.as<float>(), s.m, w, n, k, s.y.as<float>()); });
   rep.chosen_us = rep.kernel_us;
+  std::vector<std::pair<double, Exec>> passed;  // (µs at tuned_m, execution)
   for (Exec& c : candidates(p, s.m)) {
     ++rep.candidates;
     if (!bit_equal(p, c, s, w)) continue;
     ++rep.bit_equal;
     const double us = time_us(
         s, [&] { return launch(p.op, c, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()); });
-    if (us < rep.chosen_us) {
-      rep.chosen_us = us;
-      rep.choice = c.text;
-      p.use_lt = true;
-      p.exec = c;
+    if (us < rep.kernel_us) passed.emplace_back(us, c);
+  }
+  std::stable_sort(passed.begin(), passed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [us, c] : passed) {  // the fastest that holds at every m of the bucket
+    if (const int32_t bad = first_m_differing(p, c, s, w); bad != 0) {
+      if (rep.swept_out++ == 0) rep.first_swept_out_m = bad;
+      continue;
     }
+    rep.chosen_us = us;
+    rep.choice = c.text;
+    p.use_lt = true;
+    p.exec = c;
+    break;
   }
 }
 
@@ -447,6 +478,8 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
   x.text = (x.chain ? "lt-chain " : "lt-splitk ") + algo_text(x.algo);
   Session s(*this, w, n, k, bucket, plan->report.tuned_m);
   if (!bit_equal(*plan, x, s, w)) return reject("its output bits differ from the kernel's");
+  if (const int32_t bad = first_m_differing(*plan, x, s, w); bad != 0)
+    return reject(fmt::format("its output bits differ from the kernel's at m = {}", bad));
   ++file_stats_.reverified;
   plan->report.candidates = 1;
   plan->report.bit_equal = 1;

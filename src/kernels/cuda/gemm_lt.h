@@ -9,7 +9,9 @@
 // M. Nothing documents that their per-element order matches ours, so nothing is trusted: for
 // each (n, k, M bucket) the planner runs every candidate on random activations with the
 // layer's real weights at two M of the bucket, keeps only those whose every output bit equals
-// launch_gemm_invariant's, times them against the invariant kernel and keeps the fastest. A
+// launch_gemm_invariant's, times them against the invariant kernel, and keeps the fastest one
+// that also gives the kernel's bits at every other m of the bucket (measured: cuBLASLt
+// executions exist that pass at a bucket's two ends and differ between them). A
 // plan never changes bits, only speed; if a library update changed cuBLASLt's order, no
 // candidate would pass and the kernel would run. When no plan exists yet and the stream is
 // being captured into a CUDA graph, the kernel runs too (same bits).
@@ -33,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm_plan_file.h"
@@ -42,7 +45,7 @@ namespace detllm::kernels::cuda {
 // What the planner chose for one (n, k, bucket), for benchmarks and logs.
 struct LtPlanReport {
   int64_t n = 0, k = 0;
-  int32_t bucket = 0;    // plans cover m in (bucket/2, bucket]
+  int32_t bucket = 0;    // plans cover m in (gemm_bucket_below(bucket), bucket]
   int32_t tuned_m = 0;   // rows used to verify and time (≤ bucket)
   std::string choice;    // "invariant-kernel", "lt-splitk …" or "lt-chain …"
   int candidates = 0;    // cuBLASLt executions tried
@@ -50,6 +53,11 @@ struct LtPlanReport {
   double kernel_us = 0;  // invariant kernel time at tuned_m
   double chosen_us = 0;  // chosen execution's time at tuned_m
   bool from_file = false;  // taken from the plan file (re-verified if cuBLASLt; not timed)
+  // The chosen cuBLASLt execution was verified at every m of the bucket (up to tuned_m), not
+  // only at the two the candidates are screened at: executions that passed the screen but
+  // differed at an m between (each then skipped for the next fastest), and the first such m.
+  int swept_out = 0;
+  int32_t first_swept_out_m = 0;
 };
 
 // What the plan file did in this process (tests and the startup progress lines).
@@ -110,6 +118,9 @@ class LtGemm {
   bool algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m, int64_t kk) const;
   // Every output bit of e equals the invariant kernel's, at the session's two M.
   bool bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
+  // Every m of the bucket up to s.m: 0 when each gives the reference's bits, else the first m
+  // that does not.
+  int32_t first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
   double time_us(Session& s, const std::function<cudaError_t()>& call);
   cudaError_t launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16, int32_t m,
                      const uint16_t* w, int64_t n, int64_t k, float* y);
@@ -130,7 +141,7 @@ class LtGemm {
   LtPlanFileStats file_stats_;
 };
 
-// The bucket of m: the next power of two ≥ m, at most 8192 (larger m use the 8192 plan).
+// The bucket of m (kernels/gemm_buckets.h; larger m than 8192 use the 8192 plan).
 int32_t lt_bucket(int32_t m);
 
 }  // namespace detllm::kernels::cuda

@@ -1,0 +1,31 @@
+// The M buckets of the invariant GEMM's plans (kernels/cuda/gemm_lt.h): each (weight shape,
+// bucket) has one execution, chosen among executions verified to give the invariant kernel's
+// bits, and it runs every m in (the bucket below, bucket]. A bucket's execution is timed at its
+// top, so the coarser the buckets, the more an m just above a bucket boundary pays for tiles
+// sized for twice its rows: with power-of-two buckets the engine's mixed steps of 257–383 rows
+// ran their GEMMs 0.55–0.85× as fast as cuBLAS at the exact m (docs/cuda.md, "GEMM buckets").
+//
+//   1, 2, 4, …, 128, then four a doubling: 160, 192, 224, 256, 320, 384, 448, 512, 640, …, 8192
+//
+// (a bucket at most 1.25× the one below from 128 on). Host logic only: the plan file validates
+// persisted buckets with it (kernels/gemm_plan_file.h) and CI tests it
+// (tests/kernels/gemm_buckets_test.cpp). Buckets change no bit: every execution of every bucket
+// gives the invariant kernel's bits (design.md Rule 1).
+#pragma once
+
+#include <cstdint>
+
+namespace detllm::kernels {
+
+inline constexpr int32_t kGemmMaxBucket = 8192;  // larger m run the 8192 plan
+
+// The bucket of m ≥ 1: the smallest bucket ≥ m, at most kGemmMaxBucket.
+int32_t gemm_bucket(int32_t m);
+// Whether b is one of the buckets.
+bool is_gemm_bucket(int32_t b);
+// The bucket below a bucket (0 for the first): the bucket runs m in (below, bucket].
+int32_t gemm_bucket_below(int32_t bucket);
+// The bucket above a bucket (past kGemmMaxBucket: kGemmMaxBucket + 1, to end loops).
+int32_t gemm_bucket_above(int32_t bucket);
+
+}  // namespace detllm::kernels
