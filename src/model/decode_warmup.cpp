@@ -15,7 +15,12 @@ bool pads(const DecodePadding& padding, bool backend_graphs) {
 // Real rows of a warm-up step of `key`: the fewest whose bucket (or fixed shape) is key.rows.
 int32_t real_rows(const PaddedStepKey& key, const DecodePadding& padding) {
   if (padding.fixed_rows > 0 && key.rows == padding.fixed_rows) return 1;
-  return key.rows == 1 ? 1 : key.rows / 2 + 1;
+  int32_t below = 0;  // the bucket below key.rows: one more real row than it needs padding to it
+  for (int32_t b : decode_row_buckets()) {
+    if (b >= key.rows) break;
+    below = b;
+  }
+  return below + 1;
 }
 
 }  // namespace

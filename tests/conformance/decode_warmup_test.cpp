@@ -80,6 +80,23 @@ TEST(DecodeWarmup, Keys) {
             0u);
 }
 
+// Every row bucket (1 … 512) gets a warm-up step that really runs padded to it: the step's
+// real rows are one more than the bucket below (a step of rows/2 + 1 real rows ran as 256,
+// not 384, and serve's warm-up refused to start at max_seqs 512).
+TEST(DecodeWarmup, EveryRowBucketWarmsUpAtItsOwnShape) {
+  auto ops = conformance::make_fault_ops("graph-replay-exact", 2);
+  const ModelConfig cfg = synthetic_config("tiny-llama");
+  const ModelWeights w = make_synthetic_weights(cfg, 5);
+  LlamaModel model(cfg, w, *ops);
+  const DecodePadding padding{GraphMode::kAuto, 0};
+  KvStorage kv(*ops, cfg, 8, 4, decode_warmup_pad_slots(padding, true));
+  std::vector<PaddedStepKey> keys;
+  for (int32_t r : decode_row_buckets()) keys.push_back({r, 1});
+  const NumericsMode numerics[] = {NumericsMode::kInvariant};
+  const DecodeWarmupResult res = warm_up_decode_steps(model, kv, padding, keys, numerics);
+  EXPECT_EQ(res.steps, static_cast<int64_t>(keys.size()));
+}
+
 TEST(DecodeWarmup, PadSlots) {
   EXPECT_EQ(decode_warmup_pad_slots(DecodePadding{GraphMode::kAuto, 0}, false), 0);
   // The warm-up's largest step: R rows on R pad slots, R the largest bucket (or the fixed rows).
