@@ -233,9 +233,9 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
 // Every m, not a sample: the planned GEMM against the kernel alone at m = 1 … 340 (the buckets
 // 1 … 128, 160 … 256 and 320, and m = 307, the prefill of CudaTensorParallel's 8B test) on the
 // shapes a tensor-parallel rank of Llama-3.1-8B runs — q/k/v and gate/up at TP 8, the
-// canonical K chunks of o and down (K = 512, 1792), an lm_head slice — and the whole o. A plan
-// screened at two m of its bucket once passed there and differed at m = 307 (TP 8 ≠ TP 1 on
-// the H200, 2026-12-02): plans are now verified at every m of their bucket.
+// canonical K chunks of o and down (K = 512, 1792), an lm_head slice — and the whole o. Plans
+// are verified at every m of their bucket since TP 8 once differed from TP 1 in that 307-row
+// step with plans screened at two m (H200, 2026-12-02; not reproduced since, cause not known).
 TEST(CudaGemmLt, EveryMOfEveryBucketGivesTheKernelsBits) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto planned = invariant_ops();
