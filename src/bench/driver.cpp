@@ -105,7 +105,6 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
     eng.add_request(std::move(r), std::move(cb));
   };
 
-  std::vector<double> step_ms, padded_ms, unpadded_ms;
   const LlamaModel::StepStats before = model.step_stats();
   double last_report = 0.0;
   int32_t next = 0;  // arrivals are ascending: requests join in workload order
@@ -118,17 +117,16 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
       const int64_t computed0 = eng.stats().n_computed_tokens;
       const int64_t generated0 = eng.stats().n_generated_tokens;
       eng.step();
-      step_ms.push_back(1e3 * seconds_between(s0, Clock::now()));
+      const double ms = 1e3 * seconds_between(s0, Clock::now());
       const LlamaModel::StepStats& m1 = model.step_stats();
       RunResult::StepTrace st;
-      st.ms = step_ms.back();
+      st.ms = ms;
       st.computed_tokens = static_cast<int32_t>(eng.stats().n_computed_tokens - computed0);
       st.generated_tokens = static_cast<int32_t>(eng.stats().n_generated_tokens - generated0);
       st.padded = m1.n_padded_steps > m0.n_padded_steps;
       st.replayed = m1.n_graph_replays > m0.n_graph_replays;
       st.captured = m1.n_graph_captures > m0.n_graph_captures;
       res.steps.push_back(st);
-      (st.padded ? padded_ms : unpadded_ms).push_back(st.ms);
     } else if (next < n) {
       std::this_thread::sleep_until(
           t0 + std::chrono::duration_cast<Clock::duration>(
@@ -172,6 +170,11 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   res.n_rolled_back_tokens = es.n_rolled_back_tokens;
   res.prefix_hit_tokens = kv.n_hit_tokens;
   res.prefix_query_tokens = kv.n_query_tokens;
+  std::vector<double> step_ms, padded_ms, unpadded_ms;  // from the step trace
+  for (const RunResult::StepTrace& st : res.steps) {
+    step_ms.push_back(st.ms);
+    (st.padded ? padded_ms : unpadded_ms).push_back(st.ms);
+  }
   res.step_ms = summarize(step_ms);
   res.padded_step_ms = summarize(padded_ms);
   res.unpadded_step_ms = summarize(unpadded_ms);

@@ -196,15 +196,20 @@ TEST(CudaGemv, EveryConfigGivesTheTilesBits) {
   }
 }
 
+// The invariant GEMM with no cuBLASLt plan: the kernel the plans are verified against.
+std::unique_ptr<Ops> kernel_only_ops() {
+  CudaOptions o;
+  o.gemm_lt = false;
+  return make_cuda_ops(o);
+}
+
 // The verified cuBLASLt plans (gemm_lt.h) give the invariant kernel's bits: the default ops
 // (plans on) against ops running the kernel alone, on Llama-8B shapes from decode to prefill
 // sizes — and at large M the plans really run on cuBLASLt (otherwise this test proves nothing).
 TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto planned = invariant_ops();
-  CudaOptions o;
-  o.gemm_lt = false;
-  auto kernel_only = make_cuda_ops(o);
+  auto kernel_only = kernel_only_ops();
   for (const GemmShape s :
        {GemmShape{"qkv", 6144, 4096, 3000}, GemmShape{"o", 4096, 4096, 3000},
         GemmShape{"down", 4096, 14336, 2100}, GemmShape{"gate", 14336, 4096, 1100}}) {
@@ -239,9 +244,7 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
 TEST(CudaGemmLt, EveryMOfEveryBucketGivesTheKernelsBits) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto planned = invariant_ops();
-  CudaOptions o;
-  o.gemm_lt = false;
-  auto kernel_only = make_cuda_ops(o);
+  auto kernel_only = kernel_only_ops();
   constexpr int kMaxM = 340;
   for (const GemmShape s :
        {GemmShape{"qkv tp8", 768, 4096, kMaxM}, GemmShape{"gate_up tp8", 3584, 4096, kMaxM},
