@@ -47,4 +47,15 @@ int32_t gemm_bucket(int32_t m) {
   return (m + step - 1) / step * step;
 }
 
+std::vector<int32_t> gemm_sweep_ms(int32_t lo, int32_t hi, int32_t granule) {
+  check(lo >= 1 && lo <= hi, "gemm_sweep_ms: need 1 <= lo <= hi (got {}, {})", lo, hi);
+  check(granule >= 1, "gemm_sweep_ms: granule must be >= 1 (got {})", granule);
+  std::vector<int32_t> out;
+  for (int32_t m = lo; m <= hi; ++m)
+    if (m == lo || m == hi || m <= kGemmSweepEveryMUpTo || m % granule == 0 ||
+        m % granule == 1 % granule)
+      out.push_back(m);
+  return out;
+}
+
 }  // namespace detllm::kernels

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace detllm::kernels {
 
@@ -27,5 +28,15 @@ bool is_gemm_bucket(int32_t b);
 int32_t gemm_bucket_below(int32_t bucket);
 // The bucket above a bucket (past kGemmMaxBucket: kGemmMaxBucket + 1, to end loops).
 int32_t gemm_bucket_above(int32_t bucket);
+
+// The m of [lo, hi] at which a plan's execution is verified before it serves a bucket
+// (kernels/cuda/gemm_lt.cpp). A cuBLASLt execution with tiles of `granule` rows along m (the
+// gcd of its tile's extents; 1 when unknown) launches the same grid for every m with the same
+// ceil(m / granule), and the rows of a partial tile are masked, not computed another way; so
+// between two tile counts only the first and the last m of each are verified: lo, hi, every m
+// ≤ kGemmSweepEveryMUpTo (small GEMMs cost little), and each m ≡ 0 or 1 (mod granule). With
+// granule 1 that is every m. Sorted, unique, within [lo, hi]; lo ≤ hi, granule ≥ 1.
+inline constexpr int32_t kGemmSweepEveryMUpTo = 128;
+std::vector<int32_t> gemm_sweep_ms(int32_t lo, int32_t hi, int32_t granule);
 
 }  // namespace detllm::kernels

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -235,46 +237,78 @@ TEST(CudaGemmLt, VerifiedPlansGiveTheKernelsBits) {
   EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
 }
 
+// The planned GEMM against the kernel alone at every m of [m_from, s.max_m], bit for bit; the
+// plan report printed. Returns the number of plans that skipped a faster execution which differed
+// at an m the planner verified.
+int expect_every_m_gives_the_kernels_bits(Ops& planned, Ops& kernel_only, const GemmShape& s,
+                                          int m_from) {
+  DeviceArray<float> x(planned, fast_random_floats(size_t(s.max_m) * s.k, 81));
+  DeviceArray<uint16_t> w(planned,
+                          to_bf16(fast_random_floats(size_t(s.n) * s.k, 82, -0.05f, 0.05f)));
+  DeviceArray<float> y(planned, size_t(s.max_m) * s.n);
+  const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
+  kernel_only.matmul(x.data(), s.max_m, wm, nullptr, y.data());
+  kernel_only.synchronize();
+  const auto want = y.download(size_t(s.max_m) * s.n);  // the kernel's rows do not follow m
+  planned.prepare_matmul(wm, s.max_m);
+  for (int m = m_from; m <= s.max_m; ++m) {
+    planned.matmul(x.data(), m, wm, nullptr, y.data());
+    const auto got = y.download(size_t(m) * s.n);
+    const int64_t d = first_bit_difference(got.data(), want.data(), int64_t(m) * s.n);
+    EXPECT_EQ(d, -1) << s.name << " m " << m << ": row " << d / s.n << " column " << d % s.n
+                     << " differs between the planned GEMM and the kernel";
+    if (d != -1) break;
+  }
+  int swept_out = 0;
+  for (const auto& line : cuda_gemm_plan_report(planned)) {
+    std::printf("[plan] %s\n", line.c_str());
+    swept_out += line.find("differed inside the bucket") != std::string::npos;
+  }
+  return swept_out;
+}
+
 // Every m, not a sample: the planned GEMM against the kernel alone at m = 1 … 340 (the buckets
 // 1 … 128, 160 … 256 and 320, and m = 307, the prefill of CudaTensorParallel's 8B test) on the
 // shapes a tensor-parallel rank of Llama-3.1-8B runs — q/k/v and gate/up at TP 8, the
-// canonical K chunks of o and down (K = 512, 1792), an lm_head slice — and the whole o. Plans
-// are verified at every m of their bucket since TP 8 once differed from TP 1 in that 307-row
-// step with plans screened at two m (H200, 2026-12-02; not reproduced since, cause not known).
+// canonical K chunks of o and down (K = 512, 1792), an lm_head slice — and the whole o. The
+// planner verifies a plan at both ends of every tile count of its bucket
+// (kernels/gemm_buckets.h, gemm_sweep_ms); this test checks every m between them as well. Plans
+// are swept within their bucket since TP 8 once differed from TP 1 in that 307-row step with
+// plans screened at two m (H200, 2026-12-02; not reproduced since, cause not known).
 TEST(CudaGemmLt, EveryMOfEveryBucketGivesTheKernelsBits) {
   DETLLM_SKIP_WITHOUT_GPU();
-  auto planned = invariant_ops();
   auto kernel_only = kernel_only_ops();
   constexpr int kMaxM = 340;
+  int swept_out = 0, lt_plans = 0;
   for (const GemmShape s :
        {GemmShape{"qkv tp8", 768, 4096, kMaxM}, GemmShape{"gate_up tp8", 3584, 4096, kMaxM},
         GemmShape{"o chunk", 4096, 512, kMaxM}, GemmShape{"down chunk", 4096, 1792, kMaxM},
         GemmShape{"lm_head slice", 512, 4096, kMaxM}, GemmShape{"o", 4096, 4096, kMaxM}}) {
-    DeviceArray<float> x(*planned, fast_random_floats(size_t(s.max_m) * s.k, 81));
-    DeviceArray<uint16_t> w(*planned,
-                            to_bf16(fast_random_floats(size_t(s.n) * s.k, 82, -0.05f, 0.05f)));
-    DeviceArray<float> y(*planned, size_t(s.max_m) * s.n);
-    const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
-    kernel_only->matmul(x.data(), s.max_m, wm, nullptr, y.data());
-    kernel_only->synchronize();
-    const auto want = y.download(size_t(s.max_m) * s.n);  // the kernel's rows do not follow m
-    planned->prepare_matmul(wm, s.max_m);
-    for (int m = 1; m <= s.max_m; ++m) {
-      planned->matmul(x.data(), m, wm, nullptr, y.data());
-      const auto got = y.download(size_t(m) * s.n);
-      const int64_t d = first_bit_difference(got.data(), want.data(), int64_t(m) * s.n);
-      ASSERT_EQ(d, -1) << s.name << " m " << m << ": row " << d / s.n << " column " << d % s.n
-                       << " differs between the planned GEMM and the kernel";
-    }
-  }
-  int swept_out = 0;
-  for (const auto& line : cuda_gemm_plan_report(*planned)) {
-    std::printf("[plan] %s\n", line.c_str());
-    swept_out += line.find("differed inside the bucket") != std::string::npos;
+    auto planned = invariant_ops();
+    swept_out += expect_every_m_gives_the_kernels_bits(*planned, *kernel_only, s, 1);
+    lt_plans += cuda_gemm_lt_plan_count(*planned);
   }
   std::printf("[sweep] %d plan(s) skipped a faster execution that differed inside its bucket\n",
               swept_out);
-  EXPECT_GT(cuda_gemm_lt_plan_count(*planned), 0) << "no plan chose cuBLASLt: the test is vacuous";
+  EXPECT_GT(lt_plans, 0) << "no plan chose cuBLASLt: the test is vacuous";
+}
+
+// The same at large m, where a bucket is 128–1024 wide and the planner verifies a few m of it:
+// every m of the buckets 1024 and 1280 (897 … 1280) and 2048 (1793 … 2048) on the whole q/k/v
+// and o of Llama-3.1-8B.
+TEST(CudaGemmLt, EveryMOfLargeBucketsGivesTheKernelsBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto kernel_only = kernel_only_ops();
+  int lt_plans = 0;
+  for (const auto& [s, from] :
+       {std::pair{GemmShape{"qkv", 6144, 4096, 1280}, 897},
+        std::pair{GemmShape{"o", 4096, 4096, 1280}, 897},
+        std::pair{GemmShape{"qkv", 6144, 4096, 2048}, 1793}}) {
+    auto planned = invariant_ops();
+    expect_every_m_gives_the_kernels_bits(*planned, *kernel_only, s, from);
+    lt_plans += cuda_gemm_lt_plan_count(*planned);
+  }
+  EXPECT_GT(lt_plans, 0) << "no plan chose cuBLASLt: the test is vacuous";
 }
 
 // prepare_matmul makes the plan of every M bucket up to max_m ahead of time (1, 2, 4, …, 128,

@@ -647,9 +647,12 @@ std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
   for (const auto& r : c->gemm_plans())
     out.push_back(
         fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
-                    "bit-equal | kernel {:.1f} us, chosen {:.1f} us{}",
+                    "bit-equal | kernel {:.1f} us, chosen {:.1f} us{}{}",
                     r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates, r.kernel_us,
                     r.chosen_us,
+                    r.swept_ms == 0 ? std::string()
+                                    : fmt::format(" | verified at {} m (tiles of {} rows)",
+                                                  r.swept_ms, r.sweep_granule),
                     r.swept_out == 0
                         ? std::string()
                         : fmt::format(" | {} faster one(s) differed inside the bucket (first at "

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <string_view>
 
 #include "core/error.h"
@@ -70,6 +71,27 @@ std::string algo_text(const cublasLtMatmulAlgo_t& a) {
                                        sizeof(cluster), &w);
   return fmt::format("algo {} tile {} splitK {} reduction {} cluster {}", id, tile, splitk, red,
                      cluster);
+}
+
+// The rows of m one of a's tiles covers, as far as the grid goes: the gcd of the tile's two
+// extents (whichever of cuBLAS's M and N our m is, the grid's tile count along it changes only
+// at its multiples), 1 when the tile is not one cuBLASLt's header names. The cases are made from
+// the cublasLt.h this is compiled against (CMakeLists.txt writes lt_tiles.inc).
+int32_t tile_granule(const cublasLtMatmulAlgo_t& a) {
+  uint32_t tile = 0;
+  size_t w = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
+                                           &w) != CUBLAS_STATUS_SUCCESS)
+    return 1;
+  switch (tile) {
+#define DETLLM_LT_TILE(rows, cols)      \
+  case CUBLASLT_MATMUL_TILE_##rows##x##cols: \
+    return std::gcd(rows, cols);
+#include "lt_tiles.inc"
+#undef DETLLM_LT_TILE
+    default:
+      return 1;
+  }
 }
 
 // Device buffers of one tuning session, freed at the end.
@@ -376,12 +398,20 @@ bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t*
   return true;
 }
 
+void LtGemm::note_sweep(LtPlanReport& rep, const Exec& e, const Session& s) {
+  rep.sweep_granule = tile_granule(e.algo);
+  rep.swept_ms = static_cast<int32_t>(
+      gemm_sweep_ms(std::min(s.m2, s.m), s.m, rep.sweep_granule).size());
+}
+
 int32_t LtGemm::first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
   const int64_t n = p.report.n, k = p.report.k;
+  const std::vector<int32_t> ms = gemm_sweep_ms(std::min(s.m2, s.m), s.m, tile_granule(e.algo));
   // One flag over the whole sweep (read once); on a failure, the sweep again m by m to name m.
-  auto sweep = [&](int32_t from, int32_t to) {
+  auto sweep = [&](size_t from, size_t to) {
     cu_check(cudaMemsetAsync(s.differ.p, 0, sizeof(uint32_t), stream_), "sweep flag");
-    for (int32_t m = from; m <= to; ++m) {
+    for (size_t i = from; i <= to; ++i) {
+      const int32_t m = ms[i];
       cudaMemsetAsync(s.y.p, 0xff, size_t(m) * n * 4, stream_);  // NaN: a skipped write shows
       if (launch(p.op, e, s.x16.as<uint16_t>(), m, w, n, k, s.y.as<float>()) != cudaSuccess)
         return false;
@@ -395,10 +425,9 @@ int32_t LtGemm::first_m_differing(const Plan& p, const Exec& e, Session& s, cons
     cu_check(cudaStreamSynchronize(stream_), "sweep sync");
     return host == 0;
   };
-  const int32_t lo = std::min(s.m2, s.m);
-  if (sweep(lo, s.m)) return 0;
-  for (int32_t m = lo; m <= s.m; ++m)
-    if (!sweep(m, m)) return m;
+  if (sweep(0, ms.size() - 1)) return 0;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (!sweep(i, i)) return ms[i];
   return s.m;  // failed as a whole, never alone (a launch error): refuse it all the same
 }
 
@@ -426,6 +455,7 @@ void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
     }
     rep.chosen_us = us;
     rep.choice = c.text;
+    note_sweep(rep, c, s);
     p.use_lt = true;
     p.exec = c;
     break;
@@ -481,6 +511,7 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
   if (const int32_t bad = first_m_differing(*plan, x, s, w); bad != 0)
     return reject(fmt::format("its output bits differ from the kernel's at m = {}", bad));
   ++file_stats_.reverified;
+  note_sweep(plan->report, x, s);
   plan->report.candidates = 1;
   plan->report.bit_equal = 1;
   plan->report.choice = x.text;

@@ -58,6 +58,9 @@ struct LtPlanReport {
   // differed at an m between (each then skipped for the next fastest), and the first such m.
   int swept_out = 0;
   int32_t first_swept_out_m = 0;
+  // The chosen cuBLASLt execution's sweep: its tiles' granule along m and the m it ran.
+  int32_t sweep_granule = 0;
+  int32_t swept_ms = 0;
 };
 
 // What the plan file did in this process (tests and the startup progress lines).
@@ -118,9 +121,11 @@ class LtGemm {
   bool algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m, int64_t kk) const;
   // Every output bit of e equals the invariant kernel's, at the session's two M.
   bool bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
-  // Every m of the bucket up to s.m: 0 when each gives the reference's bits, else the first m
-  // that does not.
+  // The m of the bucket up to s.m that decide its bits (gemm_sweep_ms: both ends of every tile
+  // count of e's tiles, every m when the tile is unknown): 0 when each gives the reference's
+  // bits, else the first m that does not.
   int32_t first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
+  static void note_sweep(LtPlanReport& rep, const Exec& e, const Session& s);
   double time_us(Session& s, const std::function<cudaError_t()>& call);
   cudaError_t launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16, int32_t m,
                      const uint16_t* w, int64_t n, int64_t k, float* y);
