@@ -117,6 +117,9 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   bo.tensor_parallel = o.tensor_parallel;
   const DeterminismMode mode = parse_determinism_mode(o.mode);
   engine::EngineConfig& cfg = s_->config;
+  // max_seqs before apply_mode: the padded mode pads decode steps to it.
+  cfg.scheduler.max_seqs =
+      o.max_seqs > 0 ? o.max_seqs : engine::default_max_seqs(o.backend == "cuda");
   apply_mode(mode, cfg);
   // The backend first: a missing GPU fails before the (slow) model load.
   s_->backend = backends::make_backend(bo, mode_info(mode).backend, threads);
@@ -138,7 +141,6 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   s_->weights_hash = s_->bundle.model->weights_hash;
 
   if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
-  if (o.max_seqs > 0) cfg.scheduler.max_seqs = o.max_seqs;
   cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   cfg.policy.deterministic_by_default = o.deterministic;
   if (!o.self_check) cfg.policy.self_check = false;

@@ -34,7 +34,7 @@ struct SessionOptions {
   int32_t device = 0;              // CUDA device ordinal
   int32_t kv_cache_tokens = 0;     // 0: the engine's default (device: share of free memory)
   int32_t max_tokens_per_step = 0; // 0: the engine's default
-  int32_t max_seqs = 0;            // 0: the engine's default
+  int32_t max_seqs = 0;            // 0: the backend's default (engine::default_max_seqs)
   bool prefix_cache = true;
   bool self_check = true;          // run the startup self-check (design.md Rule 3)
   bool deterministic = true;       // requests are deterministic unless they say otherwise

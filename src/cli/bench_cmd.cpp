@@ -34,6 +34,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "determinism/modes.h"
+#include "engine/engine_config.h"
 #include "formats/gguf.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
@@ -296,7 +297,9 @@ engine::EngineConfig mode_engine_config(const BenchContext& ctx, DeterminismMode
   const BenchOptions& o = ctx.o;
   engine::EngineConfig cfg;
   if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
-  if (o.max_seqs > 0) cfg.scheduler.max_seqs = o.max_seqs;  // before apply_mode (padded)
+  // Before apply_mode (padded): 0 = the backend's default, 512 on cuda.
+  cfg.scheduler.max_seqs =
+      o.max_seqs > 0 ? o.max_seqs : engine::default_max_seqs(o.backend.backend == "cuda");
   if (o.chunk_size >= 0) cfg.scheduler.chunk_size = o.chunk_size;
   cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   cfg.policy.self_check = o.self_check;

@@ -114,8 +114,8 @@ void add_engine_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
                  "Scheduler token budget per step (default: the engine's)")
       ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--max-seqs", o->max_seqs,
-                 "Sequences per step (default: the engine's; padded pads decode to it, so there "
-                 "at most the largest decode bucket, 256)")
+                 "Sequences per step (default: 512 on cuda, 256 on cpu; padded pads decode to it, "
+                 "so there at most the largest decode bucket, 512)")
       ->check(CLI::Range(1, 4096));
   cmd.add_option("--chunk-size", o->chunk_size, "Prefill chunk limit (0 = whole prompt)")
       ->check(CLI::Range(0, 1 << 20));

@@ -35,7 +35,7 @@ struct BenchOptions {
   bool offline = true;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int max_tokens_per_step = 0;  // 0 = EngineConfig's default
-  int max_seqs = 0;             // 0 = EngineConfig's default
+  int max_seqs = 0;             // 0 = the backend's (engine::default_max_seqs)
   int chunk_size = -1;          // -1 = EngineConfig's default
   // 0 = room for every request: on cuda at most gpu_memory_fraction of the device memory free
   // after the weights and plans, on cpu at most 4 GiB of fp32 K and V (mode_engine_config)

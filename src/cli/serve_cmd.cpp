@@ -38,6 +38,7 @@ struct ServeOptions {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BackendOptions backend;              // --backend, --numerics, --device, --kv-dtype
   bool kv_cache_tokens_given = false;  // --kv-cache-tokens: a fixed pool, not sized from memory
+  bool max_seqs_given = false;  // --max-seqs: else engine::default_max_seqs for the backend
   bool graph_warmup = true;  // --no-graph-warmup: capture decode graphs on first use instead
 };
 
@@ -104,6 +105,8 @@ int run_serve(ServeOptions& o) {
   // missing GPU fails before the (slow) model load.
   // --mode (modes.h) instead: one mode for every request, with its execution constraints.
   const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
+  if (!o.max_seqs_given)  // before apply_mode: the padded mode pads decode steps to it
+    o.engine.scheduler.max_seqs = engine::default_max_seqs(o.backend.backend == "cuda");
   if (det_mode) apply_mode(*det_mode, o.engine);
   if (!det_mode) o.engine.policy.default_mode = parse_numerics_mode(o.backend.numerics);
   Backend backend = det_mode
@@ -294,9 +297,14 @@ VerifyOptionFlags add_engine_options(CLI::App& cmd, const std::shared_ptr<ServeO
                  "Token budget of one engine step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd.add_option("--max-seqs", e.scheduler.max_seqs, "Sequences per step and running at once")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
+  cmd.add_option_function<int32_t>(
+         "--max-seqs",
+         [o](int32_t n) {
+           o->engine.scheduler.max_seqs = n;
+           o->max_seqs_given = true;
+         },
+         "Sequences per step and running at once (default: 512 on cuda, 256 on cpu)")
+      ->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--chunk-size", e.scheduler.chunk_size,
                  "Prefill chunk limit in tokens (0 = whole prompt within the step budget)")
       ->check(CLI::Range(0, 1 << 20))

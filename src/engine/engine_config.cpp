@@ -49,6 +49,10 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
   return c;
 }
 
+int32_t default_max_seqs(bool device_backend) {
+  return device_backend ? kDeviceDefaultMaxSeqs : SchedulerConfig{}.max_seqs;
+}
+
 }  // namespace detllm::engine
 
 namespace detllm {

@@ -12,6 +12,7 @@
 #include "engine/engine_config.h"
 #include "engine/scheduler.h"
 #include "model/step_padding.h"
+#include "model/synthetic.h"
 
 namespace detllm {
 namespace {
@@ -91,6 +92,25 @@ TEST(DeterminismModes, MappingToBackendAndEngine) {
   EXPECT_TRUE(v.scheduler.kv.enable_prefix_cache);  // kept on
   EXPECT_FALSE(mode_info(DeterminismMode::kVerified).isolate_prefill);
   EXPECT_EQ(v.decode_fixed_rows, 0);
+}
+
+// The device backends' default max_seqs (serve, bench and the C++ API on cuda, when no
+// --max-seqs is given) is a decode row bucket, so decode steps of that many rows replay a
+// captured graph, and every mode's engine config accepts it (the padded mode pads to it); the
+// host default stays SchedulerConfig's.
+TEST(DeterminismModes, DeviceDefaultMaxSeqsIsADecodeBucketEveryModeAccepts) {
+  EXPECT_EQ(engine::default_max_seqs(false), engine::SchedulerConfig{}.max_seqs);
+  const int32_t device = engine::default_max_seqs(true);
+  EXPECT_GT(device, engine::default_max_seqs(false));
+  EXPECT_EQ(row_bucket(device), device);
+  EXPECT_LE(device, decode_row_buckets().back());
+  const ModelConfig model = synthetic_config("llama-3.1-8b");
+  for (DeterminismMode m : kAllDeterminismModes) {
+    engine::EngineConfig c;
+    c.scheduler.max_seqs = device;
+    apply_mode(m, c);
+    EXPECT_NO_THROW((void)c.resolved(model)) << determinism_mode_name(m);
+  }
 }
 
 // Isolated sequences (the padded mode's deterministic requests) among others, under a chunk
