@@ -42,7 +42,6 @@ inline constexpr size_t kGemmPlanMaxKeyBytes = 4096;
 inline constexpr size_t kGemmPlanMaxEntries = 65536;
 inline constexpr size_t kGemmPlanEntryBytes = 96;
 inline constexpr int64_t kGemmPlanMaxDim = int64_t{1} << 22;  // n and k (vocab ≤ 4M)
-inline constexpr int32_t kGemmPlanMaxBucket = 8192;
 inline constexpr int32_t kGemmPlanMaxSplits = 64;
 
 // One plan: what runs y (m, n) = x (m, k) · Wᵀ for m in (gemm_bucket_below(bucket), bucket].

@@ -398,17 +398,14 @@ bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t*
   return true;
 }
 
-void LtGemm::note_sweep(LtPlanReport& rep, const Exec& e, const Session& s) {
-  rep.sweep_granule = tile_granule(e.algo);
-  rep.swept_ms = static_cast<int32_t>(
-      gemm_sweep_ms(std::min(s.m2, s.m), s.m, rep.sweep_granule).size());
-}
-
-int32_t LtGemm::first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
+LtGemm::Sweep LtGemm::sweep(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
   const int64_t n = p.report.n, k = p.report.k;
-  const std::vector<int32_t> ms = gemm_sweep_ms(std::min(s.m2, s.m), s.m, tile_granule(e.algo));
+  Sweep out;
+  out.granule = tile_granule(e.algo);
+  const std::vector<int32_t> ms = gemm_sweep_ms(std::min(s.m2, s.m), s.m, out.granule);
+  out.n_ms = static_cast<int32_t>(ms.size());
   // One flag over the whole sweep (read once); on a failure, the sweep again m by m to name m.
-  auto sweep = [&](size_t from, size_t to) {
+  auto run = [&](size_t from, size_t to) {
     cu_check(cudaMemsetAsync(s.differ.p, 0, sizeof(uint32_t), stream_), "sweep flag");
     for (size_t i = from; i <= to; ++i) {
       const int32_t m = ms[i];
@@ -425,10 +422,14 @@ int32_t LtGemm::first_m_differing(const Plan& p, const Exec& e, Session& s, cons
     cu_check(cudaStreamSynchronize(stream_), "sweep sync");
     return host == 0;
   };
-  if (sweep(0, ms.size() - 1)) return 0;
+  if (run(0, ms.size() - 1)) return out;
+  out.first_differing_m = s.m;  // failed as a whole, never alone (a launch error): refuse it
   for (size_t i = 0; i < ms.size(); ++i)
-    if (!sweep(i, i)) return ms[i];
-  return s.m;  // failed as a whole, never alone (a launch error): refuse it all the same
+    if (!run(i, i)) {
+      out.first_differing_m = ms[i];
+      break;
+    }
+  return out;
 }
 
 void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
@@ -448,14 +449,16 @@ void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
   }
   std::stable_sort(passed.begin(), passed.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [us, c] : passed) {  // the fastest that holds at every m of the bucket
-    if (const int32_t bad = first_m_differing(p, c, s, w); bad != 0) {
-      if (rep.swept_out++ == 0) rep.first_swept_out_m = bad;
+  for (const auto& [us, c] : passed) {  // the fastest that holds at every m swept
+    const Sweep sw = sweep(p, c, s, w);
+    if (sw.first_differing_m != 0) {
+      if (rep.swept_out++ == 0) rep.first_swept_out_m = sw.first_differing_m;
       continue;
     }
     rep.chosen_us = us;
     rep.choice = c.text;
-    note_sweep(rep, c, s);
+    rep.sweep_granule = sw.granule;
+    rep.swept_ms = sw.n_ms;
     p.use_lt = true;
     p.exec = c;
     break;
@@ -508,10 +511,13 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
   x.text = (x.chain ? "lt-chain " : "lt-splitk ") + algo_text(x.algo);
   Session s(*this, w, n, k, bucket, plan->report.tuned_m);
   if (!bit_equal(*plan, x, s, w)) return reject("its output bits differ from the kernel's");
-  if (const int32_t bad = first_m_differing(*plan, x, s, w); bad != 0)
-    return reject(fmt::format("its output bits differ from the kernel's at m = {}", bad));
+  const Sweep sw = sweep(*plan, x, s, w);
+  if (sw.first_differing_m != 0)
+    return reject(
+        fmt::format("its output bits differ from the kernel's at m = {}", sw.first_differing_m));
   ++file_stats_.reverified;
-  note_sweep(plan->report, x, s);
+  plan->report.sweep_granule = sw.granule;
+  plan->report.swept_ms = sw.n_ms;
   plan->report.candidates = 1;
   plan->report.bit_equal = 1;
   plan->report.choice = x.text;

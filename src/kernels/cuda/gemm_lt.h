@@ -10,8 +10,8 @@
 // each (n, k, M bucket) the planner runs every candidate on random activations with the
 // layer's real weights at two M of the bucket, keeps only those whose every output bit equals
 // launch_gemm_invariant's, times them against the invariant kernel, and keeps the fastest one
-// that also gives the kernel's bits at every other m of the bucket (measured: cuBLASLt
-// executions exist that pass at a bucket's two ends and differ between them). A
+// that also gives the kernel's bits at both ends of every tile count between (gemm_sweep_ms;
+// the GPU tests check every m). A
 // plan never changes bits, only speed; if a library update changed cuBLASLt's order, no
 // candidate would pass and the kernel would run. When no plan exists yet and the stream is
 // being captured into a CUDA graph, the kernel runs too (same bits).
@@ -53,9 +53,10 @@ struct LtPlanReport {
   double kernel_us = 0;  // invariant kernel time at tuned_m
   double chosen_us = 0;  // chosen execution's time at tuned_m
   bool from_file = false;  // taken from the plan file (re-verified if cuBLASLt; not timed)
-  // The chosen cuBLASLt execution was verified at every m of the bucket (up to tuned_m), not
-  // only at the two the candidates are screened at: executions that passed the screen but
-  // differed at an m between (each then skipped for the next fastest), and the first such m.
+  // The chosen cuBLASLt execution was also verified between the two m the candidates are
+  // screened at (both ends of every tile count up to tuned_m, LtGemm::sweep): executions
+  // that passed the screen but differed at such an m (each then skipped for the next fastest),
+  // and the first such m.
   int swept_out = 0;
   int32_t first_swept_out_m = 0;
   // The chosen cuBLASLt execution's sweep: its tiles' granule along m and the m it ran.
@@ -121,11 +122,13 @@ class LtGemm {
   bool algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m, int64_t kk) const;
   // Every output bit of e equals the invariant kernel's, at the session's two M.
   bool bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
-  // The m of the bucket up to s.m that decide its bits (gemm_sweep_ms: both ends of every tile
-  // count of e's tiles, every m when the tile is unknown): 0 when each gives the reference's
-  // bits, else the first m that does not.
-  int32_t first_m_differing(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
-  static void note_sweep(LtPlanReport& rep, const Exec& e, const Session& s);
+  // e run at the m of the bucket up to s.m that decide its bits (gemm_sweep_ms: both ends of
+  // every tile count of e's tiles, every m when the tile is unknown) against the reference.
+  struct Sweep {
+    int32_t first_differing_m = 0;  // 0: every m gave the reference's bits
+    int32_t granule = 0, n_ms = 0;  // e's tile granule along m, the m run
+  };
+  Sweep sweep(const Plan& p, const Exec& e, Session& s, const uint16_t* w);
   double time_us(Session& s, const std::function<cudaError_t()>& call);
   cudaError_t launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16, int32_t m,
                      const uint16_t* w, int64_t n, int64_t k, float* y);
