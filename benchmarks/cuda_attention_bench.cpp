@@ -204,7 +204,11 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
                               {"ring 4, cp.async L2::128B", 4, 2, 1},
                               {"half tiles, ring 3 (8 warps)", 3, 2, 2},
                               {"half tiles, ring 4 (6 warps)", 4, 2, 2},
-                              {"half tiles, ring 6 (4 warps)", 6, 2, 2}};
+                              {"half tiles, ring 6 (4 warps)", 6, 2, 2},
+                              {"transposed, half tiles, ring 3 (8 warps)", 3, 2, 3},
+                              {"transposed, quarter tiles, ring 3 (16 warps)", 3, 2, 4},
+                              {"transposed, quarter tiles, ring 4 (12 warps)", 4, 2, 4},
+                              {"transposed, quarter tiles, ring 6 (8 warps)", 6, 2, 4}};
   fmt::print("device: {}\n", cuda_device_description(0));
   std::vector<std::unique_ptr<Ops>> ops;
   for (const Variant& v : variants)

@@ -220,23 +220,30 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         run_schedules(*ops, shape, base);
       }
   // Every ring depth of the decode schedule (12 / ring warps a CTA), with and without the
-  // copies' L2 prefetch (copy 1: none, 2: 128 bytes), and rings of half tiles (chunk 2:
-  // 24 / ring warps, the scores and P·V k-steps made half by half).
+  // copies' L2 prefetch (copy 1: none, 2: 128 bytes), rings of half tiles (chunk 2:
+  // 24 / ring warps, the scores and P·V k-steps made half by half), and the transposed warp
+  // (Sᵀ = K·Qᵀ) with half tiles (chunk 3) and quarter tiles (chunk 4: 48 / ring warps, ring 0
+  // chosen by the step); n_rep > 8 runs half tiles for chunks 3 and 4.
   struct DecodeVariant {
-    int ring, copy, chunk;
+    int ring, copy, chunk, split = -1;
   };
   for (const DecodeVariant d :
        {DecodeVariant{2, 0, 1}, DecodeVariant{4, 0, 1}, DecodeVariant{6, 0, 1},
         DecodeVariant{3, 1, 1}, DecodeVariant{6, 1, 1}, DecodeVariant{3, 2, 1},
-        DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2}}) {
+        DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2},
+        DecodeVariant{3, 0, 3}, DecodeVariant{0, 2, 3}, DecodeVariant{6, 0, 3},
+        DecodeVariant{3, 0, 4}, DecodeVariant{4, 2, 4}, DecodeVariant{6, 0, 4},
+        DecodeVariant{3, 0, 4, 0}, DecodeVariant{6, 0, 4, 1}}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << d.ring
-                                      << ", copy " << d.copy << ", chunk " << d.chunk);
-    auto ops = tc_ops(-1, {}, false, 1, d.ring, d.copy, d.chunk);
+                                      << ", copy " << d.copy << ", chunk " << d.chunk
+                                      << ", split placement " << d.split);
+    auto ops = tc_ops(d.split, {}, false, 1, d.ring, d.copy, d.chunk);
     run_schedules(*ops, shape, base);
   }
   // And on decode-like steps only (the chosen split placement): whole tiles without the
-  // prefetch, and half tiles.
-  for (const DecodeVariant d : {DecodeVariant{0, 1, 1}, DecodeVariant{0, 0, 2}}) {
+  // prefetch, half tiles, and the transposed warp's halves and quarters.
+  for (const DecodeVariant d : {DecodeVariant{0, 1, 1}, DecodeVariant{0, 0, 2},
+                                DecodeVariant{0, 0, 3}, DecodeVariant{0, 0, 4}}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on decode-like steps, copy " << d.copy
                                       << ", chunk " << d.chunk);
     auto ops = tc_ops(-1, {}, false, -1, d.ring, d.copy, d.chunk);
@@ -271,6 +278,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,
                                            AttnShape{9, 3, 64, 16},    // SmolLM2-135M
                                            AttnShape{4, 2, 16, 4},     // tiny-llama
                                            AttnShape{8, 2, 32, 5},     // odd block size
+                                           // n_rep 8: every column of the transposed decode
+                                           // warp; n_rep 16: past it (half tiles instead)
+                                           AttnShape{16, 2, 64, 16}, AttnShape{32, 2, 32, 16},
                                            // head_dim 128 with a block size that is not a
                                            // power of two: the copies' shuffle path
                                            AttnShape{8, 2, 128, 24}),

@@ -156,21 +156,27 @@ __device__ __forceinline__ void rescale_o(SplitState<HD>& st, const float (&c)[2
   }
 }
 
-// The softmax half of a tile for one m-tile, after the scores are in `s`. MASK = false: every
-// column of the tile is ≤ both rows' last positions (the caller checked), so `col <= lim` is true and the select is dropped; and p = 2^(s − ref)
-// without the s == −inf select (s is finite there unless the product overflowed to −inf,
-// where exp2f(−inf − ref) = +0 = the select's value, for ref finite or +inf).
-template <int HD, bool MASK>
-__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
-                                             bool layout_dependent, SplitState<HD>& st,
-                                             float (&s)[kKvTile / 8][4]) {
+// The softmax of a tile for R rows of the thread (R = 2: rows gq and gq + 8 of the m16n8 tile;
+// R = 1: row gq, the transposed decode warp's), after the scores are in `s`: s[nt][2i + e] is
+// row i's column 8·nt + 2cq + e. Updates each row's (m, l) and returns its factor c for O (the
+// caller rescales O, whose layout it knows). The arithmetic of a row does not depend on R.
+// MASK = false: every column of the tile is ≤ the rows' last positions (the caller checked), so
+// `col <= lim` is true and the select is dropped; and p = 2^(s − ref) without the s == −inf
+// select (s is finite there unless the product overflowed to −inf, where exp2f(−inf − ref) = +0
+// = the select's value, for ref finite or +inf).
+template <bool MASK, int R>
+__device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], float scale_log2,
+                                             bool layout_dependent, float (&m)[R], float (&l)[R],
+                                             float (&s)[kKvTile / 8][2 * R], float (&c)[R]) {
   constexpr int NT = kKvTile / 8;
   const int cq = threadIdx.x & 3;
-  float mt[2] = {-INFINITY, -INFINITY};
+  float mt[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) mt[i] = -INFINITY;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 2 * R; ++e) {
       float v;
       if constexpr (MASK) {
         const int col = start + nt * 8 + 2 * cq + (e & 1);
@@ -181,21 +187,23 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
       s[nt][e] = v;
       mt[e >> 1] = fmaxf(mt[e >> 1], v);
     }
-  float c[2], ref[2];
+  float ref[R];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < R; ++i) {
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
-    const float m_new = fmaxf(st.m[i], mt[i]);
+    const float m_new = fmaxf(m[i], mt[i]);
     ref[i] = m_new == -INFINITY ? 0.0f : m_new;
-    c[i] = st.m[i] == m_new ? 1.0f : exp2f(__fsub_rn(st.m[i], ref[i]));
-    st.m[i] = m_new;
+    c[i] = m[i] == m_new ? 1.0f : exp2f(__fsub_rn(m[i], ref[i]));
+    m[i] = m_new;
   }
-  float ts[2] = {0.0f, 0.0f};
+  float ts[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) ts[i] = 0.0f;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 2 * R; ++e) {
       const int i = e >> 1;
       float p;
       if constexpr (MASK) {
@@ -206,23 +214,35 @@ __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], flo
       s[nt][e] = p;
       ts[i] = __fadd_rn(ts[i], p);
     }
-  if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
-    ts[1] = 0.0f;
+  (void)layout_dependent;
+  if constexpr (R == 2) {
+    if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
+      ts[1] = 0.0f;
 #pragma unroll
-    for (int nt = NT - 1; nt >= 0; --nt) {
-      ts[1] = __fadd_rn(ts[1], s[nt][3]);
-      ts[1] = __fadd_rn(ts[1], s[nt][2]);
+      for (int nt = NT - 1; nt >= 0; --nt) {
+        ts[1] = __fadd_rn(ts[1], s[nt][3]);
+        ts[1] = __fadd_rn(ts[1], s[nt][2]);
+      }
     }
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < R; ++i) {
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
-    st.l[i] = __fadd_rn(__fmul_rn(st.l[i], c[i]), ts[i]);
+    l[i] = __fadd_rn(__fmul_rn(l[i], c[i]), ts[i]);
   }
-  rescale_o<HD>(st, c);
 }
 
+// The softmax half of a tile for one m-tile (softmax_rows for the thread's two rows, then O's
+// rescale).
+template <int HD, bool MASK>
+__device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
+                                             bool layout_dependent, SplitState<HD>& st,
+                                             float (&s)[kKvTile / 8][4]) {
+  float c[2];
+  softmax_rows<MASK, 2>(start, lim, scale_log2, layout_dependent, st.m, st.l, s, c);
+  rescale_o<HD>(st, c);
+}
 
 // The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
 // start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:

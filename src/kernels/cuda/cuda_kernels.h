@@ -191,7 +191,10 @@ struct TcSchedule {
   int decode_copy = 0;  // the decode tiles' cp.async: 0 chosen (2), 1 no L2 prefetch, 2 an L2
                         // prefetch of 128 bytes
   int decode_chunk = 0;  // the decode ring's chunks: 0 chosen, 1 whole K/V tiles, 2 half tiles
-                         // (then decode_ring counts halves: 3, 4 or 6; copy 0 or 2)
+                         // (then decode_ring counts halves: 3, 4 or 6; copy 0 or 2), 3 half
+                         // tiles on the transposed warp (Sᵀ = K·Qᵀ, n_rep ≤ 8; ring 3, 4 or 6),
+                         // 4 quarter tiles on it (ring 0 chosen by the step, 3, 4 or 6: 16, 12
+                         // or 8 warps); n_rep > 8 runs half tiles instead of 3 and 4
   int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
                     // 1, or 2 (then 4 warps: 128 rows)
   int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3

@@ -115,7 +115,7 @@ class CudaOps final : public Ops {
           options.gemm_gemv, cuda::kGemvConfigs);
     check(cuda::attention_tc_decode_schedule_supported(tc_schedule_),
           "CUDA backend: attention_tc_decode_ring {} / copy {} / chunk {} unsupported (ring 0, "
-          "2, 3, 4 or 6; copy and chunk 0-2; half chunks: ring 0, 3, 4 or 6 and copy 0 or 2)",
+          "2, 3, 4 or 6; copy 0-2; chunk 0-4; chunks 2-4: ring 0, 3, 4 or 6 and copy 0 or 2)",
           options.attention_tc_decode_ring, options.attention_tc_decode_copy,
           options.attention_tc_decode_chunk);
     const int n = cuda_device_count();

@@ -57,7 +57,9 @@ struct CudaOptions {
   int attention_tc_decode_copy = 0;
   // The decode ring's chunks: 0 chosen, 1 whole K/V tiles, 2 half tiles (32 positions: twice
   // the warps for the same shared memory; attention_tc_decode_ring then counts halves: 3, 4 or
-  // 6, and the copies keep the prefetch). Same bits (tests); for benchmarks and tests.
+  // 6, and the copies keep the prefetch), 3 half and 4 quarter tiles on the transposed warp
+  // (attention_tc_decode_nq.cu, Sᵀ = K·Qᵀ, steps of n_rep ≤ 8, else half tiles; quarters: 48 /
+  // ring warps, ring 0 chosen by the step). Same bits (tests); for benchmarks and tests.
   int attention_tc_decode_chunk = 0;
   // Tests only: the negative control of the invariance tests, a tensor-core attention whose
   // row sums depend on the row's place in the tile (the tests must catch it). Never set it

@@ -1,0 +1,186 @@
+// What the two decode warps share (attention_tc_decode.cu: the row-layout warp, S = Q·Kᵀ;
+// attention_tc_decode_nq.cu: the transposed warp, Sᵀ = K·Qᵀ): which (token, KV head, run of
+// splits) a warp runs, the grid that covers them, and the warp's cp.async ring of K/V chunks.
+// None of it touches a value: only which warp reads which cache rows, and when.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/attention_tc_common.cuh"
+
+namespace detllm::kernels::cuda::tc {
+
+// A CTA holds kDecRingTiles K/V tiles (209 KB at head_dim 128) as a ring of NBUF chunks for
+// each of its warps, NBUF − 1 chunks in flight per warp: kDecRingTiles · (kKvTile / ROWS) /
+// NBUF warps for chunks of ROWS positions (a whole K or V tile, a half or a quarter).
+constexpr int kDecRingTiles = 12;
+constexpr int kDecDefaultPrefetch = 128;  // L2 prefetch size of the copies (bytes; 0 none)
+template <int NBUF, int ROWS>
+constexpr int kDecWarps = kDecRingTiles * (kKvTile / ROWS) / NBUF;
+
+// The work of one warp: token t, KV head g, the positions [range_begin, range_end) of its run
+// of splits, n_tiles KV tiles; ok = false: no such work (the grid's last CTA, or a run of
+// splits past the token's position).
+struct DecodeItem {
+  int t, g, pos, range_begin, range_end, n_tiles;
+  bool ok;
+};
+
+// Warp w of the grid: token w % n_tokens, then run zc of splits [zc·S, zc·S + S) (S =
+// splits_per_warp, n_zc runs), then KV head g.
+__device__ __forceinline__ DecodeItem decode_item(const AttentionArgs& a, int64_t w,
+                                                  int splits_per_warp, int n_zc) {
+  DecodeItem it{};
+  it.t = static_cast<int>(w % a.n_tokens);
+  const int64_t rest = w / a.n_tokens;
+  const int zc = static_cast<int>(rest % n_zc);
+  it.g = static_cast<int>(rest / n_zc);
+  it.ok = it.g < a.n_kv_heads;
+  if (!it.ok) return it;
+  it.pos = a.positions[it.t];
+  const int n_splits = it.pos / kTcSplit + 1;
+  const int z_begin = zc * splits_per_warp;
+  it.ok = z_begin < n_splits;
+  if (!it.ok) return it;
+  const int z_end = min(z_begin + splits_per_warp, n_splits);
+  it.range_begin = z_begin * kTcSplit;
+  it.range_end = min(z_end * kTcSplit, it.pos + 1);
+  it.n_tiles = (it.range_end - it.range_begin + kKvTile - 1) / kKvTile;
+  return it;
+}
+
+// The grid of a decode warp of W warps a CTA: splits a warp runs (force_split 0: all of a
+// row's, 1: one, else aimed at two waves of the card's warps, one CTA an SM — any count gives
+// the same bits), the runs of splits per row, and the CTAs.
+struct DecodeGrid {
+  int max_splits, per_warp, n_zc;
+  unsigned blocks;
+};
+inline DecodeGrid decode_grid(const AttentionArgs& a, int warps_per_cta, int force_split) {
+  DecodeGrid d{};
+  d.max_splits = max_splits_of(a);
+  d.per_warp = 1;
+  if (force_split == 0) {
+    d.per_warp = d.max_splits;
+  } else if (force_split != 1) {
+    const int64_t target = int64_t{132} * warps_per_cta * 2;
+    const int64_t items = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * d.max_splits;
+    d.per_warp =
+        static_cast<int>(std::clamp<int64_t>((items + target - 1) / target, 1, d.max_splits));
+  }
+  d.n_zc = (d.max_splits + d.per_warp - 1) / d.per_warp;
+  const int64_t warps = static_cast<int64_t>(a.n_tokens) * d.n_zc * a.n_kv_heads;
+  d.blocks = static_cast<unsigned>((warps + warps_per_cta - 1) / warps_per_cta);
+  return d;
+}
+
+// A warp's ring of NBUF chunks of ROWS K or V rows (kLd<HD> apart) in shared memory. Chunk c
+// of the warp's range: tile c / CPT, then its K chunks (PK of them, ROWS positions each), then
+// its V chunks. Rows past range_end are zeros (the cache is not read there). PREFETCH: the
+// copies' L2 prefetch (0 or 128 bytes; the same data).
+template <int HD, int NBUF, int ROWS, int PREFETCH>
+struct DecodeRing {
+  static constexpr int LD = kLd<HD>;
+  static constexpr int PK = kKvTile / ROWS;  // chunks of one K (or V) tile
+  static constexpr int CPT = 2 * PK;         // chunks of one tile
+  static constexpr int CH = HD / 8;          // 16-byte pieces of one K/V row
+  static constexpr int RPP = 32 / CH;        // rows the warp copies per pass
+  static constexpr int PASSES = ROWS / RPP;  // passes per chunk
+  static_assert(32 % CH == 0 && ROWS % RPP == 0 && kKvTile % ROWS == 0, "whole rows per pass");
+
+  __nv_bfloat16* ring;
+  const int* table;
+  const uint16_t* k_src;
+  const uint16_t* v_src;
+  uint32_t row_elems;  // elements per cache slot
+  int range_begin, range_end, block_size, block_shift, n_chunks, lane;
+  // Lane j holds the slots of positions start + j and start + 32 + j of the tile being issued
+  // (cur) and of the next one (nxt, looked up a tile ahead so a copy never waits on the block
+  // table); -1 past range_end.
+  int cur0, cur1, nxt0, nxt1;
+
+  __device__ __forceinline__ int slot_of(int p) const {
+    return kv_slot(table, p, range_end, block_size, block_shift);
+  }
+
+  // Primes the ring: chunks 0 … NBUF − 2 in flight (one commit group each).
+  __device__ __forceinline__ DecodeRing(__nv_bfloat16* ring_, const AttentionArgs& a,
+                                        const DecodeItem& it, int lane_)
+      : ring(ring_),
+        table(a.block_tables + static_cast<int64_t>(a.seq_of_token[it.t]) * a.max_blocks),
+        k_src(a.k_bf16 + it.g * HD),
+        v_src(a.v_bf16 + it.g * HD),
+        row_elems(static_cast<uint32_t>(a.n_kv_heads) * HD),
+        range_begin(it.range_begin),
+        range_end(it.range_end),
+        block_size(a.block_size),
+        block_shift(block_shift_of(a.block_size)),
+        n_chunks(CPT * it.n_tiles),
+        lane(lane_) {
+    cur0 = slot_of(range_begin + lane);
+    cur1 = slot_of(range_begin + 32 + lane);
+    nxt0 = slot_of(range_begin + kKvTile + lane);
+    nxt1 = slot_of(range_begin + kKvTile + 32 + lane);
+#pragma unroll
+    for (int c = 0; c < NBUF - 1; ++c) {
+      if (c < n_chunks) issue(c);
+      cp_async_commit();
+    }
+  }
+
+  // The copies of chunk c into its buffer (not committed).
+  __device__ __forceinline__ void issue(int c) {
+    __nv_bfloat16* buf = ring + (c % NBUF) * ROWS * LD;
+    const int part = c % CPT;
+    const uint16_t* src = part >= PK ? v_src : k_src;
+    const int d = (lane % CH) * 8;
+    const int first = (part % PK) * ROWS;  // the chunk's first row in the tile
+#pragma unroll
+    for (int k = 0; k < PASSES; ++k) {
+      const int j = lane / CH + RPP * k;  // the chunk row this lane copies
+      // Tile row first + j: its slot is in cur0 (rows 0–31) or cur1 (32–63) of lane row & 31
+      // (first + RPP·k and 32 are multiples of RPP, so the lane's own offset never crosses).
+      const bool upper = first + RPP * k >= 32;
+      const int slot = __shfl_sync(kFull, upper ? cur1 : cur0, (first + j) & 31);
+      copy_chunk<PREFETCH>(buf + j * LD + d, src + d, slot, row_elems);
+    }
+    if (part == CPT - 1) {  // the tile's last V chunk is issued: on to the next tile's slots
+      const int next = range_begin + (c / CPT + 2) * kKvTile;
+      cur0 = nxt0;
+      cur1 = nxt1;
+      nxt0 = slot_of(next + lane);
+      nxt1 = slot_of(next + 32 + lane);
+    }
+  }
+
+  // Chunk c has landed for every lane; the chunk NBUF − 1 after it is issued into the buffer
+  // chunk c − 1 freed (the caller's __syncwarp after using a chunk frees its buffer).
+  __device__ __forceinline__ const __nv_bfloat16* ready(int c) {
+    if (c + NBUF - 1 < n_chunks) issue(c + NBUF - 1);
+    cp_async_commit();
+    cp_async_wait<NBUF - 1>();
+    __syncwarp();
+    return ring + (c % NBUF) * ROWS * LD;
+  }
+};
+
+// Bytes of shared memory of a CTA of the ring above.
+template <int HD, int NBUF, int ROWS>
+constexpr size_t decode_smem_bytes() {
+  return sizeof(__nv_bfloat16) * kDecWarps<NBUF, ROWS> * NBUF * ROWS * kLd<HD>;
+}
+
+// Calls f(std::integral_constant<int, I>{}) for I = 0 … N − 1 (register arrays indexed by I).
+template <int I, int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  if constexpr (I < N) {
+    f(std::integral_constant<int, I>{});
+    static_for<I + 1, N>(f);
+  }
+}
+
+}  // namespace detllm::kernels::cuda::tc
