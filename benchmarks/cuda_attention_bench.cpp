@@ -195,26 +195,26 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   struct Variant {
     const char* name;
     int ring, copy, chunk;  // ring -1: the packed CTAs; 0: all chosen
+    int split = -1;         // TcSchedule::split: -1 chosen, 0 whole rows a warp, 1 a warp a split
   };
+  // (Whole tiles at rings 2 and 4, without the L2 prefetch, and half tiles at rings 4 and 6:
+  // measured and not chosen, docs/cuda.md "Decode: half-tile rings".)
   const Variant variants[] = {{"chosen", 0, 0, 0},
                               {"packed CTAs", -1, 0, 0},
-                              {"ring 3, cp.async", 3, 1, 1},
-                              {"ring 3, cp.async L2::128B", 3, 2, 1},
-                              {"ring 2, cp.async L2::128B", 2, 2, 1},
-                              {"ring 4, cp.async L2::128B", 4, 2, 1},
+                              {"whole tiles, ring 3 (4 warps)", 3, 2, 1},
                               {"half tiles, ring 3 (8 warps)", 3, 2, 2},
-                              {"half tiles, ring 4 (6 warps)", 4, 2, 2},
-                              {"half tiles, ring 6 (4 warps)", 6, 2, 2},
                               {"transposed, half tiles, ring 3 (8 warps)", 3, 2, 3},
                               {"transposed, quarter tiles, ring 3 (16 warps)", 3, 2, 4},
                               {"transposed, quarter tiles, ring 4 (12 warps)", 4, 2, 4},
-                              {"transposed, quarter tiles, ring 6 (8 warps)", 6, 2, 4}};
+                              {"transposed, quarter tiles, ring 6 (8 warps)", 6, 2, 4},
+                              {"transposed, quarters, ring 3, a warp a split + merge kernel", 3, 2, 4, 1},
+                              {"transposed, quarters, ring 3, whole rows merged in the warp", 3, 2, 4, 0}};
   fmt::print("device: {}\n", cuda_device_description(0));
   std::vector<std::unique_ptr<Ops>> ops;
   for (const Variant& v : variants)
     ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0)
                   : v.ring == 0 ? ops_for(DType::kBF16)
-                                : ops_for(DType::kBF16, 1, v.ring, -1, v.copy, v.chunk));
+                                : ops_for(DType::kBF16, 1, v.ring, v.split, v.copy, v.chunk));
   std::string table = "| decode schedule |", rule = "|---|";
   for (const auto& [batch, ctx] : cases) {
     table += fmt::format(" {} × {} µs (TB/s) |", batch, ctx);

@@ -223,7 +223,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   // copies' L2 prefetch (copy 1: none, 2: 128 bytes), rings of half tiles (chunk 2:
   // 24 / ring warps, the scores and P·V k-steps made half by half), and the transposed warp
   // (Sᵀ = K·Qᵀ) with half tiles (chunk 3) and quarter tiles (chunk 4: 48 / ring warps, ring 0
-  // chosen by the step); n_rep > 8 runs half tiles for chunks 3 and 4.
+  // chosen by the step); n_rep > 8 runs half tiles for chunks 3 and 4. Split placement 0: a
+  // warp runs every split of its rows and merges them itself (no merge kernel).
   struct DecodeVariant {
     int ring, copy, chunk, split = -1;
   };
@@ -233,7 +234,8 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2},
         DecodeVariant{3, 0, 3}, DecodeVariant{0, 2, 3}, DecodeVariant{6, 0, 3},
         DecodeVariant{3, 0, 4}, DecodeVariant{4, 2, 4}, DecodeVariant{6, 0, 4},
-        DecodeVariant{3, 0, 4, 0}, DecodeVariant{6, 0, 4, 1}}) {
+        DecodeVariant{3, 0, 4, 0}, DecodeVariant{6, 0, 4, 1}, DecodeVariant{3, 0, 2, 0},
+        DecodeVariant{3, 0, 1, 0}}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << d.ring
                                       << ", copy " << d.copy << ", chunk " << d.chunk
                                       << ", split placement " << d.split);

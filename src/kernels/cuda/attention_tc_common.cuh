@@ -471,13 +471,13 @@ struct MergeBatch {
     }
   }
 };
+// Row `row` of the step: its split partials merged in ascending order, then O / L stored (fp32
+// or bf16). The whole warp, lanes over head dims. Run by the merge kernel, and by a decode warp
+// that ran every split of its rows (after a __syncwarp: its own partials).
 template <int HD>
-__global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
-                                      int max_splits) {
+__device__ __forceinline__ void merge_row(const AttentionArgs& a, const float* partials,
+                                          int64_t row, int max_splits, int lane) {
   constexpr int PER_LANE = MergeBatch<HD>::PER_LANE;
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
-  if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
-  const int lane = threadIdx.x & 31;
   const int t = static_cast<int>(row / a.n_heads);
   const int n_splits = a.positions[t] / kTcSplit + 1;
   float M = -INFINITY, L = 0.0f, O[PER_LANE];
@@ -503,6 +503,14 @@ __global__ void merge_partials_kernel(const AttentionArgs a, const float* partia
       a.out[row * HD + d] = v;
     }
   }
+}
+
+template <int HD>
+__global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
+                                      int max_splits) {
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
+  if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
+  merge_row<HD>(a, partials, row, max_splits, threadIdx.x & 31);
 }
 
 template <int HD>

@@ -114,6 +114,10 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
                           static_cast<int64_t>(it.t) * a.n_heads + it.g * n_rep + gq + 8 * i,
                           max_splits, z, st, i);
   }
+  if (n_zc != 1) return;
+  __syncwarp();  // the warp ran every split of its rows: it merges them (its own partials)
+  const int64_t row0 = static_cast<int64_t>(it.t) * a.n_heads + it.g * n_rep;
+  for (int r = 0; r < n_rep; ++r) merge_row<HD>(a, partials, row0 + r, max_splits, lane);
 }
 
 template <int HD, int NBUF, int PREFETCH, bool HALF>
@@ -130,7 +134,7 @@ cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_spli
   attention_tc_decode_kernel<HD, NBUF, PREFETCH, HALF><<<d.blocks, W * 32, smem, stream>>>(
       a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess || d.n_zc == 1) return err;  // n_zc 1: the warps merged their rows
   return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
 }
 

@@ -235,6 +235,9 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kKvTile / PARTS> * 32)
     if ((start + kKvTile) % kTcSplit != 0 && f + 1 < it.n_tiles) continue;
     store_partial_t<HD>(partials, row0, n_rep, max_splits, start / kTcSplit, st);
   }
+  if (n_zc != 1) return;
+  __syncwarp();  // the warp ran every split of its rows: it merges them (its own partials)
+  for (int r = 0; r < n_rep; ++r) merge_row<HD>(a, partials, row0 + r, max_splits, lane);
 }
 
 template <int HD, int NBUF, int PARTS>
@@ -251,7 +254,7 @@ cudaError_t launch_nq(const AttentionArgs& a, float* scratch, int force_split,
   attention_tc_decode_nq_kernel<HD, NBUF, PARTS><<<d.blocks, W * 32, smem, stream>>>(
       a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess || d.n_zc == 1) return err;  // n_zc 1: the warps merged their rows
   return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
 }
 

@@ -54,8 +54,12 @@ __device__ __forceinline__ DecodeItem decode_item(const AttentionArgs& a, int64_
 }
 
 // The grid of a decode warp of W warps a CTA: splits a warp runs (force_split 0: all of a
-// row's, 1: one, else aimed at two waves of the card's warps, one CTA an SM — any count gives
-// the same bits), the runs of splits per row, and the CTAs.
+// row's, 1: one; chosen: all of a row's when the rows are short — at most kWholeRowSplits
+// splits of the block table's width, so no warp runs long beside short ones — and their warps
+// fill 3/4 of the card's SMs, else aimed at two waves of the card's warps, one CTA an SM — any
+// count gives the same bits), the runs of splits per row, and the CTAs. n_zc == 1: each warp
+// merges its rows itself (merge_row, the merge kernel's function) and no merge kernel runs.
+constexpr int kWholeRowSplits = 4;
 struct DecodeGrid {
   int max_splits, per_warp, n_zc;
   unsigned blocks;
@@ -64,7 +68,10 @@ inline DecodeGrid decode_grid(const AttentionArgs& a, int warps_per_cta, int for
   DecodeGrid d{};
   d.max_splits = max_splits_of(a);
   d.per_warp = 1;
-  if (force_split == 0) {
+  const int64_t row_warps = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
+  if (force_split == 0 ||
+      (force_split != 1 && d.max_splits <= kWholeRowSplits &&
+       row_warps >= int64_t{132} * warps_per_cta * 3 / 4)) {
     d.per_warp = d.max_splits;
   } else if (force_split != 1) {
     const int64_t target = int64_t{132} * warps_per_cta * 2;
