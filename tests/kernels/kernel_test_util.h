@@ -81,16 +81,23 @@ inline std::vector<float> round_bf16(const std::vector<float>& v) {
 }
 
 // Backend memory owned through an Ops (RAII), with typed upload/download: host memory for the
-// CPU backends, device memory for CUDA, so one test body runs on every backend.
+// CPU backends, device memory for CUDA, so one test body runs on every backend. The zero fill
+// and the uploads are complete when the constructor and upload() return (the backend's own
+// copies are asynchronous on its stream): tests hand the arrays to a second Ops, on another
+// stream, which must not race them (a reference computed before the array was filled, then
+// zeroed under it, once made CudaGemmLt.EveryMOfEveryBucketGivesTheKernelsBits fail).
 template <typename T>
 class DeviceArray {
  public:
-  DeviceArray(Ops& ops, size_t n) : ops_(&ops), n_(n), buf_(ops, n * sizeof(T)) {}
+  DeviceArray(Ops& ops, size_t n) : ops_(&ops), n_(n), buf_(ops, n * sizeof(T)) {
+    ops.synchronize();
+  }
   DeviceArray(Ops& ops, const std::vector<T>& host) : DeviceArray(ops, host.size()) {
     upload(host);
   }
   void upload(const std::vector<T>& host) {
     ops_->upload(buf_.data(), host.data(), std::min(host.size(), n_) * sizeof(T));
+    ops_->synchronize();
   }
   std::vector<T> download(size_t n = SIZE_MAX) const {
     std::vector<T> h(std::min(n, n_));
