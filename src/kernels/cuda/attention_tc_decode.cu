@@ -1,7 +1,10 @@
 // The decode schedule of the tensor-core attention: one warp per (token, KV head, run of KV
 // splits), each warp with its own cp.async ring of K/V tiles in shared memory, nothing shared
 // between the warps of a CTA (no __syncthreads). Every split's state goes to the partials and
-// the merge kernel folds them in ascending order.
+// the merge kernel folds them in ascending order — or, when a warp ran every split of its rows,
+// the warp folds them itself with the same merge_row. For n_rep ≤ 8 the chosen warp is the
+// transposed one (attention_tc_decode_nq.cu: Sᵀ = K·Qᵀ, quarter tiles, 16 warps a CTA); this
+// file's row-layout warp runs n_rep 9–16 and the forced chunks 1 and 2.
 //
 // The copies are 16-byte cp.async per lane and row piece, by default with an L2 prefetch of
 // 128 bytes (PREFETCH; the same data, measured 1–2% faster at batch ≥ 8). Tried on the H200
