@@ -17,12 +17,11 @@ TEST(CudaMmaSwap, ExchangedOperandsGiveTheTransposedProductBitForBit) {
   DETLLM_SKIP_WITHOUT_GPU();
   cuda::MmaSwapCounts c;
   ASSERT_EQ(cuda::mma_swap_check(uint64_t{1} << 18, 20261203, &c), cudaSuccess);
-  std::printf("  [mma swap] %llu elements each: %llu differ (C = 0), %llu differ (C != 0), "
-              "control (k-steps descending) %llu differ\n",
-              static_cast<unsigned long long>(c.elements),
-              static_cast<unsigned long long>(c.zero_c),
-              static_cast<unsigned long long>(c.nonzero_c),
-              static_cast<unsigned long long>(c.control));
+  std::printf(
+      "  [mma swap] %llu elements each: %llu differ (C = 0), %llu differ (C != 0), "
+      "control (k-steps descending) %llu differ\n",
+      static_cast<unsigned long long>(c.elements), static_cast<unsigned long long>(c.zero_c),
+      static_cast<unsigned long long>(c.nonzero_c), static_cast<unsigned long long>(c.control));
   EXPECT_EQ(c.elements, (uint64_t{1} << 18) * 128);
   EXPECT_EQ(c.zero_c, 0u);
   EXPECT_EQ(c.nonzero_c, 0u);

@@ -57,8 +57,7 @@ struct SplitStateT {
 // head dims 16kk + 2cq and + 1, [kk][1] 16kk + 8 + 2cq and + 1 — load_q_fragments' [kk][0] and
 // [kk][2]. q nullptr: no row there, zeros.
 template <int HD>
-__device__ __forceinline__ void load_q_columns(uint32_t (&qb)[HD / 16][2], const float* q,
-                                               int cq) {
+__device__ __forceinline__ void load_q_columns(uint32_t (&qb)[HD / 16][2], const float* q, int cq) {
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
     float2 lo = make_float2(0.0f, 0.0f), hi = lo;
@@ -139,7 +138,8 @@ __device__ __forceinline__ void rescale_ot(SplitStateT<HD>& st, float c) {
 // their V rows (row 0 = position 16·J0 of the tile). Pᵀ's B fragment of k-step j is P's A
 // fragment [0] and [2] of the row layout (p_fragment), rounded to bf16 the same way.
 template <int HD, int J0, int JN>
-__device__ __forceinline__ void values_t_part(const __nv_bfloat16* vb, const float (&s)[kKvTile / 8][2],
+__device__ __forceinline__ void values_t_part(const __nv_bfloat16* vb,
+                                              const float (&s)[kKvTile / 8][2],
                                               SplitStateT<HD>& st) {
   constexpr int LD = kLd<HD>;
   static_assert(J0 + JN <= kPosTiles, "k-steps of the tile");
@@ -153,7 +153,8 @@ __device__ __forceinline__ void values_t_part(const __nv_bfloat16* vb, const flo
     for (int dt = 0; dt < HD / 16; ++dt) {
       // A = Vᵀ: matrices (head dims 0–7 | 8–15) × (positions 0–7 | 8–15) of the k-step.
       uint32_t r[4];
-      ldmatrix_x4_trans(r, vb + ((j - J0) * 16 + (ldm >> 1) * 8 + ldr) * LD + dt * 16 + (ldm & 1) * 8);
+      ldmatrix_x4_trans(r,
+                        vb + ((j - J0) * 16 + (ldm >> 1) * 8 + ldr) * LD + dt * 16 + (ldm & 1) * 8);
       mma_bf16(st.o[dt], r, b0, b1);
     }
   }
@@ -202,8 +203,7 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kKvTile / PARTS> * 32)
   const DecodeItem it =
       decode_item(a, static_cast<int64_t>(blockIdx.x) * W + warp, splits_per_warp, n_zc);
   if (!it.ok) return;  // warp-uniform
-  Ring ring(reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * ROWS * kLd<HD>, a, it,
-            lane);
+  Ring ring(reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * ROWS * kLd<HD>, a, it, lane);
 
   // The thread's row gq (softmax) = query head g·n_rep + gq of token t.
   const int n_rep = a.n_heads / a.n_kv_heads;

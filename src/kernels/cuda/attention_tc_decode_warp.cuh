@@ -20,7 +20,7 @@ namespace detllm::kernels::cuda::tc {
 constexpr int kDecRingTiles = 12;
 constexpr int kDecDefaultPrefetch = 128;  // L2 prefetch size of the copies (bytes; 0 none)
 template <int NBUF, int ROWS>
-constexpr int kDecWarps = kDecRingTiles * (kKvTile / ROWS) / NBUF;
+constexpr int kDecWarps = kDecRingTiles*(kKvTile / ROWS) / NBUF;
 
 // The work of one warp: token t, KV head g, the positions [range_begin, range_end) of its run
 // of splits, n_tiles KV tiles; ok = false: no such work (the grid's last CTA, or a run of
@@ -69,9 +69,8 @@ inline DecodeGrid decode_grid(const AttentionArgs& a, int warps_per_cta, int for
   d.max_splits = max_splits_of(a);
   d.per_warp = 1;
   const int64_t row_warps = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
-  if (force_split == 0 ||
-      (force_split != 1 && d.max_splits <= kWholeRowSplits &&
-       row_warps >= int64_t{132} * warps_per_cta * 3 / 4)) {
+  if (force_split == 0 || (force_split != 1 && d.max_splits <= kWholeRowSplits &&
+                           row_warps >= int64_t{132} * warps_per_cta * 3 / 4)) {
     d.per_warp = d.max_splits;
   } else if (force_split != 1) {
     const int64_t target = int64_t{132} * warps_per_cta * 2;

@@ -85,7 +85,7 @@ __global__ void mma_swap_kernel(uint64_t trials, uint64_t seed, unsigned long lo
           mma_bf16(d, a, pack_bf16(X(gq, k0), X(gq, k0 + 1)),
                    pack_bf16(X(gq, k0 + 8), X(gq, k0 + 9)));
         }
-        float (&out)[8][16] = order == 0 ? swapped[warp] : control[warp];
+        float(&out)[8][16] = order == 0 ? swapped[warp] : control[warp];
         out[2 * cq][gq] = d[0];
         out[2 * cq + 1][gq] = d[1];
         out[2 * cq][gq + 8] = d[2];

@@ -12,10 +12,10 @@
 namespace detllm::kernels::cuda {
 
 struct MmaSwapCounts {
-  uint64_t elements = 0;      // compared elements of each kind
-  uint64_t zero_c = 0;        // differing elements, C = 0 (the scores Sᵀ = K·Qᵀ)
-  uint64_t nonzero_c = 0;     // differing elements, nonzero C (Oᵀ += Vᵀ·Pᵀ)
-  uint64_t control = 0;       // differing elements of the control (must be > 0)
+  uint64_t elements = 0;   // compared elements of each kind
+  uint64_t zero_c = 0;     // differing elements, C = 0 (the scores Sᵀ = K·Qᵀ)
+  uint64_t nonzero_c = 0;  // differing elements, nonzero C (Oᵀ += Vᵀ·Pᵀ)
+  uint64_t control = 0;    // differing elements of the control (must be > 0)
 };
 
 // `trials` random cases (each an 8 × 16 block of the normal product, two n8 tiles, of a chain
