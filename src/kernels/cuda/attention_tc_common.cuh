@@ -21,14 +21,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_tc_grid.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/mma_ptx.cuh"
 
 namespace detllm::kernels::cuda::tc {
 
-constexpr int kKvTile = 64;    // positions per KV tile, aligned to absolute 0 (numerics)
-constexpr int kTcSplit = 256;  // positions per KV split, aligned to absolute 0 (numerics)
-static_assert(kTcSplit % kKvTile == 0, "a split is whole tiles");
 constexpr int kWarpRows = 16;  // rows of one m16n8k16 tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
@@ -616,17 +614,6 @@ __device__ __forceinline__ void store_rows(const AttentionArgs& a, const PackedR
       }
     }
   }
-}
-
-// Splits of a row of the block table's full width.
-inline int max_splits_of(const AttentionArgs& a) {
-  const int64_t max_len = static_cast<int64_t>(a.max_blocks) * a.block_size;
-  return static_cast<int>((max_len + kTcSplit - 1) / kTcSplit);
-}
-
-// Floats of the split partials (store_partial's layout) of every row of the step.
-inline size_t partials_floats(const AttentionArgs& a) {
-  return static_cast<size_t>(a.n_tokens) * a.n_heads * max_splits_of(a) * (a.head_dim + 2);
 }
 
 }  // namespace detllm::kernels::cuda::tc

@@ -258,16 +258,8 @@ cudaError_t launch_nq(const AttentionArgs& a, float* scratch, int force_split,
   return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
 }
 
-// Ring 0: halves 3 (8 warps); quarters 3 (16 warps) when the step's (token, KV head, split)
-// items fill at least 3/4 of the card's SMs with 16-warp CTAs, else 6 (8 warps: twice the SMs
-// busy for few items). H200, quarters at Llama-8B heads (docs/cuda.md, "Decode: the
-// transposed warp"), ring 3 ÷ ring 6 in time: 1.11 at 1 × 32768 (1,024 items), 1.35 at 8 × 2048
-// (512); 0.97 at 8 × 8192 (2,048), 0.98 at 64 × 2048 and 256 × 512 (4,096).
-int chosen_ring(const AttentionArgs& a, int parts) {
-  if (parts == 2) return 3;
-  const int64_t items = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * max_splits_of(a);
-  return items >= int64_t{132} * 16 * 3 / 4 ? 3 : 6;
-}
+// Ring 0: halves 3 (8 warps); quarters as decode_quarter_ring says.
+int chosen_ring(const AttentionArgs& a, int parts) { return parts == 2 ? 3 : decode_quarter_ring(a); }
 
 template <int HD, int PARTS>
 cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,

@@ -1,12 +1,12 @@
 // What the two decode warps share (attention_tc_decode.cu: the row-layout warp, S = Q·Kᵀ;
 // attention_tc_decode_nq.cu: the transposed warp, Sᵀ = K·Qᵀ): which (token, KV head, run of
-// splits) a warp runs, the grid that covers them, and the warp's cp.async ring of K/V chunks.
+// splits) a warp runs and the warp's cp.async ring of K/V chunks (the grid that covers them,
+// host code: attention_tc_grid.h).
 // None of it touches a value: only which warp reads which cache rows, and when.
 #pragma once
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -14,13 +14,7 @@
 
 namespace detllm::kernels::cuda::tc {
 
-// A CTA holds kDecRingTiles K/V tiles (209 KB at head_dim 128) as a ring of NBUF chunks for
-// each of its warps, NBUF − 1 chunks in flight per warp: kDecRingTiles · (kKvTile / ROWS) /
-// NBUF warps for chunks of ROWS positions (a whole K or V tile, a half or a quarter).
-constexpr int kDecRingTiles = 12;
 constexpr int kDecDefaultPrefetch = 128;  // L2 prefetch size of the copies (bytes; 0 none)
-template <int NBUF, int ROWS>
-constexpr int kDecWarps = kDecRingTiles*(kKvTile / ROWS) / NBUF;
 
 // The work of one warp: token t, KV head g, the positions [range_begin, range_end) of its run
 // of splits, n_tiles KV tiles; ok = false: no such work (the grid's last CTA, or a run of
@@ -51,37 +45,6 @@ __device__ __forceinline__ DecodeItem decode_item(const AttentionArgs& a, int64_
   it.range_end = min(z_end * kTcSplit, it.pos + 1);
   it.n_tiles = (it.range_end - it.range_begin + kKvTile - 1) / kKvTile;
   return it;
-}
-
-// The grid of a decode warp of W warps a CTA: splits a warp runs (force_split 0: all of a
-// row's, 1: one; chosen: all of a row's when the rows are short — at most kWholeRowSplits
-// splits of the block table's width, so no warp runs long beside short ones — and their warps
-// fill 3/4 of the card's SMs, else aimed at two waves of the card's warps, one CTA an SM — any
-// count gives the same bits), the runs of splits per row, and the CTAs. n_zc == 1: each warp
-// merges its rows itself (merge_row, the merge kernel's function) and no merge kernel runs.
-constexpr int kWholeRowSplits = 4;
-struct DecodeGrid {
-  int max_splits, per_warp, n_zc;
-  unsigned blocks;
-};
-inline DecodeGrid decode_grid(const AttentionArgs& a, int warps_per_cta, int force_split) {
-  DecodeGrid d{};
-  d.max_splits = max_splits_of(a);
-  d.per_warp = 1;
-  const int64_t row_warps = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
-  if (force_split == 0 || (force_split != 1 && d.max_splits <= kWholeRowSplits &&
-                           row_warps >= int64_t{132} * warps_per_cta * 3 / 4)) {
-    d.per_warp = d.max_splits;
-  } else if (force_split != 1) {
-    const int64_t target = int64_t{132} * warps_per_cta * 2;
-    const int64_t items = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * d.max_splits;
-    d.per_warp =
-        static_cast<int>(std::clamp<int64_t>((items + target - 1) / target, 1, d.max_splits));
-  }
-  d.n_zc = (d.max_splits + d.per_warp - 1) / d.per_warp;
-  const int64_t warps = static_cast<int64_t>(a.n_tokens) * d.n_zc * a.n_kv_heads;
-  d.blocks = static_cast<unsigned>((warps + warps_per_cta - 1) / warps_per_cta);
-  return d;
 }
 
 // A warp's ring of NBUF chunks of ROWS K or V rows (kLd<HD> apart) in shared memory. Chunk c
