@@ -44,6 +44,20 @@ using ptx::mma_bf16;
 using ptx::pack_bf16;
 using ptx::smem_u32;
 
+// Row q's pairs of k-step kk, rounded to bf16: lo = columns 16kk + 2cq and + 1, hi = 16kk +
+// 8 + 2cq and + 1 (the lower column in the low half); q nullptr: no row there, zeros. A row's
+// Q fragment registers in either operand role (A of the row layout, B of the transposed warp).
+__device__ __forceinline__ void q_row_pairs(const float* q, int kk, int cq, uint32_t& lo,
+                                            uint32_t& hi) {
+  float2 a = make_float2(0.0f, 0.0f), b = a;
+  if (q != nullptr) {
+    a = *reinterpret_cast<const float2*>(q + kk * 16 + 2 * cq);
+    b = *reinterpret_cast<const float2*>(q + kk * 16 + 8 + 2 * cq);
+  }
+  lo = pack_bf16(a.x, a.y);
+  hi = pack_bf16(b.x, b.y);
+}
+
 // The Q fragments (A of m16n8k16) of the thread's two rows, rounded to bf16: [kk][0/1] = rows
 // gq / gq + 8, columns 2cq..; [kk][2/3]: columns 8 + 2cq... `qr[i]` is row i's fp32 q (nullptr:
 // no row there, zeros).
@@ -53,15 +67,7 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[HD / 16][4],
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      float2 lo = make_float2(0.0f, 0.0f), hi = lo;
-      if (qr[i] != nullptr) {
-        lo = *reinterpret_cast<const float2*>(qr[i] + kk * 16 + 2 * cq);
-        hi = *reinterpret_cast<const float2*>(qr[i] + kk * 16 + 8 + 2 * cq);
-      }
-      qf[kk][i] = pack_bf16(lo.x, lo.y);
-      qf[kk][2 + i] = pack_bf16(hi.x, hi.y);
-    }
+    for (int kk = 0; kk < HD / 16; ++kk) q_row_pairs(qr[i], kk, cq, qf[kk][i], qf[kk][2 + i]);
   }
 }
 

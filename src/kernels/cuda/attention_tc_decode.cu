@@ -63,13 +63,10 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
   using Ring = DecodeRing<HD, NBUF, ROWS, PREFETCH>;
   constexpr int CPT = Ring::CPT;  // whole: 2f K, 2f + 1 V; HALF: 4f, 4f + 1 K, 4f + 2, 4f + 3 V
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int gq = lane >> 2, cq = lane & 3;
-  const DecodeItem it =
-      decode_item(a, static_cast<int64_t>(blockIdx.x) * W + warp, splits_per_warp, n_zc);
+  const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
+  const DecodeItem it = this_warps_item<W>(a, splits_per_warp, n_zc);
   if (!it.ok) return;  // warp-uniform
-  Ring ring(reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * ROWS * kLd<HD>, a, it,
-            lane);
+  Ring ring(smem_raw, a, it, lane);
 
   // The thread's rows gq and gq + 8: query heads g·n_rep + r of token t.
   const int n_rep = a.n_heads / a.n_kv_heads;
@@ -128,17 +125,9 @@ cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_spli
                           cudaStream_t stream) {
   constexpr int ROWS = kChunkRows<HALF>;
   constexpr int W = kDecWarps<NBUF, ROWS>;
-  const DecodeGrid d = decode_grid(a, W, force_split);
-  constexpr size_t smem = decode_smem_bytes<HD, NBUF, ROWS>();
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_tc_decode_kernel<HD, NBUF, PREFETCH, HALF>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (attr != cudaSuccess) return attr;
-  attention_tc_decode_kernel<HD, NBUF, PREFETCH, HALF><<<d.blocks, W * 32, smem, stream>>>(
-      a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || d.n_zc == 1) return err;  // n_zc 1: the warps merged their rows
-  return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
+  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS>(),
+                             attention_tc_decode_kernel<HD, NBUF, PREFETCH, HALF>>(
+      a, scratch, force_split, stream);
 }
 
 // The chunks a step runs (TcSchedule::decode_chunk): 1 whole tiles, 2 half tiles, 3 / 4 half

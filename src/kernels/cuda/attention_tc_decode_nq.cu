@@ -18,11 +18,11 @@
 // run 16 warps an SM on the same 209 KB of shared memory.
 //
 // The bits are the row-layout warp's: an m16n8k16 product with A and B exchanged gives the
-// transposed result bit for bit, with and without a nonzero C (measured on the H200: 0 of
-// 134,217,728 S elements and 0 of 134,217,728 O elements differ; docs/cuda.md, "Decode: the
-// transposed warp"); every S and O element keeps its chain (k-steps ascending from zero); the
-// softmax of a row is softmax_rows' in the same column order; the factors c reach O's columns
-// by shuffles (moves); the partials are store_partial's layout and the merge is the same kernel.
+// transposed result bit for bit, with and without a nonzero C (CudaMmaSwap: 0 of 33,554,432
+// elements differ either way on the H200; docs/cuda.md, "Decode: the transposed warp"); every
+// S and O element keeps its chain (k-steps ascending from zero); the softmax of a row is
+// softmax_rows' in the same column order; the factors c reach O's columns by shuffles (moves);
+// the partials are store_partial's layout and merge in the same merge_row.
 // The tests run it against every other schedule (CudaAttentionTc.BitIdenticalAcross…).
 #include <cuda_bf16.h>
 
@@ -59,15 +59,7 @@ struct SplitStateT {
 template <int HD>
 __device__ __forceinline__ void load_q_columns(uint32_t (&qb)[HD / 16][2], const float* q, int cq) {
 #pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    float2 lo = make_float2(0.0f, 0.0f), hi = lo;
-    if (q != nullptr) {
-      lo = *reinterpret_cast<const float2*>(q + kk * 16 + 2 * cq);
-      hi = *reinterpret_cast<const float2*>(q + kk * 16 + 8 + 2 * cq);
-    }
-    qb[kk][0] = pack_bf16(lo.x, lo.y);
-    qb[kk][1] = pack_bf16(hi.x, hi.y);
-  }
+  for (int kk = 0; kk < HD / 16; ++kk) q_row_pairs(q, kk, cq, qb[kk][0], qb[kk][1]);
 }
 
 // Sᵀ of the tile's position tiles [I0, I0 + IN) (16 positions each), k-steps ascending from
@@ -198,12 +190,10 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kKvTile / PARTS> * 32)
   constexpr int CPT = Ring::CPT;
   static_assert(CPT == 2 * PARTS, "K then V chunks");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int gq = lane >> 2, cq = lane & 3;
-  const DecodeItem it =
-      decode_item(a, static_cast<int64_t>(blockIdx.x) * W + warp, splits_per_warp, n_zc);
+  const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
+  const DecodeItem it = this_warps_item<W>(a, splits_per_warp, n_zc);
   if (!it.ok) return;  // warp-uniform
-  Ring ring(reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * NBUF * ROWS * kLd<HD>, a, it, lane);
+  Ring ring(smem_raw, a, it, lane);
 
   // The thread's row gq (softmax) = query head g·n_rep + gq of token t.
   const int n_rep = a.n_heads / a.n_kv_heads;
@@ -245,21 +235,15 @@ cudaError_t launch_nq(const AttentionArgs& a, float* scratch, int force_split,
                       cudaStream_t stream) {
   constexpr int ROWS = kKvTile / PARTS;
   constexpr int W = kDecWarps<NBUF, ROWS>;
-  const DecodeGrid d = decode_grid(a, W, force_split);
-  constexpr size_t smem = decode_smem_bytes<HD, NBUF, ROWS>();
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(attention_tc_decode_nq_kernel<HD, NBUF, PARTS>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (attr != cudaSuccess) return attr;
-  attention_tc_decode_nq_kernel<HD, NBUF, PARTS><<<d.blocks, W * 32, smem, stream>>>(
-      a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || d.n_zc == 1) return err;  // n_zc 1: the warps merged their rows
-  return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
+  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS>(),
+                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS>>(a, scratch,
+                                                                             force_split, stream);
 }
 
 // Ring 0: halves 3 (8 warps); quarters as decode_quarter_ring says.
-int chosen_ring(const AttentionArgs& a, int parts) { return parts == 2 ? 3 : decode_quarter_ring(a); }
+int chosen_ring(const AttentionArgs& a, int parts) {
+  return parts == 2 ? 3 : decode_quarter_ring(a);
+}
 
 template <int HD, int PARTS>
 cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,

@@ -47,6 +47,14 @@ __device__ __forceinline__ DecodeItem decode_item(const AttentionArgs& a, int64_
   return it;
 }
 
+// This thread's warp's item in a CTA of W warps.
+template <int W>
+__device__ __forceinline__ DecodeItem this_warps_item(const AttentionArgs& a, int splits_per_warp,
+                                                      int n_zc) {
+  return decode_item(a, static_cast<int64_t>(blockIdx.x) * W + (threadIdx.x >> 5), splits_per_warp,
+                     n_zc);
+}
+
 // A warp's ring of NBUF chunks of ROWS K or V rows (kLd<HD> apart) in shared memory. Chunk c
 // of the warp's range: tile c / CPT, then its K chunks (PK of them, ROWS positions each), then
 // its V chunks. Rows past range_end are zeros (the cache is not read there). PREFETCH: the
@@ -76,10 +84,11 @@ struct DecodeRing {
     return kv_slot(table, p, range_end, block_size, block_shift);
   }
 
-  // Primes the ring: chunks 0 … NBUF − 2 in flight (one commit group each).
-  __device__ __forceinline__ DecodeRing(__nv_bfloat16* ring_, const AttentionArgs& a,
+  // The warp's ring in the CTA's shared memory `cta_smem` (one ring a warp, in warp order);
+  // primes it: chunks 0 … NBUF − 2 in flight (one commit group each).
+  __device__ __forceinline__ DecodeRing(void* cta_smem, const AttentionArgs& a,
                                         const DecodeItem& it, int lane_)
-      : ring(ring_),
+      : ring(static_cast<__nv_bfloat16*>(cta_smem) + (threadIdx.x >> 5) * NBUF * ROWS * LD),
         table(a.block_tables + static_cast<int64_t>(a.seq_of_token[it.t]) * a.max_blocks),
         k_src(a.k_bf16 + it.g * HD),
         v_src(a.v_bf16 + it.g * HD),
@@ -141,6 +150,23 @@ struct DecodeRing {
 template <int HD, int NBUF, int ROWS>
 constexpr size_t decode_smem_bytes() {
   return sizeof(__nv_bfloat16) * kDecWarps<NBUF, ROWS> * NBUF * ROWS * kLd<HD>;
+}
+
+// Runs KERNEL, a decode-warp kernel of W warps a CTA and SMEM bytes of shared memory, on
+// decode_grid's grid, then the merge kernel — unless each warp ran every split of its rows
+// (n_zc 1) and merged them itself.
+template <int HD, int W, size_t SMEM, auto KERNEL>
+cudaError_t launch_decode_warps(const AttentionArgs& a, float* scratch, int force_split,
+                                cudaStream_t stream) {
+  const DecodeGrid d = decode_grid(a, W, force_split);
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(SMEM));
+  if (attr != cudaSuccess) return attr;
+  KERNEL<<<d.blocks, W * 32, SMEM, stream>>>(a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp,
+                                             d.n_zc);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || d.n_zc == 1) return err;
+  return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
 }
 
 // Calls f(std::integral_constant<int, I>{}) for I = 0 … N − 1 (register arrays indexed by I).
