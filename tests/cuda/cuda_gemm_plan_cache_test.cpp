@@ -178,7 +178,8 @@ TEST_F(CudaGemmPlanCache, PlansThatNoLongerMatchTheKernelAreRejected) {
   ASSERT_EQ(cudaMalloc(&xb, std::max<size_t>(need.x_bf16, 16)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&partials, std::max<size_t>(need.partials, 16)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&counters, std::max<size_t>(need.counters, 16)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(counters, 0, std::max<size_t>(need.counters, 16)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(counters, 0, std::max<size_t>(need.counters, 16), stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const cuda::GemmScratch scratch{static_cast<uint16_t*>(xb), static_cast<float*>(partials),
                                   static_cast<int32_t*>(counters)};
   bool perturb = false;

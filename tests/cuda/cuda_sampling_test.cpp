@@ -358,9 +358,10 @@ TEST(CudaSampling, PassTimesAtLlama3Vocab) {
   ASSERT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
   for (const TimedCase& c : kTimedCases) {
     const std::vector<SampleRowParams> params = timed_params(c, kRows);
-    ASSERT_EQ(cudaMemcpy(d_params, params.data(), sizeof(SampleRowParams) * kRows,
-                         cudaMemcpyHostToDevice),
+    ASSERT_EQ(cudaMemcpyAsync(d_params, params.data(), sizeof(SampleRowParams) * kRows,
+                              cudaMemcpyHostToDevice, stream),
               cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     for (const int32_t rows : {1, 8, static_cast<int32_t>(kRows)}) {
       cuda::SampleRowsPlan plan = cuda::plan_sample_rows(rows, kVocab, {}, sms);
       plan.pass_events = events;
@@ -385,9 +386,10 @@ TEST(CudaSampling, PassTimesAtLlama3Vocab) {
     }
     // spot-check the timed results (the last, whole batch) against the CPU
     std::vector<SampleRowResult> out(kRows);
-    ASSERT_EQ(cudaMemcpy(out.data(), d_out, sizeof(SampleRowResult) * kRows,
-                         cudaMemcpyDeviceToHost),
+    ASSERT_EQ(cudaMemcpyAsync(out.data(), d_out, sizeof(SampleRowResult) * kRows,
+                              cudaMemcpyDeviceToHost, stream),
               cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     for (size_t r : {size_t{0}, size_t{131}, kRows - 1}) {
       expect_same(out[r],
                   sample_row(std::span<const float>(logits.data() + r * kVocab, kVocab), params[r]),

@@ -446,13 +446,19 @@ class CudaOps final : public Ops {
   }
 
   // The table is a host struct: keep its device copy, refreshed when the contents change.
+  // The copy goes on the Ops' stream, so the kernels after it see it. (It was a plain
+  // cudaMemcpy on the legacy stream: from pageable memory that may return before the DMA lands,
+  // and the legacy stream does not order a non-blocking stream, so a rope kernel could read a
+  // stale table — seen as wrong RoPE when another process shared the GPU.)
   const float* rope_table_on_device(const RopeTable& table) {
     const int32_t half = table.rot_dim / 2;
     if (rope_host_ != table.inv_freq) {
       float* d = static_cast<float*>(rope_dev_.get(sizeof(float) * std::max(half, 1), stream_));
-      cuda_check(cudaStreamSynchronize(stream_), "rope table (sync)");
-      cuda_check(cudaMemcpy(d, table.inv_freq.data(), sizeof(float) * half, cudaMemcpyHostToDevice),
+      cuda_check(cudaStreamSynchronize(stream_), "rope table (sync)");  // no kernel still reads it
+      cuda_check(cudaMemcpyAsync(d, table.inv_freq.data(), sizeof(float) * half,
+                                 cudaMemcpyHostToDevice, stream_),
                  "rope table upload");
+      cuda_check(cudaStreamSynchronize(stream_), "rope table upload (sync)");
       rope_host_ = table.inv_freq;
     }
     return static_cast<const float*>(rope_dev_.get(0, stream_));

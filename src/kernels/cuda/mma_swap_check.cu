@@ -117,12 +117,17 @@ cudaError_t mma_swap_check(uint64_t trials, uint64_t seed, MmaSwapCounts* out) {
   cudaError_t err = cudaMalloc(&counts, 3 * sizeof(unsigned long long));
   if (err != cudaSuccess) return err;
   unsigned long long host[3] = {0, 0, 0};
-  err = cudaMemset(counts, 0, sizeof(host));
+  cudaStream_t stream = nullptr;  // all of it on one stream of its own (scripts/check_cuda_streams.py)
+  err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaMemsetAsync(counts, 0, sizeof(host), stream);
   if (err == cudaSuccess) {
-    mma_swap_kernel<<<264, kWarps * 32>>>(trials, seed, counts);
+    mma_swap_kernel<<<264, kWarps * 32, 0, stream>>>(trials, seed, counts);
     err = cudaGetLastError();
   }
-  if (err == cudaSuccess) err = cudaMemcpy(host, counts, sizeof(host), cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess)
+    err = cudaMemcpyAsync(host, counts, sizeof(host), cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (stream != nullptr) cudaStreamDestroy(stream);
   cudaFree(counts);
   if (err != cudaSuccess) return err;
   out->elements = trials * 128;
