@@ -117,7 +117,8 @@ cudaError_t mma_swap_check(uint64_t trials, uint64_t seed, MmaSwapCounts* out) {
   cudaError_t err = cudaMalloc(&counts, 3 * sizeof(unsigned long long));
   if (err != cudaSuccess) return err;
   unsigned long long host[3] = {0, 0, 0};
-  cudaStream_t stream = nullptr;  // all of it on one stream of its own (scripts/check_cuda_streams.py)
+  cudaStream_t stream =
+      nullptr;  // all of it on one stream of its own (scripts/check_cuda_streams.py)
   err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaMemsetAsync(counts, 0, sizeof(host), stream);
   if (err == cudaSuccess) {
