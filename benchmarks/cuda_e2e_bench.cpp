@@ -132,14 +132,16 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...] [--gemv C]\n"
+             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
              "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
              "--prefill: also time one prompt of T tokens prefilled in one step.\n"
              "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
-             "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n",
+             "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n"
+             "--prefetch: both modes' weight prefetch (CudaOptions::weight_prefetch: bytes a\n"
+             "GEMM, -1 the default, 0 off; GEMMs of at most MAX_M rows); same bits.\n",
              argv0);
   return 2;
 }
@@ -180,6 +182,7 @@ std::vector<int> parse_counts(const std::string& list) {
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
   int steps = 20, gemv = -1;
+  CudaOptions::WeightPrefetch prefetch;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -196,6 +199,11 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--gemv") == 0 && i + 1 < argc) {
       gemv = std::atoi(argv[++i]);
       if (gemv < -1) return usage(argv[0]);  // make_cuda_ops refuses a config out of range
+    } else if (std::strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc) {
+      const char* v = argv[++i];
+      prefetch.bytes = std::atoll(v);
+      if (const char* colon = std::strchr(v, ':')) prefetch.max_m = std::atoi(colon + 1);
+      if (prefetch.bytes < -1 || prefetch.max_m < 0) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -217,6 +225,8 @@ int main(int argc, char** argv) {
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
     fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
+    fmt::print("weight prefetch: {} bytes a GEMM (-1 default, 0 off), GEMMs of <= {} rows\n",
+               prefetch.bytes, prefetch.max_m);
 
     double copy = 0;
     {
@@ -243,6 +253,7 @@ int main(int argc, char** argv) {
       const char* mode = mi == 0 ? "invariant" : "fast";
       CudaOptions o;
       o.mode = modes[mi];
+      o.weight_prefetch = prefetch;
       if (mi == 0) o.gemm_gemv = gemv;
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,

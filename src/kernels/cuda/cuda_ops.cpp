@@ -22,6 +22,7 @@
 #include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
+#include "kernels/cuda/weight_prefetch.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
@@ -132,6 +133,14 @@ class CudaOps final : public Ops {
           device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     sm_count_ = prop.multiProcessorCount;
+    check(options.weight_prefetch.bytes >= -1 && options.weight_prefetch.max_m >= 0,
+          "CUDA backend: weight_prefetch bytes {} / max_m {} unsupported (bytes -1 default, 0 "
+          "off, > 0; max_m >= 0)",
+          options.weight_prefetch.bytes, options.weight_prefetch.max_m);
+    prefetch_bytes_ = options.weight_prefetch.bytes == -1
+                          ? static_cast<int64_t>(kWeightPrefetchL2Share * prop.l2CacheSize)
+                          : options.weight_prefetch.bytes;
+    prefetch_max_m_ = options.weight_prefetch.max_m;
     check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
           "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
           dtype_name(kv_dtype_));
@@ -146,10 +155,13 @@ class CudaOps final : public Ops {
           },
           plan_file_path(options.gemm_plan_cache));
     }
-    graphs_ = std::make_unique<cuda::CudaGraphCapture>(stream_, [this] {
-      return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
-                                      attn_.base(), rope_dev_.base(), y_part_.base()};
-    });
+    graphs_ = std::make_unique<cuda::CudaGraphCapture>(
+        stream_,
+        [this] {
+          return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
+                                          attn_.base(), rope_dev_.base(), y_part_.base()};
+        },
+        [this] { cuda_check(prefetcher_.join(stream_), "weight prefetch (join)"); });
   }
 
   ~CudaOps() override {
@@ -214,6 +226,7 @@ class CudaOps final : public Ops {
   void free_bytes(void* p) override {
     if (p == nullptr) return;
     cudaStreamSynchronize(stream_);  // no throw from destructors; errors show at the next call
+    prefetcher_.synchronize();       // no prefetch still reads it
     cudaFree(p);
   }
   void upload(void* dst, const void* src_host, size_t n_bytes) override {
@@ -454,14 +467,22 @@ class CudaOps final : public Ops {
     const int32_t half = table.rot_dim / 2;
     if (rope_host_ != table.inv_freq) {
       float* d = static_cast<float*>(rope_dev_.get(sizeof(float) * std::max(half, 1), stream_));
-      cuda_check(cudaStreamSynchronize(stream_), "rope table (sync)");  // no kernel still reads it
+      // Stream order puts the copy after every kernel that still reads the old table.
       cuda_check(cudaMemcpyAsync(d, table.inv_freq.data(), sizeof(float) * half,
                                  cudaMemcpyHostToDevice, stream_),
                  "rope table upload");
-      cuda_check(cudaStreamSynchronize(stream_), "rope table upload (sync)");
+      cuda_check(cudaStreamSynchronize(stream_), "rope table upload (sync)");  // host copy free
       rope_host_ = table.inv_freq;
     }
     return static_cast<const float*>(rope_dev_.get(0, stream_));
+  }
+
+  void prefetch_weights(const WeightMatrix& w, int32_t m) override {
+    if (prefetch_bytes_ == 0 || m > prefetch_max_m_ || w.data == nullptr) return;
+    const int64_t pitch = w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+    if (pitch % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return;
+    const cuda::PrefetchPlan plan = cuda::plan_weight_prefetch(w.rows, pitch, prefetch_bytes_);
+    cuda_check(prefetcher_.issue(stream_, w.data, pitch, plan), "weight prefetch");
   }
 
   void kv_append(const float* k, const float* v, const StepBatch& batch,
@@ -624,6 +645,9 @@ class CudaOps final : public Ops {
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  cuda::WeightPrefetcher prefetcher_;  // the next GEMM's weights into the L2 (prefetch_weights)
+  int64_t prefetch_bytes_ = 0;
+  int32_t prefetch_max_m_ = 0;
   Scratch y_part_;  // a projection part's output before its columns go into place
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)

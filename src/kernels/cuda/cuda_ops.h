@@ -91,6 +91,13 @@ struct CudaOptions {
   // the published batch-invariant strategy, kept to measure what it costs. Same bits as the
   // invariant mode; invariant numerics only (ignored in fast mode).
   bool gemm_fixed_tile = false;
+  // Weights of the next GEMM pulled into the L2 beside the small ops before it, for GEMMs of
+  // at most max_m rows (kernels/cuda/weight_prefetch.h): bytes a GEMM, -1 the default
+  // (kWeightPrefetchL2Share of the L2), 0 off. A hint: changes no value (tests).
+  struct WeightPrefetch {
+    int64_t bytes = -1;
+    int32_t max_m = 64;
+  } weight_prefetch = {};
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
@@ -101,6 +108,10 @@ struct CudaOptions {
     std::string path;
   } gemm_plan_cache = {};
 };
+
+// The default weight prefetch: this share of the device's L2 a GEMM (the rest keeps the KV and
+// activations of the ops in between).
+inline constexpr double kWeightPrefetchL2Share = 0.6;
 
 // The gemm_variant value gemm.cu's planner reads as "the one fixed tile" (gemm_fixed_tile).
 inline constexpr int kGemmVariantFixedTile = 4;
