@@ -132,7 +132,7 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]]\n"
+             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl 0|1]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -141,7 +141,9 @@ int usage(const char* argv0) {
              "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
              "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n"
              "--prefetch: both modes' weight prefetch (CudaOptions::weight_prefetch: bytes a\n"
-             "GEMM, -1 the default, 0 off; GEMMs of at most MAX_M rows); same bits.\n",
+             "GEMM, -1 the default, 0 off; GEMMs of at most MAX_M rows); same bits.\n"
+             "--pdl: both modes' programmatic dependent launch of the small kernels\n"
+             "(CudaOptions::programmatic_launch, default 1); same bits.\n",
              argv0);
   return 2;
 }
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
   int steps = 20, gemv = -1;
   CudaOptions::WeightPrefetch prefetch;
+  bool pdl = CudaOptions{}.programmatic_launch;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -204,6 +207,8 @@ int main(int argc, char** argv) {
       prefetch.bytes = std::atoll(v);
       if (const char* colon = std::strchr(v, ':')) prefetch.max_m = std::atoi(colon + 1);
       if (prefetch.bytes < -1 || prefetch.max_m < 0) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
+      pdl = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
     fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
     fmt::print("weight prefetch: {} bytes a GEMM (-1 default, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
+    fmt::print("programmatic dependent launch: {}\n", pdl ? "on" : "off");
 
     double copy = 0;
     {
@@ -254,6 +260,7 @@ int main(int argc, char** argv) {
       CudaOptions o;
       o.mode = modes[mi];
       o.weight_prefetch = prefetch;
+      o.programmatic_launch = pdl;
       if (mi == 0) o.gemm_gemv = gemv;
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,

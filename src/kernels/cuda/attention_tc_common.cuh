@@ -24,6 +24,7 @@
 #include "kernels/cuda/attention_tc_grid.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/mma_ptx.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace detllm::kernels::cuda::tc {
 
@@ -512,6 +513,8 @@ __device__ __forceinline__ void merge_row(const AttentionArgs& a, const float* p
 template <int HD>
 __global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
                                       int max_splits) {
+  pdl_wait();
+  pdl_release();
   const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
   if (row >= static_cast<int64_t>(a.n_tokens) * a.n_heads) return;
   merge_row<HD>(a, partials, row, max_splits, threadIdx.x & 31);
@@ -521,9 +524,8 @@ template <int HD>
 cudaError_t launch_merge_partials(const AttentionArgs& a, const float* partials, int max_splits,
                                   cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
-  merge_partials_kernel<HD>
-      <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(a, partials, max_splits);
-  return cudaGetLastError();
+  return launch_pdl(a.pdl, merge_partials_kernel<HD>, static_cast<unsigned>((rows + 3) / 4), 128, 0,
+                    stream, a, partials, max_splits);
 }
 
 }  // namespace

@@ -162,9 +162,8 @@ cudaError_t launch_decode_warps(const AttentionArgs& a, float* scratch, int forc
   static const cudaError_t attr = cudaFuncSetAttribute(
       KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(SMEM));
   if (attr != cudaSuccess) return attr;
-  KERNEL<<<d.blocks, W * 32, SMEM, stream>>>(a, a.scale * kLog2e, scratch, d.max_splits, d.per_warp,
-                                             d.n_zc);
-  const cudaError_t err = cudaGetLastError();
+  const cudaError_t err = launch_pdl(a.pdl, KERNEL, d.blocks, W * 32, SMEM, stream, a,
+                                     a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
   if (err != cudaSuccess || d.n_zc == 1) return err;
   return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
 }

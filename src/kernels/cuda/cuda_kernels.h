@@ -46,8 +46,10 @@ cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, c
 // ---- fused.cu (the model's fused ops, kernels/ops.h) -------------------------------
 // x (n, dim) += y (when y != nullptr), then out (n, dim) bf16 = rmsnorm(x, w) rounded once:
 // the bits of launch_add, launch_rmsnorm and the GEMM's rounding of its input.
+// pdl: launched with programmatic dependent launch (pdl.cuh; the same bits).
 cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
-                               float eps, __nv_bfloat16* out, cudaStream_t stream);
+                               float eps, __nv_bfloat16* out, cudaStream_t stream,
+                               bool pdl = false);
 struct QkvRopeArgs {
   const float* qkv = nullptr;  // (n, (n_heads + 2 n_kv_heads) head_dim): q, k, v heads
   int32_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
@@ -63,6 +65,7 @@ struct QkvRopeArgs {
   void* cache_v = nullptr;
   bool kv_bf16 = true;
   float* q_out = nullptr;  // (n, n_heads, head_dim)
+  bool pdl = false;         // programmatic dependent launch (pdl.cuh; the same bits)
 };
 // head_dim ≤ 256, even rot_dim ≤ head_dim.
 bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim);
@@ -70,7 +73,7 @@ bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim);
 cudaError_t launch_qkv_rope_append(const QkvRopeArgs& a, cudaStream_t stream);
 // out (n, ffn) bf16 = silu(gate) * up rounded once; gate_up (n, 2 ffn), each row gate then up.
 cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, __nv_bfloat16* out,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, bool pdl = false);
 
 // *differ = 0 when the n_words 32-bit words of a and b are equal, else 1 (device-side bit
 // comparison: the GEMM planner's verification, gemm_lt.cpp). reset = false: *differ is only
@@ -166,6 +169,9 @@ struct AttentionArgs {
   // Negative control of the tests only (attention_tc.cu): row sums of the lower half of each
   // warp tile in reverse order, so a row's bits depend on where the step places it.
   bool tc_layout_dependent = false;
+  // attention_tc.cu's decode schedule only: its kernels (and the merge) are launched with
+  // programmatic dependent launch (pdl.cuh; the same bits).
+  bool pdl = false;
 };
 // Floats of split-KV scratch a call may use (0 when it runs unsplit).
 size_t attention_scratch_floats(const AttentionArgs& a, int force_split);

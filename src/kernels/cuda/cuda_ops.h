@@ -98,6 +98,11 @@ struct CudaOptions {
     int64_t bytes = -1;
     int32_t max_m = 64;
   } weight_prefetch = {};
+  // The decode step's small kernels (add + RMSNorm, RoPE + KV append, the decode attention and
+  // its merge, SiLU·mul) are launched with programmatic dependent launch: each may be
+  // scheduled while the kernel before it finishes, and waits for it before touching memory
+  // (kernels/cuda/pdl.cuh). Changes no value (tests); off only to measure it.
+  bool programmatic_launch = true;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace detllm::kernels::cuda {
@@ -22,6 +23,8 @@ __global__ void __launch_bounds__(kNormThreads)
     add_rmsnorm_kernel(float* x, const float* y, const float* w, int32_t dim, float eps,
                        __nv_bfloat16* out) {
   __shared__ float warp_sums[kNormWarps];
+  pdl_wait();
+  pdl_release();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float* xr = x + base;
   float ss = 0.0f;
@@ -48,6 +51,8 @@ constexpr int kMaxHeadDim = 256;
 // for a bf16 cache, as kv_append_bf16 does), q to q_out.
 __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const QkvRopeArgs a) {
   __shared__ float head[kHeadWarps][kMaxHeadDim];
+  pdl_wait();
+  pdl_release();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int hh = blockIdx.y * kHeadWarps + warp;
   const int n_all = a.n_heads + 2 * a.n_kv_heads;
@@ -128,6 +133,8 @@ __device__ inline float silu_mul_one(float g, float u) {
 // out (n, ffn) bf16 = silu(gate) * up over gate_up (n, 2 ffn); four elements a thread.
 __global__ void silu_mul_rows_x4_kernel(const float* gate_up, int32_t n, int32_t ffn,
                                         __nv_bfloat16* out) {
+  pdl_wait();
+  pdl_release();
   const int64_t q4 = ffn / 4;
   const int64_t total = static_cast<int64_t>(n) * q4;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -147,6 +154,8 @@ __global__ void silu_mul_rows_x4_kernel(const float* gate_up, int32_t n, int32_t
 
 __global__ void silu_mul_rows_kernel(const float* gate_up, int32_t n, int32_t ffn,
                                      __nv_bfloat16* out) {
+  pdl_wait();
+  pdl_release();
   const int64_t total = static_cast<int64_t>(n) * ffn;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -163,16 +172,13 @@ unsigned grid_for(int64_t n) {
 }  // namespace
 
 cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
-                               float eps, __nv_bfloat16* out, cudaStream_t stream) {
+                               float eps, __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
   if (n == 0) return cudaSuccess;
-  if (y != nullptr) {
-    add_rmsnorm_kernel<true><<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, y, w, dim,
-                                                                                   eps, out);
-  } else {
-    add_rmsnorm_kernel<false><<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, y, w, dim,
-                                                                                    eps, out);
-  }
-  return cudaGetLastError();
+  const dim3 grid(static_cast<unsigned>(n));
+  return y != nullptr ? launch_pdl(pdl, add_rmsnorm_kernel<true>, grid, kNormThreads, 0, stream, x,
+                                   y, w, dim, eps, out)
+                      : launch_pdl(pdl, add_rmsnorm_kernel<false>, grid, kNormThreads, 0, stream,
+                                   x, y, w, dim, eps, out);
 }
 
 bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim) {
@@ -184,21 +190,20 @@ cudaError_t launch_qkv_rope_append(const QkvRopeArgs& a, cudaStream_t stream) {
   if (!qkv_rope_append_supported(a.head_dim, 2 * a.half)) return cudaErrorInvalidValue;
   const int n_all = a.n_heads + 2 * a.n_kv_heads;
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((n_all + kHeadWarps - 1) / kHeadWarps));
-  qkv_rope_append_kernel<<<grid, kHeadWarps * 32, 0, stream>>>(a);
-  return cudaGetLastError();
+  return launch_pdl(a.pdl, qkv_rope_append_kernel, grid, kHeadWarps * 32, 0, stream, a);
 }
 
 cudaError_t launch_silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, __nv_bfloat16* out,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, bool pdl) {
   if (n == 0 || ffn == 0) return cudaSuccess;
   const bool vec = ffn % 4 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 8 == 0;
   if (vec) {
-    silu_mul_rows_x4_kernel<<<grid_for(int64_t{n} * ffn / 4), 256, 0, stream>>>(gate_up, n, ffn, out);
-  } else {
-    silu_mul_rows_kernel<<<grid_for(int64_t{n} * ffn), 256, 0, stream>>>(gate_up, n, ffn, out);
+    return launch_pdl(pdl, silu_mul_rows_x4_kernel, grid_for(int64_t{n} * ffn / 4), 256, 0, stream,
+                      gate_up, n, ffn, out);
   }
-  return cudaGetLastError();
+  return launch_pdl(pdl, silu_mul_rows_kernel, grid_for(int64_t{n} * ffn), 256, 0, stream, gate_up,
+                    n, ffn, out);
 }
 
 }  // namespace detllm::kernels::cuda
