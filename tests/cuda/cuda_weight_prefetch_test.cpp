@@ -33,8 +33,8 @@ TEST(CudaWeightPrefetch, PlanCoversEveryRow) {
     for (const int64_t pitch : {int64_t{8192}, int64_t{28672}, int64_t{48}}) {
       for (const int64_t budget : {int64_t{30} << 20, int64_t{1} << 20, int64_t{4096}}) {
         p = plan_weight_prefetch(rows, pitch, budget);
-        const std::string what = std::to_string(rows) + " x " + std::to_string(pitch) +
-                                 " budget " + std::to_string(budget);
+        const std::string what = std::to_string(rows) + " x " + std::to_string(pitch) + " budget " +
+                                 std::to_string(budget);
         if (rows * pitch <= budget) {
           EXPECT_EQ(p.prefix, pitch) << what;
           continue;
