@@ -141,9 +141,10 @@ int usage(const char* argv0) {
              "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
              "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n"
              "--prefetch: both modes' weight prefetch (CudaOptions::weight_prefetch: bytes a\n"
-             "GEMM, -1 the default, 0 off; GEMMs of at most MAX_M rows); same bits.\n"
+             "GEMM, -1 a share of the L2, 0 off: the default; GEMMs of at most MAX_M rows);\n"
+             "same bits.\n"
              "--pdl: both modes' programmatic dependent launch of the small kernels\n"
-             "(CudaOptions::programmatic_launch, default 1); same bits.\n",
+             "(CudaOptions::programmatic_launch, default 0); same bits.\n",
              argv0);
   return 2;
 }
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
     fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
-    fmt::print("weight prefetch: {} bytes a GEMM (-1 default, 0 off), GEMMs of <= {} rows\n",
+    fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
     fmt::print("programmatic dependent launch: {}\n", pdl ? "on" : "off");
 

@@ -2,9 +2,16 @@
 // equal the CUDA op sequences they replace, bit for bit, with their GEMM inputs the sequence's
 // fp32 results rounded to bf16 (tests/kernels/fused_ops_checks.h), on both KV dtypes.
 // Run: build-cuda/tests/test_cuda --gtest_filter='CudaFused*' (skips without a GPU).
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/fused_ops_checks.h"
 #include "model/projection_layout_checks.h"
 #include "model/synthetic.h"
@@ -17,6 +24,85 @@ using namespace cuda_testing;
 TEST(CudaFusedOps, AddRmsnormIsAddThenRmsnorm) {
   DETLLM_SKIP_WITHOUT_GPU();
   testing::check_add_rmsnorm(*invariant_ops());
+}
+
+// A device copy of a host vector, freed at scope exit.
+template <typename T>
+struct DeviceVec {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceVec(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * n), cudaSuccess);
+  }
+  ~DeviceVec() { cudaFree(p); }
+  void put(const std::vector<T>& v) {
+    EXPECT_EQ(cudaMemcpy(p, v.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0;
+}
+
+// The row held in registers (row_reduce.cuh) gives the loop's bits — add_rmsnorm with and
+// without the residual add (its bf16 output and the updated residual) and rmsnorm — at dims
+// inside, at and just past each register bucket's edge, with every bucket that fits forced;
+// a forced bucket too small for the row is refused.
+TEST(CudaFusedOps, RowInRegistersEqualsTheLoop) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  for (const int dim : {64, 576, 1000, 1024, 1025, 2048, 2049, 4096, 5120, 8192}) {
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    const int n = 3;
+    const size_t cells = size_t(n) * dim;
+    const std::vector<float> x = fast_random_floats(cells, 31, -3.0f, 3.0f);
+    const std::vector<float> y = fast_random_floats(cells, 32, -2.0f, 2.0f);
+    const std::vector<float> w = fast_random_floats(static_cast<size_t>(dim), 33, 0.5f, 1.5f);
+    DeviceVec<float> dx(cells), dy(cells), dw(static_cast<size_t>(dim)), df(cells);
+    DeviceVec<uint16_t> db(cells);
+    dy.put(y);
+    dw.put(w);
+    auto add_norm = [&](int regs, bool with_y) {
+      dx.put(x);
+      const cudaError_t err =
+          cuda::launch_add_rmsnorm(dx.p, with_y ? dy.p : nullptr, dw.p, n, dim, 1e-5f,
+                                   reinterpret_cast<__nv_bfloat16*>(db.p), nullptr, false, regs);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return std::make_pair(err, std::make_pair(db.get(), dx.get()));
+    };
+    auto norm = [&](int regs) {
+      dx.put(x);
+      const cudaError_t err = cuda::launch_rmsnorm(dx.p, dw.p, n, dim, 1e-6f, df.p, nullptr, regs);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return std::make_pair(err, df.get());
+    };
+    for (const bool with_y : {false, true}) {
+      const auto loop = add_norm(0, with_y);
+      ASSERT_EQ(loop.first, cudaSuccess);
+      const auto loop_norm = norm(0);
+      ASSERT_EQ(loop_norm.first, cudaSuccess);
+      for (const int regs : {-1, 4, 8, 16, 32}) {
+        SCOPED_TRACE(::testing::Message() << "row_regs " << regs << " y " << with_y);
+        const auto got = add_norm(regs, with_y);
+        const auto got_norm = norm(regs);
+        if (regs > 0 && regs * 256 < dim) {
+          EXPECT_EQ(got.first, cudaErrorInvalidValue);
+          EXPECT_EQ(got_norm.first, cudaErrorInvalidValue);
+          continue;
+        }
+        ASSERT_EQ(got.first, cudaSuccess);
+        ASSERT_EQ(got_norm.first, cudaSuccess);
+        EXPECT_TRUE(same_bits(got.second.first, loop.second.first)) << "add_rmsnorm output";
+        EXPECT_TRUE(same_bits(got.second.second, loop.second.second)) << "add_rmsnorm residual";
+        EXPECT_TRUE(same_bits(got_norm.second, loop_norm.second)) << "rmsnorm";
+      }
+    }
+  }
 }
 
 TEST(CudaFusedOps, MatmulRoundedIsMatmulIntoItsColumns) {

@@ -23,8 +23,9 @@ namespace detllm::kernels::cuda {
 cudaError_t launch_embedding(const void* table, bool is_bf16, int64_t vocab, int64_t dim,
                              const int32_t* ids, int32_t n, float* out, cudaStream_t stream);
 // One block of a fixed 256 threads per row; fixed reduction tree for every n and row.
+// row_regs as launch_add_rmsnorm's (the same bits every way).
 cudaError_t launch_rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
-                           float* out, cudaStream_t stream);
+                           float* out, cudaStream_t stream, int row_regs = -1);
 // x (n, n_heads, head_dim) in place; inv_freq (rot_dim / 2) device copy of the RopeTable.
 cudaError_t launch_rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
                         const int32_t* positions, const float* inv_freq, int32_t rot_dim,
@@ -46,10 +47,12 @@ cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, c
 // ---- fused.cu (the model's fused ops, kernels/ops.h) -------------------------------
 // x (n, dim) += y (when y != nullptr), then out (n, dim) bf16 = rmsnorm(x, w) rounded once:
 // the bits of launch_add, launch_rmsnorm and the GEMM's rounding of its input.
-// pdl: launched with programmatic dependent launch (pdl.cuh; the same bits).
+// pdl: launched with programmatic dependent launch (pdl.cuh; the same bits). row_regs: -1
+// the row in registers when it fits (row_reduce.cuh), 0 the loop, 4/8/16/32 forced (tests:
+// the same bits every way; a forced count too small for dim is refused).
 cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
                                float eps, __nv_bfloat16* out, cudaStream_t stream,
-                               bool pdl = false);
+                               bool pdl = false, int row_regs = -1);
 struct QkvRopeArgs {
   const float* qkv = nullptr;  // (n, (n_heads + 2 n_kv_heads) head_dim): q, k, v heads
   int32_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;

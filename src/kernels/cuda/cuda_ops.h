@@ -92,17 +92,19 @@ struct CudaOptions {
   // invariant mode; invariant numerics only (ignored in fast mode).
   bool gemm_fixed_tile = false;
   // Weights of the next GEMM pulled into the L2 beside the small ops before it, for GEMMs of
-  // at most max_m rows (kernels/cuda/weight_prefetch.h): bytes a GEMM, -1 the default
-  // (kWeightPrefetchL2Share of the L2), 0 off. A hint: changes no value (tests).
+  // at most max_m rows (kernels/cuda/weight_prefetch.h): bytes a GEMM, -1 kWeightPrefetchL2Share
+  // of the L2, 0 off (the default: measured 1–3% slower on the H200, docs/cuda.md). A hint:
+  // changes no value (tests).
   struct WeightPrefetch {
-    int64_t bytes = -1;
+    int64_t bytes = 0;
     int32_t max_m = 64;
   } weight_prefetch = {};
   // The decode step's small kernels (add + RMSNorm, RoPE + KV append, the decode attention and
   // its merge, SiLU·mul) are launched with programmatic dependent launch: each may be
   // scheduled while the kernel before it finishes, and waits for it before touching memory
-  // (kernels/cuda/pdl.cuh). Changes no value (tests); off only to measure it.
-  bool programmatic_launch = true;
+  // (kernels/cuda/pdl.cuh). Changes no value (tests). Off by default: measured 1–2% slower
+  // on the H200 decode step (docs/cuda.md).
+  bool programmatic_launch = false;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location

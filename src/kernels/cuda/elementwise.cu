@@ -43,17 +43,38 @@ __global__ void embedding_kernel(const void* table, bool is_bf16, int64_t vocab,
 }
 
 // One block per row, 256 threads whatever dim is, reduced by row_reduce.cuh's tree (the
-// order depends on dim alone). Then out = (x * r) * w as the reference rounds it.
+// order depends on dim alone). Then out = (x * r) * w as the reference rounds it. PER > 0:
+// the row in registers (row_reduce.cuh; the same bits), else the loop. out may be x.
+template <int PER>
 __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const float* x, const float* w,
                                                                int32_t dim, float eps, float* out) {
   __shared__ float warp_sums[kNormWarps];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
-  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) ss = __fmaf_rn(xr[d], xr[d], ss);
-  const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
-  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
-    o[d] = __fmul_rn(__fmul_rn(xr[d], r), w[d]);
+  if constexpr (PER == 0) {
+    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) ss = __fmaf_rn(xr[d], xr[d], ss);
+    const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
+      o[d] = __fmul_rn(__fmul_rn(xr[d], r), w[d]);
+  } else {
+    float v[PER], g[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int32_t d = threadIdx.x + j * kNormThreads;
+      v[j] = d < dim ? xr[d] : 0.0f;
+      g[j] = d < dim ? w[d] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < PER; ++j)
+      if (threadIdx.x + j * kNormThreads < dim) ss = __fmaf_rn(v[j], v[j], ss);
+    const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int32_t d = threadIdx.x + j * kNormThreads;
+      if (d < dim) o[d] = __fmul_rn(__fmul_rn(v[j], r), g[j]);
+    }
+  }
 }
 
 // Pair i of head h of token t rotated by float(pos) * inv_freq[i]; products and the sum are
@@ -138,9 +159,18 @@ cudaError_t launch_embedding(const void* table, bool is_bf16, int64_t vocab, int
 }
 
 cudaError_t launch_rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
-                           float* out, cudaStream_t stream) {
+                           float* out, cudaStream_t stream, int row_regs) {
   if (n == 0) return cudaSuccess;
-  rmsnorm_kernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, w, dim, eps, out);
+  const unsigned grid = static_cast<unsigned>(n);
+  if (row_regs > 0 && int64_t{row_regs} * kNormThreads < dim) return cudaErrorInvalidValue;
+  switch (row_regs < 0 ? row_regs_for(dim) : row_regs) {
+    case 0: rmsnorm_kernel<0><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
+    case 4: rmsnorm_kernel<4><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
+    case 8: rmsnorm_kernel<8><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
+    case 16: rmsnorm_kernel<16><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
+    case 32: rmsnorm_kernel<32><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
+    default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

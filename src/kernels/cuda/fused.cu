@@ -17,8 +17,9 @@ namespace {
 
 // One block of 256 threads per row: x (+= y) then out = bf16(rmsnorm(x)). Thread i handles
 // d ≡ i (mod 256) in ascending d, as rmsnorm_kernel does, so the sum of squares is the same
-// chain and tree; x + y is the add kernel's one rounding.
-template <bool kAdd>
+// chain and tree; x + y is the add kernel's one rounding. PER > 0: the row in registers
+// (row_reduce.cuh), else the loop.
+template <bool kAdd, int PER>
 __global__ void __launch_bounds__(kNormThreads)
     add_rmsnorm_kernel(float* x, const float* y, const float* w, int32_t dim, float eps,
                        __nv_bfloat16* out) {
@@ -28,17 +29,45 @@ __global__ void __launch_bounds__(kNormThreads)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float* xr = x + base;
   float ss = 0.0f;
-  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) {
-    float v = xr[d];
-    if constexpr (kAdd) {
-      v = __fadd_rn(v, y[base + d]);
-      xr[d] = v;
+  if constexpr (PER == 0) {
+    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) {
+      float v = xr[d];
+      if constexpr (kAdd) {
+        v = __fadd_rn(v, y[base + d]);
+        xr[d] = v;
+      }
+      ss = __fmaf_rn(v, v, ss);
     }
-    ss = __fmaf_rn(v, v, ss);
+    const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
+      out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
+  } else {
+    float v[PER], g[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int32_t d = threadIdx.x + j * kNormThreads;
+      v[j] = 0.0f;
+      g[j] = 0.0f;
+      if (d < dim) {
+        v[j] = xr[d];
+        if constexpr (kAdd) v[j] = __fadd_rn(v[j], y[base + d]);
+        g[j] = w[d];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      if (threadIdx.x + j * kNormThreads < dim) {
+        if constexpr (kAdd) xr[threadIdx.x + j * kNormThreads] = v[j];
+        ss = __fmaf_rn(v[j], v[j], ss);
+      }
+    }
+    const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int32_t d = threadIdx.x + j * kNormThreads;
+      if (d < dim) out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(v[j], r), g[j]));
+    }
   }
-  const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
-  for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
-    out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
 }
 
 constexpr int kHeadWarps = 4;  // heads per block of qkv_rope_append
@@ -172,13 +201,23 @@ unsigned grid_for(int64_t n) {
 }  // namespace
 
 cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
-                               float eps, __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
+                               float eps, __nv_bfloat16* out, cudaStream_t stream, bool pdl,
+                               int row_regs) {
   if (n == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(n));
-  return y != nullptr ? launch_pdl(pdl, add_rmsnorm_kernel<true>, grid, kNormThreads, 0, stream, x,
-                                   y, w, dim, eps, out)
-                      : launch_pdl(pdl, add_rmsnorm_kernel<false>, grid, kNormThreads, 0, stream,
-                                   x, y, w, dim, eps, out);
+  auto go = [&](auto kernel) {
+    return launch_pdl(pdl, kernel, grid, kNormThreads, 0, stream, x, y, w, dim, eps, out);
+  };
+  const bool add = y != nullptr;
+  if (row_regs > 0 && int64_t{row_regs} * kNormThreads < dim) return cudaErrorInvalidValue;
+  switch (row_regs < 0 ? row_regs_for(dim) : row_regs) {
+    case 0: return add ? go(add_rmsnorm_kernel<true, 0>) : go(add_rmsnorm_kernel<false, 0>);
+    case 4: return add ? go(add_rmsnorm_kernel<true, 4>) : go(add_rmsnorm_kernel<false, 4>);
+    case 8: return add ? go(add_rmsnorm_kernel<true, 8>) : go(add_rmsnorm_kernel<false, 8>);
+    case 16: return add ? go(add_rmsnorm_kernel<true, 16>) : go(add_rmsnorm_kernel<false, 16>);
+    case 32: return add ? go(add_rmsnorm_kernel<true, 32>) : go(add_rmsnorm_kernel<false, 32>);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim) {
