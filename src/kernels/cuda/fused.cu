@@ -89,17 +89,32 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const 
   const int t = blockIdx.x;
   const int hd = a.head_dim;
   const float* src = a.qkv + static_cast<int64_t>(t) * n_all * hd + static_cast<int64_t>(hh) * hd;
+  // Every load up front — the head's elements, its slot, the position and the pairs'
+  // frequencies — so they are in flight together rather than one dependent load a loop trip.
+  constexpr int kE = kMaxHeadDim / 32;  // elements a lane: d = 32 e + lane
+  constexpr int kP = kMaxHeadDim / 64;  // rotation pairs a lane: p = 32 i + lane
+  float v[kE], freq[kP];
+#pragma unroll
+  for (int e = 0; e < kE; ++e) v[e] = 32 * e + lane < hd ? src[32 * e + lane] : 0.0f;
+  const bool is_v = hh >= a.n_heads + a.n_kv_heads;
+#pragma unroll
+  for (int i = 0; i < kP; ++i)
+    freq[i] = !is_v && 32 * i + lane < a.half ? a.inv_freq[32 * i + lane] : 0.0f;
+  const float pos = is_v ? 0.0f : static_cast<float>(a.positions[t]);
   const int64_t slot = a.slots[t];
   const bool slot_ok = slot >= 0 && slot < a.n_slots;  // validated on the host by the scheduler
   const int64_t kv_row = static_cast<int64_t>(a.n_kv_heads) * hd;
-  if (hh >= a.n_heads + a.n_kv_heads) {  // v: a copy into the cache
+  if (is_v) {  // v: a copy into the cache
     if (!slot_ok) return;
     const int64_t at = slot * kv_row + static_cast<int64_t>(hh - a.n_heads - a.n_kv_heads) * hd;
-    for (int d = lane; d < hd; d += 32) {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const int d = 32 * e + lane;
+      if (d >= hd) break;
       if (a.kv_bf16) {
-        static_cast<__nv_bfloat16*>(a.cache_v)[at + d] = __float2bfloat16_rn(src[d]);
+        static_cast<__nv_bfloat16*>(a.cache_v)[at + d] = __float2bfloat16_rn(v[e]);
       } else {
-        static_cast<float*>(a.cache_v)[at + d] = src[d];
+        static_cast<float*>(a.cache_v)[at + d] = v[e];
       }
     }
     return;
@@ -108,12 +123,10 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const 
   const float* norm_w = is_q ? a.q_norm : a.k_norm;
   float* row = head[warp];
   if (norm_w != nullptr) {
-    constexpr int kE = kMaxHeadDim / 32;
-    float v[kE], s[kNormWarps];
+    float s[kNormWarps];
 #pragma unroll
     for (int e = 0; e < kE; ++e) {
       const int d = 32 * e + lane;
-      v[e] = d < hd ? src[d] : 0.0f;
       // Thread d's fma chain has one term (hd ≤ 256); threads past hd hold 0.
       s[e] = 32 * e < hd ? warp_butterfly_sum(d < hd ? __fmaf_rn(v[e], v[e], 0.0f) : 0.0f) : 0.0f;
     }
@@ -124,12 +137,16 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const 
       if (d < hd) row[d] = __fmul_rn(__fmul_rn(v[e], r), norm_w[d]);
     }
   } else {
-    for (int d = lane; d < hd; d += 32) row[d] = src[d];
+#pragma unroll
+    for (int e = 0; e < kE; ++e)
+      if (32 * e + lane < hd) row[32 * e + lane] = v[e];
   }
   __syncwarp();
-  const float pos = static_cast<float>(a.positions[t]);
-  for (int p = lane; p < a.half; p += 32) {
-    const float angle = __fmul_rn(pos, a.inv_freq[p]);
+#pragma unroll
+  for (int i = 0; i < kP; ++i) {
+    const int p = 32 * i + lane;
+    if (p >= a.half) break;
+    const float angle = __fmul_rn(pos, freq[i]);
     float sn, cs;
     sincosf(angle, &sn, &cs);
     const float x0 = row[p], x1 = row[p + a.half];
