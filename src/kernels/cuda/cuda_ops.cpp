@@ -134,8 +134,8 @@ class CudaOps final : public Ops {
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     sm_count_ = prop.multiProcessorCount;
     check(options.weight_prefetch.bytes >= -1 && options.weight_prefetch.max_m >= 0,
-          "CUDA backend: weight_prefetch bytes {} / max_m {} unsupported (bytes -1 default, 0 "
-          "off, > 0; max_m >= 0)",
+          "CUDA backend: weight_prefetch bytes {} / max_m {} unsupported (bytes: -1 a share "
+          "of the L2, 0 off, > 0 a budget; max_m >= 0)",
           options.weight_prefetch.bytes, options.weight_prefetch.max_m);
     prefetch_bytes_ = options.weight_prefetch.bytes == -1
                           ? static_cast<int64_t>(kWeightPrefetchL2Share * prop.l2CacheSize)
