@@ -26,25 +26,6 @@ TEST(CudaFusedOps, AddRmsnormIsAddThenRmsnorm) {
   testing::check_add_rmsnorm(*invariant_ops());
 }
 
-// A device copy of a host vector, freed at scope exit.
-template <typename T>
-struct DeviceVec {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceVec(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * n), cudaSuccess);
-  }
-  ~DeviceVec() { cudaFree(p); }
-  void put(const std::vector<T>& v) {
-    EXPECT_EQ(cudaMemcpy(p, v.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    EXPECT_EQ(cudaMemcpy(v.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
-
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0;
@@ -63,23 +44,25 @@ TEST(CudaFusedOps, RowInRegistersEqualsTheLoop) {
     const std::vector<float> x = fast_random_floats(cells, 31, -3.0f, 3.0f);
     const std::vector<float> y = fast_random_floats(cells, 32, -2.0f, 2.0f);
     const std::vector<float> w = fast_random_floats(static_cast<size_t>(dim), 33, 0.5f, 1.5f);
-    DeviceVec<float> dx(cells), dy(cells), dw(static_cast<size_t>(dim)), df(cells);
-    DeviceVec<uint16_t> db(cells);
-    dy.put(y);
-    dw.put(w);
+    // Arrays of the ops' memory; the launches run on the legacy stream, so each is followed by
+    // a device-wide synchronize before the ops download.
+    auto ops = invariant_ops();
+    DeviceArray<float> dx(*ops, cells), dy(*ops, y), dw(*ops, w), df(*ops, cells);
+    DeviceArray<uint16_t> db(*ops, cells);
     auto add_norm = [&](int regs, bool with_y) {
-      dx.put(x);
-      const cudaError_t err =
-          cuda::launch_add_rmsnorm(dx.p, with_y ? dy.p : nullptr, dw.p, n, dim, 1e-5f,
-                                   reinterpret_cast<__nv_bfloat16*>(db.p), nullptr, false, regs);
+      dx.upload(x);
+      const cudaError_t err = cuda::launch_add_rmsnorm(
+          dx.data(), with_y ? dy.data() : nullptr, dw.data(), n, dim, 1e-5f,
+          reinterpret_cast<__nv_bfloat16*>(db.data()), nullptr, false, regs);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      return std::make_pair(err, std::make_pair(db.get(), dx.get()));
+      return std::make_pair(err, std::make_pair(db.download(), dx.download()));
     };
     auto norm = [&](int regs) {
-      dx.put(x);
-      const cudaError_t err = cuda::launch_rmsnorm(dx.p, dw.p, n, dim, 1e-6f, df.p, nullptr, regs);
+      dx.upload(x);
+      const cudaError_t err =
+          cuda::launch_rmsnorm(dx.data(), dw.data(), n, dim, 1e-6f, df.data(), nullptr, regs);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      return std::make_pair(err, df.get());
+      return std::make_pair(err, df.download());
     };
     for (const bool with_y : {false, true}) {
       const auto loop = add_norm(0, with_y);

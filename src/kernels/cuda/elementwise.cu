@@ -51,24 +51,17 @@ __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const float* x, c
   __shared__ float warp_sums[kNormWarps];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-  float ss = 0.0f;
   if constexpr (PER == 0) {
+    float ss = 0.0f;
     for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) ss = __fmaf_rn(xr[d], xr[d], ss);
     const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
     for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
       o[d] = __fmul_rn(__fmul_rn(xr[d], r), w[d]);
   } else {
     float v[PER], g[PER];
-#pragma unroll
-    for (int j = 0; j < PER; ++j) {
-      const int32_t d = threadIdx.x + j * kNormThreads;
-      v[j] = d < dim ? xr[d] : 0.0f;
-      g[j] = d < dim ? w[d] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < PER; ++j)
-      if (threadIdx.x + j * kNormThreads < dim) ss = __fmaf_rn(v[j], v[j], ss);
-    const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+    load_row_regs<PER, false>(xr, nullptr, w, dim, v, g);
+    const float r =
+        rms_scale(block_sum_squares(regs_sum_squares<PER>(v, dim), warp_sums), dim, eps);
 #pragma unroll
     for (int j = 0; j < PER; ++j) {
       const int32_t d = threadIdx.x + j * kNormThreads;
@@ -161,17 +154,11 @@ cudaError_t launch_embedding(const void* table, bool is_bf16, int64_t vocab, int
 cudaError_t launch_rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
                            float* out, cudaStream_t stream, int row_regs) {
   if (n == 0) return cudaSuccess;
-  const unsigned grid = static_cast<unsigned>(n);
-  if (row_regs > 0 && int64_t{row_regs} * kNormThreads < dim) return cudaErrorInvalidValue;
-  switch (row_regs < 0 ? row_regs_for(dim) : row_regs) {
-    case 0: rmsnorm_kernel<0><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
-    case 4: rmsnorm_kernel<4><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
-    case 8: rmsnorm_kernel<8><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
-    case 16: rmsnorm_kernel<16><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
-    case 32: rmsnorm_kernel<32><<<grid, kNormThreads, 0, stream>>>(x, w, dim, eps, out); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_row_regs(row_regs, dim, [&](auto per) {
+    rmsnorm_kernel<decltype(per)::value>
+        <<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, w, dim, eps, out);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,

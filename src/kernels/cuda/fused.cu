@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kNormThreads)
   pdl_release();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float* xr = x + base;
-  float ss = 0.0f;
   if constexpr (PER == 0) {
+    float ss = 0.0f;
     for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) {
       float v = xr[d];
       if constexpr (kAdd) {
@@ -43,19 +43,10 @@ __global__ void __launch_bounds__(kNormThreads)
       out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
   } else {
     float v[PER], g[PER];
+    load_row_regs<PER, kAdd>(xr, kAdd ? y + base : y, w, dim, v, g);
+    float ss = 0.0f;
 #pragma unroll
-    for (int j = 0; j < PER; ++j) {
-      const int32_t d = threadIdx.x + j * kNormThreads;
-      v[j] = 0.0f;
-      g[j] = 0.0f;
-      if (d < dim) {
-        v[j] = xr[d];
-        if constexpr (kAdd) v[j] = __fadd_rn(v[j], y[base + d]);
-        g[j] = w[d];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < PER; ++j) {
+    for (int j = 0; j < PER; ++j) {  // the residual stored beside regs_sum_squares' chain
       if (threadIdx.x + j * kNormThreads < dim) {
         if constexpr (kAdd) xr[threadIdx.x + j * kNormThreads] = v[j];
         ss = __fmaf_rn(v[j], v[j], ss);
@@ -222,19 +213,13 @@ cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t
                                int row_regs) {
   if (n == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(n));
-  auto go = [&](auto kernel) {
-    return launch_pdl(pdl, kernel, grid, kNormThreads, 0, stream, x, y, w, dim, eps, out);
-  };
-  const bool add = y != nullptr;
-  if (row_regs > 0 && int64_t{row_regs} * kNormThreads < dim) return cudaErrorInvalidValue;
-  switch (row_regs < 0 ? row_regs_for(dim) : row_regs) {
-    case 0: return add ? go(add_rmsnorm_kernel<true, 0>) : go(add_rmsnorm_kernel<false, 0>);
-    case 4: return add ? go(add_rmsnorm_kernel<true, 4>) : go(add_rmsnorm_kernel<false, 4>);
-    case 8: return add ? go(add_rmsnorm_kernel<true, 8>) : go(add_rmsnorm_kernel<false, 8>);
-    case 16: return add ? go(add_rmsnorm_kernel<true, 16>) : go(add_rmsnorm_kernel<false, 16>);
-    case 32: return add ? go(add_rmsnorm_kernel<true, 32>) : go(add_rmsnorm_kernel<false, 32>);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_row_regs(row_regs, dim, [&](auto per) {
+    constexpr int kPer = decltype(per)::value;
+    return y != nullptr ? launch_pdl(pdl, add_rmsnorm_kernel<true, kPer>, grid, kNormThreads, 0,
+                                     stream, x, y, w, dim, eps, out)
+                        : launch_pdl(pdl, add_rmsnorm_kernel<false, kPer>, grid, kNormThreads, 0,
+                                     stream, x, y, w, dim, eps, out);
+  });
 }
 
 bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim) {

@@ -8,6 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 namespace detllm::kernels::cuda {
 
 constexpr int kNormThreads = 256;
@@ -49,6 +52,56 @@ inline int row_regs_for(int dim) {
   const int per = (dim + kNormThreads - 1) / kNormThreads;
   if (per > kRowRegsMax) return 0;
   return per <= 4 ? 4 : per <= 8 ? 8 : per <= 16 ? 16 : 32;
+}
+
+// Host: launch(std::integral_constant<int, PER>{}) for a launcher's row_regs (-1: row_regs_for
+// dim, 0: the loop, 4/8/16/32 forced); cudaErrorInvalidValue for another count or one too
+// small for dim.
+template <class Launch>
+cudaError_t with_row_regs(int row_regs, int dim, Launch&& launch) {
+  if (row_regs > 0 && int64_t{row_regs} * kNormThreads < dim) return cudaErrorInvalidValue;
+  switch (row_regs < 0 ? row_regs_for(dim) : row_regs) {
+    case 0:
+      return launch(std::integral_constant<int, 0>{});
+    case 4:
+      return launch(std::integral_constant<int, 4>{});
+    case 8:
+      return launch(std::integral_constant<int, 8>{});
+    case 16:
+      return launch(std::integral_constant<int, 16>{});
+    case 32:
+      return launch(std::integral_constant<int, 32>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// Thread i's elements of a row in registers: v[j] = x[d] (+ y[d], one rounding, when ADD), g[j]
+// = w[d] for d = i + 256 j < dim, zeros past it; every load issued before any is used.
+template <int PER, bool ADD>
+__device__ __forceinline__ void load_row_regs(const float* x, const float* y, const float* w,
+                                              int32_t dim, float (&v)[PER], float (&g)[PER]) {
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int32_t d = threadIdx.x + j * kNormThreads;
+    v[j] = 0.0f;
+    g[j] = 0.0f;
+    if (d < dim) {
+      v[j] = x[d];
+      if constexpr (ADD) v[j] = __fadd_rn(v[j], y[d]);
+      g[j] = w[d];
+    }
+  }
+}
+
+// The thread's fma chain of x[d]² over its register elements, ascending d: the loop's chain.
+template <int PER>
+__device__ __forceinline__ float regs_sum_squares(const float (&v)[PER], int32_t dim) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < PER; ++j)
+    if (threadIdx.x + j * kNormThreads < dim) ss = __fmaf_rn(v[j], v[j], ss);
+  return ss;
 }
 
 // 1 / sqrt(mean + eps), rounded step by step.
