@@ -133,6 +133,7 @@ int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl 0|1]\n"
+             "       [--attn-stages S] [--attn-merge M] [--attn-decode D] [--attn-ring R]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -144,7 +145,13 @@ int usage(const char* argv0) {
              "GEMM, -1 a share of the L2, 0 off: the default; GEMMs of at most MAX_M rows);\n"
              "same bits.\n"
              "--pdl: both modes' programmatic dependent launch of the small kernels\n"
-             "(CudaOptions::programmatic_launch, default 0); same bits.\n",
+             "(CudaOptions::programmatic_launch, default 0); same bits.\n"
+             "--attn-stages, --attn-merge: both modes' CudaOptions::attention_tc_stages (0\n"
+             "chosen, 2, 3) and attention_tc_merge (-1 chosen, 0 the merge kernel, 1 the\n"
+             "last split CTA); same bits.\n"
+             "--attn-decode, --attn-ring: attention_tc_decode (-1 decode-like steps, 1 every\n"
+             "step) and attention_tc_decode_ring (0 chosen; quarters: 3, 4, 6, or 12, 24 for\n"
+             "one warp a CTA); same bits.\n",
              argv0);
   return 2;
 }
@@ -187,6 +194,8 @@ int main(int argc, char** argv) {
   int steps = 20, gemv = -1;
   CudaOptions::WeightPrefetch prefetch;
   bool pdl = CudaOptions{}.programmatic_launch;
+  int attn_stages = CudaOptions{}.attention_tc_stages, attn_merge = CudaOptions{}.attention_tc_merge;
+  int attn_decode = CudaOptions{}.attention_tc_decode, attn_ring = CudaOptions{}.attention_tc_decode_ring;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -210,6 +219,14 @@ int main(int argc, char** argv) {
       if (prefetch.bytes < -1 || prefetch.max_m < 0) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
       pdl = std::atoi(argv[++i]) != 0;
+    } else if (std::strcmp(argv[i], "--attn-stages") == 0 && i + 1 < argc) {
+      attn_stages = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-merge") == 0 && i + 1 < argc) {
+      attn_merge = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-decode") == 0 && i + 1 < argc) {
+      attn_decode = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-ring") == 0 && i + 1 < argc) {
+      attn_ring = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -234,6 +251,8 @@ int main(int argc, char** argv) {
     fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
     fmt::print("programmatic dependent launch: {}\n", pdl ? "on" : "off");
+    fmt::print("attention_tc_stages {}, _merge {}, _decode {}, _decode_ring {}\n", attn_stages,
+               attn_merge, attn_decode, attn_ring);
 
     double copy = 0;
     {
@@ -262,6 +281,10 @@ int main(int argc, char** argv) {
       o.mode = modes[mi];
       o.weight_prefetch = prefetch;
       o.programmatic_launch = pdl;
+      o.attention_tc_stages = attn_stages;
+      o.attention_tc_merge = attn_merge;
+      o.attention_tc_decode = attn_decode;
+      o.attention_tc_decode_ring = attn_ring;
       if (mi == 0) o.gemm_gemv = gemv;
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,

@@ -40,6 +40,7 @@ struct CtaShape {
   int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
   int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu); 2: with
                    // Q from shared memory
+  int merge = -1;  // a CTA per split: 0 the merge kernel, 1 merged by the group's last CTA
 };
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
@@ -54,6 +55,7 @@ std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layou
   o.attention_tc_streams = cta.streams;
   o.attention_tc_fast = cta.fast;
   o.attention_tc_wgmma = cta.wgmma;
+  o.attention_tc_merge = cta.merge;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_decode_copy = decode_copy;
@@ -206,7 +208,9 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
                           {4, 1, 3, 0, 0},  {4, 1, 3, 0, 1}, {8, 1, 0, 0, 0}, {4, 2, 2, 1, 0},
                           {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}, {4, 1, 2, 0, 0, 1},
                           {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0},
-                          {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2}};
+                          {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2},
+                          // the split merge in the group's last CTA (1; 0 the merge kernel)
+                          {4, 1, 2, 0, 0, -1, 1}, {4, 1, 3, 0, 1, -1, 1}, {1, 1, 0, 0, 0, -1, 1}};
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
       for (const CtaShape& cta : ctas) {
@@ -215,7 +219,7 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
                      << "decode schedule " << decode << ", split placement " << split_blocks
                      << ", warps " << cta.warps << " × m-tiles " << cta.m_tiles << ", stages "
                      << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast
-                     << ", wgmma " << cta.wgmma);
+                     << ", wgmma " << cta.wgmma << ", merge " << cta.merge);
         auto ops = tc_ops(split_blocks, cta, false, decode);
         run_schedules(*ops, shape, base);
       }
@@ -234,6 +238,7 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
         DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2},
         DecodeVariant{3, 0, 3}, DecodeVariant{0, 2, 3}, DecodeVariant{6, 0, 3},
         DecodeVariant{3, 0, 4}, DecodeVariant{4, 2, 4}, DecodeVariant{6, 0, 4},
+        DecodeVariant{12, 0, 4}, DecodeVariant{24, 2, 4}, DecodeVariant{24, 0, 4, 1},
         DecodeVariant{3, 0, 4, 0}, DecodeVariant{6, 0, 4, 1}, DecodeVariant{3, 0, 2, 0},
         DecodeVariant{3, 0, 1, 0}}) {
     SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << d.ring

@@ -34,6 +34,11 @@ using namespace tc;
 
 constexpr int kMaxCtasInBlock = 1024;  // fewer CTAs unsplit: a CTA per split instead
 constexpr size_t kMaxSplitScratch = size_t(512) << 20;  // bytes of split partials at most
+// The scratch starts with the split CTAs' merge counters (merge_in_last_cta: one per group of
+// CTAs that share tokens and a KV head; zero between launches), then the partials. The counters
+// keep their place whichever schedule ran before, so the partials never overwrite them.
+constexpr int64_t kMergeCounters = 4096;
+constexpr size_t kMergeCounterFloats = kMergeCounters;  // (4-byte counters)
 
 // grid (ceil(n_tokens / tq), n_kv_heads, split_blocks ? max_splits : 1), block W warps.
 // CTA x holds tokens [x·tq, x·tq + tq) (heaviest last tokens first: x is reversed) × the n_rep
@@ -46,7 +51,7 @@ constexpr size_t kMaxSplitScratch = size_t(512) << 20;  // bytes of split partia
 template <int HD, int W, int ST = 2, bool FAST = false>
 __global__ void __launch_bounds__(W * 32)
     attention_tc_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
-                        int max_splits, bool split_blocks) {
+                        int max_splits, bool split_blocks, unsigned int* merge_counters) {
   constexpr int LD = kLd<HD>;
   constexpr int DT = HD / 8;  // n-tiles of O
   constexpr int CH = HD / 8;  // 16-byte chunks of one K/V row
@@ -176,7 +181,14 @@ __global__ void __launch_bounds__(W * 32)
     if constexpr (ST > 2) __syncthreads();  // the ring is free for the next segment's tiles
     seg_begin = seg_end;
   }
-  if (split_blocks) return;
+  if (split_blocks) {
+    // merge_counters: the last of the group's gridDim.z CTAs merges (else the merge kernel).
+    if (merge_counters != nullptr)
+      merge_in_last_cta<HD, W>(a, partials, max_splits,
+                               merge_counters + static_cast<int64_t>(g) * gridDim.x + blockIdx.x,
+                               gridDim.z, t_begin, t_end, g, n_rep);
+    return;
+  }
   store_rows<HD>(a, rows, O, L, cq);
 }
 
@@ -553,7 +565,7 @@ bool use_split_blocks(const AttentionArgs& a, const TcShape& shape, int force_sp
 
 template <int HD, int W, int ST = 2, bool FAST = false>
 cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split,
-                      cudaStream_t stream) {
+                      unsigned int* merge_counters, cudaStream_t stream) {
   const int max_splits = max_splits_of(a);
   const size_t smem = sizeof(__nv_bfloat16) * 2 * ST * kKvTile * (HD + 8);
   // Once per kernel and process (a host call per launch costs decode steps microseconds).
@@ -563,10 +575,13 @@ cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split
   cudaError_t err = attr;
   if (err != cudaSuccess) return err;
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  attention_tc_kernel<HD, W, ST, FAST>
-      <<<grid, W * 32, smem, stream>>>(a, tq, a.scale * kLog2e, scratch, max_splits, split);
+  // The split CTAs merge in the last of each group when the groups have counters.
+  unsigned int* counters =
+      split && static_cast<int64_t>(grid.x) * grid.y <= kMergeCounters ? merge_counters : nullptr;
+  attention_tc_kernel<HD, W, ST, FAST><<<grid, W * 32, smem, stream>>>(
+      a, tq, a.scale * kLog2e, scratch, max_splits, split, counters);
   err = cudaGetLastError();
-  if (err != cudaSuccess || !split) return err;
+  if (err != cudaSuccess || !split || counters != nullptr) return err;
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
@@ -592,22 +607,23 @@ cudaError_t launch_mt(const AttentionArgs& a, int tq, float* scratch, bool split
 
 template <int HD>
 cudaError_t launch_hd(const AttentionArgs& a, const TcShape& shape, float* scratch, bool split,
-                      cudaStream_t stream) {
+                      unsigned int* merge_counters, cudaStream_t stream) {
   if (shape.m_tiles == 2) {
     if constexpr (HD >= 64)
       if (shape.streams == 2) return launch_mt<HD, 2, 2>(a, shape.tq, scratch, split, stream);
     if (shape.stages == 3) return launch_mt<HD, 3, 1>(a, shape.tq, scratch, split, stream);
     return launch_mt<HD, 2, 1>(a, shape.tq, scratch, split, stream);
   }
-  if (shape.warps == 1) return launch_tc<HD, 1>(a, shape.tq, scratch, split, stream);
+  unsigned int* mc = merge_counters;
+  if (shape.warps == 1) return launch_tc<HD, 1>(a, shape.tq, scratch, split, mc, stream);
   if constexpr (HD >= 32)
-    if (shape.warps == 8) return launch_tc<HD, 8>(a, shape.tq, scratch, split, stream);
+    if (shape.warps == 8) return launch_tc<HD, 8>(a, shape.tq, scratch, split, mc, stream);
   if (shape.stages == 3) {
-    if (shape.fast) return launch_tc<HD, 4, 3, true>(a, shape.tq, scratch, split, stream);
-    return launch_tc<HD, 4, 3, false>(a, shape.tq, scratch, split, stream);
+    if (shape.fast) return launch_tc<HD, 4, 3, true>(a, shape.tq, scratch, split, mc, stream);
+    return launch_tc<HD, 4, 3, false>(a, shape.tq, scratch, split, mc, stream);
   }
-  if (shape.fast) return launch_tc<HD, 4, 2, true>(a, shape.tq, scratch, split, stream);
-  return launch_tc<HD, 4>(a, shape.tq, scratch, split, stream);
+  if (shape.fast) return launch_tc<HD, 4, 2, true>(a, shape.tq, scratch, split, mc, stream);
+  return launch_tc<HD, 4>(a, shape.tq, scratch, split, mc, stream);
 }
 
 }  // namespace
@@ -631,9 +647,9 @@ static bool use_decode_schedule(const AttentionArgs& a, int n_seqs, const TcSche
 }
 
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
-  if (use_decode_schedule(a, n_seqs, s)) return partials_floats(a);
+  if (use_decode_schedule(a, n_seqs, s)) return kMergeCounterFloats + partials_floats(a);
   if (!use_split_blocks(a, tc_shape(a, n_seqs, s), s.split)) return 0;
-  return partials_floats(a);
+  return kMergeCounterFloats + partials_floats(a);
 }
 
 cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
@@ -643,23 +659,29 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
       !attention_tc_supported(a.head_dim, a.n_heads / a.n_kv_heads) || a.k_bf16 == nullptr ||
       a.v_bf16 == nullptr)
     return cudaErrorInvalidValue;
+  // The scratch (attention_tc_scratch_floats): the merge counters, then the partials.
+  unsigned int* counters = reinterpret_cast<unsigned int*>(scratch);
+  float* partials = scratch != nullptr ? scratch + kMergeCounterFloats : nullptr;
   if (use_decode_schedule(a, n_seqs, s))
-    return launch_attention_tc_decode(a, scratch, s, stream);
+    return launch_attention_tc_decode(a, partials, s, stream);
   const TcShape shape = tc_shape(a, n_seqs, s);
   const bool split = use_split_blocks(a, shape, s.split);
   if (split && scratch == nullptr) return cudaErrorInvalidValue;
   if (shape.wgmma)
-    return launch_attention_wg(a, shape.tq, shape.stages, shape.fast, shape.q_smem, scratch, split,
-                               stream);
+    return launch_attention_wg(a, shape.tq, shape.stages, shape.fast, shape.q_smem, partials,
+                               split, stream);
+  // The split merge: chosen, the merge kernel (H200, cuda_e2e_bench --attn-merge at batch 1
+  // and 8: the last CTA's merge was no faster, docs/cuda.md); 1 in the group's last CTA.
+  unsigned int* merge = s.merge == 1 ? counters : nullptr;
   switch (a.head_dim) {
     case 16:
-      return launch_hd<16>(a, shape, scratch, split, stream);
+      return launch_hd<16>(a, shape, partials, split, merge, stream);
     case 32:
-      return launch_hd<32>(a, shape, scratch, split, stream);
+      return launch_hd<32>(a, shape, partials, split, merge, stream);
     case 64:
-      return launch_hd<64>(a, shape, scratch, split, stream);
+      return launch_hd<64>(a, shape, partials, split, merge, stream);
     default:
-      return launch_hd<128>(a, shape, scratch, split, stream);
+      return launch_hd<128>(a, shape, partials, split, merge, stream);
   }
 }
 

@@ -185,7 +185,9 @@ bool attention_tc_decode_schedule_supported(const TcSchedule& s) {
     return false;
   const int r = s.decode_ring;
   // Half and quarter tiles (either warp): rings of 3, 4 or 6 chunks, always with the prefetch;
-  // whole tiles: 2 too.
+  // quarters also 12 or 24 (one warp a CTA); whole tiles: 2 too.
+  const bool quarters = s.decode_chunk == 4 || (s.decode_chunk == 0 && kDecDefaultNqChunk == 4);
+  if (quarters && (r == 12 || r == 24)) return s.decode_copy != 1;
   if (decode_half(s)) return (r == 0 || r == 3 || r == 4 || r == 6) && s.decode_copy != 1;
   return r == 0 || r == 2 || r == 3 || r == 4 || r == 6;
 }

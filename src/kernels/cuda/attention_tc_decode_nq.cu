@@ -177,14 +177,14 @@ __device__ __forceinline__ void store_partial_t(float* partials, int64_t row0, i
   }
 }
 
-// grid decode_grid(a, W, ·), block W = kDecWarps<NBUF, ROWS> warps; warp w runs decode_item(w).
-// A tile's chunks: PARTS of K (Sᵀ's position tiles, PER each), then PARTS of V (PER k-steps).
-template <int HD, int NBUF, int PARTS>
-__global__ void __launch_bounds__(kDecWarps<NBUF, kKvTile / PARTS> * 32)
+// grid decode_grid(a, W, ·), block W warps (kDecWarps<NBUF, ROWS>: the CTA's ring budget, or
+// one warp a CTA with a deep ring of its own); warp w runs decode_item(w). A tile's chunks:
+// PARTS of K (Sᵀ's position tiles, PER each), then PARTS of V (PER k-steps).
+template <int HD, int NBUF, int PARTS, int W>
+__global__ void __launch_bounds__(W * 32)
     attention_tc_decode_nq_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                   int max_splits, int splits_per_warp, int n_zc) {
   constexpr int ROWS = kKvTile / PARTS;
-  constexpr int W = kDecWarps<NBUF, ROWS>;
   constexpr int PER = kPosTiles / PARTS;
   using Ring = DecodeRing<HD, NBUF, ROWS, kDecDefaultPrefetch>;
   constexpr int CPT = Ring::CPT;
@@ -232,20 +232,20 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kKvTile / PARTS> * 32)
   for (int r = 0; r < n_rep; ++r) merge_row<HD>(a, partials, row0 + r, max_splits, lane);
 }
 
-template <int HD, int NBUF, int PARTS>
+template <int HD, int NBUF, int PARTS, int W = kDecWarps<NBUF, kKvTile / PARTS>>
 cudaError_t launch_nq(const AttentionArgs& a, float* scratch, int force_split,
                       cudaStream_t stream) {
   constexpr int ROWS = kKvTile / PARTS;
-  constexpr int W = kDecWarps<NBUF, ROWS>;
-  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS>(),
-                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS>>(a, scratch,
-                                                                             force_split, stream);
+  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS, W>(),
+                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W>>(a, scratch,
+                                                                                force_split, stream);
 }
 
 // Ring 0: halves 3 (8 warps); quarters as decode_quarter_ring says.
 int chosen_ring(const AttentionArgs& a, int parts) {
   return parts == 2 ? 3 : decode_quarter_ring(a);
 }
+
 
 template <int HD, int PARTS>
 cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
@@ -257,6 +257,15 @@ cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split,
       return launch_nq<HD, 4, PARTS>(a, scratch, force_split, stream);
     case 6:
       return launch_nq<HD, 6, PARTS>(a, scratch, force_split, stream);
+    // One warp a CTA with a ring of its own of 12 or 24 quarters (52 or 104 KB at head_dim
+    // 128): for steps of few items, each warp's split gets an SM's load path to itself
+    // instead of sharing one SM's with 7–15 other warps.
+    case 12:
+      if constexpr (PARTS == 4) return launch_nq<HD, 12, PARTS, 1>(a, scratch, force_split, stream);
+      return cudaErrorInvalidValue;
+    case 24:
+      if constexpr (PARTS == 4) return launch_nq<HD, 24, PARTS, 1>(a, scratch, force_split, stream);
+      return cudaErrorInvalidValue;
     default:
       return cudaErrorInvalidValue;
   }

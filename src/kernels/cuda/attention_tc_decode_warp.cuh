@@ -146,10 +146,10 @@ struct DecodeRing {
   }
 };
 
-// Bytes of shared memory of a CTA of the ring above.
-template <int HD, int NBUF, int ROWS>
+// Bytes of shared memory of a CTA of W warps of the ring above.
+template <int HD, int NBUF, int ROWS, int W = kDecWarps<NBUF, ROWS>>
 constexpr size_t decode_smem_bytes() {
-  return sizeof(__nv_bfloat16) * kDecWarps<NBUF, ROWS> * NBUF * ROWS * kLd<HD>;
+  return sizeof(__nv_bfloat16) * W * NBUF * ROWS * kLd<HD>;
 }
 
 // Runs KERNEL, a decode-warp kernel of W warps a CTA and SMEM bytes of shared memory, on

@@ -203,7 +203,8 @@ struct TcSchedule {
                          // (then decode_ring counts halves: 3, 4 or 6; copy 0 or 2), 3 half
                          // tiles on the transposed warp (Sᵀ = K·Qᵀ, n_rep ≤ 8; ring 3, 4 or 6),
                          // 4 quarter tiles on it (ring 0 chosen by the step, 3, 4 or 6: 16, 12
-                         // or 8 warps); n_rep > 8 runs half tiles instead of 3 and 4
+                         // or 8 warps; 12 or 24: one warp a CTA); n_rep > 8 runs half tiles
+                         // instead of 3 and 4
   int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
                     // 1, or 2 (then 4 warps: 128 rows)
   int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
@@ -213,6 +214,9 @@ struct TcSchedule {
                     // 16 rows: -1 chosen (non-decode-like steps, no CTA shape forced), 0 never,
                     // 1 wherever it applies (head_dim 128; stages and fast as above), 2 the same
                     // with Q from shared memory (head_dim 64 and 128; chosen at 64)
+  int merge = -1;   // a CTA per split (16-row warps): -1 chosen (0), 0 the merge kernel, 1 the last
+                    // CTA of a (tokens, KV head) to finish merges its rows (merge_row, no
+                    // kernel); either way the same merge_row, the same bits
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);

@@ -101,7 +101,7 @@ class CudaOps final : public Ops {
                      options.attention_tc_decode_copy, options.attention_tc_decode_chunk,
                      options.attention_tc_m_tiles, options.attention_tc_stages,
                      options.attention_tc_streams, options.attention_tc_fast,
-                     options.attention_tc_wgmma},
+                     options.attention_tc_wgmma, options.attention_tc_merge},
         attention_layout_dependent_(options.attention_tc_layout_dependent),
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),

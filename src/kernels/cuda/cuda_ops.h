@@ -42,6 +42,10 @@ struct CudaOptions {
   // mixed steps; 0 never; 1 wherever head_dim is 128; 2 with Q from shared memory, head_dim 64
   // or 128, not yet run on a GPU). Same bits (tests).
   int attention_tc_wgmma = -1;
+  // A CTA per KV split (the packed 16-row warps at small batch): -1 chosen (0), 0 a merge
+  // kernel after the attention, 1 the split CTA that finishes last merges its rows (measured no
+  // faster). Same bits (tests).
+  int attention_tc_merge = -1;
   // The decode schedule of the tensor-core attention (attention_tc_decode.cu: a warp per token,
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
   // Same bits as the packed schedule (tests show it).

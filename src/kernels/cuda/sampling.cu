@@ -58,6 +58,26 @@ namespace {
 
 constexpr int kDefaultCandCapacity = 4096;
 constexpr int kDefaultLpCapacity = 2048;
+// The candidate lists of a whole call share this budget when the rows are few, so a flat row
+// (a bucket of tens of thousands of near-equal tokens at the top-p or draw boundary) is still
+// searched in its list and not over the whole row by one block. Any capacity gives the same
+// bits; only the speed of such rows changes.
+constexpr size_t kCandBudgetBytes = size_t{4} << 20;
+constexpr int kMaxCandCapacity = 65536;
+
+int default_cand_capacity(int32_t rows) {
+  const size_t per_row = kCandBudgetBytes / sizeof(Candidate) /
+                         static_cast<size_t>(std::max<int32_t>(rows, 1));
+  return static_cast<int>(std::clamp<size_t>(per_row, kDefaultCandCapacity, kMaxCandCapacity));
+}
+// The same for the top-logprob lists (4-byte ids): a flat row puts thousands of tokens in the
+// bucket of its n-th best logprob.
+constexpr size_t kLpBudgetBytes = size_t{1} << 20;
+int default_lp_capacity(int32_t rows) {
+  const size_t per_row = kLpBudgetBytes / sizeof(unsigned int) /
+                         static_cast<size_t>(std::max<int32_t>(rows, 1));
+  return static_cast<int>(std::clamp<size_t>(per_row, kDefaultLpCapacity, kMaxCandCapacity));
+}
 // Tokens a block of a full-vocabulary pass gets at least, when the batch leaves SMs idle.
 constexpr int kMinTokensPerBlock = 1024;
 
@@ -535,9 +555,9 @@ SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsCon
         std::clamp<int64_t>(std::min(fill, useful), 1, sampling::kMaxBlocksPerRow));
   }
   plan.cand_capacity = config.candidate_capacity >= 0 ? config.candidate_capacity
-                                                      : sampling::kDefaultCandCapacity;
+                                                      : sampling::default_cand_capacity(rows);
   plan.lp_capacity = config.candidate_capacity >= 0 ? config.candidate_capacity
-                                                    : sampling::kDefaultLpCapacity;
+                                                    : sampling::default_lp_capacity(rows);
   plan.scratch_bytes = sampling::scratch_bytes(std::max(rows, 1), plan.blocks_per_row,
                                                plan.cand_capacity, plan.lp_capacity);
   return plan;
