@@ -179,8 +179,9 @@ int usage() {
 // 1 always); ring, copy, chunk: TcSchedule's decode_ring / _copy / _chunk (0 chosen; chunk -1:
 // whole tiles when a ring is forced, else chosen).
 std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split = -1, int copy = 0,
-                             int chunk = -1, int stages = 0, int merge = -1) {
+                             int chunk = -1, int stages = 0, int merge = -1, int shared = -1) {
   CudaOptions o;
+  o.attention_tc_shared = shared;
   o.attention_tc_stages = stages;
   o.attention_tc_merge = merge;
   o.kv_dtype = kv;
@@ -199,15 +200,18 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
     int ring, copy, chunk;  // ring -1: the packed CTAs; 0: all chosen
     int split = -1;         // TcSchedule::split: -1 chosen, 0 whole rows a warp, 1 a warp a split
     int stages = 0, merge = -1;  // the packed CTAs' ring (2, 3) and split merge (0 kernel, 1 CTA)
+    int shared = 0;  // the packed CTAs: 0 one computing warp (attention_tc.cu), 1 the shared split
   };
   // (Whole tiles at rings 2 and 4, without the L2 prefetch, and half tiles at rings 4 and 6:
   // measured and not chosen, docs/cuda.md "Decode: half-tile rings".)
   const Variant variants[] = {{"chosen", 0, 0, 0},
-                              {"packed CTAs", -1, 0, 0},
+                              {"packed CTAs (chosen shape)", -1, 0, 0, -1, 0, -1, -1},
                               {"packed CTAs, ring 2, merge kernel", -1, 0, 0, -1, 2, 0},
                               {"packed CTAs, ring 2, merged in the last CTA", -1, 0, 0, -1, 2, 1},
                               {"packed CTAs, ring 3, merge kernel", -1, 0, 0, -1, 3, 0},
                               {"packed CTAs, ring 3, merged in the last CTA", -1, 0, 0, -1, 3, 1},
+                              {"shared-split CTA, merge kernel", -1, 0, 0, -1, 0, 0, 1},
+                              {"shared-split CTA, merged in the last CTA", -1, 0, 0, -1, 0, 1, 1},
 
                               {"whole tiles, ring 3 (4 warps)", 3, 2, 1},
                               {"half tiles, ring 3 (8 warps)", 3, 2, 2},
@@ -222,7 +226,7 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   fmt::print("device: {}\n", cuda_device_description(0));
   std::vector<std::unique_ptr<Ops>> ops;
   for (const Variant& v : variants)
-    ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0, 0, -1, 0, -1, v.stages, v.merge)
+    ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0, 0, -1, 0, -1, v.stages, v.merge, v.shared)
                   : v.ring == 0 ? ops_for(DType::kBF16)
                                 : ops_for(DType::kBF16, 1, v.ring, v.split, v.copy, v.chunk));
   std::string table = "| decode schedule |", rule = "|---|";

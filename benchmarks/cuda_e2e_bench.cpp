@@ -134,6 +134,7 @@ int usage(const char* argv0) {
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl 0|1]\n"
              "       [--attn-stages S] [--attn-merge M] [--attn-decode D] [--attn-ring R]\n"
+             "       [--attn-shared H]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -151,7 +152,9 @@ int usage(const char* argv0) {
              "last split CTA); same bits.\n"
              "--attn-decode, --attn-ring: attention_tc_decode (-1 decode-like steps, 1 every\n"
              "step) and attention_tc_decode_ring (0 chosen; quarters: 3, 4, 6, or 12, 24 for\n"
-             "one warp a CTA); same bits.\n",
+             "one warp a CTA); same bits.\n"
+             "--attn-shared: attention_tc_shared (-1 chosen, 0 never: one computing warp a\n"
+             "packed CTA, 1 the shared-split CTA on every packed step); same bits.\n",
              argv0);
   return 2;
 }
@@ -196,6 +199,7 @@ int main(int argc, char** argv) {
   bool pdl = CudaOptions{}.programmatic_launch;
   int attn_stages = CudaOptions{}.attention_tc_stages, attn_merge = CudaOptions{}.attention_tc_merge;
   int attn_decode = CudaOptions{}.attention_tc_decode, attn_ring = CudaOptions{}.attention_tc_decode_ring;
+  int attn_shared = CudaOptions{}.attention_tc_shared;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -227,6 +231,8 @@ int main(int argc, char** argv) {
       attn_decode = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--attn-ring") == 0 && i + 1 < argc) {
       attn_ring = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-shared") == 0 && i + 1 < argc) {
+      attn_shared = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -251,8 +257,8 @@ int main(int argc, char** argv) {
     fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
     fmt::print("programmatic dependent launch: {}\n", pdl ? "on" : "off");
-    fmt::print("attention_tc_stages {}, _merge {}, _decode {}, _decode_ring {}\n", attn_stages,
-               attn_merge, attn_decode, attn_ring);
+    fmt::print("attention_tc_stages {}, _merge {}, _decode {}, _decode_ring {}, _shared {}\n",
+               attn_stages, attn_merge, attn_decode, attn_ring, attn_shared);
 
     double copy = 0;
     {
@@ -285,6 +291,7 @@ int main(int argc, char** argv) {
       o.attention_tc_merge = attn_merge;
       o.attention_tc_decode = attn_decode;
       o.attention_tc_decode_ring = attn_ring;
+      o.attention_tc_shared = attn_shared;
       if (mi == 0) o.gemm_gemv = gemv;
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,

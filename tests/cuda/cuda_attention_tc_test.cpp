@@ -10,7 +10,8 @@
 //    unmasked fast path; 4 warps of 32 rows with a ring of 2 or 3 tiles, or two streams of
 //    them over alternate splits; chosen; the 4 × 16 CTA on warpgroup MMAs, attention_wg.cu,
 //    with a ring of 2 or 3 tiles and/or the fast path, Q in registers or shared memory, and
-//    kept off) and both schedules
+//    kept off; the shared-split CTA, attention_tc_shared.cu, four warps a tile each of a split,
+//    on every step with both merges, or never) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
 //    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
@@ -41,6 +42,7 @@ struct CtaShape {
   int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu); 2: with
                    // Q from shared memory
   int merge = -1;  // a CTA per split: 0 the merge kernel, 1 merged by the group's last CTA
+  int shared = -1;  // the shared-split CTA (4 warps, a tile each): -1 chosen, 0 never, 1 every step
 };
 
 std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
@@ -56,6 +58,7 @@ std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layou
   o.attention_tc_fast = cta.fast;
   o.attention_tc_wgmma = cta.wgmma;
   o.attention_tc_merge = cta.merge;
+  o.attention_tc_shared = cta.shared;
   o.attention_tc_decode = decode;
   o.attention_tc_decode_ring = decode_ring;
   o.attention_tc_decode_copy = decode_copy;
@@ -210,16 +213,22 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
                           {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0},
                           {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2},
                           // the split merge in the group's last CTA (1; 0 the merge kernel)
-                          {4, 1, 2, 0, 0, -1, 1}, {4, 1, 3, 0, 1, -1, 1}, {1, 1, 0, 0, 0, -1, 1}};
+                          {4, 1, 2, 0, 0, -1, 1}, {4, 1, 3, 0, 1, -1, 1}, {1, 1, 0, 0, 0, -1, 1},
+                          // the shared-split CTA on every step (both merges), and never (the
+                          // 4 × 16 packed CTA on decode-like steps, as before it)
+                          {0, 0, 0, 0, -1, -1, -1, 1}, {0, 0, 0, 0, -1, -1, 1, 1},
+                          {0, 0, 0, 0, -1, -1, -1, 0}};
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
       for (const CtaShape& cta : ctas) {
         if (decode != 0 && cta.warps != 0) continue;  // the decode schedule has no CTA shape
+        if (decode == 1 && cta.shared >= 0) continue;  // … nor a shared-split CTA
         SCOPED_TRACE(::testing::Message()
                      << "decode schedule " << decode << ", split placement " << split_blocks
                      << ", warps " << cta.warps << " × m-tiles " << cta.m_tiles << ", stages "
                      << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast
-                     << ", wgmma " << cta.wgmma << ", merge " << cta.merge);
+                     << ", wgmma " << cta.wgmma << ", merge " << cta.merge << ", shared "
+                     << cta.shared);
         auto ops = tc_ops(split_blocks, cta, false, decode);
         run_schedules(*ops, shape, base);
       }
@@ -270,10 +279,11 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
   // 32-row warps forced on both.
   for (const CtaShape cta : {CtaShape{0, 0, 0, 0, -1}, CtaShape{4, 1, 3, 0, 1},
                              CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0},
-                             CtaShape{4, 1, 3, 0, 1, 1}, CtaShape{4, 1, 3, 0, 1, 2}}) {
+                             CtaShape{4, 1, 3, 0, 1, 1}, CtaShape{4, 1, 3, 0, 1, 2},
+                             CtaShape{0, 0, 0, 0, -1, -1, -1, 1}}) {
     SCOPED_TRACE(::testing::Message() << "warps " << cta.warps << ", m-tiles " << cta.m_tiles
                                       << ", streams " << cta.streams << ", fast " << cta.fast
-                                      << ", wgmma " << cta.wgmma);
+                                      << ", wgmma " << cta.wgmma << ", shared " << cta.shared);
     auto ops = tc_ops(-1, cta, /*layout_dependent=*/true);
     DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
     base.step({{0, 0, kLen}});

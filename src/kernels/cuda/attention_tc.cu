@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_tc_common.cuh"
+#include "kernels/cuda/attention_tc_shared.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels::cuda {
@@ -37,7 +38,7 @@ constexpr size_t kMaxSplitScratch = size_t(512) << 20;  // bytes of split partia
 // The scratch starts with the split CTAs' merge counters (merge_in_last_cta: one per group of
 // CTAs that share tokens and a KV head; zero between launches), then the partials. The counters
 // keep their place whichever schedule ran before, so the partials never overwrite them.
-constexpr int64_t kMergeCounters = 4096;
+constexpr int64_t kMergeCounters = kTcMergeCounters;
 constexpr size_t kMergeCounterFloats = kMergeCounters;  // (4-byte counters)
 
 // grid (ceil(n_tokens / tq), n_kv_heads, split_blocks ? max_splits : 1), block W warps.
@@ -510,6 +511,7 @@ struct TcShape {
   bool fast;
   bool wgmma = false;   // attention_wg.cu's schedule of the 4 × 16 CTA
   bool q_smem = false;  // … with Q from shared memory
+  bool shared = false;  // attention_tc_shared.cu's CTA: 4 warps share a split, ≤ 16 rows
 };
 TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
   const int n_rep = a.n_heads / a.n_kv_heads;
@@ -532,6 +534,21 @@ TcShape tc_shape(const AttentionArgs& a, int n_seqs, const TcSchedule& s) {
     const bool fast = s.fast == 1 || (s.fast < 0 && !decode_like);
     const int stages = s.stages == 2 ? 2 : 3;
     return {4, 1, stages, 1, decode_like ? 1 : (4 * kWarpRows) / n_rep, fast, true, q_smem};
+  }
+  // The shared-split CTA: chosen for decode-like steps when no other CTA shape is forced
+  // (docs/cuda.md, "The shared-split CTA"); forced on any step whose tokens' heads fit its 16
+  // rows (kWarpRows / n_rep tokens a CTA).
+  // Chosen while its CTAs (148 KB of shared memory at head_dim 128: one an SM) fit one wave
+  // of the card: at 1 × 8192 (256 CTAs) it took 22 µs against the packed CTAs' 20 (H200,
+  // cuda_attention_bench --decode-variants).
+  const bool forced_shape = s.warps > 0 || s.m_tiles > 0 || s.wgmma >= 1;
+  const int64_t split_ctas = int64_t{a.n_tokens} * a.n_kv_heads * max_splits_of(a);
+  const bool one_wave = split_ctas <= kSms;
+  if (n_rep <= kWarpRows &&
+      (s.shared == 1 || (s.shared < 0 && decode_like && !forced_shape && one_wave))) {
+    TcShape shape{4, 1, 2, 1, decode_like ? 1 : kWarpRows / n_rep, false};
+    shape.shared = true;
+    return shape;
   }
   int m_tiles = s.m_tiles, n_streams = s.streams;
   if (m_tiles <= 0) {  // a forced warp count means the 16-row warps
@@ -673,6 +690,8 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
   // The split merge: chosen, the merge kernel (H200, cuda_e2e_bench --attn-merge at batch 1
   // and 8: the last CTA's merge was no faster, docs/cuda.md); 1 in the group's last CTA.
   unsigned int* merge = s.merge == 1 ? counters : nullptr;
+  if (shape.shared)
+    return launch_attention_tc_shared(a, shape.tq, partials, split, merge, stream);
   switch (a.head_dim) {
     case 16:
       return launch_hd<16>(a, shape, partials, split, merge, stream);

@@ -161,21 +161,15 @@ __device__ __forceinline__ void rescale_o(SplitState<HD>& st, const float (&c)[2
   }
 }
 
-// The softmax of a tile for R rows of the thread (R = 2: rows gq and gq + 8 of the m16n8 tile;
-// R = 1: row gq, the transposed decode warp's), after the scores are in `s`: s[nt][2i + e] is
-// row i's column 8·nt + 2cq + e. Updates each row's (m, l) and returns its factor c for O (the
-// caller rescales O, whose layout it knows). The arithmetic of a row does not depend on R.
-// MASK = false: every column of the tile is ≤ the rows' last positions (the caller checked), so
-// `col <= lim` is true and the select is dropped; and p = 2^(s − ref) without the s == −inf
-// select (s is finite there unless the product overflowed to −inf, where exp2f(−inf − ref) = +0
-// = the select's value, for ref finite or +inf).
+// The first part of softmax_rows: the scores in `s` scaled by scale·log2 e and masked (-inf
+// past lim; MASK = false: the caller checked no column is past it), and the tile's row max mt
+// (the thread's values, then xor-shuffles 1, 2). s[nt][2i + e] is row i's column
+// 8·nt + 2cq + e.
 template <bool MASK, int R>
-__device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], float scale_log2,
-                                             bool layout_dependent, float (&m)[R], float (&l)[R],
-                                             float (&s)[kKvTile / 8][2 * R], float (&c)[R]) {
+__device__ __forceinline__ void tile_row_max(int start, const int (&lim)[R], float scale_log2,
+                                             float (&s)[kKvTile / 8][2 * R], float (&mt)[R]) {
   constexpr int NT = kKvTile / 8;
   const int cq = threadIdx.x & 3;
-  float mt[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) mt[i] = -INFINITY;
 #pragma unroll
@@ -192,17 +186,30 @@ __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], flo
       s[nt][e] = v;
       mt[e >> 1] = fmaxf(mt[e >> 1], v);
     }
-  float ref[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 1));
     mt[i] = fmaxf(mt[i], __shfl_xor_sync(kFull, mt[i], 2));
-    const float m_new = fmaxf(m[i], mt[i]);
-    ref[i] = m_new == -INFINITY ? 0.0f : m_new;
-    c[i] = m[i] == m_new ? 1.0f : exp2f(__fsub_rn(m[i], ref[i]));
-    m[i] = m_new;
   }
-  float ts[R];
+}
+
+// The second part: given the row's running max before the tile (m) and with it (m_new =
+// max(m, the tile's row max)), O's factor c = 2^(m − m_new), p = 2^(s − m_new) in `s` (0 where
+// masked) and the tile's row sum ts (the thread's values in ascending column order, then
+// xor-shuffles 1, 2). MASK = false: p = 2^(s − ref) without the s == −inf select (s is finite
+// there unless the product overflowed to −inf, where exp2f(−inf − ref) = +0 = the select's
+// value, for ref finite or +inf).
+template <bool MASK, int R>
+__device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&m_new)[R],
+                                             bool layout_dependent, float (&s)[kKvTile / 8][2 * R],
+                                             float (&c)[R], float (&ts)[R]) {
+  constexpr int NT = kKvTile / 8;
+  float ref[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    ref[i] = m_new[i] == -INFINITY ? 0.0f : m_new[i];
+    c[i] = m[i] == m_new[i] ? 1.0f : exp2f(__fsub_rn(m[i], ref[i]));
+  }
 #pragma unroll
   for (int i = 0; i < R; ++i) ts[i] = 0.0f;
 #pragma unroll
@@ -234,6 +241,26 @@ __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], flo
   for (int i = 0; i < R; ++i) {
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 1));
     ts[i] = __fadd_rn(ts[i], __shfl_xor_sync(kFull, ts[i], 2));
+  }
+}
+
+// The softmax of a tile for R rows of the thread (R = 2: rows gq and gq + 8 of the m16n8 tile;
+// R = 1: row gq, the transposed decode warp's), after the scores are in `s`: tile_row_max, the
+// running max m_new = max(m, mt), tile_exp_sum, and l = l·c + ts. Updates each row's (m, l)
+// and returns its factor c for O (the caller rescales O, whose layout it knows). The
+// arithmetic of a row does not depend on R. MASK as the two parts say.
+template <bool MASK, int R>
+__device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], float scale_log2,
+                                             bool layout_dependent, float (&m)[R], float (&l)[R],
+                                             float (&s)[kKvTile / 8][2 * R], float (&c)[R]) {
+  float mt[R], m_new[R], ts[R];
+  tile_row_max<MASK, R>(start, lim, scale_log2, s, mt);
+#pragma unroll
+  for (int i = 0; i < R; ++i) m_new[i] = fmaxf(m[i], mt[i]);
+  tile_exp_sum<MASK, R>(m, m_new, layout_dependent, s, c, ts);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    m[i] = m_new[i];
     l[i] = __fadd_rn(__fmul_rn(l[i], c[i]), ts[i]);
   }
 }

@@ -16,6 +16,9 @@ namespace detllm::kernels::cuda::tc {
 constexpr int kKvTile = 64;    // positions per KV tile, aligned to absolute 0 (numerics)
 constexpr int kTcSplit = 256;  // positions per KV split, aligned to absolute 0 (numerics)
 static_assert(kTcSplit % kKvTile == 0, "a split is whole tiles");
+// Merge counters at the front of the attention scratch (a CTA per split merged by the group's
+// last CTA: one per group of CTAs that share tokens and a KV head; zero between launches).
+constexpr int64_t kTcMergeCounters = 4096;
 constexpr int kSms = 132;  // the H200's SMs, for the grid choices (any count: same bits)
 
 // Splits of a row of the block table's full width.

@@ -217,6 +217,9 @@ struct TcSchedule {
   int merge = -1;   // a CTA per split (16-row warps): -1 chosen (0), 0 the merge kernel, 1 the last
                     // CTA of a (tokens, KV head) to finish merges its rows (merge_row, no
                     // kernel); either way the same merge_row, the same bits
+  int shared = -1;  // the shared-split CTA (attention_tc_shared.cu: 4 warps share each KV
+                    // split, a tile each; ≤ 16 rows): -1 chosen (decode-like steps when no CTA
+                    // shape is forced), 0 never, 1 every step whose tokens' heads fit 16 rows
 };
 bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
 size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);

@@ -46,6 +46,10 @@ struct CudaOptions {
   // kernel after the attention, 1 the split CTA that finishes last merges its rows (measured no
   // faster). Same bits (tests).
   int attention_tc_merge = -1;
+  // The shared-split CTA (attention_tc_shared.cu: the four warps of a CTA share each KV split,
+  // a tile each; at most 16 rows): -1 chosen (decode-like steps when no CTA shape is forced), 0
+  // never, 1 every step whose tokens' heads fit 16 rows. Same bits (tests).
+  int attention_tc_shared = -1;
   // The decode schedule of the tensor-core attention (attention_tc_decode.cu: a warp per token,
   // KV head and run of splits): -1 for decode-like steps, 0 never, 1 for every step (tests).
   // Same bits as the packed schedule (tests show it).
