@@ -132,7 +132,7 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl 0|1]\n"
+             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl -1|0|1]\n"
              "       [--attn-stages S] [--attn-merge M] [--attn-decode D] [--attn-ring R]\n"
              "       [--attn-shared H]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
@@ -146,7 +146,8 @@ int usage(const char* argv0) {
              "GEMM, -1 a share of the L2, 0 off: the default; GEMMs of at most MAX_M rows);\n"
              "same bits.\n"
              "--pdl: both modes' programmatic dependent launch of the small kernels\n"
-             "(CudaOptions::programmatic_launch, default 0); same bits.\n"
+             "(CudaOptions::programmatic_launch, -1 chosen: on for steps of <= 4 rows,\n"
+             "0 off, 1 on); same bits.\n"
              "--attn-stages, --attn-merge: both modes' CudaOptions::attention_tc_stages (0\n"
              "chosen, 2, 3) and attention_tc_merge (-1 chosen, 0 the merge kernel, 1 the\n"
              "last split CTA); same bits.\n"
@@ -196,7 +197,7 @@ int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
   int steps = 20, gemv = -1;
   CudaOptions::WeightPrefetch prefetch;
-  bool pdl = CudaOptions{}.programmatic_launch;
+  int pdl = CudaOptions{}.programmatic_launch;
   int attn_stages = CudaOptions{}.attention_tc_stages, attn_merge = CudaOptions{}.attention_tc_merge;
   int attn_decode = CudaOptions{}.attention_tc_decode, attn_ring = CudaOptions{}.attention_tc_decode_ring;
   int attn_shared = CudaOptions{}.attention_tc_shared;
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
       if (const char* colon = std::strchr(v, ':')) prefetch.max_m = std::atoi(colon + 1);
       if (prefetch.bytes < -1 || prefetch.max_m < 0) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
-      pdl = std::atoi(argv[++i]) != 0;
+      pdl = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--attn-stages") == 0 && i + 1 < argc) {
       attn_stages = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--attn-merge") == 0 && i + 1 < argc) {
@@ -256,7 +257,8 @@ int main(int argc, char** argv) {
     fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
     fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
-    fmt::print("programmatic dependent launch: {}\n", pdl ? "on" : "off");
+    fmt::print("programmatic dependent launch: {}\n",
+               pdl < 0 ? "chosen (steps of <= 4 rows)" : pdl ? "on" : "off");
     fmt::print("attention_tc_stages {}, _merge {}, _decode {}, _decode_ring {}, _shared {}\n",
                attn_stages, attn_merge, attn_decode, attn_ring, attn_shared);
 

@@ -142,7 +142,7 @@ class CudaOps final : public Ops {
                           ? static_cast<int64_t>(kWeightPrefetchL2Share * prop.l2CacheSize)
                           : options.weight_prefetch.bytes;
     prefetch_max_m_ = options.weight_prefetch.max_m;
-    pdl_ = options.programmatic_launch;
+    pdl_mode_ = options.programmatic_launch;
     check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
           "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
           dtype_name(kv_dtype_));
@@ -317,7 +317,7 @@ class CudaOps final : public Ops {
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override {
     cuda_check(cuda::launch_add_rmsnorm(x, y, w, n, dim, eps, static_cast<__nv_bfloat16*>(out),
-                                        stream_, pdl_),
+                                        stream_, pdl(n)),
                "add_rmsnorm");
   }
 
@@ -350,7 +350,7 @@ class CudaOps final : public Ops {
     a.cache_v = cache.v;
     a.kv_bf16 = cache.dtype == DType::kBF16;
     a.q_out = q_out;
-    a.pdl = pdl_;
+    a.pdl = pdl(n);
     cuda_check(cuda::launch_qkv_rope_append(a, stream_), "qkv_rope_append");
   }
 
@@ -368,7 +368,7 @@ class CudaOps final : public Ops {
 
   void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override {
     cuda_check(cuda::launch_silu_mul_rows(gate_up, n, ffn, static_cast<__nv_bfloat16*>(out),
-                                          stream_, pdl_),
+                                          stream_, pdl(n)),
                "silu_mul_rows");
   }
 
@@ -541,7 +541,7 @@ class CudaOps final : public Ops {
     a.block_tables = batch.block_tables;
     a.out = out;
     a.out_bf16 = out_bf16;
-    a.pdl = pdl_;
+    a.pdl = pdl(batch.n_tokens);
     a.n_tokens = batch.n_tokens;
     a.n_heads = n_heads;
     a.n_kv_heads = cache.n_kv_heads;
@@ -652,7 +652,10 @@ class CudaOps final : public Ops {
   cuda::WeightPrefetcher prefetcher_;  // the next GEMM's weights into the L2 (prefetch_weights)
   int64_t prefetch_bytes_ = 0;
   int32_t prefetch_max_m_ = 0;
-  bool pdl_ = false;  // CudaOptions::programmatic_launch
+  int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
+  // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
+  static constexpr int32_t kPdlMaxRows = 4;
+  bool pdl(int32_t rows) const { return pdl_mode_ == 1 || (pdl_mode_ < 0 && rows <= kPdlMaxRows); }
   Scratch y_part_;  // a projection part's output before its columns go into place
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)

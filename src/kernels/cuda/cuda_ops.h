@@ -107,12 +107,14 @@ struct CudaOptions {
     int64_t bytes = 0;
     int32_t max_m = 64;
   } weight_prefetch = {};
-  // The decode step's small kernels (add + RMSNorm, RoPE + KV append, the decode attention and
-  // its merge, SiLU·mul) are launched with programmatic dependent launch: each may be
-  // scheduled while the kernel before it finishes, and waits for it before touching memory
-  // (kernels/cuda/pdl.cuh). Changes no value (tests). Off by default: measured 1–2% slower
-  // on the H200 decode step (docs/cuda.md).
-  bool programmatic_launch = false;
+  // The step's small kernels (add + RMSNorm, RoPE + KV append, the attention of the decode
+  // warps and of the shared-split CTA, their merge, SiLU·mul) launched with programmatic
+  // dependent launch: each may be scheduled while the kernel before it finishes, and waits for
+  // it before touching memory (kernels/cuda/pdl.cuh). Changes no value (tests). -1 chosen: on
+  // for steps of at most kPdlMaxRows rows (H200 decode step: 3% faster at batch 1 with the
+  // shared-split attention, no faster at 8 and 1–2% slower at 64 in earlier builds;
+  // docs/cuda.md), 0 off, 1 on.
+  int programmatic_launch = -1;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
