@@ -17,7 +17,7 @@ ncu=${NCU:-ncu}
 batches=${1:-1,256}
 context=${2:-512}
 # The step's kernels other than the GEMMs (the planner's tuning runs thousands of GEMMs first).
-filter='regex:embedding|add_rmsnorm|rmsnorm_kernel|qkv_rope|attention|merge_partials|silu_mul|gather_rows|f32_to_bf16|add_kernel|^(max|hist|plan|collect|finish)_kernel'
+filter='regex:embedding|add_rmsnorm|rmsnorm_kernel|qkv_rope|attention|merge_partials|merge_scan|merge_rows|silu_mul|gather_rows|f32_to_bf16|add_kernel|^(max|hist|plan|collect|finish)_kernel'
 [ -x "$bin" ] || { echo "step_kernels_ncu.sh: no cuda_step_profile_bench at $bin (set BIN=)" >&2; exit 1; }
 command -v "$ncu" >/dev/null || { echo "step_kernels_ncu.sh: no ncu (set NCU=)" >&2; exit 1; }
 mkdir -p "$out"

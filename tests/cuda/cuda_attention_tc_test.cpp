@@ -14,6 +14,8 @@
 //    on every step with both merges, or never) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
 //    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
+//  - rows of 67 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the merge in a
+//    group's last CTA, the in-CTA merge and the decode warps' in-warp merge, bit for bit;
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>
@@ -21,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -264,6 +267,43 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
                                       << ", chunk " << d.chunk);
     auto ops = tc_ops(-1, {}, false, -1, d.ring, d.copy, d.chunk);
     run_schedules(*ops, shape, base);
+  }
+}
+
+// Rows of many splits: 67 at the last position (the merge kernel's scan walks its 32-split
+// chunks in turn: even, odd, even). Every merge gives the in-warp merge's bits: the merge
+// kernel after a CTA per split and after the decode warps' splits, the merge in a group's last
+// CTA, the in-CTA merge, and the chosen schedule. Prefill in chunks of 512 (rows past position
+// 8192 have more than 32 splits too), then three decode steps.
+TEST_P(CudaAttentionTc, LongRowsMergeToTheSameBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const AttnShape shape = GetParam();
+  constexpr int kLong = 16900;  // positions 0 … 16899: 67 splits of 256 at the last
+  const auto run = [&](Ops& ops, uint32_t layout_seed) {
+    auto w = std::make_unique<DevicePagedWorld>(ops, shape, std::vector<int>{42},
+                                                std::vector<int>{kLong}, layout_seed);
+    for (const auto& step : chunked(0, 0, kLong - 3, 512)) w->step(step);
+    for (const auto& step : chunked(0, kLong - 3, kLong, 1)) w->step(step);
+    return w;
+  };
+  // The decode warps on every step, each running every split of its rows and merging them
+  // itself (merge_row): the base.
+  auto base_ops = tc_ops(0, {}, false, 1, 3, 0, 4);
+  const auto base = run(*base_ops, 0);
+  struct Variant {
+    const char* name;
+    std::unique_ptr<Ops> ops;
+  };
+  Variant variants[] = {
+      {"a CTA per split, the merge kernel", tc_ops(1, {0, 0, 0, 0, -1, -1, 0})},
+      {"a CTA per split, merged in the group's last CTA", tc_ops(1, {0, 0, 0, 0, -1, -1, 1})},
+      {"the row's splits in its CTA (in-CTA merge)", tc_ops(0)},
+      {"the decode warps a split each, the merge kernel", tc_ops(1, {}, false, 1, 24, 0, 4)},
+      {"chosen", tc_ops()}};
+  for (Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    const auto w = run(*v.ops, 21);
+    expect_same_rows(*base, 0, *w, 0, 0, kLong);
   }
 }
 

@@ -465,7 +465,8 @@ __device__ __forceinline__ void store_partial(float* partials, int64_t row, int 
 // instantiated in two files without relocatable device code must not share a host stub).
 namespace {
 
-// One warp per (token, head) row: merges its split partials in order 0, 1, … with the same
+// One warp per (token, head) row (merge_row: the decode warps' in-warp merge and the merge in
+// a group's last CTA): merges its split partials in order 0, 1, … with the same
 // merge_state/merge_value as the in-CTA path, then divides by L and stores (fp32 or bf16).
 // The partials of kMergeBatch splits are loaded together, and the next batch's loads are in
 // flight while a batch is folded (a long row has up to hundreds of splits: one load latency
@@ -568,9 +569,89 @@ __device__ __forceinline__ void merge_in_last_cta(const AttentionArgs& a, const 
                   max_splits, lane);
 }
 
+// The scan merge kernel: a CTA per (token, head) row, a warp per 32 of its head dims (one a lane),
+// which walks the row's splits 32 at a time. The fold's chain is merge_row's — M, then for each
+// split in ascending order a = M == mn ? 1 : 2^(M − mn), b likewise, L = L·a + l·b, O = O·a + o·b
+// — but what does not depend on the chain runs beside it: the running max is exact, so a chunk's
+// 32 running maxes come from a scan over its lanes (max is order-free: the chain's very values),
+// and with them each split's a, b and l·b, one split a lane; then the L and O chains take them
+// from the lanes in order, two dependent roundings a split, while the next chunk's partials are in
+// flight. The same operations on the same values: merge_row's bits (the tests compare the two:
+// the decode warps' in-warp merge and the shared-split CTA's in-CTA merge against this kernel).
+// Nsight Compute, H200 (docs/cuda.md, "The split merge as a scan"): one warp a row folding split
+// by split took 22.9 µs at 1 × 32768 (128 splits, 32 rows), 36% of that step's attention.
 template <int HD>
-__global__ void merge_partials_kernel(const AttentionArgs a, const float* partials,
-                                      int max_splits) {
+struct MergeChunk {
+  float m, l;   // lane j: split z0 + j's (−inf and 0 past the row's splits)
+  float o[32];  // o[j]: split z0 + j's element at the lane's head dim (0 past)
+  __device__ __forceinline__ void load(const float* part, int z0, int n_splits, int d, int lane) {
+    const int z = z0 + lane;
+    m = z < n_splits ? __ldcg(part + static_cast<int64_t>(z) * (HD + 2)) : -INFINITY;
+    l = z < n_splits ? __ldcg(part + static_cast<int64_t>(z) * (HD + 2) + 1) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      o[j] = z0 + j < n_splits && d < HD
+                 ? __ldcg(part + static_cast<int64_t>(z0 + j) * (HD + 2) + 2 + d)
+                 : 0.0f;
+  }
+  // Folds the chunk's splits (those below n_splits) into (M, L, O), in ascending order.
+  __device__ __forceinline__ void fold(float& M, float& L, float& O, int z0, int n_splits,
+                                       int lane) const {
+    float mz = m;  // the running max through split z0 + lane
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float t = __shfl_up_sync(kFull, mz, off);
+      if (lane >= off) mz = fmaxf(mz, t);
+    }
+    mz = fmaxf(mz, M);
+    float mp = __shfl_up_sync(kFull, mz, 1);  // the running max before it
+    if (lane == 0) mp = M;
+    const float a = mp == mz ? 1.0f : exp2f(__fsub_rn(mp, mz));  // merge_state's a and b
+    const float b = m == mz ? 1.0f : exp2f(__fsub_rn(m, mz));
+    const float lb = __fmul_rn(l, b);
+    const int n = min(32, n_splits - z0);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      if (j >= n) break;
+      const float aj = __shfl_sync(kFull, a, j), bj = __shfl_sync(kFull, b, j);
+      L = __fadd_rn(__fmul_rn(L, aj), __shfl_sync(kFull, lb, j));
+      O = __fadd_rn(__fmul_rn(O, aj), __fmul_rn(o[j], bj));
+    }
+    M = __shfl_sync(kFull, mz, n - 1);
+  }
+};
+
+template <int HD>
+__global__ void merge_scan_kernel(const AttentionArgs a, const float* partials, int max_splits) {
+  pdl_wait();
+  pdl_release();
+  const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int d = static_cast<int>(threadIdx.x);  // the lane's head dim (warp w: 32w …)
+  const int n_splits = a.positions[row / a.n_heads] / kTcSplit + 1;
+  const float* part = partials + row * max_splits * (HD + 2);
+  float M = -INFINITY, L = 0.0f, O = 0.0f;
+  MergeChunk<HD> even, odd;  // two chunks in turn: one's loads in flight while the other folds
+  even.load(part, 0, n_splits, d, lane);
+  for (int z0 = 0; z0 < n_splits; z0 += 64) {
+    if (z0 + 32 < n_splits) odd.load(part, z0 + 32, n_splits, d, lane);
+    even.fold(M, L, O, z0, n_splits, lane);
+    if (z0 + 32 >= n_splits) break;
+    if (z0 + 64 < n_splits) even.load(part, z0 + 64, n_splits, d, lane);
+    odd.fold(M, L, O, z0 + 32, n_splits, lane);
+  }
+  if (d >= HD) return;
+  const float v = __fdiv_rn(O, L);
+  if (a.out_bf16 != nullptr) {
+    a.out_bf16[row * HD + d] = __float2bfloat16_rn(v);
+  } else {
+    a.out[row * HD + d] = v;
+  }
+}
+
+// A warp a row, four rows a CTA: merge_row (the short rows' merge kernel).
+template <int HD>
+__global__ void merge_rows_kernel(const AttentionArgs a, const float* partials, int max_splits) {
   pdl_wait();
   pdl_release();
   const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + (threadIdx.x >> 5);
@@ -578,11 +659,20 @@ __global__ void merge_partials_kernel(const AttentionArgs a, const float* partia
   merge_row<HD>(a, partials, row, max_splits, threadIdx.x & 31);
 }
 
+// The split merge after a grid that stored every split's partials: the scan (a CTA a row) when
+// the block table is wider than kScanMergeSplits splits, else a warp a row — both merge_row's
+// bits. H200, ncu/bench (docs/cuda.md, "The split merge as a scan"): the scan is faster at 33
+// and 128 splits a row (1 × 8192 18.7 → 16.9 µs with the attention, 1 × 32768 52.9 → 45.9) and
+// slower at 9 (64 × 2048: 145.4 → 148.3 µs), where a warp's chain is short.
+constexpr int kScanMergeSplits = 16;
 template <int HD>
 cudaError_t launch_merge_partials(const AttentionArgs& a, const float* partials, int max_splits,
                                   cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
-  return launch_pdl(a.pdl, merge_partials_kernel<HD>, static_cast<unsigned>((rows + 3) / 4), 128, 0,
+  if (max_splits > kScanMergeSplits)
+    return launch_pdl(a.pdl, merge_scan_kernel<HD>, static_cast<unsigned>(rows),
+                      32 * ((HD + 31) / 32), 0, stream, a, partials, max_splits);
+  return launch_pdl(a.pdl, merge_rows_kernel<HD>, static_cast<unsigned>((rows + 3) / 4), 128, 0,
                     stream, a, partials, max_splits);
 }
 
