@@ -14,7 +14,7 @@
 //    on every step with both merges, or never) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
 //    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
-//  - rows of 67 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the merge in a
+//  - rows of 67 and 130 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the merge in a
 //    group's last CTA, the in-CTA merge and the decode warps' in-warp merge, bit for bit;
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
@@ -270,40 +270,44 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   }
 }
 
-// Rows of many splits: 67 at the last position (the merge kernel's scan walks its 32-split
-// chunks in turn: even, odd, even). Every merge gives the in-warp merge's bits: the merge
-// kernel after a CTA per split and after the decode warps' splits, the merge in a group's last
-// CTA, the in-CTA merge, and the chosen schedule. Prefill in chunks of 512 (rows past position
-// 8192 have more than 32 splits too), then three decode steps.
+// Rows of many splits: 67 and 130 at the last position (the merge kernel's scan keeps four
+// 32-split chunks in a ring: 67 ends in the third chunk, 130 wraps to the first). Every merge
+// gives the in-warp merge's bits: the merge kernel after a CTA per split and after the decode
+// warps' splits, the merge in a group's last CTA, the in-CTA merge, and the chosen schedule.
+// Prefill in chunks of 512 (rows past position 8192 have more than 32 splits too), then three
+// decode steps.
 TEST_P(CudaAttentionTc, LongRowsMergeToTheSameBits) {
   DETLLM_SKIP_WITHOUT_GPU();
   const AttnShape shape = GetParam();
-  constexpr int kLong = 16900;  // positions 0 … 16899: 67 splits of 256 at the last
-  const auto run = [&](Ops& ops, uint32_t layout_seed) {
-    auto w = std::make_unique<DevicePagedWorld>(ops, shape, std::vector<int>{42},
-                                                std::vector<int>{kLong}, layout_seed);
-    for (const auto& step : chunked(0, 0, kLong - 3, 512)) w->step(step);
-    for (const auto& step : chunked(0, kLong - 3, kLong, 1)) w->step(step);
-    return w;
-  };
-  // The decode warps on every step, each running every split of its rows and merging them
-  // itself (merge_row): the base.
-  auto base_ops = tc_ops(0, {}, false, 1, 3, 0, 4);
-  const auto base = run(*base_ops, 0);
-  struct Variant {
-    const char* name;
-    std::unique_ptr<Ops> ops;
-  };
-  Variant variants[] = {
-      {"a CTA per split, the merge kernel", tc_ops(1, {0, 0, 0, 0, -1, -1, 0})},
-      {"a CTA per split, merged in the group's last CTA", tc_ops(1, {0, 0, 0, 0, -1, -1, 1})},
-      {"the row's splits in its CTA (in-CTA merge)", tc_ops(0)},
-      {"the decode warps a split each, the merge kernel", tc_ops(1, {}, false, 1, 24, 0, 4)},
-      {"chosen", tc_ops()}};
-  for (Variant& v : variants) {
-    SCOPED_TRACE(v.name);
-    const auto w = run(*v.ops, 21);
-    expect_same_rows(*base, 0, *w, 0, 0, kLong);
+  // positions 0 … n − 1: 67 and 130 splits of 256 at the last
+  for (const int n_pos : {16900, 33100}) {
+    SCOPED_TRACE(fmt::format("{} positions", n_pos));
+    const auto run = [&](Ops& ops, uint32_t layout_seed) {
+      auto w = std::make_unique<DevicePagedWorld>(ops, shape, std::vector<int>{42},
+                                                  std::vector<int>{n_pos}, layout_seed);
+      for (const auto& step : chunked(0, 0, n_pos - 3, 512)) w->step(step);
+      for (const auto& step : chunked(0, n_pos - 3, n_pos, 1)) w->step(step);
+      return w;
+    };
+    // The decode warps on every step, each running every split of its rows and merging them
+    // itself (merge_row): the base.
+    auto base_ops = tc_ops(0, {}, false, 1, 3, 0, 4);
+    const auto base = run(*base_ops, 0);
+    struct Variant {
+      const char* name;
+      std::unique_ptr<Ops> ops;
+    };
+    Variant variants[] = {
+        {"a CTA per split, the merge kernel", tc_ops(1, {0, 0, 0, 0, -1, -1, 0})},
+        {"a CTA per split, merged in the group's last CTA", tc_ops(1, {0, 0, 0, 0, -1, -1, 1})},
+        {"the row's splits in its CTA (in-CTA merge)", tc_ops(0)},
+        {"the decode warps a split each, the merge kernel", tc_ops(1, {}, false, 1, 24, 0, 4)},
+        {"chosen", tc_ops()}};
+    for (Variant& v : variants) {
+      SCOPED_TRACE(v.name);
+      const auto w = run(*v.ops, 21);
+      expect_same_rows(*base, 0, *w, 0, 0, n_pos);
+    }
   }
 }
 

@@ -621,7 +621,7 @@ struct MergeChunk {
   }
 };
 
-template <int HD>
+template <int HD, int kRing>
 __global__ void merge_scan_kernel(const AttentionArgs a, const float* partials, int max_splits) {
   pdl_wait();
   pdl_release();
@@ -631,14 +631,39 @@ __global__ void merge_scan_kernel(const AttentionArgs a, const float* partials, 
   const int n_splits = a.positions[row / a.n_heads] / kTcSplit + 1;
   const float* part = partials + row * max_splits * (HD + 2);
   float M = -INFINITY, L = 0.0f, O = 0.0f;
-  MergeChunk<HD> even, odd;  // two chunks in turn: one's loads in flight while the other folds
-  even.load(part, 0, n_splits, d, lane);
-  for (int z0 = 0; z0 < n_splits; z0 += 64) {
-    if (z0 + 32 < n_splits) odd.load(part, z0 + 32, n_splits, d, lane);
-    even.fold(M, L, O, z0, n_splits, lane);
-    if (z0 + 32 >= n_splits) break;
-    if (z0 + 64 < n_splits) even.load(part, z0 + 64, n_splits, d, lane);
-    odd.fold(M, L, O, z0 + 32, n_splits, lane);
+  if constexpr (kRing == 2) {
+    // Two chunks in turn: one's loads in flight while the other folds.
+    MergeChunk<HD> c0, c1;
+    c0.load(part, 0, n_splits, d, lane);
+    for (int z0 = 0; z0 < n_splits; z0 += 64) {
+      if (z0 + 32 < n_splits) c1.load(part, z0 + 32, n_splits, d, lane);
+      c0.fold(M, L, O, z0, n_splits, lane);
+      if (z0 + 32 >= n_splits) break;
+      if (z0 + 64 < n_splits) c0.load(part, z0 + 64, n_splits, d, lane);
+      c1.fold(M, L, O, z0 + 32, n_splits, lane);
+    }
+  } else {
+    // Four chunks in a ring (128 splits in flight at once: a 32768-position row's whole fold
+    // after one load latency); chunk k + 4's loads go out when chunk k is folded.
+    static_assert(kRing == 4, "a ring of 2 or 4 chunks");
+    MergeChunk<HD> c0, c1, c2, c3;
+    c0.load(part, 0, n_splits, d, lane);
+    if (32 < n_splits) c1.load(part, 32, n_splits, d, lane);
+    if (64 < n_splits) c2.load(part, 64, n_splits, d, lane);
+    if (96 < n_splits) c3.load(part, 96, n_splits, d, lane);
+    for (int z0 = 0; z0 < n_splits; z0 += 128) {
+      c0.fold(M, L, O, z0, n_splits, lane);
+      if (z0 + 32 >= n_splits) break;
+      if (z0 + 128 < n_splits) c0.load(part, z0 + 128, n_splits, d, lane);
+      c1.fold(M, L, O, z0 + 32, n_splits, lane);
+      if (z0 + 64 >= n_splits) break;
+      if (z0 + 160 < n_splits) c1.load(part, z0 + 160, n_splits, d, lane);
+      c2.fold(M, L, O, z0 + 64, n_splits, lane);
+      if (z0 + 96 >= n_splits) break;
+      if (z0 + 192 < n_splits) c2.load(part, z0 + 192, n_splits, d, lane);
+      c3.fold(M, L, O, z0 + 96, n_splits, lane);
+      if (z0 + 224 < n_splits) c3.load(part, z0 + 224, n_splits, d, lane);
+    }
   }
   if (d >= HD) return;
   const float v = __fdiv_rn(O, L);
@@ -665,12 +690,19 @@ __global__ void merge_rows_kernel(const AttentionArgs a, const float* partials, 
 // and 128 splits a row (1 × 8192 18.7 → 16.9 µs with the attention, 1 × 32768 52.9 → 45.9) and
 // slower at 9 (64 × 2048: 145.4 → 148.3 µs), where a warp's chain is short.
 constexpr int kScanMergeSplits = 16;
+// Rows wider than 96 splits keep four chunks in flight (168 registers against 96): 1 × 32768
+// 45.8 → 44.6–44.7 µs with the attention; at 33 and 65 splits the ring of 2 is faster (64 × 8192
+// 562.5 against 565.2 µs: fewer CTAs an SM with the larger ring; 1 × 16384 27.3 against 27.7).
+constexpr int kScanRing4Splits = 96;
 template <int HD>
 cudaError_t launch_merge_partials(const AttentionArgs& a, const float* partials, int max_splits,
                                   cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.n_tokens) * a.n_heads;
+  if (max_splits > kScanRing4Splits)
+    return launch_pdl(a.pdl, merge_scan_kernel<HD, 4>, static_cast<unsigned>(rows),
+                      32 * ((HD + 31) / 32), 0, stream, a, partials, max_splits);
   if (max_splits > kScanMergeSplits)
-    return launch_pdl(a.pdl, merge_scan_kernel<HD>, static_cast<unsigned>(rows),
+    return launch_pdl(a.pdl, merge_scan_kernel<HD, 2>, static_cast<unsigned>(rows),
                       32 * ((HD + 31) / 32), 0, stream, a, partials, max_splits);
   return launch_pdl(a.pdl, merge_rows_kernel<HD>, static_cast<unsigned>((rows + 3) / 4), 128, 0,
                     stream, a, partials, max_splits);
