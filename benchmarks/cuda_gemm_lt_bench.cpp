@@ -12,7 +12,13 @@
 // the fastest bit-equal candidate's speed ratio (cuBLAS time ÷ its time; 1.0 = as fast).
 // --splits N replaces every shape's split count by N (a numerics experiment: which S makes the
 // best bit-equal executions fastest), on the shapes where N divides the K range.
-// Run: build-cuda/benchmarks/cuda_gemm_lt_bench [--quick] [--splits N]   (exits without a GPU)
+// --exhaustive: besides the heuristics, every unsplit configuration cuBLASLt offers for the
+// problem (each algorithm id × its tiles × its stages × five cluster shapes; split-K 1), each
+// checked for the kernel's bits and timed; prints the fastest bit-equal ones against the best
+// heuristic one, and TB/s of the weight bytes. --ms LIST picks the M values, --shapes LIST the
+// shapes (qkv,o,gate_up,down,lm_head).
+// Run: build-cuda/benchmarks/cuda_gemm_lt_bench [--quick] [--splits N] [--exhaustive]
+//      [--ms 1,8,16] [--shapes o,qkv]   (exits without a GPU)
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -158,6 +164,70 @@ bool force(cublasLtHandle_t lt, const LtProblem& p, cublasLtMatmulAlgo_t& algo, 
   return res.workspaceSize <= ws_bytes;
 }
 
+// Every unsplit configuration cuBLASLt has for the problem: each algorithm id × its tiles × its
+// stages × five cluster shapes × its custom options × CTA swizzling, split-K 1, that AlgoCheck
+// accepts.
+std::vector<cublasLtMatmulAlgo_t> every_unsplit(cublasLtHandle_t lt, const LtProblem& p,
+                                                size_t ws_bytes) {
+  std::vector<int> ids(512);
+  int n_ids = 0;
+  CB(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
+                              CUDA_R_32F, CUDA_R_32F, static_cast<int>(ids.size()), ids.data(),
+                              &n_ids));
+  auto caps = [](const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t what) {
+    size_t bytes = 0;
+    std::vector<uint32_t> v;
+    if (cublasLtMatmulAlgoCapGetAttribute(&a, what, nullptr, 0, &bytes) == CUBLAS_STATUS_SUCCESS &&
+        bytes >= 4) {
+      v.resize(bytes / 4);
+      if (cublasLtMatmulAlgoCapGetAttribute(&a, what, v.data(), bytes, &bytes) !=
+          CUBLAS_STATUS_SUCCESS)
+        v.clear();
+    }
+    if (v.empty()) v.push_back(0);  // UNDEFINED: the algorithm's own choice
+    return v;
+  };
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (int i = 0; i < n_ids; ++i) {
+    cublasLtMatmulAlgo_t a0;
+    if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
+                               CUDA_R_32F, CUDA_R_32F, ids[size_t(i)],
+                               &a0) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    int32_t custom_max = 0, swizzle_ok = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&a0, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                      sizeof(custom_max), &w);
+    cublasLtMatmulAlgoCapGetAttribute(&a0, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_ok,
+                                      sizeof(swizzle_ok), &w);
+    for (const uint32_t tile : caps(a0, CUBLASLT_ALGO_CAP_TILE_IDS))
+      for (const uint32_t stages : caps(a0, CUBLASLT_ALGO_CAP_STAGES_IDS))
+        for (const uint16_t cluster : {0, 2, 3, 4, 5})
+          for (uint32_t custom = 0; custom <= uint32_t(std::clamp(custom_max, 0, 7)); ++custom)
+            for (uint32_t swizzle = 0; swizzle <= (swizzle_ok ? 1u : 0u); ++swizzle) {
+              cublasLtMatmulAlgo_t a = a0;
+              const uint32_t one = 1, none = 0;
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                                   4);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                                   4);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, 4);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, 4);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                                   &cluster, 2);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, 4);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                                   4);
+              cublasLtMatmulHeuristicResult_t res{};
+              if (cublasLtMatmulAlgoCheck(lt, p.op, p.a, p.b, p.c, p.c, &a, &res) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  res.workspaceSize <= ws_bytes)
+                out.push_back(a);
+            }
+  }
+  return out;
+}
+
 struct Timer {
   cudaEvent_t a, b;
   Timer() {
@@ -190,11 +260,33 @@ size_t count_diff(const std::vector<float>& a, const std::vector<float>& b, size
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, exhaustive = false;
   int splits_override = 0;
+  std::vector<int64_t> ms_arg;
+  std::string shapes_arg;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") quick = true;
-    if (std::string(argv[i]) == "--splits" && i + 1 < argc) splits_override = std::atoi(argv[++i]);
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    if (a == "--exhaustive") exhaustive = true;
+    if (a == "--splits" && i + 1 < argc) splits_override = std::atoi(argv[++i]);
+    if (a == "--shapes" && i + 1 < argc) {
+      shapes_arg.assign(1, ',');
+      shapes_arg.append(argv[++i]);
+      shapes_arg.push_back(',');
+    }
+    if (a == "--ms" && i + 1 < argc) {
+      for (const char* c = argv[++i]; *c;) {
+        char* end = nullptr;
+        const long v = std::strtol(c, &end, 10);
+        if (end == c || v < 1 || v > 4096) {
+          std::fprintf(stderr,
+                       "cuda_gemm_lt_bench: --ms wants M values 1..4096, comma-separated\n");
+          return 2;
+        }
+        ms_arg.push_back(v);
+        c = *end == ',' ? end + 1 : end;
+      }
+    }
   }
   if (kernels::cuda_device_count() == 0) {
     std::puts("no CUDA device: nothing to measure");
@@ -214,13 +306,19 @@ int main(int argc, char** argv) {
                                      {"down", 4096, 14336},
                                      {"lm_head", 128256, 4096}};
   const std::vector<int64_t> ms =
-      quick ? std::vector<int64_t>{256, 4096}
-            : std::vector<int64_t>{1, 8, 32, 64, 128, 256, 512, 1024, 4096};
+      !ms_arg.empty() ? ms_arg
+      : quick         ? std::vector<int64_t>{256, 4096}
+                      : std::vector<int64_t>{1, 8, 32, 64, 128, 256, 512, 1024, 4096};
+  std::vector<std::string> exhaustive_summary;
   const int64_t m_max = 4096;
   std::vector<std::string> summary;
   Timer timer;
 
   for (const Shape& s : shapes) {
+    std::string tag(1, ',');
+    tag.append(s.name);
+    tag.push_back(',');
+    if (!shapes_arg.empty() && shapes_arg.find(tag) == std::string::npos) continue;
     if (splits_override > 0 &&
         (s.k % (int64_t{splits_override} * 256) != 0 || kc::gemm_split_count(s.n, s.k) == 1))
       continue;  // the experiment is about the split shapes
@@ -345,6 +443,56 @@ int main(int argc, char** argv) {
           });
         }
       }
+      if (exhaustive && S == 1) {
+        const double best_heuristic = best;
+        struct Timed {
+          double us;
+          std::string desc;
+        };
+        std::vector<Timed> equal;
+        // Every unsplit configuration, and the heuristics' own (split-K forced to 1): run,
+        // compared with the kernel's rows, timed if bit-equal.
+        {
+          LtProblem p(m, s.n, s.k, s.k);
+          std::vector<cublasLtMatmulAlgo_t> algos = every_unsplit(lt, p, ws_bytes);
+          for (cublasLtMatmulAlgo_t a : heuristics(lt, p, ws_bytes, 16))
+            if (force(lt, p, a, 1, 0, ws_bytes)) algos.push_back(a);
+          size_t n_equal = 0, n_differ = 0, n_fail = 0;
+          for (const auto& algo : algos) {
+            auto call = [&](int i) {
+              return cublasLtMatmul(lt, p.op, &one, wc(i), p.a, x16, p.b, &zero, y, p.c, y, p.c,
+                                    &algo, ws, ws_bytes, nullptr);
+            };
+            CK(cudaMemset(y, 0, n_out * 4));
+            if (call(0) != CUBLAS_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess) {
+              ++n_fail;
+              (void)cudaGetLastError();
+              continue;
+            }
+            CK(cudaMemcpy(got.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
+            if (count_diff(got, ref, n_out) != 0) {
+              ++n_differ;
+              continue;
+            }
+            ++n_equal;
+            const double t = timer.us([&](int i) { CB(call(i)); }, 20);
+            equal.push_back({t, describe(info_of(algo))});
+          }
+          fmt::print("  exhaustive: {} configurations, {} bit-equal, {} differ, {} failed\n",
+                     algos.size(), n_equal, n_differ, n_fail);
+        }
+        std::sort(equal.begin(), equal.end(),
+                  [](const Timed& a, const Timed& b) { return a.us < b.us; });
+        const double tbs = [&](double us) {
+          return us > 0 ? double(s.n) * double(s.k) * 2.0 / (us * 1e-6) / 1e12 : 0.0;
+        }(equal.empty() ? 0.0 : equal[0].us);
+        for (size_t i = 0; i < std::min<size_t>(equal.size(), 8); ++i)
+          fmt::print("    {:8.1f} us  {}\n", equal[i].us, equal[i].desc);
+        exhaustive_summary.push_back(fmt::format(
+            "| {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {} |", s.name, m, best_heuristic,
+            equal.empty() ? 0.0 : equal[0].us, equal.empty() ? 0.0 : best_heuristic / equal[0].us,
+            tbs, equal.empty() ? "none" : equal[0].desc));
+      }
       summary.push_back(fmt::format("| {} | {} | {:.1f} | {:.2f} | {:.2f} | {} |", s.name, m,
                                     t_cublas, t_cublas / t_ours,
                                     best < 1e29 ? t_cublas / best : 0.0, best_desc));
@@ -361,6 +509,12 @@ int main(int argc, char** argv) {
       "\n| shape | M | cuBLAS µs | ours ratio | best bit-equal Lt ratio | candidate |\n"
       "|---|---|---|---|---|---|\n");
   for (const auto& l : summary) fmt::print("{}\n", l);
+  if (exhaustive) {
+    fmt::print(
+        "\n| shape | M | best heuristic bit-equal µs | best exhaustive bit-equal µs | speed-up | "
+        "weights TB/s | configuration |\n|---|---|---|---|---|---|---|\n");
+    for (const auto& l : exhaustive_summary) fmt::print("{}\n", l);
+  }
   cublasLtDestroy(lt);
   cublasDestroy(cb);
   return 0;

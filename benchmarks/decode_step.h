@@ -73,6 +73,19 @@ class DecodeStep {
     m.ops().synchronize();
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
   }
+  // Mean ms of `steps` forwards enqueued back to back, the logits left on the device and read by
+  // no one, one synchronize at the end: the step's device time where the host keeps ahead (what
+  // a loop of graph replays without a host round trip measures), for comparison with the
+  // blocking steps above.
+  double time_enqueued_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
+                          int warmup, int steps) {
+    for (int i = 0; i < warmup; ++i) (void)m.forward(tokens_, batch_, rows, kv_, graphs);
+    m.ops().synchronize();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) (void)m.forward(tokens_, batch_, rows, kv_, graphs);
+    m.ops().synchronize();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+  }
   // The same with the logits left on the device and every row sampled there in one
   // Ops::sample_rows call (temperature 0.8, top-p 0.95, seeded): only the results come back.
   // greedy: temperature 0 (the argmax and its logprob); else temperature 0.8, top-p 0.95.
