@@ -151,7 +151,7 @@ int usage(const char* argv0) {
              "0 off, 1 on); same bits.\n"
              "--attn-stages, --attn-merge: both modes' CudaOptions::attention_tc_stages (0\n"
              "chosen, 2, 3) and attention_tc_merge (-1 chosen, 0 the merge kernel, 1 the\n"
-             "last split CTA); same bits.\n"
+             "last split CTA, 2 a cluster of the shared-split CTAs); same bits.\n"
              "--attn-decode, --attn-ring: attention_tc_decode (-1 decode-like steps, 1 every\n"
              "step) and attention_tc_decode_ring (0 chosen; quarters: 3, 4, 6, or 12, 24 for\n"
              "one warp a CTA); same bits.\n"

@@ -11,7 +11,8 @@
 //    them over alternate splits; chosen; the 4 × 16 CTA on warpgroup MMAs, attention_wg.cu,
 //    with a ring of 2 or 3 tiles and/or the fast path, Q in registers or shared memory, and
 //    kept off; the shared-split CTA, attention_tc_shared.cu, four warps a tile each of a split,
-//    on every step with both merges, or never) and both schedules
+//    on every step with every merge — the kernel, the last CTA, a cluster of the split CTAs — or
+//    never) and both schedules
 //    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
 //    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
 //  - rows of 67 and 130 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the merge in a
@@ -29,6 +30,8 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "kernels/cuda/attention_tc_grid.h"
+#include "kernels/cuda/attention_tc_shared.h"
 
 namespace detllm::kernels {
 namespace {
@@ -44,7 +47,8 @@ struct CtaShape {
   int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
   int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu); 2: with
                    // Q from shared memory
-  int merge = -1;  // a CTA per split: 0 the merge kernel, 1 merged by the group's last CTA
+  int merge = -1;  // a CTA per split: 0 the merge kernel, 1 merged by the group's last CTA, 2 by
+                   // a cluster of the shared-split CTAs
   int shared = -1;  // the shared-split CTA (4 warps, a tile each): -1 chosen, 0 never, 1 every step
 };
 
@@ -217,10 +221,16 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
                           {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2},
                           // the split merge in the group's last CTA (1; 0 the merge kernel)
                           {4, 1, 2, 0, 0, -1, 1}, {4, 1, 3, 0, 1, -1, 1}, {1, 1, 0, 0, 0, -1, 1},
-                          // the shared-split CTA on every step (both merges), and never (the
-                          // 4 × 16 packed CTA on decode-like steps, as before it)
+                          // the shared-split CTA on every step (every merge: the kernel, the
+                          // last CTA, a cluster of the split CTAs), and never (the 4 × 16
+                          // packed CTA on decode-like steps, as before it)
                           {0, 0, 0, 0, -1, -1, -1, 1}, {0, 0, 0, 0, -1, -1, 1, 1},
+                          {0, 0, 0, 0, -1, -1, 2, 1},
                           {0, 0, 0, 0, -1, -1, -1, 0}};
+  // kLen's 5 splits make a cluster the cluster merge runs in (not the merge kernel it falls
+  // back to): this card must hold such clusters.
+  EXPECT_TRUE(cuda::attention_tc_cluster_merge_fits(shape.head_dim,
+                                                  (kLen + cuda::tc::kTcSplit - 1) / cuda::tc::kTcSplit));
   for (int decode : {-1, 0, 1})
     for (int split_blocks : {-1, 0, 1})
       for (const CtaShape& cta : ctas) {

@@ -689,9 +689,11 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scrat
                                split, stream);
   // The split merge: chosen, the merge kernel (H200, cuda_e2e_bench --attn-merge at batch 1
   // and 8: the last CTA's merge was no faster, docs/cuda.md); 1 in the group's last CTA.
+  // 2: the shared-split CTAs of a row as one cluster, merging through their shared memory
+  // (attention_tc_shared.cu; rows of ≤ 8 splits, else the merge kernel; elsewhere 0).
   unsigned int* merge = s.merge == 1 ? counters : nullptr;
   if (shape.shared)
-    return launch_attention_tc_shared(a, shape.tq, partials, split, merge, stream);
+    return launch_attention_tc_shared(a, shape.tq, partials, split, merge, s.merge == 2, stream);
   switch (a.head_dim) {
     case 16:
       return launch_hd<16>(a, shape, partials, split, merge, stream);

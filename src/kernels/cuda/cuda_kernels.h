@@ -216,7 +216,10 @@ struct TcSchedule {
                     // with Q from shared memory (head_dim 64 and 128; chosen at 64)
   int merge = -1;   // a CTA per split (16-row warps): -1 chosen (0), 0 the merge kernel, 1 the last
                     // CTA of a (tokens, KV head) to finish merges its rows (merge_row, no
-                    // kernel); either way the same merge_row, the same bits
+                    // kernel); 2 the shared-split CTAs of a row as one cluster, merging
+                    // through distributed shared memory (≤ 8 splits, else 0; measured slower,
+                    // so not chosen); every way
+                    // merge_row's chain, the same bits
   int shared = -1;  // the shared-split CTA (attention_tc_shared.cu: 4 warps share each KV
                     // split, a tile each; ≤ 16 rows): -1 chosen (decode-like steps when no CTA
                     // shape is forced), 0 never, 1 every step whose tokens' heads fit 16 rows
