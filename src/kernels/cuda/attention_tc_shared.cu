@@ -80,6 +80,9 @@ struct SplitSmem {
 // The cluster merge's partials, after SplitSmem: [row of the CTA][m, l, o (HD)], fp32.
 template <int HD>
 constexpr size_t kClusterPartBytes = sizeof(float) * (HD + 2) * kWarpRows;
+// The cluster merge's dynamic shared memory a CTA.
+template <int HD>
+constexpr size_t kClusterSmemBytes = SplitSmem<HD>::kBytes + kClusterPartBytes<HD>;
 
 // The cluster merge (see the top of the file): rows r ≡ rank (mod Z) of the CTA's tq · n_rep,
 // each folded by threads d < HD (a head dim each) from the Z CTAs' shared partials. Every CTA
@@ -371,19 +374,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 // kernel and process (a host call per launch costs decode steps microseconds).
 template <int HD>
 cudaError_t allow_shared_memory() {
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_tc_shared_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(SplitSmem<HD>::kBytes + kClusterPartBytes<HD>));
+  static const cudaError_t attr = cudaFuncSetAttribute(attention_tc_shared_kernel<HD>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kClusterSmemBytes<HD>));
   return attr;
 }
 
-// Whether clusters of `splits` CTAs of the kernel (with the cluster merge's shared memory)
-// can be resident on this device at all; asked once per size and process (after the limit
-// is raised: before it the answer would be no).
+// Whether the cluster merge applies to rows of `splits` splits (2 … kMaxClusterSplits) and
+// clusters of that many CTAs of the kernel (with its shared memory) can be resident on this
+// device at all; asked once per size and process (after the limit is raised: before it the
+// answer would be no).
 template <int HD>
-bool clusters_fit(int splits, size_t smem) {
+bool clusters_fit(int splits) {
   static int known[kMaxClusterSplits + 1] = {};  // 0 not asked, 1 yes, -1 no
-  if (allow_shared_memory<HD>() != cudaSuccess) return false;
+  if (splits < 2 || splits > kMaxClusterSplits || allow_shared_memory<HD>() != cudaSuccess)
+    return false;
   if (known[splits] == 0) {
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeClusterDimension;
@@ -393,7 +398,7 @@ bool clusters_fit(int splits, size_t smem) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(1, 1, static_cast<unsigned>(splits));
     cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = kClusterSmemBytes<HD>;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     int n = 0;
@@ -408,33 +413,15 @@ template <int HD>
 cudaError_t launch_hd(const AttentionArgs& a, int tq, float* partials, bool split,
                       unsigned int* merge_counters, bool cluster_merge, cudaStream_t stream) {
   constexpr size_t smem = SplitSmem<HD>::kBytes;
-  constexpr size_t smem_cluster = smem + kClusterPartBytes<HD>;
   const cudaError_t attr = allow_shared_memory<HD>();
   if (attr != cudaSuccess) return attr;
   const int max_splits = max_splits_of(a);
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  const bool cluster = split && cluster_merge && max_splits >= 2 &&
-                       max_splits <= kMaxClusterSplits &&
-                       clusters_fit<HD>(max_splits, smem_cluster);
-  if (cluster) {
-    cudaLaunchAttribute attrs[2] = {};
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = 1;
-    attrs[0].val.clusterDim.y = 1;
-    attrs[0].val.clusterDim.z = static_cast<unsigned>(max_splits);
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem_cluster;
-    cfg.stream = stream;
-    cfg.attrs = attrs;
-    cfg.numAttrs = a.pdl ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, attention_tc_shared_kernel<HD>, a, tq, a.scale * kLog2e,
-                              partials, max_splits, true, static_cast<unsigned int*>(nullptr),
-                              true);
-  }
+  if (split && cluster_merge && clusters_fit<HD>(max_splits))
+    return launch_pdl_cluster(a.pdl, static_cast<unsigned>(max_splits),
+                              attention_tc_shared_kernel<HD>, grid, kWarps * 32,
+                              kClusterSmemBytes<HD>, stream, a, tq, a.scale * kLog2e, partials,
+                              max_splits, true, static_cast<unsigned int*>(nullptr), true);
   unsigned int* counters =
       split && static_cast<int64_t>(grid.x) * grid.y <= kTcMergeCounters ? merge_counters : nullptr;
   cudaError_t err =
@@ -447,16 +434,15 @@ cudaError_t launch_hd(const AttentionArgs& a, int tq, float* partials, bool spli
 }  // namespace
 
 bool attention_tc_cluster_merge_fits(int head_dim, int splits) {
-  if (splits < 2 || splits > kMaxClusterSplits) return false;
   switch (head_dim) {
     case 16:
-      return clusters_fit<16>(splits, SplitSmem<16>::kBytes + kClusterPartBytes<16>);
+      return clusters_fit<16>(splits);
     case 32:
-      return clusters_fit<32>(splits, SplitSmem<32>::kBytes + kClusterPartBytes<32>);
+      return clusters_fit<32>(splits);
     case 64:
-      return clusters_fit<64>(splits, SplitSmem<64>::kBytes + kClusterPartBytes<64>);
+      return clusters_fit<64>(splits);
     case 128:
-      return clusters_fit<128>(splits, SplitSmem<128>::kBytes + kClusterPartBytes<128>);
+      return clusters_fit<128>(splits);
     default:
       return false;
   }

@@ -25,21 +25,38 @@ __device__ __forceinline__ void pdl_release() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl.
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl, and as
+// thread-block clusters of (1, 1, cluster_z) CTAs when cluster_z > 1 (grid.z a multiple of it).
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                       cudaStream_t stream, Args... args) {
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_pdl_cluster(bool pdl, unsigned cluster_z, void (*kernel)(Params...), dim3 grid,
+                               dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_z > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = 1;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n++].val.clusterDim.z = cluster_z;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl.
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                       cudaStream_t stream, Args... args) {
+  return launch_pdl_cluster(pdl, 1, kernel, grid, block, smem, stream, args...);
 }
 
 }  // namespace detllm::kernels::cuda
