@@ -133,7 +133,8 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...] [--gemv C] [--prefetch BYTES[:MAX_M]] [--pdl -1|0|1]\n"
+             "       [--prefill T,...] [--gemv C] [--gemm-lt 0|1] [--prefetch BYTES[:MAX_M]]\n"
+             "       [--pdl -1|0|1]\n"
              "       [--attn-stages S] [--attn-merge M] [--attn-decode D] [--attn-ring R]\n"
              "       [--attn-shared H]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
@@ -142,7 +143,11 @@ int usage(const char* argv0) {
              "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
              "--prefill: also time one prompt of T tokens prefilled in one step.\n"
              "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
-             "-1 the default, 0 off, 1-6 a gemv.cu configuration); same bits, other speed.\n"
+             "-1 the default, 0 off, 1-6 a warp-ring configuration of gemv.cu, 7-11 a CTA-wide\n"
+             "stream configuration of gemv_stream.cu); same bits, other speed.\n"
+             "--gemm-lt 0: the invariant mode without the verified cuBLASLt plans (every GEMM on\n"
+             "the invariant kernel: with --gemv, every GEMM of <= 16 rows on that schedule);\n"
+             "same bits.\n"
              "--prefetch: both modes' weight prefetch (CudaOptions::weight_prefetch: bytes a\n"
              "GEMM, -1 a share of the L2, 0 off: the default; GEMMs of at most MAX_M rows);\n"
              "same bits.\n"
@@ -197,6 +202,7 @@ std::vector<int> parse_counts(const std::string& list) {
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
   int steps = 20, gemv = -1;
+  bool gemm_lt = CudaOptions{}.gemm_lt;
   CudaOptions::WeightPrefetch prefetch;
   int pdl = CudaOptions{}.programmatic_launch;
   int attn_stages = CudaOptions{}.attention_tc_stages, attn_merge = CudaOptions{}.attention_tc_merge;
@@ -218,6 +224,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--gemv") == 0 && i + 1 < argc) {
       gemv = std::atoi(argv[++i]);
       if (gemv < -1) return usage(argv[0]);  // make_cuda_ops refuses a config out of range
+    } else if (std::strcmp(argv[i], "--gemm-lt") == 0 && i + 1 < argc) {
+      gemm_lt = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc) {
       const char* v = argv[++i];
       prefetch.bytes = std::atoll(v);
@@ -255,7 +263,8 @@ int main(int argc, char** argv) {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
-    fmt::print("invariant mode's gemm_gemv: {}\n", gemv);
+    fmt::print("invariant mode's gemm_gemv: {}, verified cuBLASLt plans: {}\n", gemv,
+               gemm_lt ? "on" : "off");
     fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
                prefetch.bytes, prefetch.max_m);
     fmt::print("programmatic dependent launch: {}\n",
@@ -295,7 +304,10 @@ int main(int argc, char** argv) {
       o.attention_tc_decode = attn_decode;
       o.attention_tc_decode_ring = attn_ring;
       o.attention_tc_shared = attn_shared;
-      if (mi == 0) o.gemm_gemv = gemv;
+      if (mi == 0) {
+        o.gemm_gemv = gemv;
+        o.gemm_lt = gemm_lt;
+      }
       auto ops = make_cuda_ops(o);
       progress("{}: generating Llama-3.1-8B weights on the GPU ({:.1f} GB bf16)", mode,
                recipe.bytes(2) * 1e-9);

@@ -1,5 +1,6 @@
 // The invariant GEMM at small M (1…16, the decode batches of 1 to 16 sequences) on Llama-3.1-8B's
-// layer shapes: the GEMV schedule's configurations (gemv.cu), gemm.cu's small tiles, "ours"
+// layer shapes: the small-m schedules' configurations (gemv.cu's warp rings, gemv_stream.cu's
+// CTA-wide stream, plain and with PDL), gemm.cu's small tiles, "ours"
 // (what the engine runs by default: per (shape, M bucket) the invariant kernel or a cuBLASLt
 // execution verified bit-equal to it, whichever is faster), "ours + gemv" (the same with the
 // GEMV as the kernel: CudaOptions::gemm_gemv = 1) and default cuBLAS (the fast path, no
@@ -43,10 +44,11 @@ double copy_rate_tbs(Ops& ops) {
   return 2.0 * double(bytes) / us * 1e-6;
 }
 
-std::unique_ptr<Ops> ops_with(bool lt, int gemv) {
+std::unique_ptr<Ops> ops_with(bool lt, int gemv, int pdl = 0) {
   CudaOptions o;
   o.gemm_lt = lt;
   o.gemm_gemv = gemv;
+  o.programmatic_launch = pdl;
   return make_cuda_ops(o);
 }
 
@@ -64,8 +66,19 @@ int main(int argc, char** argv) {
   auto ours_gemv = ops_with(true, 1);
   auto fast = make_cuda_ops({0, NumericsMode::kFast});
   auto tiles = ops_with(false, 0);
+  // Every configuration launched plainly, then the CTA-wide stream configurations with PDL
+  // (back-to-back launches of the same GEMM: the next one's ring fills during this one's tail).
   std::vector<std::unique_ptr<Ops>> configs;
-  for (int c = 0; c < cuda::kGemvConfigs; ++c) configs.push_back(ops_with(false, c + 1));
+  std::vector<std::string> names;
+  for (int c = 0; c < cuda::kGemvConfigs; ++c) {
+    configs.push_back(ops_with(false, c + 1));
+    names.push_back(fmt::format("c{}", c));
+  }
+  for (int c = cuda::kGemvWarpConfigs; c < cuda::kGemvConfigs; ++c) {
+    configs.push_back(ops_with(false, c + 1, 1));
+    names.push_back(fmt::format("c{}+PDL", c));
+  }
+  const int n_configs = static_cast<int>(configs.size());
   const double copy_tbs = copy_rate_tbs(*ours);
   fmt::print("device copy rate: {:.2f} TB/s (read + write of 1 GiB)\n", copy_tbs);
 
@@ -88,8 +101,8 @@ int main(int argc, char** argv) {
   }
   std::string head = "| shape (K->N) | M |";
   std::string rule = "|---|---|";
-  for (int c = 0; c < cuda::kGemvConfigs; ++c) {
-    head += fmt::format(" gemv c{} µs |", c);
+  for (const std::string& name : names) {
+    head += fmt::format(" gemv {} µs |", name);
     rule += "---|";
   }
   head += " tiles µs | ours µs | ours + gemv µs | cuBLAS µs | best gemv TB/s | of copy rate | "
@@ -119,9 +132,9 @@ int main(int argc, char** argv) {
       const std::vector<float> want = output(*tiles);
       std::string row = fmt::format("| {} | {} |", s.name, m);
       double best = 1e30;
-      for (int c = 0; c < cuda::kGemvConfigs; ++c) {
+      for (int c = 0; c < n_configs; ++c) {
         if (output(*configs[c]) != want) {  // float == compares values; NaN-free inputs
-          fmt::print("MISMATCH: {} m {} gemv config {} differs from the tiles\n", s.name, m, c);
+          fmt::print("MISMATCH: {} m {} gemv {} differs from the tiles\n", s.name, m, names[c]);
           ++mismatches;
         }
         const double t = time_us(*configs[c], [&](int i) { call(*configs[c], i); });

@@ -148,7 +148,8 @@ TEST(CudaGemmVariants, EveryVariantGivesTheSameBits) {
 // The small-m schedule (gemv.cu) gives gemm.cu's own tiles' bits: every configuration, every
 // m in 1…16 (both A-fragment layouts: m ≤ 8 and m > 8), fp32 x (matmul) and bf16 x
 // (matmul_rounded), with and without bias, on ragged shapes (n not a multiple of 8 or 16, k
-// not a multiple of 16 or of a stage) and Llama-8B's. Plans off: the kernel paths alone.
+// not a multiple of 16 or of a stage), a wide one (the CTA-wide stream's CTAs run several
+// passes through their ring) and Llama-8B's. Plans off: the kernel paths alone.
 TEST(CudaGemv, EveryConfigGivesTheTilesBits) {
   DETLLM_SKIP_WITHOUT_GPU();
   CudaOptions tiles_options;
@@ -164,7 +165,9 @@ TEST(CudaGemv, EveryConfigGivesTheTilesBits) {
   }
   for (const GemmShape s : {GemmShape{"ragged_37x520", 37, 520, 16}, GemmShape{"n13_k24", 13, 24, 16},
                             GemmShape{"tiny_160x64", 160, 64, 16}, GemmShape{"k264", 1000, 264, 16},
-                            GemmShape{"o", 4096, 4096, 16}, GemmShape{"down", 4096, 14336, 16}}) {
+                            GemmShape{"wide_20000x64", 20000, 64, 16},
+                            GemmShape{"o", 4096, 4096, 16}, GemmShape{"qkv", 6144, 4096, 16},
+                            GemmShape{"down", 4096, 14336, 16}}) {
     const int64_t nk = int64_t{s.n} * s.k;
     const std::vector<float> xh = fast_random_floats(size_t(s.max_m) * s.k, 61);
     DeviceArray<float> x(*tiles, xh);

@@ -100,7 +100,7 @@ int gemm_split_count(int64_t n, int64_t k);
 inline constexpr std::string_view kGemmNumericsRule = "bf16x;k16-asc;splits=1";
 // Names the invariant kernel's schedules (the plans' speed choices were timed against them):
 // also in the plan file's key, so plans made against older kernels are tuned again.
-inline constexpr std::string_view kGemmKernelSchedules = "tiles12;gemv6";
+inline constexpr std::string_view kGemmKernelSchedules = "tiles12;gemv6;stream5";
 // The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
 // An override changes the numerics; it exists only to measure the design choice (benchmarks).
 int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
@@ -124,33 +124,42 @@ GemmScratchNeed gemm_scratch_need(int32_t m, int64_t n, int64_t k, int variant,
 // zero; splits merged left to right; then + bias. The same for every m and row.
 // variant: -1 = the tuned default; 0…3 = a tile variant of m's size class (benchmarks, tests).
 // gemv: kGemvAuto, kGemvOff or config + 1 (gemv.cu) for m ≤ kGemvMaxM when variant is -1 and
-// the shape is unsplit; any choice gives the same bits.
+// the shape is unsplit; any choice gives the same bits. pdl: where a gemv stream config runs,
+// launch it with programmatic dependent launch (no other path uses it; changes no value).
 cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
-                                  int gemv, cudaStream_t stream);
+                                  int gemv, cudaStream_t stream, bool pdl = false);
 // The same GEMM on x already rounded to bf16 (m, k): the same bits as launch_gemm_invariant
 // on the fp32 tensor it was rounded from (scratch.x_bf16 is not used).
 cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
                                        int64_t k, const float* bias, float* y,
                                        const GemmScratch& scratch, int variant, int splits_override,
-                                       int gemv, cudaStream_t stream);
+                                       int gemv, cudaStream_t stream, bool pdl = false);
 
-// ---- gemv.cu: the invariant GEMM's small-m schedule -----------------------------------
+// ---- gemv.cu, gemv_stream.cu: the invariant GEMM's small-m schedules ----------------------
 // y (m, n) = x (m, k) · w (n, k)ᵀ (+ bias) for 1 ≤ m ≤ kGemvMaxM with launch_gemm_invariant's
 // numerics (S = 1: one k16 MMA chain per element, ascending k, x as the A operand), so the same
-// bits; one warp per 8 or 16 output features streams its own W rows. x is bf16 (x_bf16) or
+// bits. Configs 0…kGemvWarpConfigs-1 (gemv.cu): one warp per 8 or 16 output features streams its
+// own W rows through its own ring. The next kGemvStreamConfigs (gemv_stream.cu): one CTA an SM
+// (or two) owns a contiguous range of features and streams them through one CTA-wide ring fed by
+// a producer warp; with pdl, launched with programmatic dependent launch, it fills that ring with
+// weights before the previous kernel has finished (kernels/cuda/pdl.cuh). x is bf16 (x_bf16) or
 // fp32 (rounded to bf16 in the fragments). config: 0…kGemvConfigs-1, or -1 for the default.
 inline constexpr int32_t kGemvMaxM = 16;
-inline constexpr int kGemvConfigs = 6;
+inline constexpr int kGemvWarpConfigs = 6;
+inline constexpr int kGemvStreamConfigs = 5;
+inline constexpr int kGemvConfigs = kGemvWarpConfigs + kGemvStreamConfigs;
 // The gemv argument of launch_gemm_invariant: kGemvAuto = the default config for m ≤ kGemvMaxM,
 // kGemvOff = never (gemm.cu's own tiles), c + 1 = config c.
 inline constexpr int kGemvAuto = -1;
 inline constexpr int kGemvOff = 0;
 int gemv_default_config(int32_t m, int64_t n);
 bool gemv_supported(int32_t m, int64_t n, int64_t k, int config, bool x_bf16);
+// pdl: launch the stream configs with programmatic dependent launch (the warp configs ignore it).
 cudaError_t launch_gemv(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
-                        int64_t k, const float* bias, float* y, int config, cudaStream_t stream);
+                        int64_t k, const float* bias, float* y, int config, bool pdl,
+                        cudaStream_t stream);
 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {

@@ -292,7 +292,7 @@ class CudaOps final : public Ops {
       cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
       return gemm_bf16(xb, m, w, bias, y);
     }
-    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
+    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y, pdl(m)), "invariant gemm");
   }
 
   // ---- the fused ops (fused.cu; GEMM inputs in bf16) --------------------------------
@@ -394,7 +394,7 @@ class CudaOps final : public Ops {
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     cuda_check(cuda::launch_gemm_invariant_bf16(xb, m, wd, w.rows, w.cols, bias, y, s,
                                                 gemm_variant_, gemm_splits_override_, gemv_,
-                                                stream_),
+                                                stream_, pdl(m)),
                "invariant gemm (bf16 input)");
   }
 
@@ -438,9 +438,10 @@ class CudaOps final : public Ops {
     return lt_gemm_ ? &lt_gemm_->plan_file_stats() : nullptr;
   }
 
-  // The invariant GEMM kernel (gemm.cu) with this object's scratch.
+  // The invariant GEMM kernel (gemm.cu) with this object's scratch. pdl: a gemv stream schedule
+  // launched with programmatic dependent launch (the step's; the plans' timing runs without).
   cudaError_t run_invariant_kernel(const float* x, int32_t m, const uint16_t* w, int64_t n,
-                                   int64_t k, const float* bias, float* y) {
+                                   int64_t k, const float* bias, float* y, bool pdl = false) {
     const cuda::GemmScratchNeed need =
         cuda::gemm_scratch_need(m, n, k, gemm_variant_, gemm_splits_override_);
     cuda::GemmScratch s;
@@ -448,7 +449,7 @@ class CudaOps final : public Ops {
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     return cuda::launch_gemm_invariant(x, m, w, n, k, bias, y, s, gemm_variant_,
-                                       gemm_splits_override_, gemv_, stream_);
+                                       gemm_splits_override_, gemv_, stream_, pdl);
   }
 
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,

@@ -82,10 +82,11 @@ struct CudaOptions {
   // GEMM tile variant of each size class: -1 the tuned default; 0…3 for benchmarks and tests.
   // Any value gives the same bits (the K order is fixed by the weight shape alone).
   int gemm_variant = -1;
-  // The GEMM's small-m schedule (gemv.cu) for m ≤ 16: -1 the default (off: slower than the
-  // verified cuBLASLt plans on the H200, docs/cuda.md "Small-m GEMV"), 0 off (gemm.cu's small
-  // tiles), c + 1 forces configuration c (0…5; benchmarks, tests). Same bits either way. Off
-  // when gemm_variant is set or in the bi-naive mode.
+  // The GEMM's small-m schedule (gemv.cu, gemv_stream.cu) for m ≤ 16: -1 the default (off:
+  // slower than the verified cuBLASLt plans on the H200, docs/cuda.md "Small-m GEMV"), 0 off
+  // (gemm.cu's small tiles), c + 1 forces configuration c (0…5 the warp rings, 6…10 the
+  // CTA-wide stream; benchmarks, tests). Same bits either way. Off when gemm_variant is set or
+  // in the bi-naive mode.
   int gemm_gemv = -1;
   // Experiments only (cuda_gemm_bench): force the GEMM's K-split count. This CHANGES the
   // numerics (it is part of the fingerprint's "engine settings"); 0 = the shape's own count.

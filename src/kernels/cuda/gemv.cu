@@ -20,6 +20,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemv_fragments.cuh"
+#include "kernels/cuda/gemv_stream.h"
 #include "kernels/cuda/mma_ptx.cuh"
 
 namespace detllm::kernels::cuda {
@@ -27,12 +29,9 @@ namespace {
 
 using ptx::bulk_copy_g2s;
 using ptx::fence_mbarrier_init;
-using ptx::ldmatrix_x4;
 using ptx::mbarrier_arrive_expect_tx;
 using ptx::mbarrier_init;
 using ptx::mbarrier_wait;
-using ptx::mma_bf16;
-using ptx::pack_bf16;
 
 struct GemvParams {
   const void* x;       // (m, k): fp32 when A_F32, else bf16
@@ -90,66 +89,6 @@ __device__ __forceinline__ void load_stage(const GemvParams& p, unsigned char* s
   }
 }
 
-// The A fragment word of x row `row`, columns col, col + 1, as bf16 (zero for rows ≥ m).
-template <class C>
-__device__ __forceinline__ uint32_t x_word(const unsigned char* xs, int row, int col, int m) {
-  if (row >= m) return 0u;
-  const unsigned char* at = xs + row * C::X_ROW_BYTES + col * C::X_ELEM;
-  if constexpr (C::A_F32) {
-    const float2 v = *reinterpret_cast<const float2*>(at);
-    return pack_bf16(v.x, v.y);
-  } else {
-    return *reinterpret_cast<const uint32_t*>(at);
-  }
-}
-
-// One k16 step at stage column kk: A from x, B fragments given, into the NT accumulators.
-template <class C>
-__device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const unsigned char* xs, int kk,
-                                           int lane, int m) {
-  const int g = lane >> 2, c = kk + 2 * (lane & 3);
-  a[0] = x_word<C>(xs, g, c, m);
-  a[2] = x_word<C>(xs, g, c + 8, m);
-  a[1] = C::M16 ? x_word<C>(xs, g + 8, c, m) : 0u;
-  a[3] = C::M16 ? x_word<C>(xs, g + 8, c + 8, m) : 0u;
-}
-
-template <class C>
-__device__ __forceinline__ void compute_stage(const unsigned char* stage, int steps, int lane,
-                                              int m, float (&acc)[C::NT][4]) {
-  const uint16_t* ws = reinterpret_cast<const uint16_t*>(stage);
-  const unsigned char* xs = stage + C::W_BYTES;
-  if constexpr (C::NT == 1) {
-    // One ldmatrix.x4 gives the B fragments of two k-steps: rows 0…7 at kk, kk+8, kk+16, kk+24.
-#pragma unroll
-    for (int kk = 0; kk < C::BK; kk += 32) {
-      if (kk / 16 >= steps) break;
-      uint32_t b[4];
-      ldmatrix_x4(b, ws + (lane & 7) * C::W_LD + kk + (lane >> 3) * 8);
-      uint32_t a[4];
-      a_fragment<C>(a, xs, kk, lane, m);
-      mma_bf16(acc[0], a, b[0], b[1]);
-      if (kk / 16 + 1 < steps) {
-        a_fragment<C>(a, xs, kk + 16, lane, m);
-        mma_bf16(acc[0], a, b[2], b[3]);
-      }
-    }
-  } else {
-    static_assert(C::NT == 2, "8 or 16 output features per warp");
-#pragma unroll
-    for (int kk = 0; kk < C::BK; kk += 16) {
-      if (kk / 16 >= steps) break;
-      // Rows 0…7 at kk, kk+8 (tile 0), rows 8…15 at kk, kk+8 (tile 1), as gemm.cu's B loads.
-      uint32_t b[4];
-      ldmatrix_x4(b, ws + ((lane >> 4) * 8 + (lane & 7)) * C::W_LD + kk + ((lane >> 3) & 1) * 8);
-      uint32_t a[4];
-      a_fragment<C>(a, xs, kk, lane, m);
-      mma_bf16(acc[0], a, b[0], b[1]);
-      mma_bf16(acc[1], a, b[2], b[3]);
-    }
-  }
-}
-
 template <class C>
 __global__ void __launch_bounds__(C::WARPS * 32) gemv_kernel(const GemvParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -169,10 +108,7 @@ __global__ void __launch_bounds__(C::WARPS * 32) gemv_kernel(const GemvParams p)
   __syncwarp();
 
   float acc[C::NT][4];
-#pragma unroll
-  for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+  gemv::zero(acc);
 
 #pragma unroll
   for (int s = 0; s < C::NBUF - 1; ++s)
@@ -186,30 +122,19 @@ __global__ void __launch_bounds__(C::WARPS * 32) gemv_kernel(const GemvParams p)
       const int nb = next % C::NBUF;
       load_stage<C>(p, ring + nb * p.stage_bytes, bars + nb, n0, next * C::BK, lane);
     }
-    compute_stage<C>(ring + b * p.stage_bytes, min(C::BK / 16, k_steps - t * (C::BK / 16)), lane,
-                     p.m, acc);
+    const unsigned char* stage = ring + b * p.stage_bytes;
+    gemv::compute_stage<C>(reinterpret_cast<const uint16_t*>(stage), stage + C::W_BYTES,
+                           min(C::BK / 16, k_steps - t * (C::BK / 16)), lane, p.m, acc);
   }
 
-  const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-  for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = g + (e >= 2 ? 8 : 0);
-      const int col = n0 + j * 8 + 2 * tq + (e & 1);
-      if (row < p.m && col < p.n) {
-        float v = acc[j][e];
-        if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
-        p.y[int64_t{row} * p.n + col] = v;
-      }
-    }
+  gemv::store(acc, p.y, p.n, p.bias, p.m, p.n, n0, lane);
 }
 
 // The configurations (benchmarks/cuda_gemv_bench sweeps them; all give the same bits).
 struct Shape {
   int nt, bk, nbuf, warps;
 };
-constexpr Shape kConfigs[kGemvConfigs] = {
+constexpr Shape kConfigs[kGemvWarpConfigs] = {
     {1, 256, 4, 4},  // 0: 8 features a warp, 3 stages of 4 KB in flight
     {2, 256, 3, 4},  // 1: 16 features a warp (two chains), 2 stages of 8 KB in flight
     {1, 256, 6, 4},  // 2: a deeper ring, 5 stages in flight
@@ -244,7 +169,7 @@ cudaError_t run_index(const GemvParams& p, cudaStream_t stream) {
 
 template <bool A_F32, bool M16>
 cudaError_t run_config(int config, const GemvParams& p, cudaStream_t stream) {
-  static_assert(kGemvConfigs == 6, "one case per configuration");
+  static_assert(kGemvWarpConfigs == 6, "one case per configuration");
   switch (config) {
     case 1: return run_index<1, A_F32, M16>(p, stream);
     case 2: return run_index<2, A_F32, M16>(p, stream);
@@ -274,13 +199,19 @@ bool gemv_supported(int32_t m, int64_t n, int64_t k, int config, bool x_bf16) {
   if (m < 1 || m > kGemvMaxM || !gemm_shape_supported(n, k) || n > INT32_MAX || k > INT32_MAX)
     return false;
   if (config < 0) config = gemv_default_config(m, n);
-  return config < kGemvConfigs && smem_bytes(config, m, x_bf16) <= kMaxSmem;
+  if (config >= kGemvWarpConfigs)
+    return gemv_stream_supported(m, n, k, config - kGemvWarpConfigs, x_bf16);
+  return smem_bytes(config, m, x_bf16) <= kMaxSmem;
 }
 
 cudaError_t launch_gemv(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
-                        int64_t k, const float* bias, float* y, int config, cudaStream_t stream) {
+                        int64_t k, const float* bias, float* y, int config, bool pdl,
+                        cudaStream_t stream) {
   if (config < 0) config = gemv_default_config(m, n);
   if (!gemv_supported(m, n, k, config, x_bf16)) return cudaErrorInvalidValue;
+  if (config >= kGemvWarpConfigs)
+    return launch_gemv_stream(x, x_bf16, m, w, n, k, bias, y, config - kGemvWarpConfigs, pdl,
+                              stream);
   GemvParams p{};
   p.x = x;
   p.w = w;
