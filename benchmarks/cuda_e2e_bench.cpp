@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_args.h"
 #include "decode_step.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -183,19 +184,7 @@ std::vector<Case> parse_cases(const std::string& list) {
   return out;
 }
 
-// "512,2048" → {512, 2048}; empty on a malformed list.
-std::vector<int> parse_counts(const std::string& list) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at < list.size()) {
-    const size_t end = std::min(list.find(',', at), list.size());
-    const int v = std::atoi(list.substr(at, end - at).c_str());
-    if (v <= 0) return {};
-    out.push_back(v);
-    at = end + 1;
-  }
-  return out;
-}
+using bench_util::parse_counts;
 
 }  // namespace
 

@@ -9,15 +9,19 @@
 // weight bytes ÷ time; x and y are < 0.1% of them) with its fraction of the measured copy rate,
 // and the ratios cuBLAS ÷ ours and cuBLASLt-plan ÷ GEMV. Every configuration's output is
 // compared bit for bit with the tiles' (a mismatch is printed and makes the exit code 1).
-// Run: build-cuda/benchmarks/cuda_gemv_bench [--quick]   (exits with a message without a GPU)
+// Run: build-cuda/benchmarks/cuda_gemv_bench [--quick] [--ms 1,8] [--shapes o,qkv] [--configs 0,6]
+// (--configs: the small-m configurations timed; the others are not built. With a short list a
+// profiler sees only those kernels: scripts/gpu/gemv_ncu.sh.)   Exits with a message without a GPU.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -56,7 +60,34 @@ std::unique_ptr<Ops> ops_with(bool lt, int gemv, int pdl = 0) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  for (int i = 1; i < argc; ++i) quick = quick || std::strcmp(argv[i], "--quick") == 0;
+  std::vector<int> ms_arg, configs_arg;
+  std::vector<std::string> shapes_arg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool ok = true;
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--ms" && i + 1 < argc) {
+      ms_arg = bench_util::parse_counts(argv[++i]);
+      ok = !ms_arg.empty() && *std::max_element(ms_arg.begin(), ms_arg.end()) <= cuda::kGemvMaxM;
+    } else if (a == "--configs" && i + 1 < argc) {
+      configs_arg = bench_util::parse_counts(argv[++i], 0);
+      ok = !configs_arg.empty() &&
+           *std::max_element(configs_arg.begin(), configs_arg.end()) < cuda::kGemvConfigs;
+    } else if (a == "--shapes" && i + 1 < argc) {
+      shapes_arg = bench_util::parse_names(argv[++i]);
+      ok = !shapes_arg.empty();
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      fmt::print(stderr,
+                 "usage: {} [--quick] [--ms LIST (1..{})] [--shapes LIST (qkv,o,gate_up,down,"
+                 "lm_head)] [--configs LIST (0..{})]\n",
+                 argv[0], cuda::kGemvMaxM, cuda::kGemvConfigs - 1);
+      return 2;
+    }
+  }
   if (cuda_device_count() == 0) {
     fmt::print("cuda_gemv_bench: no CUDA device: nothing to measure\n");
     return 0;
@@ -68,13 +99,17 @@ int main(int argc, char** argv) {
   auto tiles = ops_with(false, 0);
   // Every configuration launched plainly, then the CTA-wide stream configurations with PDL
   // (back-to-back launches of the same GEMM: the next one's ring fills during this one's tail).
+  std::vector<int> chosen = configs_arg;
+  if (chosen.empty())
+    for (int c = 0; c < cuda::kGemvConfigs; ++c) chosen.push_back(c);
   std::vector<std::unique_ptr<Ops>> configs;
   std::vector<std::string> names;
-  for (int c = 0; c < cuda::kGemvConfigs; ++c) {
+  for (int c : chosen) {
     configs.push_back(ops_with(false, c + 1));
     names.push_back(fmt::format("c{}", c));
   }
-  for (int c = cuda::kGemvWarpConfigs; c < cuda::kGemvConfigs; ++c) {
+  for (int c : chosen) {
+    if (c < cuda::kGemvWarpConfigs) continue;
     configs.push_back(ops_with(false, c + 1, 1));
     names.push_back(fmt::format("c{}+PDL", c));
   }
@@ -87,8 +122,22 @@ int main(int argc, char** argv) {
                                {"gate_up 4096->28672", 28672, 4096},
                                {"down 14336->4096", 4096, 14336},
                                {"lm_head 4096->128256", 128256, 4096}};
+  if (!shapes_arg.empty()) {  // by the name's first word
+    std::vector<Shape> kept;
+    for (const Shape& s : shapes) {
+      const std::string tag = std::string(s.name).substr(0, std::string(s.name).find(' '));
+      if (std::find(shapes_arg.begin(), shapes_arg.end(), tag) != shapes_arg.end())
+        kept.push_back(s);
+    }
+    if (kept.empty()) {
+      fmt::print(stderr, "cuda_gemv_bench: --shapes names none of qkv,o,gate_up,down,lm_head\n");
+      return 2;
+    }
+    shapes = kept;
+  }
   std::vector<int> ms = {1, 2, 4, 8, 12, 16};
   if (quick) ms = {1, 8, 16};
+  if (!ms_arg.empty()) ms = ms_arg;
   const int max_m = 16;
   const int64_t max_k = 14336;
   Buffer x(*ours, size_t(max_m) * max_k * 2);

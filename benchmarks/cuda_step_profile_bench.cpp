@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "decode_step.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -106,15 +107,7 @@ void print_table(int batch, int prefill, const Profile& inv, const Profile& sw, 
   std::fflush(stdout);
 }
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* q = s; *q;) {
-    v.push_back(std::max(1, std::atoi(q)));
-    while (*q && *q != ',') ++q;
-    if (*q == ',') ++q;
-  }
-  return v;
-}
+using bench_util::parse_counts;
 
 int usage(const char* argv0) {
   fmt::print(stderr,
@@ -135,7 +128,8 @@ int main(int argc, char** argv) {
   int context = 512, steps = 5, prefill = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
-      batches = parse_list(argv[++i]);
+      batches = parse_counts(argv[++i]);
+      if (batches.empty()) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--context") == 0 && i + 1 < argc) {
       context = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--mixed") == 0 && i + 1 < argc) {
