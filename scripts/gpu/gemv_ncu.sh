@@ -35,4 +35,9 @@ for c in ${configs//,/ }; do
   } >>"$report"
 done
 # One line a config: its duration and DRAM throughput.
-awk '/^=== config/ {c=$3} /Duration/ {d=$NF" "$(NF-1)} /DRAM Throughput/ {print "config " c " duration " d " DRAM " $NF "%"}' "$report"
+# (ncu prints DRAM Throughput before Duration, so a config's line is printed at the next one.)
+awk 'function out() { if (c != "") print "config " c ": duration " d ", DRAM throughput " r "%" }
+     /^=== config/ { out(); c = $3; sub(/,$/, "", c); d = "?"; r = "?" }
+     /^ *Duration / { d = $NF " " $(NF-1) }
+     /^ *DRAM Throughput / { r = $NF }
+     END { out() }' "$report"
