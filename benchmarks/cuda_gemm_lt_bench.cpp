@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "core/dtype.h"
 #include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -263,29 +264,20 @@ int main(int argc, char** argv) {
   bool quick = false, exhaustive = false;
   int splits_override = 0;
   std::vector<int64_t> ms_arg;
-  std::string shapes_arg;
+  std::vector<std::string> shapes_arg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     if (a == "--exhaustive") exhaustive = true;
     if (a == "--splits" && i + 1 < argc) splits_override = std::atoi(argv[++i]);
-    if (a == "--shapes" && i + 1 < argc) {
-      shapes_arg.assign(1, ',');
-      shapes_arg.append(argv[++i]);
-      shapes_arg.push_back(',');
-    }
+    if (a == "--shapes" && i + 1 < argc) shapes_arg = bench_util::parse_names(argv[++i]);
     if (a == "--ms" && i + 1 < argc) {
-      for (const char* c = argv[++i]; *c;) {
-        char* end = nullptr;
-        const long v = std::strtol(c, &end, 10);
-        if (end == c || v < 1 || v > 4096) {
-          std::fprintf(stderr,
-                       "cuda_gemm_lt_bench: --ms wants M values 1..4096, comma-separated\n");
-          return 2;
-        }
-        ms_arg.push_back(v);
-        c = *end == ',' ? end + 1 : end;
+      const std::vector<int> ms = bench_util::parse_counts(argv[++i]);
+      if (ms.empty() || *std::max_element(ms.begin(), ms.end()) > 4096) {
+        std::fprintf(stderr, "cuda_gemm_lt_bench: --ms wants M values 1..4096, comma-separated\n");
+        return 2;
       }
+      ms_arg.assign(ms.begin(), ms.end());
     }
   }
   if (kernels::cuda_device_count() == 0) {
@@ -315,10 +307,9 @@ int main(int argc, char** argv) {
   Timer timer;
 
   for (const Shape& s : shapes) {
-    std::string tag(1, ',');
-    tag.append(s.name);
-    tag.push_back(',');
-    if (!shapes_arg.empty() && shapes_arg.find(tag) == std::string::npos) continue;
+    if (!shapes_arg.empty() &&
+        std::find(shapes_arg.begin(), shapes_arg.end(), s.name) == shapes_arg.end())
+      continue;
     if (splits_override > 0 &&
         (s.k % (int64_t{splits_override} * 256) != 0 || kc::gemm_split_count(s.n, s.k) == 1))
       continue;  // the experiment is about the split shapes

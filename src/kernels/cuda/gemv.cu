@@ -143,7 +143,6 @@ constexpr Shape kConfigs[kGemvWarpConfigs] = {
     {2, 128, 6, 4},  // 5: 16 features a warp, 5 stages of 4 KB in flight
 };
 
-constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in shared memory per block
 
 template <int NT, int BK, int NBUF, int WARPS, bool A_F32, bool M16>
 cudaError_t run(const GemvParams& base, cudaStream_t stream) {
@@ -153,7 +152,7 @@ cudaError_t run(const GemvParams& base, cudaStream_t stream) {
   const int smem = C::WARPS * C::NBUF * (p.stage_bytes + 8);
   // Once per kernel (a host call per launch costs more than a small layer's kernel).
   static const cudaError_t attr = cudaFuncSetAttribute(
-      gemv_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem));
+      gemv_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemv::kMaxSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t features_per_cta = int64_t{C::WARPS} * C::R;
   const dim3 grid(static_cast<unsigned>((p.n + features_per_cta - 1) / features_per_cta));
@@ -201,7 +200,7 @@ bool gemv_supported(int32_t m, int64_t n, int64_t k, int config, bool x_bf16) {
   if (config < 0) config = gemv_default_config(m, n);
   if (config >= kGemvWarpConfigs)
     return gemv_stream_supported(m, n, k, config - kGemvWarpConfigs, x_bf16);
-  return smem_bytes(config, m, x_bf16) <= kMaxSmem;
+  return smem_bytes(config, m, x_bf16) <= gemv::kMaxSmem;
 }
 
 cudaError_t launch_gemv(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,

@@ -12,11 +12,15 @@
 
 #include <cuda_bf16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/mma_ptx.cuh"
 
 namespace detllm::kernels::cuda::gemv {
+
+// sm_90's opt-in shared memory per block: the most either schedule's ring may take.
+constexpr size_t kMaxSmem = 227 * 1024;
 
 // The A fragment word of x row `row`, columns col, col + 1, as bf16 (zero for rows ≥ m).
 template <class C>

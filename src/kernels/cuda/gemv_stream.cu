@@ -50,6 +50,11 @@ struct StreamParams {
   int32_t nbuf;         // stages in the ring
 };
 
+// A stage's layout, for the kernel and the host alike: the pass's W rows (rows of BK + 8 bf16:
+// conflict-free ldmatrix rows), then x's rows (BK + 4 fp32 or BK + 8 bf16).
+constexpr int stage_w_bytes(int warps, int nt, int bk) { return 8 * warps * nt * (bk + 8) * 2; }
+constexpr int stage_x_row_bytes(int bk, bool x_f32) { return x_f32 ? (bk + 4) * 4 : (bk + 8) * 2; }
+
 // WARPS consumer warps (+ one producer warp) of NT n8 tiles each, stages of BK k.
 template <int WARPS_, int NT_, int BK_, bool A_F32_, bool M16_>
 struct StreamCfg {
@@ -58,13 +63,11 @@ struct StreamCfg {
   static constexpr int THREADS = (WARPS + 1) * 32;
   static constexpr int TILES = WARPS * NT;  // n8 tiles of a pass
   static constexpr int R = 8 * TILES;       // W rows (output features) of a stage
-  static constexpr int W_LD = BK + 8;       // bf16 elements: conflict-free ldmatrix rows
-  static constexpr int X_LD = A_F32 ? BK + 4 : BK + 8;
+  static constexpr int W_LD = BK + 8;
   static constexpr int X_ELEM = A_F32 ? 4 : 2;
-  static constexpr int W_BYTES = R * W_LD * 2;
-  static constexpr int X_ROW_BYTES = X_LD * X_ELEM;
+  static constexpr int W_BYTES = stage_w_bytes(WARPS, NT, BK);
+  static constexpr int X_ROW_BYTES = stage_x_row_bytes(BK, A_F32);
   static_assert(BK % 32 == 0 && W_BYTES % 16 == 0 && X_ROW_BYTES % 16 == 0, "stage layout");
-  static constexpr int stage_bytes(int m) { return W_BYTES + m * X_ROW_BYTES; }
 };
 
 // The CTA's share of the n8 tiles: [begin, end), contiguous and balanced (sizes differ by ≤ 1).
@@ -210,7 +213,6 @@ constexpr Shape kConfigs[kGemvStreamConfigs] = {
     {2, 2, 512, 1},  // 4: two chains a warp, 2 consumer warps
 };
 
-constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in shared memory per block
 constexpr int kMaxRing = 16;             // stages: more would not add bytes in flight that pay
 // Shared memory a CTA may take: all of the SM's, less room for a small kernel beside it.
 constexpr size_t ring_budget(int ctas_per_sm) {
@@ -218,8 +220,8 @@ constexpr size_t ring_budget(int ctas_per_sm) {
 }
 
 size_t stage_bytes(const Shape& s, int32_t m, bool x_bf16) {
-  const size_t x_row = x_bf16 ? size_t(s.bk + 8) * 2 : size_t(s.bk + 4) * 4;
-  return size_t(8 * s.warps * s.nt) * (s.bk + 8) * 2 + size_t(m) * x_row;
+  return size_t(stage_w_bytes(s.warps, s.nt, s.bk)) +
+         size_t(m) * stage_x_row_bytes(s.bk, !x_bf16);
 }
 int ring_stages(const Shape& s, int32_t m, bool x_bf16) {
   const size_t per = stage_bytes(s, m, x_bf16) + 16;  // + its two barriers
@@ -246,7 +248,7 @@ cudaError_t run(StreamParams p, int ctas_per_sm, bool pdl, cudaStream_t stream) 
   // Once per kernel (a host call per launch costs more than a small layer's kernel).
   static const cudaError_t attr =
       cudaFuncSetAttribute(gemv_stream_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxSmem));
+                           static_cast<int>(gemv::kMaxSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t tiles = (int64_t{p.n} + 7) / 8;
   const int64_t ctas = std::min<int64_t>(tiles, int64_t{sm_count()} * ctas_per_sm);
