@@ -16,7 +16,9 @@
 namespace detllm {
 
 MappedFile MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; such a file is then
+  // refused below. It changes nothing for a regular file's mapping.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_error("cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -26,7 +28,12 @@ MappedFile MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw_error("'{}' is not a regular file", path);
+    throw_error("'{}' is not a regular file ({}): model, shard, index and tokenizer files must be "
+                "regular files",
+                path, S_ISFIFO(st.st_mode)   ? "a FIFO"
+                      : S_ISDIR(st.st_mode)  ? "a directory"
+                      : S_ISSOCK(st.st_mode) ? "a socket"
+                                             : "a device or other special file");
   }
   MappedFile file;
   file.path_ = path;
@@ -67,6 +74,12 @@ void MappedFile::reset() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+std::string read_regular_file(const std::string& path) {
+  const MappedFile f = MappedFile::open(path);
+  return f.size() == 0 ? std::string()
+                       : std::string(reinterpret_cast<const char*>(f.data()), f.size());
 }
 
 }  // namespace detllm

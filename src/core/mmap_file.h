@@ -11,7 +11,8 @@ namespace detllm {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. An empty file maps to data() == nullptr, size() == 0.
+  // Maps `path` read-only. An empty file maps to data() == nullptr, size() == 0. Anything but
+  // a regular file (a FIFO, a directory, a device) is refused at once, without blocking.
   static MappedFile open(const std::string& path);
 
   MappedFile() = default;
@@ -32,5 +33,9 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// The whole of a regular file as a string (config and tokenizer JSON), through open() above:
+// a FIFO or directory in its place is refused with the same message, never waited on.
+std::string read_regular_file(const std::string& path);
 
 }  // namespace detllm

@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <set>
 #include <mutex>
 
 #include "core/error.h"
@@ -39,18 +42,39 @@ class Loader {
               std::function<void(HostTensor&)> fixup = {}) {
     check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
           source_.path(), name);
+    planned_.insert(name);
     jobs_.push_back({name, std::move(shape), out, nullptr, std::move(fixup)});
   }
   void vec(const std::string& name, int64_t n, std::vector<float>* out) {
     check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
           source_.path(), name);
+    planned_.insert(name);
     jobs_.push_back({name, {n}, nullptr, out, {}});
   }
   bool has(const std::string& name) const { return source_.has_tensor(name); }
 
+  // Every tensor in the files is loaded or on the allow-list (ignored_tensor): a tensor the
+  // config does not use — a layer past its layer count, a bias it does not declare — is
+  // refused by name, never dropped, so two different files cannot claim the same numerics.
+  void check_all_used(const ModelConfig& c, WeightNaming naming) const {
+    std::vector<std::string> unused;
+    for (const std::string& name : source_.tensor_names()) {
+      if (planned_.count(name) == 0 && !ignored_tensor(name)) unused.push_back(name);
+    }
+    if (unused.empty()) return;
+    std::sort(unused.begin(), unused.end());
+    throw_error(
+        "{}: {} tensor{} in the file{} {} not used by this {} model as its config describes it, "
+        "e.g. '{}'{}. detllm refuses weights it would silently drop: fix the config or remove "
+        "the tensors",
+        source_.path(), unused.size(), unused.size() == 1 ? "" : "s",
+        naming == WeightNaming::kGguf ? "" : "s", unused.size() == 1 ? "is" : "are",
+        model_arch_name(c.arch), unused.front(), unused_hint(unused.front(), c, naming));
+  }
+
   void run() {
     const size_t n_jobs = jobs_.size();
-    const size_t total = source_.tensor_names().size();
+    const size_t total = n_jobs;
     std::mutex progress_mutex;
     size_t done = 0;
     parallel_each(n_jobs, 32, [&](size_t i) {
@@ -90,10 +114,41 @@ class Loader {
     }
   }
 
+  // Tensors that carry nothing the model computes with: the RoPE inverse frequencies some
+  // converters store (transformers recomputes them from the config and ignores the stored
+  // buffer; llama.cpp likewise).
+  static bool ignored_tensor(const std::string& name) {
+    auto ends_with = [&](std::string_view suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return ends_with(".rotary_emb.inv_freq") || ends_with(".attn_rot_embd");
+  }
+
+  // Why a tensor may be unused: a layer index past the config's count, or a bias.
+  static std::string unused_hint(const std::string& name, const ModelConfig& c,
+                                 WeightNaming naming) {
+    const std::string prefix = naming == WeightNaming::kGguf ? "blk." : "model.layers.";
+    if (name.rfind(prefix, 0) == 0) {
+      const long layer = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+      if (layer >= c.n_layers) {
+        return fmt::format(" (layer {} is past the {} layers the config declares in {})", layer,
+                           c.n_layers,
+                           naming == WeightNaming::kGguf ? "<arch>.block_count"
+                                                         : "num_hidden_layers");
+      }
+    }
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      return " (the config declares no bias for it)";
+    }
+    return "";
+  }
+
   const TensorSource& source_;
   const std::function<void(size_t, size_t)>& progress_;
   const WeightStorage storage_;
   std::vector<Job> jobs_;
+  std::set<std::string> planned_;
 };
 
 // llama.cpp's converter stores q/k rows of each head interleaved (pairs (2i, 2i+1)) for its
@@ -171,6 +226,7 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   if (gguf && ld.has("rope_freqs.weight")) {
     ld.vec("rope_freqs.weight", c.head_dim / 2, &w.rope_freq_factors);
   }
+  ld.check_all_used(c, naming);
   ld.run();
   return w;
 }

@@ -6,10 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/mmap_file.h"
 #include "core/parallel.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
@@ -62,11 +62,10 @@ uint64_t hash_weights(const ModelWeights& w) {
   return XXH3_64bits(digests.data(), digests.size() * sizeof(uint64_t));
 }
 
+// Maps the file (refusing a FIFO or device at once instead of blocking on it) to read its magic.
 bool is_gguf_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, 4);
-  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+  const MappedFile f = MappedFile::open(p.string());
+  return f.size() >= 4 && std::string_view(reinterpret_cast<const char*>(f.data()), 4) == "GGUF";
 }
 
 }  // namespace
@@ -86,11 +85,8 @@ std::unique_ptr<LoadedModel> load_model(const std::string& path,
     const fs::path config_path = fs::path(path) / "config.json";
     check(fs::exists(config_path, ec), "{}: no config.json (a Hugging Face model directory needs "
           "config.json and *.safetensors)", path);
-    check(fs::is_regular_file(config_path, ec), "{}: config.json is not a regular file",
-          config_path.string());
-    std::ifstream in(config_path);
-    check(in.good(), "{}: cannot read config.json", config_path.string());
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string text = read_regular_file(config_path.string());
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     check(!j.is_discarded(), "{}: config.json is not valid JSON", config_path.string());
     m->config = ModelConfig::from_hf_config(j, config_path.string());
     if (weights) {

@@ -5,11 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mmap_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm {
@@ -457,12 +458,14 @@ TokenizerSpec parse_tokenizer_json(std::string_view json_text, std::string_view 
 
 namespace {
 
+// The file's text, or nullopt when there is no file at `path`; anything there that is not a
+// readable regular file (a FIFO, a directory) is refused by name, never waited on.
 std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !std::filesystem::is_symlink(path, ec)) {
+    return std::nullopt;
+  }
+  return read_regular_file(path);
 }
 
 }  // namespace
