@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -30,7 +31,7 @@ namespace {
 
 struct ServeOptions {
   std::string model;
-  std::string served_name;
+  std::vector<std::string> served_names;
   server::ServerOptions server;
   engine::EngineConfig engine;
   bool prefix_cache = true;
@@ -144,8 +145,14 @@ int run_serve(ServeOptions& o) {
 
   server::ServerContext ctx;
   ctx.options = o.server;
-  ctx.options.model_names = {o.served_name.empty() ? b.model->name : o.served_name};
-  if (o.model.empty()) ctx.options.model_names.push_back("default");
+  // The names a request's "model" may give: --served-model-name's (else the file or directory
+  // name), and always "default", so clients written for the default model keep working.
+  ctx.options.model_names = o.served_names;
+  if (ctx.options.model_names.empty()) ctx.options.model_names.push_back(b.model->name);
+  if (std::find(ctx.options.model_names.begin(), ctx.options.model_names.end(), "default") ==
+      ctx.options.model_names.end()) {
+    ctx.options.model_names.push_back("default");
+  }
   ctx.options.validate();
   ctx.tokenizer = b.tokenizer.get();
   ctx.loop = &loop;
@@ -206,8 +213,11 @@ void add_identity_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o)
   cmd.add_option("-m,--model", o->model,
                  "A GGUF file or a Hugging Face directory. Default: the embedded "
                  "SmolLM2-135M-Instruct (also accepted as model name 'default')");
-  cmd.add_option("--served-model-name", o->served_name,
-                 "Model name reported and accepted (default: the file or directory name)");
+  cmd.add_option("--served-model-name", o->served_names,
+                 "Model names accepted in a request's \"model\" (one or more, as vLLM); the first "
+                 "is the one /v1/models and /health report. Default: the file or directory name. "
+                 "\"default\" is always accepted too; a response's \"model\" echoes the name "
+                 "the request used");
   cmd.add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd.add_option("--port", s.port, "Port to listen on (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))

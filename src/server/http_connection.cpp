@@ -39,6 +39,10 @@ using Clock = std::chrono::steady_clock;
 using error_code = boost::system::error_code;
 
 constexpr uint32_t kHeaderLimit = 16 * 1024;  // bytes of request line + headers
+// The connection's read buffer. Bodies pass through it (the parser takes them as they come),
+// but a chunked body's trailer section must fit in it whole: so this bounds the trailer, which
+// no other limit covers, and a client cannot make the server buffer more than this.
+constexpr size_t kReadBufferLimit = 64 * 1024;
 constexpr size_t kMaxHeaders = 100;           // header fields
 constexpr size_t kMaxPipelined = 16;          // requests read ahead of their response
 constexpr size_t kLingerBytes = 64 << 20;     // read and dropped after an error reply
@@ -70,6 +74,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       : sock_(std::move(s)),
         env_(env),
         ctx_(env.ctx),
+        buf_(kReadBufferLimit),
         read_timer_(sock_.get_executor()),
         write_timer_(sock_.get_executor()),
         poll_timer_(sock_.get_executor()) {
@@ -106,10 +111,42 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     parser_->body_limit(ctx_.options.limits.max_body_bytes);
     phase_ = (n_requests_ == 0 || buf_.size() > 0) ? Phase::kHeader : Phase::kIdle;
     arm_read_timer();
-    http::async_read_header(sock_, buf_, *parser_,
-                            [self = shared_from_this()](error_code ec, size_t) {
-                              self->on_header(ec);
-                            });
+    read_header_bytes();
+  }
+
+  // Reads until the buffer holds a whole header (or more than the header limit), so its raw
+  // lines can be checked before Beast parses them: Beast joins a folded line (obs-fold) into
+  // one value, which a proxy in front may frame differently (RFC 9112 5.2: reject it).
+  void read_header_bytes() {
+    const auto data = buf_.data();
+    const std::string_view raw(static_cast<const char*>(data.data()), data.size());
+    const size_t end = raw.find("\r\n\r\n");
+    if (end != std::string_view::npos || raw.size() >= kHeaderLimit) {
+      const std::string_view head = raw.substr(0, end == std::string_view::npos ? raw.size() : end);
+      if (head.find("\r\n ") != std::string_view::npos ||
+          head.find("\r\n\t") != std::string_view::npos) {
+        reading_ = false;
+        fail_request(400,
+                     "a request header line is folded onto the next line (obs-fold): send each "
+                     "header field on one line");
+        return;
+      }
+      http::async_read_header(sock_, buf_, *parser_,
+                              [self = shared_from_this()](error_code ec, size_t) {
+                                self->on_header(ec);
+                              });
+      return;
+    }
+    const size_t n = std::min<size_t>(4096, kHeaderLimit - raw.size());
+    sock_.async_read_some(buf_.prepare(n), [self = shared_from_this()](error_code ec, size_t got) {
+      self->buf_.commit(got);
+      if (ec) {
+        self->on_read_error(ec);
+        return;
+      }
+      if (self->closed_ || self->read_unwanted()) return;
+      self->read_header_bytes();
+    });
   }
 
   // The deadline of the read in progress; none while a request is being answered.
@@ -184,6 +221,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     }
     if (ec == http::error::header_limit) {
       fail_request(431, fmt::format("the request header is larger than {} bytes", kHeaderLimit));
+    } else if (ec == http::error::buffer_overflow) {
+      fail_request(431, fmt::format("the chunked body's trailer section is larger than the {} "
+                                    "bytes a connection buffers",
+                                    kReadBufferLimit));
     } else if (ec == http::error::body_limit) {
       HttpReply r = error_reply(
           413,
@@ -232,6 +273,25 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       fail_request(400, "only 'Transfer-Encoding: chunked' is supported");
       return;
     }
+    // What the header says, kept apart from the fields a chunked trailer may add later.
+    head_ = std::make_shared<HttpRequestIn>();
+    head_->method = to_string(h.method_string());
+    head_->target = to_string(h.target());
+    if (auto it = h.find(http::field::authorization); it != h.end()) {
+      head_->has_authorization = true;
+      head_->authorization = to_string(it->value());
+    }
+    if (auto it = h.find(http::field::origin); it != h.end()) head_->origin = to_string(it->value());
+    // A request refused without the API key is answered before any of its body is read (then
+    // the connection closes): a client without the key gets nothing buffered.
+    const bool has_body = n_te == 1 || (n_cl == 1 && parser_->content_length().value_or(0) > 0);
+    if (has_body) {
+      if (auto refused = refuse_before_body(ctx_, *head_)) {
+        reading_ = false;
+        fail_with(std::move(*refused), head_);
+        return;
+      }
+    }
     phase_ = Phase::kBody;
     arm_read_timer();
     if (beast::iequals(h[http::field::expect], "100-continue") && queue_.empty() && !writing_) {
@@ -269,16 +329,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     auto msg = parser_->release();
     parser_.reset();
     Pending p;
-    p.in = std::make_shared<HttpRequestIn>();
-    p.in->method = to_string(msg.method_string());
-    p.in->target = to_string(msg.target());
-    if (auto it = msg.find(http::field::authorization); it != msg.end()) {
-      p.in->has_authorization = true;
-      p.in->authorization = to_string(it->value());
-    }
-    if (auto it = msg.find(http::field::origin); it != msg.end()) {
-      p.in->origin = to_string(it->value());
-    }
+    p.in = std::move(head_);  // trailer fields are read and ignored
     p.in->body = std::move(msg.body());
     p.version = msg.version();
     p.keep_alive = msg.keep_alive();
@@ -344,6 +395,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   void dispatch() {
     if (closed_ || queue_.empty() || answering_) return;
     answering_ = true;
+    status_ = 0;
     begin_in_flight();
     arm_read_timer();  // busy: no read deadline
     if (auto ready = std::move(queue_.front().ready)) {
@@ -411,14 +463,24 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       return;
     }
     stream_ = std::move(r.stream);
-    // HTTP/1.0 has no chunked encoding: the body is sent as it comes and ends with the close.
+    // HTTP/1.0 has no chunked encoding. A whole JSON body to a client that asked for
+    // keep-alive is collected and sent with its Content-Length; otherwise (SSE) the body is
+    // sent as it comes and ends with the close.
     chunked_ = p.version >= 11;
+    const bool sse = r.content_type == "text/event-stream";
+    if (!chunked_ && keep_alive_ && !sse) {
+      whole_ = std::make_shared<http::response<http::string_body>>(
+          static_cast<http::status>(r.status), p.version);
+      add_headers(*whole_, r, keep_alive_);
+      watch_stream();
+      return;
+    }
     if (!chunked_) keep_alive_ = false;
     if (!keep_alive_) stop_reading_ = true;
     auto res = std::make_shared<http::response<http::empty_body>>(
         static_cast<http::status>(r.status), p.version);
     add_headers(*res, r, keep_alive_);
-    if (r.content_type == "text/event-stream") {
+    if (sse) {
       res->set(http::field::cache_control, "no-cache");
       res->set("X-Accel-Buffering", "no");
     }
@@ -472,6 +534,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       return;
     }
     const bool done = res == PumpResult::kDone;
+    if (whole_) {  // collected, then sent whole with its Content-Length
+      whole_->body() += out;
+      if (!done) return;
+    }
     if (!done && out.empty()) return;  // wait for the next notification
     auto chunk = std::make_shared<std::string>();
     if (!chunked_) {
@@ -492,6 +558,14 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     }
     last_chunk_in_flight_ = done;
     start_write();
+    if (whole_) {
+      auto res = std::move(whole_);
+      res->prepare_payload();
+      http::async_write(sock_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
+        self->on_written(ec, /*done=*/true);
+      });
+      return;
+    }
     asio::async_write(sock_, asio::buffer(*chunk),
                       [self = shared_from_this(), chunk, done](error_code ec, size_t) {
                         self->on_written(ec, done);
@@ -577,13 +651,13 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     fail_with(error_reply(status, std::move(message)));
   }
 
-  void fail_with(HttpReply r) {
+  void fail_with(HttpReply r, std::shared_ptr<HttpRequestIn> head = nullptr) {
     stop_reading_ = true;
     if (closed_) return;
     Pending p;
-    p.in = std::make_shared<HttpRequestIn>();
-    p.in->method = "-";
-    p.in->target = "-";
+    p.in = head != nullptr ? std::move(head) : std::make_shared<HttpRequestIn>();
+    if (p.in->method.empty()) p.in->method = "-";
+    if (p.in->target.empty()) p.in->target = "-";
     p.version = 11;
     p.keep_alive = false;
     p.received = Clock::now();
@@ -615,6 +689,13 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   void close_now() {
     if (closed_) return;
     closed_ = true;
+    // Requests read but not answered whole count once too: the one being answered with the
+    // status it was answered with, or 499 (the client closed first) when no reply was made.
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      const int status = i == 0 && answering_ && status_ != 0 ? status_ : 499;
+      ctx_.metrics.count_request(endpoint_label(target_path(queue_[i].in->target)), status);
+    }
+    queue_.clear();
     error_code ec;
     sock_.shutdown(tcp::socket::shutdown_both, ec);
     sock_.close(ec);
@@ -626,6 +707,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       stream_->cancel();
       stream_.reset();
     }
+    whole_.reset();
     end_in_flight();
   }
 
@@ -644,8 +726,11 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   std::string remote_ = "-";
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<HttpRequestIn> head_;  // the request being read, from its header
   std::deque<Pending> queue_;  // read, not yet answered; the front is being answered
   std::shared_ptr<ResponseStream> stream_;  // the front's body, while it streams
+  // An HTTP/1.0 keep-alive reply whose streamed body is being collected (see on_reply).
+  std::shared_ptr<http::response<http::string_body>> whole_;
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
   asio::steady_timer poll_timer_;

@@ -2,6 +2,7 @@
 #include "server/http_router.h"
 
 #include <array>
+#include <optional>
 
 #include "core/error.h"
 #include "server/api_error.h"
@@ -35,6 +36,15 @@ std::string_view route_method(std::string_view path) {
     return "GET";
   }
   return {};
+}
+
+bool iequals_ascii(std::string_view a, std::string_view lower) {
+  if (a.size() != lower.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const char c = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] - 'A' + 'a') : a[i];
+    if (c != lower[i]) return false;
+  }
+  return true;
 }
 
 int hex_value(char c) {
@@ -97,7 +107,16 @@ HttpReply dispatch(ServerContext& ctx, const HttpRequestIn& req, std::string_vie
   return handle_model(ctx, id);
 }
 
-HttpReply route_checked(ServerContext& ctx, const HttpRequestIn& req) {
+bool authorized(const ServerContext& ctx, const HttpRequestIn& req, std::string_view path) {
+  if (ctx.options.api_key.empty() || path == "/health") return true;
+  const std::string_view prefix = "Bearer ";
+  const std::string_view auth = req.authorization;
+  return auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
+         same_secret(auth.substr(prefix.size()), ctx.options.api_key);
+}
+
+// What the method, path and Authorization alone decide: 404, a CORS preflight, 405, 401.
+std::optional<HttpReply> gate(const ServerContext& ctx, const HttpRequestIn& req) {
   const std::string_view path = target_path(req.target);
   const std::string_view method = route_method(path);
   const bool cors = !ctx.options.cors_origins.empty();
@@ -121,21 +140,21 @@ HttpReply route_checked(ServerContext& ctx, const HttpRequestIn& req) {
                                          : std::string(method));
     return r;
   }
-  if (!ctx.options.api_key.empty() && path != "/health") {
-    const std::string_view prefix = "Bearer ";
-    const std::string_view auth = req.authorization;
-    const bool ok = auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
-                    same_secret(auth.substr(prefix.size()), ctx.options.api_key);
-    if (!ok) {
-      HttpReply r = api_error_reply(ApiError(
-          401,
-          req.has_authorization ? "incorrect API key"
-                                : "missing API key: send the header 'Authorization: Bearer <key>'",
-          "invalid_request_error", "", "invalid_api_key"));
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return r;
-    }
+  if (!authorized(ctx, req, path)) {
+    HttpReply r = api_error_reply(ApiError(
+        401,
+        req.has_authorization ? "incorrect API key"
+                              : "missing API key: send the header 'Authorization: Bearer <key>'",
+        "invalid_request_error", "", "invalid_api_key"));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
   }
+  return std::nullopt;
+}
+
+HttpReply route_checked(ServerContext& ctx, const HttpRequestIn& req) {
+  if (auto refused = gate(ctx, req)) return std::move(*refused);
+  const std::string_view path = target_path(req.target);
   if (ctx.draining && req.method == "POST") {
     return api_error_reply(
         ApiError(503, "the server is shutting down", "service_unavailable"));
@@ -155,8 +174,25 @@ HttpReply route_checked(ServerContext& ctx, const HttpRequestIn& req) {
 }  // namespace
 
 std::string_view target_path(std::string_view target) {
+  // Absolute form (RFC 9112 3.2.2: "http://host/path?q", which a server must accept): the path
+  // starts at the first '/' after the authority; an empty path is "/".
+  for (const std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (target.size() >= scheme.size() &&
+        iequals_ascii(target.substr(0, scheme.size()), scheme)) {
+      const std::string_view rest = target.substr(scheme.size());
+      const size_t slash = rest.find_first_of("/?#");
+      if (slash == std::string_view::npos || rest[slash] != '/') return "/";
+      target = rest.substr(slash);
+      break;
+    }
+  }
   const size_t q = target.find_first_of("?#");
   return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+std::optional<HttpReply> refuse_before_body(const ServerContext& ctx, const HttpRequestIn& head) {
+  if (authorized(ctx, head, target_path(head.target))) return std::nullopt;
+  return gate(ctx, head);
 }
 
 std::string_view endpoint_label(std::string_view path) {

@@ -5,6 +5,7 @@
 // frames bytes; this decides what a request means, so the tests drive it without sockets.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,7 +23,8 @@ struct HttpRequestIn {
   std::string body;
 };
 
-// The path of a request-target: up to '?' or '#'.
+// The path of a request-target (origin form "/p?q", or absolute form "http://host/p?q"): up
+// to '?' or '#'.
 std::string_view target_path(std::string_view target);
 
 // The metrics label of a path: a route ("/v1/completions", "/v1/models/{id}") or "other".
@@ -31,6 +33,12 @@ std::string_view endpoint_label(std::string_view path);
 // Whether the request may be answered on the connection's I/O thread: it runs no handler
 // that can block (everything but POST).
 bool route_is_quick(const HttpRequestIn& req);
+
+// The reply to a request whose body has not been read, when its method, path and
+// Authorization alone refuse it without the API key (401, or the 404/405 that come first):
+// so a client without the key never gets a body or trailer of any size buffered.
+// nullopt when the request is authorized (or no key is set).
+std::optional<HttpReply> refuse_before_body(const ServerContext& ctx, const HttpRequestIn& head);
 
 // The reply to `req`; never throws (handler exceptions become OpenAI error bodies).
 HttpReply route_request(ServerContext& ctx, const HttpRequestIn& req);

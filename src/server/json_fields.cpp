@@ -88,6 +88,23 @@ std::optional<double> FieldReader::get_number(std::string_view key, double lo, d
   return x;
 }
 
+std::optional<float> FieldReader::get_float(std::string_view key, float lo, float hi,
+                                            bool lo_open) {
+  const nlohmann::json* v = get_raw(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) wrong_type(key, "a number");
+  const double x = v->get<double>();
+  const auto f = static_cast<float>(x);
+  const bool below = lo_open ? !(f > lo) : !(f >= lo);
+  if (!std::isfinite(x) || !std::isfinite(f) || below || f > hi) {
+    const std::string narrowed =
+        static_cast<double>(f) == x ? "" : fmt::format(" ({} as a 32-bit float)", f);
+    throw_bad_request(name(key), "'{}' is {}{}; it must be in {}{}, {}]", name(key), x, narrowed,
+                      lo_open ? "(" : "[", lo, hi);
+  }
+  return f;
+}
+
 std::optional<bool> FieldReader::get_bool(std::string_view key) {
   const nlohmann::json* v = get_raw(key);
   if (v == nullptr) return std::nullopt;

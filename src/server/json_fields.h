@@ -27,6 +27,9 @@ class FieldReader {
   std::optional<uint64_t> get_uint64(std::string_view key);
   // Finite number in [lo, hi].
   std::optional<double> get_number(std::string_view key, double lo, double hi);
+  // A number as the 32-bit float the sampler uses, checked after narrowing: in [lo, hi], or
+  // in (lo, hi] when `lo_open` (so 1e-320, which narrows to 0, is refused by this field's name).
+  std::optional<float> get_float(std::string_view key, float lo, float hi, bool lo_open = false);
   std::optional<bool> get_bool(std::string_view key);
   // A string of at most max_bytes bytes.
   std::optional<std::string> get_string(std::string_view key, size_t max_bytes);

@@ -163,15 +163,12 @@ std::vector<LogitBias> parse_logit_bias(const json& v) {
 GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   GenerationFields g;
   if (auto m = r.get_string("model", 1024)) g.model = *m;
-  if (auto t = r.get_number("temperature", 0.0, 2.0)) g.temperature = static_cast<float>(*t);
-  if (auto p = r.get_number("top_p", 0.0, 1.0)) {
-    if (*p <= 0.0) throw_bad_request("top_p", "'top_p' must be in (0, 1], got {}", *p);
-    g.top_p = static_cast<float>(*p);
-  }
+  if (auto t = r.get_float("temperature", 0.0f, 2.0f)) g.temperature = *t;
+  if (auto p = r.get_float("top_p", 0.0f, 1.0f, /*lo_open=*/true)) g.top_p = *p;
   if (auto k = r.get_int("top_k", -1, std::numeric_limits<int32_t>::max())) {
     g.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
   }
-  if (auto m = r.get_number("min_p", 0.0, 1.0)) g.min_p = static_cast<float>(*m);
+  if (auto m = r.get_float("min_p", 0.0f, 1.0f)) g.min_p = *m;
   g.seed = r.get_uint64("seed");
   if (auto n = r.get_int("n", 1, limits.max_n)) g.n = static_cast<int32_t>(*n);
   g.stop = parse_stop(r, limits);
@@ -206,18 +203,12 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
   (void)r.get_string("user", limits.max_string_bytes);  // accepted, unused: but a string, bounded
-  if (auto v = r.get_number("presence_penalty", -2.0, 2.0))
-    g.presence_penalty = static_cast<float>(*v);
-  if (auto v = r.get_number("frequency_penalty", -2.0, 2.0)) {
-    g.frequency_penalty = static_cast<float>(*v);
-  }
-  if (auto v = r.get_number("repetition_penalty", 0.0, SamplingParams::kMaxRepetitionPenalty)) {
-    if (*v <= 0.0) {
-      throw_bad_request("repetition_penalty",
-                        "'repetition_penalty' must be in (0, {}] (1 = off), got {}",
-                        SamplingParams::kMaxRepetitionPenalty, *v);
-    }
-    g.repetition_penalty = static_cast<float>(*v);
+  if (auto v = r.get_float("presence_penalty", -2.0f, 2.0f)) g.presence_penalty = *v;
+  if (auto v = r.get_float("frequency_penalty", -2.0f, 2.0f)) g.frequency_penalty = *v;
+  if (auto v = r.get_float("repetition_penalty", 0.0f,
+                           static_cast<float>(SamplingParams::kMaxRepetitionPenalty),
+                           /*lo_open=*/true)) {
+    g.repetition_penalty = *v;  // 1 = off
   }
   if (const json* lb = r.get_raw("logit_bias")) g.logit_bias = parse_logit_bias(*lb);
   return g;

@@ -95,6 +95,7 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
                              const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
                              int32_t prompt_logprobs) {
   BuiltRequests b;
+  b.model = gen.model;
   b.seed = gen.seed ? *gen.seed : ctx.seeds.draw();
   if (gen.determinism_mode && *gen.determinism_mode != ctx.mode) {
     const std::string_view want = determinism_mode_name(*gen.determinism_mode);
@@ -159,7 +160,7 @@ ResponseMeta make_meta(const ServerContext& ctx, std::string_view id_prefix,
   ResponseMeta m;
   m.id = fmt::format("{}-{:016x}", id_prefix, r);
   m.created = unix_now();
-  m.model = ctx.model_name();
+  m.model = built.model.empty() ? ctx.model_name() : built.model;
   m.fingerprint = ctx.fingerprint(built.deterministic);
   m.seed = built.seed;
   return m;

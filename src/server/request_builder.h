@@ -30,6 +30,7 @@ struct BuiltRequests {
   std::vector<engine::Request> requests;
   uint64_t seed = 0;
   bool deterministic = true;
+  std::string model;  // the name the request used (one of the served names), for the response
 };
 
 // One engine request per prompt, sharing the sampling settings and the seed.

@@ -17,6 +17,10 @@ def open_request(server, body):
     return s
 
 
+def requests_total(m, status):
+    return m.get(f'detllm_requests_total{{endpoint="/v1/completions",status="{status}"}}', 0.0)
+
+
 def idle(server, baseline_used):
     m = server.metrics()
     return (m["detllm_running_sequences"] == 0 and m["detllm_kv_blocks_used"] == baseline_used
@@ -42,6 +46,9 @@ def test_disconnect_mid_stream_aborts(server):
     m = server.metrics()
     assert m["detllm_aborted_requests_total"] >= base["detllm_aborted_requests_total"] + 1
     assert m["detllm_client_disconnects_total"] >= base["detllm_client_disconnects_total"] + 1
+    # The dropped stream is a request too: counted once, with the status it was answered with.
+    assert wait_until(lambda: requests_total(server.metrics(), 200) ==
+                      requests_total(base, 200) + 1, timeout=10)
 
 
 def test_disconnect_while_waiting_for_a_whole_response(server):
@@ -57,3 +64,37 @@ def test_disconnect_while_waiting_for_a_whole_response(server):
     assert wait_until(lambda: idle(server, base["detllm_kv_blocks_used"]), timeout=20)
     assert server.metrics()["detllm_aborted_requests_total"] >= \
         base["detllm_aborted_requests_total"] + 1
+    # Counted once: a whole body is also sent chunked, its 200 head as soon as the engine took
+    # the request, so it counts under 200 (499 is for a request closed before any reply).
+    assert wait_until(lambda: requests_total(server.metrics(), 200) ==
+                      requests_total(base, 200) + 1, timeout=10)
+    assert requests_total(server.metrics(), 499) == requests_total(base, 499)
+
+
+def test_every_request_read_is_counted_once(server):
+    """A stream the client drops counts under 200; a request pipelined behind it, read but
+    never answered, counts once as 499."""
+    assert wait_until(lambda: server.metrics()["detllm_running_sequences"] == 0)
+    base = server.metrics()
+    first = json.dumps({"model": "default", "prompt": "A long story, please.", "max_tokens": 3000,
+                        "ignore_eos": True, "stream": True}).encode()
+    second = json.dumps({"model": "default", "prompt": "Hi", "max_tokens": 1}).encode()
+
+    def post(data):
+        return (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {API_KEY}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    s.sendall(post(first) + post(second))
+    got = b""
+    while got.count(b"data: ") < 2:
+        chunk = s.recv(4096)
+        assert chunk, "the stream ended early"
+        got += chunk
+    s.close()
+    assert wait_until(lambda: idle(server, base["detllm_kv_blocks_used"]), timeout=20)
+    assert wait_until(lambda: requests_total(server.metrics(), 200) ==
+                      requests_total(base, 200) + 1, timeout=10)
+    assert wait_until(lambda: requests_total(server.metrics(), 499) ==
+                      requests_total(base, 499) + 1, timeout=10)

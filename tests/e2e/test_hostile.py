@@ -236,23 +236,124 @@ def test_port_is_owned_exclusively(hs, baseline):
 
 
 def test_refused_auth_body_is_not_a_request(hs, baseline):
-    """The body of a 401 is read and dropped, never parsed as the next request."""
+    """A request with a body and without the key is answered 401 from its header alone, and
+    the connection closes: its body is never read, never parsed as the next request."""
     health_before = counter(hs, "detllm_requests_total", 'endpoint="/health",status="200"')
+    refused_before = counter(hs, "detllm_requests_total",
+                             'endpoint="/v1/completions",status="401"')
     smuggled = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
     first = request_bytes("POST", "/v1/completions", smuggled, auth=False,
                           headers=["Authorization: Bearer wrong"])
-    second = request_bytes("GET", "/v1/models")
     with connect(hs) as s:
         s.sendall(first)
         r = Reader(s)
         a = r.response()
-        s.sendall(second)
-        b = r.response()
+        assert r.at_eof(), "the connection stays open after a refused request with a body"
     assert a is not None and a[0] == 401, a
-    assert b is not None and b[0] == 200, b
-    assert b"object" in b[2]
+    assert a[1].get("connection", "").lower() == "close"
     assert counter(hs, "detllm_requests_total",
                    'endpoint="/health",status="200"') == health_before
+    assert counter(hs, "detllm_requests_total",
+                   'endpoint="/v1/completions",status="401"') == refused_before + 1
+    # Without a body, a refused request leaves the connection open for the next one.
+    with connect(hs) as s:
+        s.sendall(request_bytes("GET", "/v1/models", auth=False))
+        r = Reader(s)
+        assert r.response()[0] == 401
+        s.sendall(request_bytes("GET", "/v1/models"))
+        b = r.response()
+    assert b is not None and b[0] == 200 and b"object" in b[2], b
+
+
+def send_in_background(sock, head, piece, total):
+    """Sends `head`, then `piece` until `total` bytes, on a thread; stops when the peer closes."""
+    sent = [0]
+
+    def run():
+        try:
+            sock.sendall(head)
+            while sent[0] < total:
+                sock.sendall(piece)
+                sent[0] += len(piece)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, sent
+
+
+TRAILER_LINE = b"X-Pad: " + b"a" * 1015 + b"\r\n"  # 1 KiB a field
+
+
+@pytest.mark.parametrize("auth", [True, False])
+def test_chunked_trailer_is_bounded(hs, baseline, auth):
+    """After the last chunk, a trailer section of 256 MiB (with the key: 431 once the
+    connection's 64 KiB read buffer is full) or of 1 GiB (without it: 401 from the header, the
+    body never read) leaves the server's RSS within 64 MiB of its baseline."""
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+            + (f"Authorization: Bearer {API_KEY}\r\n" if auth else "")
+            + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "2\r\n{}\r\n0\r\n").encode()
+    total = (256 if auth else 1024) << 20
+    peak = [0]
+    with connect(hs, timeout=20) as s:
+        t, sent = send_in_background(s, head, TRAILER_LINE * 64, total)
+        resp = Reader(s).response()
+        # Sample the RSS while the client still sends (or until the server has closed on it).
+        for _ in range(20):
+            peak[0] = max(peak[0], proc_facts(hs)[1])
+            if not t.is_alive():
+                break
+            time.sleep(0.05)
+        t.join(30)
+    assert resp is not None, "no answer"
+    if auth:
+        assert resp[0] == 431, resp
+        assert b"trailer" in resp[2], resp[2]
+    else:
+        assert resp[0] == 401, resp
+    assert resp[1].get("connection", "").lower() == "close"
+    assert sent[0] < total, "the server read the whole trailer"
+    peak[0] = max(peak[0], proc_facts(hs)[1])
+    assert peak[0] < baseline["rss"] + 64 * 1024, (peak[0], baseline["rss"])
+
+
+def test_folded_header_is_refused(hs, baseline):
+    """obs-fold (a header continued on the next line) is refused with 400 (RFC 9112 5.2)."""
+    body = b'{"prompt": "Hi", "max_tokens": 1}'
+    data = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length:\r\n {len(body)}\r\n\r\n"
+            ).encode() + body
+    out = exchange(hs, data)
+    assert out and out[0][0] == 400, out
+    assert b"obs-fold" in out[0][2]
+
+
+def test_absolute_form_target_is_served(hs, baseline):
+    """RFC 9112 3.2.2: a server must accept a request-target in absolute form."""
+    out = exchange(hs, b"GET http://127.0.0.1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert out and out[0][0] == 200, out
+    out = exchange(hs, request_bytes("GET", f"HTTP://127.0.0.1:{hs.port}/v1/models?x=1"))
+    assert out and out[0][0] == 200 and b"object" in out[0][2], out
+
+
+def test_http_1_0_keep_alive_is_honoured_for_post(hs, baseline):
+    """A generation's whole JSON body (streamed out of the engine) is sent to an HTTP/1.0
+    keep-alive client with its Content-Length, and the connection stays open."""
+    body = json.dumps({"prompt": "Hi", "max_tokens": 2, "temperature": 0}).encode()
+    one = (f"POST /v1/completions HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+           f"Connection: keep-alive\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    with connect(hs) as s:
+        r = Reader(s)
+        for _ in range(2):
+            s.sendall(one)
+            resp = r.response()
+            assert resp is not None and resp[0] == 200, resp
+            assert resp[1].get("connection", "").lower() == "keep-alive", resp[1]
+            assert int(resp[1]["content-length"]) == len(resp[2])
+            assert json.loads(resp[2])["choices"][0]["text"]
 
 
 def test_openai_client_with_a_wrong_key_gets_401(hs, baseline):

@@ -92,6 +92,35 @@ TEST(HttpRouter, BearerAuth) {
   EXPECT_EQ(route_request(*s.ctx, post).status, 401);
 }
 
+TEST(HttpRouter, RefusedBeforeTheBodyWithoutTheKey) {
+  TinyServer s;
+  HttpRequestIn post;
+  post.method = "POST";
+  post.target = "/v1/completions";
+  EXPECT_FALSE(refuse_before_body(*s.ctx, post).has_value());  // no key set: read the body
+  s.ctx->options.api_key = "KEY";
+  const auto refused = refuse_before_body(*s.ctx, post);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 401);
+  post.target = "/nope";  // the 404 that comes first, still without reading the body
+  EXPECT_EQ(refuse_before_body(*s.ctx, post)->status, 404);
+  post.target = "/v1/completions";
+  post.has_authorization = true;
+  post.authorization = "Bearer KEY";
+  EXPECT_FALSE(refuse_before_body(*s.ctx, post).has_value());
+  EXPECT_FALSE(refuse_before_body(*s.ctx, get("/health")).has_value());
+}
+
+TEST(HttpRouter, AbsoluteFormTargets) {
+  EXPECT_EQ(target_path("/v1/models?x=1"), "/v1/models");
+  EXPECT_EQ(target_path("http://127.0.0.1:8000/v1/models?x=1"), "/v1/models");
+  EXPECT_EQ(target_path("HTTPS://host/health#f"), "/health");
+  EXPECT_EQ(target_path("http://host"), "/");
+  EXPECT_EQ(target_path("http://host?x=/v1/models"), "/");
+  TinyServer s;
+  EXPECT_EQ(route_request(*s.ctx, get("http://localhost/health")).status, 200);
+}
+
 TEST(HttpRouter, SameSecret) {
   EXPECT_TRUE(same_secret("abc", "abc"));
   EXPECT_FALSE(same_secret("abc", "abd"));

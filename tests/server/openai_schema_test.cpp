@@ -143,7 +143,12 @@ TEST(OpenAiSchema, OutOfRangeValues) {
   EXPECT_BAD(completion(R"({"prompt": "x", "temperature": 2.5})"), "temperature", "[0, 2]");
   EXPECT_BAD(completion(R"({"prompt": "x", "temperature": -0.1})"), "temperature", "[0, 2]");
   EXPECT_BAD(completion(R"({"prompt": "x", "top_p": 0})"), "top_p", "(0, 1]");
-  EXPECT_BAD(completion(R"({"prompt": "x", "top_p": 1.5})"), "top_p", "[0, 1]");
+  EXPECT_BAD(completion(R"({"prompt": "x", "top_p": 1.5})"), "top_p", "(0, 1]");
+  // Checked as the sampler's 32-bit float: 1e-320 narrows to 0, and the 400 names the field.
+  EXPECT_BAD(completion(R"({"prompt": "x", "top_p": 1e-320})"), "top_p", "32-bit float");
+  EXPECT_BAD(completion(R"({"prompt": "x", "repetition_penalty": 1e-320})"),
+             "repetition_penalty", "(0, 100]");
+  EXPECT_BAD(completion(R"({"prompt": "x", "temperature": 2.000001})"), "temperature", "[0, 2]");
   EXPECT_BAD(completion(R"({"prompt": "x", "min_p": 2})"), "min_p", "[0, 1]");
   EXPECT_BAD(completion(R"({"prompt": "x", "n": 0})"), "n", "1…16");
   EXPECT_BAD(completion(R"({"prompt": "x", "n": 17})"), "n", "1…16");
