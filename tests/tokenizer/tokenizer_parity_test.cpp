@@ -1,7 +1,8 @@
 // Exact parity with Hugging Face `tokenizers` on real vocabularies: Llama-2, Llama-3 and Qwen3
-// (tokenizer.json under ../shared/data/tokenizers) and SmolLM2 (the default model's GGUF).
-// Goldens: tests/data/tokenizer/golden_<name>.json, from scripts/ref/tokenizer_golden.py.
-// The SmolLM2 case finds the model through $DETLLM_DEFAULT_MODEL or models/, else it skips.
+// (tokenizer.json from outside the repository: tests/external_data.h) and SmolLM2 (the default
+// model's GGUF). Goldens: tests/data/tokenizer/golden_<name>.json, from
+// scripts/ref/tokenizer_golden.py. The SmolLM2 case finds the model through $DETLLM_DEFAULT_MODEL
+// or models/, else it skips.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "external_data.h"
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,9 +25,8 @@ using json = nlohmann::json;
 std::string data_path(const std::string& file) {
   return std::string(DETLLM_SOURCE_DIR) + "/tests/data/tokenizer/" + file;
 }
-std::string shared_tokenizer(const std::string& name) {
-  return std::string(DETLLM_SOURCE_DIR) + "/../shared/data/tokenizers/" + name + "/tokenizer.json";
-}
+using test::missing_tokenizer_file;
+using test::tokenizer_file;
 std::string default_model_path() {
   if (const char* env = std::getenv("DETLLM_DEFAULT_MODEL"); env && *env) return env;
   return std::string(DETLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -107,7 +108,8 @@ void check_parity(const Tokenizer& tok, const std::string& name) {
 }
 
 TEST(TokenizerParity, Llama2) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("llama2"));
+  if (auto m = missing_tokenizer_file({"llama2"})) GTEST_SKIP() << *m;
+  const auto tok = Tokenizer::from_json_file(tokenizer_file("llama2"));
   check_parity(*tok, "llama2");
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), 2);
@@ -115,7 +117,8 @@ TEST(TokenizerParity, Llama2) {
 }
 
 TEST(TokenizerParity, Llama3) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("llama3"));
+  if (auto m = missing_tokenizer_file({"llama3"})) GTEST_SKIP() << *m;
+  const auto tok = Tokenizer::from_json_file(tokenizer_file("llama3"));
   check_parity(*tok, "llama3");
   EXPECT_EQ(tok->bos_id(), 128000);
   EXPECT_EQ(tok->eos_id(), 128001);
@@ -123,7 +126,8 @@ TEST(TokenizerParity, Llama3) {
 }
 
 TEST(TokenizerParity, Qwen3) {
-  const auto tok = Tokenizer::from_json_file(shared_tokenizer("qwen3"));
+  if (auto m = missing_tokenizer_file({"qwen3"})) GTEST_SKIP() << *m;
+  const auto tok = Tokenizer::from_json_file(tokenizer_file("qwen3"));
   check_parity(*tok, "qwen3");
   EXPECT_EQ(tok->bos_id(), std::nullopt);
   EXPECT_EQ(tok->eos_id(), 151645);  // <|im_end|>
@@ -160,8 +164,9 @@ TEST(TokenizerParity, SyntheticSplits) {
 
 // Long inputs stay fast: a 200 KB single word (Llama-2 has no pre-tokenizer) and long runs.
 TEST(TokenizerParity, LongInputsAreFast) {
-  const auto llama2 = Tokenizer::from_json_file(shared_tokenizer("llama2"));
-  const auto llama3 = Tokenizer::from_json_file(shared_tokenizer("llama3"));
+  if (auto m = missing_tokenizer_file({"llama2", "llama3"})) GTEST_SKIP() << *m;
+  const auto llama2 = Tokenizer::from_json_file(tokenizer_file("llama2"));
+  const auto llama3 = Tokenizer::from_json_file(tokenizer_file("llama3"));
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "abcdefghi" + std::to_string(i % 10);
   const auto t0 = std::chrono::steady_clock::now();
