@@ -13,10 +13,11 @@
 namespace detllm::test {
 
 // The folder that holds <name>/tokenizer.json: $DETLLM_TOKENIZER_DATA if set, else
-// ../shared/data/tokenizers beside the source tree (the layout of the project's workspace).
+// tests/data/external/tokenizers in the source tree (git-ignored: where docs/testing.md puts
+// the downloaded files).
 inline std::string tokenizer_data_dir() {
   if (const char* env = std::getenv("DETLLM_TOKENIZER_DATA"); env && *env) return env;
-  return std::string(DETLLM_SOURCE_DIR) + "/../shared/data/tokenizers";
+  return std::string(DETLLM_SOURCE_DIR) + "/tests/data/external/tokenizers";
 }
 
 // <dir>/<name>/<file>, e.g. tokenizer_file("llama3") → …/llama3/tokenizer.json.

@@ -43,10 +43,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "chat")
 # The real tokenizer files come from outside the repository (docs/testing.md, "Test data from
-# outside the repository"): $DETLLM_TOKENIZER_DATA, else ../shared/data/tokenizers beside the
+# outside the repository"): $DETLLM_TOKENIZER_DATA, else tests/data/external/tokenizers in the
 # source tree -- the same place tests/external_data.h looks.
 TOKENIZER_DATA = os.environ.get("DETLLM_TOKENIZER_DATA") or os.path.join(
-    os.path.dirname(ROOT), "shared", "data", "tokenizers")
+    ROOT, "tests", "data", "external", "tokenizers")
 
 
 def tokenizer_path(directory, name, file):
