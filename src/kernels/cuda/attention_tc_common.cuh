@@ -482,7 +482,7 @@ struct MergeBatch {
 #pragma unroll
     for (int b = 0; b < kMergeBatch; ++b) {
       if (z0 + b >= n_splits) break;
-      // ld.global.cg: from the L2, where other CTAs' partials are (merge_in_last_cta).
+      // ld.global.cg: from the L2, where other CTAs' partials are.
       const float* part = partials + (row * max_splits + z0 + b) * (HD + 2);
       m[b] = __ldcg(part);
       l[b] = __ldcg(part + 1);
@@ -537,36 +537,6 @@ __device__ __forceinline__ void merge_row(const AttentionArgs& a, const float* p
       a.out[row * HD + d] = v;
     }
   }
-}
-
-// The merge without a kernel of its own, for a grid with a CTA per split: every CTA of a group
-// (the `ctas` CTAs that share a token range [t_begin, t_end) and KV head g, whichever splits
-// they ran) calls this after storing its partials; the last to arrive merges the group's rows
-// with merge_row (the merge kernel's function: the same bits) and resets the group's counter
-// to zero for the next launch. CTA-uniform; W warps. (The classic last-block pattern: each
-// thread's stores, then a device-scope fence, then one atomic a CTA; the reader fences again
-// and loads through the L2.)
-template <int HD, int W>
-__device__ __forceinline__ void merge_in_last_cta(const AttentionArgs& a, const float* partials,
-                                                  int max_splits, unsigned int* counter,
-                                                  unsigned int ctas, int t_begin, int t_end, int g,
-                                                  int n_rep) {
-  __shared__ unsigned int is_last;
-  __threadfence();  // this thread's partials are visible device-wide before the count
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    is_last = atomicAdd(counter, 1u) + 1u == ctas;
-    if (is_last) atomicExch(counter, 0u);  // every CTA of the group has counted
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int rows = (t_end - t_begin) * n_rep;
-  for (int r = warp; r < rows; r += W)
-    merge_row<HD>(a, partials,
-                  static_cast<int64_t>(t_begin + r / n_rep) * a.n_heads + g * n_rep + r % n_rep,
-                  max_splits, lane);
 }
 
 // The scan merge kernel: a CTA per (token, head) row, a warp per 32 of its head dims (one a lane),
