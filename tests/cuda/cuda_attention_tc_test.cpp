@@ -23,8 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "conformance/delegating_ops.h"
+#include "cuda/attention_negative_control.h"
 #include "cuda/cuda_test_util.h"
 #include "kernels/attention_plan.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels {
 namespace {
@@ -40,14 +43,48 @@ constexpr int kPacked = static_cast<int>(AttentionKernel::kPacked);
 constexpr int kPackedStreams = static_cast<int>(AttentionKernel::kPackedStreams);
 
 // kernel, split_blocks: CudaOptions::attention_kernel / attention_split_blocks (-1 chosen).
-std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int kernel = -1, bool layout_dependent = false) {
+std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int kernel = -1) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
   o.attention_kernel = kernel;
-  o.attention_tc_layout_dependent = layout_dependent;
   return make_cuda_ops(o);
 }
+
+// The CUDA ops with attention over the bf16 cache on the tests' negative control
+// (attention_negative_control.h: the packed CTA whose row sums follow the row's place in the
+// warp tile), a token a CTA on decode-like steps, 64 / n_rep otherwise, as the packed CTA runs.
+class LayoutDependentOps final : public conformance::DelegatingOps {
+ public:
+  LayoutDependentOps() : DelegatingOps(tc_ops(), "cuda-layout-dependent") {}
+  // The CUDA ops whose memory holds the test's arrays and cache (DelegatingOps forwards the
+  // ops, not the memory functions).
+  Ops& memory() { return *inner_; }
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                 int32_t n_heads, float scale, float* out) override {
+    ASSERT_EQ(cache.dtype, DType::kBF16);
+    cuda::AttentionArgs a;
+    a.q = q;
+    a.k_bf16 = static_cast<const uint16_t*>(cache.k);
+    a.v_bf16 = static_cast<const uint16_t*>(cache.v);
+    a.positions = batch.positions;
+    a.seq_of_token = batch.seq_of_token;
+    a.block_tables = batch.block_tables;
+    a.out = out;
+    a.n_tokens = batch.n_tokens;
+    a.n_heads = n_heads;
+    a.n_kv_heads = cache.n_kv_heads;
+    a.head_dim = cache.head_dim;
+    a.block_size = cache.block_size;
+    a.max_blocks = batch.max_blocks;
+    a.n_blocks = cache.n_blocks;
+    a.scale = scale;
+    const int n_rep = n_heads / cache.n_kv_heads;
+    const int tq = batch.n_tokens <= 2 * batch.n_seqs ? 1 : 64 / n_rep;
+    inner_->synchronize();  // the KV append and the uploads, on the inner ops' stream
+    ASSERT_EQ(cuda_testing::launch_layout_dependent_attention(a, tq), cudaSuccess);
+  }
+};
 
 std::vector<std::vector<Chunk>> chunked(int seq, int begin, int len, int chunk) {
   std::vector<std::vector<Chunk>> steps;
@@ -249,21 +286,15 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
     GTEST_SKIP() << "n_rep " << shape.n_heads / shape.n_kv_heads
                  << ": every packing puts query head h at tile row h % 16, so no schedule moves "
                     "a row to another place in the tile — there is no layout to depend on";
-  // The chosen plans (the whole prefill and chunks of 7 on the CTA kernels), and each CTA
-  // kernel forced on both.
-  for (const int kernel : {-1, kPacked, kPackedStreams, kWarpgroup, kSharedSplit}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "kernel "
-                 << (kernel < 0 ? "chosen"
-                                : attention_kernel_name(static_cast<AttentionKernel>(kernel))));
-    auto ops = tc_ops(-1, kernel, /*layout_dependent=*/true);
-    DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
-    base.step({{0, 0, kLen}});
-    DevicePagedWorld w(*ops, shape, {42}, {kLen}, 3);
-    for (const auto& step : chunked(0, 0, kLen, 7)) w.step(step);
-    EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
-        << "the layout-dependent variant went unnoticed: the check cannot fail";
-  }
+  // The whole prefill against chunks of 7 (test-only code: the library has no such kernel).
+  LayoutDependentOps ops;
+  DevicePagedWorld base(ops.memory(), shape, {42}, {kLen}, 0);
+  base.step(ops, {{0, 0, kLen}});
+  DevicePagedWorld w(ops.memory(), shape, {42}, {kLen}, 3);
+  for (const auto& step : chunked(0, 0, kLen, 7)) w.step(ops, step);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
+      << "the layout-dependent variant went unnoticed: the check cannot fail";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,

@@ -199,9 +199,12 @@ __device__ __forceinline__ void tile_row_max(int start, const int (&lim)[R], flo
 // xor-shuffles 1, 2). MASK = false: p = 2^(s − ref) without the s == −inf select (s is finite
 // there unless the product overflowed to −inf, where exp2f(−inf − ref) = +0 = the select's
 // value, for ref finite or +inf).
-template <bool MASK, int R>
+// LD: the tests' negative control only (tests/cuda/attention_negative_control.cu instantiates
+// it; no library kernel does): rows gq + 8 sum their tile backwards, so a row's bits depend on
+// its place in the warp tile.
+template <bool MASK, int R, bool LD = false>
 __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&m_new)[R],
-                                             bool layout_dependent, float (&s)[kKvTile / 8][2 * R],
+                                             float (&s)[kKvTile / 8][2 * R],
                                              float (&c)[R], float (&ts)[R]) {
   constexpr int NT = kKvTile / 8;
   float ref[R];
@@ -226,15 +229,12 @@ __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&
       s[nt][e] = p;
       ts[i] = __fadd_rn(ts[i], p);
     }
-  (void)layout_dependent;
-  if constexpr (R == 2) {
-    if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
-      ts[1] = 0.0f;
+  if constexpr (R == 2 && LD) {  // the tests' negative control: rows gq + 8 sum backwards
+    ts[1] = 0.0f;
 #pragma unroll
-      for (int nt = NT - 1; nt >= 0; --nt) {
-        ts[1] = __fadd_rn(ts[1], s[nt][3]);
-        ts[1] = __fadd_rn(ts[1], s[nt][2]);
-      }
+    for (int nt = NT - 1; nt >= 0; --nt) {
+      ts[1] = __fadd_rn(ts[1], s[nt][3]);
+      ts[1] = __fadd_rn(ts[1], s[nt][2]);
     }
   }
 #pragma unroll
@@ -249,15 +249,15 @@ __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&
 // running max m_new = max(m, mt), tile_exp_sum, and l = l·c + ts. Updates each row's (m, l)
 // and returns its factor c for O (the caller rescales O, whose layout it knows). The
 // arithmetic of a row does not depend on R. MASK as the two parts say.
-template <bool MASK, int R>
+template <bool MASK, int R, bool LD = false>
 __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], float scale_log2,
-                                             bool layout_dependent, float (&m)[R], float (&l)[R],
+                                             float (&m)[R], float (&l)[R],
                                              float (&s)[kKvTile / 8][2 * R], float (&c)[R]) {
   float mt[R], m_new[R], ts[R];
   tile_row_max<MASK, R>(start, lim, scale_log2, s, mt);
 #pragma unroll
   for (int i = 0; i < R; ++i) m_new[i] = fmaxf(m[i], mt[i]);
-  tile_exp_sum<MASK, R>(m, m_new, layout_dependent, s, c, ts);
+  tile_exp_sum<MASK, R, LD>(m, m_new, s, c, ts);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     m[i] = m_new[i];
@@ -267,26 +267,25 @@ __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], flo
 
 // The softmax half of a tile for one m-tile (softmax_rows for the thread's two rows, then O's
 // rescale).
-template <int HD, bool MASK>
+template <int HD, bool MASK, bool LD = false>
 __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
-                                             bool layout_dependent, SplitState<HD>& st,
+                                             SplitState<HD>& st,
                                              float (&s)[kKvTile / 8][4]) {
   float c[2];
-  softmax_rows<MASK, 2>(start, lim, scale_log2, layout_dependent, st.m, st.l, s, c);
+  softmax_rows<MASK, 2, LD>(start, lim, scale_log2, st.m, st.l, s, c);
   rescale_o<HD>(st, c);
 }
 
 // The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
 // start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
-// row i's last position (-1: no row). layout_dependent: the tests' negative control.
-template <int HD>
+// row i's last position (-1: no row). LD: the tests' negative control (tile_exp_sum).
+template <int HD, bool LD = false>
 __device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
                                             const uint32_t (&qf)[HD / 16][4], int start,
                                             const int (&lim)[2], float scale_log2,
-                                            bool layout_dependent, SplitState<HD>& st,
-                                            float (&s)[kKvTile / 8][4]) {
+                                            SplitState<HD>& st, float (&s)[kKvTile / 8][4]) {
   tile_qk<HD>(kb, qf, s);
-  tile_softmax<HD, true>(start, lim, scale_log2, layout_dependent, st, s);
+  tile_softmax<HD, true, LD>(start, lim, scale_log2, st, s);
 }
 
 // P's A fragment (m16n8k16) of k-step j, positions 16j … 16j + 15 of the tile, from the S
@@ -363,7 +362,7 @@ template <int HD, int MT, bool SWZ = false>
 __device__ __forceinline__ void tile_scores_mt(const __nv_bfloat16* kb, const __nv_bfloat16* qs,
                                                int start, const int (&lim)[MT][2],
                                                const bool (&mask)[MT], float scale_log2,
-                                               bool layout_dependent, SplitState<HD> (&st)[MT],
+                                               SplitState<HD> (&st)[MT],
                                                float (&s)[MT][kKvTile / 8][4]) {
   constexpr int NT = kKvTile / 8;
   const int lane = threadIdx.x & 31;
@@ -393,9 +392,9 @@ __device__ __forceinline__ void tile_scores_mt(const __nv_bfloat16* kb, const __
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
     if (mask[j]) {
-      tile_softmax<HD, true>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+      tile_softmax<HD, true>(start, lim[j], scale_log2, st[j], s[j]);
     } else {
-      tile_softmax<HD, false>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+      tile_softmax<HD, false>(start, lim[j], scale_log2, st[j], s[j]);
     }
   }
 }

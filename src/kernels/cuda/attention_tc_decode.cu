@@ -90,13 +90,13 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
       __syncwarp();  // each buffer is free for the chunk NBUF − 1 after it
       tile_qk_part<HD, NT / 2, NT / 2>(ring.ready(CPT * f + 1), qf, s);
       __syncwarp();
-      tile_softmax<HD, true>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+      tile_softmax<HD, true>(start, lim, scale_log2, st, s);
       tile_values_part<HD, 0, KS / 2>(ring.ready(CPT * f + 2), s, st);
       __syncwarp();
       tile_values_part<HD, KS / 2, KS / 2>(ring.ready(CPT * f + 3), s, st);
       __syncwarp();
     } else {
-      tile_scores<HD>(ring.ready(CPT * f), qf, start, lim, scale_log2, a.tc_layout_dependent, st,
+      tile_scores<HD>(ring.ready(CPT * f), qf, start, lim, scale_log2, st,
                       s);
       __syncwarp();  // the K buffer is free for the chunk after next
       tile_values<HD>(ring.ready(CPT * f + 1), s, st);

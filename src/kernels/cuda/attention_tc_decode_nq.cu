@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(W * 32)
     });
     transpose_scores(sT, s);
     float c[1];
-    softmax_rows<true, 1>(start, lim, scale_log2, a.tc_layout_dependent, st.m, st.l, s, c);
+    softmax_rows<true, 1>(start, lim, scale_log2, st.m, st.l, s, c);
     rescale_ot<HD>(st, c[0]);
     static_for<0, PARTS>([&](auto p) {
       constexpr int P = decltype(p)::value;

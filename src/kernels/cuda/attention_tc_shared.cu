@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             m_prev[i] = fmaxf(m_prev[i], sm.tmax[f * kWarpRows + gq + 8 * i]);
           m_new[i] = fmaxf(m_prev[i], mt[i]);
         }
-        tile_exp_sum<true, 2>(m_prev, m_new, a.tc_layout_dependent, s, c, ts);
+        tile_exp_sum<true, 2>(m_prev, m_new, s, c, ts);
 #pragma unroll
         for (int j = 0; j < KS; ++j) {
           uint32_t pa[4];

@@ -281,9 +281,9 @@ __global__ void __launch_bounds__(kWgWarps * 32)
           const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
           wg_qk<HD, QS>(kt, q_u32, qf, s);
           if (FAST && start + kKvTile - 1 <= warp_min) {
-            tile_softmax<HD, false>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+            tile_softmax<HD, false>(start, lim, scale_log2, st, s);
           } else {
-            tile_softmax<HD, true>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+            tile_softmax<HD, true>(start, lim, scale_log2, st, s);
           }
           wg_pv<HD>(kt + kTileBytes<HD>, s, st);
         }

@@ -154,9 +154,6 @@ struct AttentionArgs {
   int32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks = 0, n_blocks = 0;
   float scale = 1.0f;
-  // Negative control of the tests only (attention_tc.cu): row sums of the lower half of each
-  // warp tile in reverse order, so a row's bits depend on where the step places it.
-  bool tc_layout_dependent = false;
   // attention_tc.cu's decode schedule only: its kernels (and the merge) are launched with
   // programmatic dependent launch (pdl.cuh; the same bits).
   bool pdl = false;

@@ -91,7 +91,6 @@ class CudaOps final : public Ops {
         mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
         attention_force_{options.attention_kernel, options.attention_split_blocks},
-        attention_layout_dependent_(options.attention_tc_layout_dependent),
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
@@ -488,7 +487,6 @@ class CudaOps final : public Ops {
             "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head); use "
             "--kv-dtype fp32",
             cache.head_dim, n_heads / cache.n_kv_heads);
-      a.tc_layout_dependent = attention_layout_dependent_;
       a.k_bf16 = static_cast<const uint16_t*>(cache.k);
       a.v_bf16 = static_cast<const uint16_t*>(cache.v);
     } else {
@@ -601,7 +599,6 @@ class CudaOps final : public Ops {
   NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
   AttentionForce attention_force_;  // the planner's overrides (any plan gives the same bits)
-  bool attention_layout_dependent_;
   DType kv_dtype_;
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;

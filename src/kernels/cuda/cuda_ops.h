@@ -29,10 +29,6 @@ struct CudaOptions {
   // + the merge kernel (both KV dtypes).
   int attention_kernel = -1;
   int attention_split_blocks = -1;
-  // Tests only: the negative control of the invariance tests, a tensor-core attention whose
-  // row sums depend on the row's place in the tile (the tests must catch it). Never set it
-  // otherwise.
-  bool attention_tc_layout_dependent = false;
   // Device sampling (sampling.cu): blocks a row's full-vocabulary passes use (0 chosen from the
   // batch; > 0 forced) and the tokens a row's candidate lists hold (-1 the default; 0 none:
   // every boundary searched over the row by one block). Any values give the same bits (tests
