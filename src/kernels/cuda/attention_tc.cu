@@ -146,9 +146,10 @@ __global__ void __launch_bounds__(W * P * 32, 1)
   const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks, P);
+    const int seg_end = sg.end, max_pos = sg.max_pos, n_splits = sg.n_splits;
+    const int z_begin = sg.z_begin, z_end = sg.z_end;  // a CTA per round of P splits
+    const int* table = sg.table;
     int lim[MT][2];  // the row's last position in this segment, -1 = not in it
     int warp_lim = -1, tile_min[MT];
 #pragma unroll
@@ -159,21 +160,9 @@ __global__ void __launch_bounds__(W * P * 32, 1)
         lim[j][i] = row_pos[j][i] >= 0 && t >= seg_begin && t < seg_end ? row_pos[j][i] : -1;
         warp_lim = max(warp_lim, lim[j][i]);
       }
-      tile_min[j] = min(lim[j][0], lim[j][1]);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
-        tile_min[j] = min(tile_min[j], __shfl_xor_sync(kFull, tile_min[j], off));
+      tile_min[j] = warp_min(min(lim[j][0], lim[j][1]));
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      warp_lim = max(warp_lim, __shfl_xor_sync(kFull, warp_lim, off));
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {  // a CTA per round of P splits
-      z_begin = blockIdx.z * P;
-      z_end = z_begin + P;
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    warp_lim = warp_max(warp_lim);
     if (z_begin >= n_splits) {  // a CTA per round: this segment has no such splits
       seg_begin = seg_end;
       continue;

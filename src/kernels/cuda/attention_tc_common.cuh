@@ -693,6 +693,41 @@ __device__ __forceinline__ int segment_end(const AttentionArgs& a, int seg_begin
   return seg_end;
 }
 
+// A segment as a CTA of the packed schedules runs it (the prologue of attention_tc_kernel,
+// attention_tc_mt_kernel, attention_wg_kernel and attention_tc_shared_kernel): the run of the
+// CTA's tokens [seg_begin, end) of seg_begin's sequence, its largest position, its splits, the
+// sequence's block table row, and the splits this CTA runs of it: all, or with split_blocks
+// the per_cta splits of round blockIdx.z, [z_begin, z_end) (z_begin ≥ n_splits: none; z_end
+// may pass n_splits).
+struct SegmentSplits {
+  int end, max_pos, n_splits, z_begin, z_end;
+  const int* table;
+};
+__device__ __forceinline__ SegmentSplits segment_splits(const AttentionArgs& a, int seg_begin,
+                                                        int t_end, bool split_blocks,
+                                                        int per_cta = 1) {
+  SegmentSplits s;
+  const int seq = a.seq_of_token[seg_begin];
+  s.end = segment_end(a, seg_begin, t_end, s.max_pos);
+  s.n_splits = s.max_pos / kTcSplit + 1;
+  s.z_begin = split_blocks ? static_cast<int>(blockIdx.z) * per_cta : 0;
+  s.z_end = split_blocks ? s.z_begin + per_cta : s.n_splits;
+  s.table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  return s;
+}
+
+// The largest / smallest v over the warp's 32 lanes (xor butterflies: exact, order-free).
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(kFull, v, off));
+  return v;
+}
+__device__ __forceinline__ int warp_min(int v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(kFull, v, off));
+  return v;
+}
+
 // The thread's two rows in a packed CTA of 16-row warps (attention_tc_kernel, attention_wg_kernel):
 // rows gq and gq + 8 of warp `warp`, row r = (token t_begin + r / n_rep, head g·n_rep + r % n_rep)
 // while r < tq·n_rep and the token is in the CTA.

@@ -57,29 +57,15 @@ __global__ void __launch_bounds__(W * 32)
   const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
+    const int seg_end = sg.end, max_pos = sg.max_pos, n_splits = sg.n_splits;
+    const int z_begin = sg.z_begin, z_end = sg.z_end;
+    const int* table = sg.table;
     int lim[2];  // the row's last position in this segment, -1 = not in it
     rows.limits(seg_begin, seg_end, lim);
-    int warp_lim = max(lim[0], lim[1]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      warp_lim = max(warp_lim, __shfl_xor_sync(kFull, warp_lim, off));
-    int warp_min = -1;  // FAST: the warp's smallest row limit
-    if constexpr (FAST) {
-      warp_min = min(lim[0], lim[1]);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
-        warp_min = min(warp_min, __shfl_xor_sync(kFull, warp_min, off));
-    }
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {
-      z_begin = blockIdx.z;
-      z_end = z_begin + 1;
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    const int warp_lim = warp_max(max(lim[0], lim[1]));
+    // FAST: the warp's smallest row limit
+    const int warp_lo = FAST ? warp_min(min(lim[0], lim[1])) : -1;
     if (z_begin >= n_splits) {  // a CTA per split: this segment has no split z
       seg_begin = seg_end;
       continue;
@@ -138,7 +124,7 @@ __global__ void __launch_bounds__(W * 32)
         if (warp_lim >= start) {  // else the tile is masked for every row of this warp
           float s[kKvTile / 8][4];
           const __nv_bfloat16* kb = kbuf + buf * kKvTile * LD;
-          if (FAST && start + kKvTile - 1 <= warp_min) {  // no column past any row's position
+          if (FAST && start + kKvTile - 1 <= warp_lo) {  // no column past any row's position
             tile_qk<HD>(kb, qf, s);
             tile_softmax<HD, false, NEG>(start, lim, scale_log2, st, s);
           } else {

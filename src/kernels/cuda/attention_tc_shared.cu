@@ -125,22 +125,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16* vw = sm.v + warp * SplitSmem<HD>::kTile;
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
+    const int seg_end = sg.end, max_pos = sg.max_pos;
+    const int z_begin = sg.z_begin, z_end = min(sg.z_end, sg.n_splits);
+    const int* table = sg.table;
     int lim[2];  // the row's last position in this segment, -1 = not in it
     rows.limits(seg_begin, seg_end, lim);
-    int cta_lim = max(lim[0], lim[1]);  // every warp holds the same rows: CTA-uniform
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      cta_lim = max(cta_lim, __shfl_xor_sync(kFull, cta_lim, off));
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {
-      z_begin = blockIdx.z;
-      z_end = min(z_begin + 1, n_splits);
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    // every warp holds the same rows: CTA-uniform
+    const int cta_lim = warp_max(max(lim[0], lim[1]));
     for (int z = z_begin; z < z_end; ++z) {
       const int first = z * kTcSplit;
       const int range_end = min(first + kTcSplit, max_pos + 1);

@@ -223,25 +223,13 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
+    const int seg_end = sg.end, max_pos = sg.max_pos, n_splits = sg.n_splits;
+    const int z_begin = sg.z_begin, z_end = sg.z_end;
+    const int* table = sg.table;
     int lim[2];
     rows.limits(seg_begin, seg_end, lim);
-    int warp_min = -1;
-    if constexpr (FAST) {
-      warp_min = min(lim[0], lim[1]);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
-        warp_min = min(warp_min, __shfl_xor_sync(kFull, warp_min, off));
-    }
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {
-      z_begin = blockIdx.z;
-      z_end = z_begin + 1;
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    const int warp_lo = FAST ? warp_min(min(lim[0], lim[1])) : -1;
     if (z_begin >= n_splits) {
       seg_begin = seg_end;
       continue;
@@ -280,7 +268,7 @@ __global__ void __launch_bounds__(kWgWarps * 32)
           float s[kKvTile / 8][4];
           const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
           wg_qk<HD, QS>(kt, q_u32, qf, s);
-          if (FAST && start + kKvTile - 1 <= warp_min) {
+          if (FAST && start + kKvTile - 1 <= warp_lo) {
             tile_softmax<HD, false>(start, lim, scale_log2, st, s);
           } else {
             tile_softmax<HD, true>(start, lim, scale_log2, st, s);
