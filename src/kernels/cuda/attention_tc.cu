@@ -410,16 +410,9 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, const AttentionPlan& pla
     case AttentionKernel::kPackedStreams:
       break;
   }
-  switch (a.head_dim) {
-    case 16:
-      return launch_hd<16>(a, plan, scratch, stream);
-    case 32:
-      return launch_hd<32>(a, plan, scratch, stream);
-    case 64:
-      return launch_hd<64>(a, plan, scratch, stream);
-    default:
-      return launch_hd<128>(a, plan, scratch, stream);
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_hd<decltype(hd)::value>(a, plan, scratch, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention_tc_grid.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,6 +30,24 @@
 namespace detllm::kernels::cuda::tc {
 
 constexpr int kWarpRows = 16;  // rows of one m16n8k16 tile
+
+// The launchers' one head-dim dispatch: f(std::integral_constant<int, HD>{}) for the
+// tensor-core attention's head dims 16, 32, 64 and 128; cudaErrorInvalidValue for others.
+template <class F>
+cudaError_t with_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 

@@ -138,18 +138,9 @@ cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
     return cudaErrorInvalidValue;
   if (p.transposed) return launch_attention_tc_decode_nq(a, scratch, p, stream);
   if (p.ring != kDecDefaultRing) return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_halves<16>(a, scratch, p, stream);
-    case 32:
-      return launch_halves<32>(a, scratch, p, stream);
-    case 64:
-      return launch_halves<64>(a, scratch, p, stream);
-    case 128:
-      return launch_halves<128>(a, scratch, p, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_halves<decltype(hd)::value>(a, scratch, p, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

@@ -257,18 +257,9 @@ cudaError_t launch_ring(const AttentionArgs& a, float* scratch, const AttentionP
 cudaError_t launch_attention_tc_decode_nq(const AttentionArgs& a, float* scratch,
                                           const AttentionPlan& p, cudaStream_t stream) {
   if (a.n_kv_heads <= 0 || a.n_heads / a.n_kv_heads > kDecNqMaxRep) return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_ring<16>(a, scratch, p, stream);
-    case 32:
-      return launch_ring<32>(a, scratch, p, stream);
-    case 64:
-      return launch_ring<64>(a, scratch, p, stream);
-    case 128:
-      return launch_ring<128>(a, scratch, p, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_ring<decltype(hd)::value>(a, scratch, p, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

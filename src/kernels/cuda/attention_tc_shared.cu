@@ -311,18 +311,9 @@ cudaError_t launch_attention_tc_shared(const AttentionArgs& a, int tq, float* pa
                                        cudaStream_t stream) {
   if (a.n_kv_heads <= 0 || tq < 1 || tq * (a.n_heads / a.n_kv_heads) > kWarpRows)
     return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_hd<16>(a, tq, partials, split, stream);
-    case 32:
-      return launch_hd<32>(a, tq, partials, split, stream);
-    case 64:
-      return launch_hd<64>(a, tq, partials, split, stream);
-    case 128:
-      return launch_hd<128>(a, tq, partials, split, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_hd<decltype(hd)::value>(a, tq, partials, split, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda
