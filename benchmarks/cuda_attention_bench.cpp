@@ -12,12 +12,12 @@
 // default 2048, or BxC: at context C) print only
 // `kind,batch,q_len,context,heads,kv_heads,head_dim,kv_dtype,us` lines after a header.
 // --prefill-shapes 2048,8192,16384: causal prefill of one sequence of each L (and the mixed
-// step 512+2048+8192+1000) under every packed CTA shape of the tensor-core kernel (16-row warps
-// × 4 or 8; 32-row warps with a K/V ring of 2 or 3 tiles, or two streams of them; chosen), one
-// markdown table of µs and TFLOP/s (the shapes give the same bits; only the speed differs).
-// --decode-variants 1x32768,8x8192,256x512: decode at those (batch, context) under each variant
-// of the decode schedule (ring depth, cp.async with or without the L2 prefetch, whole or
-// half-tile chunks) and the packed CTAs, one markdown table of µs and KV TB/s (same bits throughout).
+// step 512+2048+8192+1000) under each CTA kernel of the tensor-core attention (chosen; the
+// packed CTA, the packed streams, the warpgroup CTA: CudaOptions::attention_kernel), one
+// markdown table of µs and TFLOP/s (the kernels give the same bits; only the speed differs).
+// --decode-variants 1x32768,8x8192,256x512: decode at those (batch, context) under each kernel
+// the planner can choose for decode (the decode warps in each split placement, the packed and
+// the shared-split CTA), one markdown table of µs and KV TB/s (same bits throughout).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/attention_plan.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 
@@ -169,67 +170,46 @@ int usage() {
   fmt::print(stderr,
              "usage: cuda_attention_bench [--kv-dtype bf16|fp32] [--prefill-csv L|BxL,...] "
              "[--mixed-csv L+L+...] [--decode-csv B|BxC,...] [--context N] [--prefill-shapes L,...]\n"
-             "  [--decode-variants BxC,...] (decode under each decode-schedule variant)\n"
+             "  [--decode-variants BxC,...] (decode under each kernel of the planner)\n"
              "  [--heads Q,KV,D] (query heads, KV heads, head dim; default 32,8,128: Llama-3.1-8B)\n"
              "  without csv options: the decode and prefill tables of both KV dtypes\n");
   return 2;
 }
 
-// decode: the tensor-core attention's decode schedule (-1 chosen, 0 never: the packed CTAs;
-// 1 always); ring, copy, chunk: TcSchedule's decode_ring / _copy / _chunk (0 chosen; chunk -1:
-// whole tiles when a ring is forced, else chosen).
-std::unique_ptr<Ops> ops_for(DType kv, int decode = -1, int ring = 0, int split = -1, int copy = 0,
-                             int chunk = -1, int stages = 0, int merge = -1, int shared = -1) {
+// kernel, split: CudaOptions::attention_kernel / attention_split_blocks (-1: the planner's
+// choice, kernels/attention_plan.h).
+std::unique_ptr<Ops> ops_for(DType kv, int kernel = -1, int split = -1) {
   CudaOptions o;
-  o.attention_tc_shared = shared;
-  o.attention_tc_stages = stages;
-  o.attention_tc_merge = merge;
   o.kv_dtype = kv;
+  o.attention_kernel = kernel;
   o.attention_split_blocks = split;
-  o.attention_tc_decode = decode;
-  o.attention_tc_decode_ring = ring;
-  o.attention_tc_decode_copy = copy;
-  o.attention_tc_decode_chunk = chunk >= 0 ? chunk : ring != 0 ? 1 : 0;
   return make_cuda_ops(o);
 }
 
-// Decode under each variant of the decode schedule and the packed CTAs (same bits).
+constexpr int kDecodeWarps = static_cast<int>(AttentionKernel::kDecodeWarps);
+constexpr int kSharedSplit = static_cast<int>(AttentionKernel::kSharedSplit);
+constexpr int kWarpgroup = static_cast<int>(AttentionKernel::kWarpgroup);
+constexpr int kPacked = static_cast<int>(AttentionKernel::kPacked);
+constexpr int kPackedStreams = static_cast<int>(AttentionKernel::kPackedStreams);
+
+// Decode under each kernel the planner can choose for it (same bits). (The decode warps' other
+// rings, chunks and copies, and the packed CTA's other merges, were measured and removed:
+// docs/cuda.md "Decode: half-tile rings", "The batch-1 step's remaining levers".)
 int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   struct Variant {
     const char* name;
-    int ring, copy, chunk;  // ring -1: the packed CTAs; 0: all chosen
-    int split = -1;         // TcSchedule::split: -1 chosen, 0 whole rows a warp, 1 a warp a split
-    int stages = 0, merge = -1;  // the packed CTAs' ring (2, 3) and split merge (0 kernel, 1 CTA)
-    int shared = 0;  // the packed CTAs: 0 one computing warp (attention_tc.cu), 1 the shared split
+    int kernel, split;
   };
-  // (Whole tiles at rings 2 and 4, without the L2 prefetch, and half tiles at rings 4 and 6:
-  // measured and not chosen, docs/cuda.md "Decode: half-tile rings".)
-  const Variant variants[] = {{"chosen", 0, 0, 0},
-                              {"packed CTAs (chosen shape)", -1, 0, 0, -1, 0, -1, -1},
-                              {"packed CTAs, ring 2, merge kernel", -1, 0, 0, -1, 2, 0},
-                              {"packed CTAs, ring 2, merged in the last CTA", -1, 0, 0, -1, 2, 1},
-                              {"packed CTAs, ring 3, merge kernel", -1, 0, 0, -1, 3, 0},
-                              {"packed CTAs, ring 3, merged in the last CTA", -1, 0, 0, -1, 3, 1},
-                              {"shared-split CTA, merge kernel", -1, 0, 0, -1, 0, 0, 1},
-                              {"shared-split CTA, merged in the last CTA", -1, 0, 0, -1, 0, 1, 1},
-
-                              {"whole tiles, ring 3 (4 warps)", 3, 2, 1},
-                              {"half tiles, ring 3 (8 warps)", 3, 2, 2},
-                              {"transposed, half tiles, ring 3 (8 warps)", 3, 2, 3},
-                              {"transposed, quarter tiles, ring 3 (16 warps)", 3, 2, 4},
-                              {"transposed, quarter tiles, ring 4 (12 warps)", 4, 2, 4},
-                              {"transposed, quarter tiles, ring 6 (8 warps)", 6, 2, 4},
-                              {"transposed, quarter tiles, one warp a CTA, ring 12", 12, 2, 4},
-                              {"transposed, quarter tiles, one warp a CTA, ring 24", 24, 2, 4},
-                              {"transposed, quarters, ring 3, a warp a split + merge kernel", 3, 2, 4, 1},
-                              {"transposed, quarters, ring 3, whole rows merged in the warp", 3, 2, 4, 0}};
+  const Variant variants[] = {{"chosen", -1, -1},
+                              {"decode warps", kDecodeWarps, -1},
+                              {"decode warps, a warp a split + merge kernel", kDecodeWarps, 1},
+                              {"decode warps, whole rows merged in the warp", kDecodeWarps, 0},
+                              {"packed CTA", kPacked, -1},
+                              {"shared-split CTA", kSharedSplit, -1}};
   fmt::print("device: {}\n", cuda_device_description(0));
   std::vector<std::unique_ptr<Ops>> ops;
-  for (const Variant& v : variants)
-    ops.push_back(v.ring < 0    ? ops_for(DType::kBF16, 0, 0, -1, 0, -1, v.stages, v.merge, v.shared)
-                  : v.ring == 0 ? ops_for(DType::kBF16)
-                                : ops_for(DType::kBF16, 1, v.ring, v.split, v.copy, v.chunk));
-  std::string table = "| decode schedule |", rule = "|---|";
+  for (const Variant& v : variants) ops.push_back(ops_for(DType::kBF16, v.kernel, v.split));
+  std::string table = "| decode kernel |", rule = "|---|";
   for (const auto& [batch, ctx] : cases) {
     table += fmt::format(" {} × {} µs (TB/s) |", batch, ctx);
     rule += "---|";
@@ -252,43 +232,21 @@ int run_decode_variants(const std::vector<std::pair<int, int>>& cases) {
   return 0;
 }
 
-// The tensor-core attention (bf16 KV) with its packed CTA shape forced (0, fast -1: chosen).
-std::unique_ptr<Ops> ops_for_shape(int warps, int m_tiles, int stages, int streams, int fast,
-                                   int wgmma = -1) {
-  CudaOptions o;
-  o.attention_tc_wgmma = wgmma;
-  o.kv_dtype = DType::kBF16;
-  o.attention_tc_warps = warps;
-  o.attention_tc_m_tiles = m_tiles;
-  o.attention_tc_stages = stages;
-  o.attention_tc_streams = streams;
-  o.attention_tc_fast = fast;
-  return make_cuda_ops(o);
-}
-
-// Causal prefill under each packed CTA shape of the tensor-core kernel.
+// Causal prefill under each CTA kernel the planner can choose for it (a kernel that cannot
+// run the heads runs the chosen plan).
 int run_prefill_shapes(const std::vector<int>& lens) {
   struct Shape {
     const char* name;
-    int warps, m_tiles, stages, streams, fast, wgmma = -1;
+    int kernel;
   };
-  const Shape shapes[] = {{"chosen", 0, 0, 0, 0, -1},
-                          {"4 warps × 16 rows", 4, 1, 2, 0, 0},
-                          {"4 × 16, fast path", 4, 1, 2, 0, 1},
-                          {"4 × 16, 3 tiles", 4, 1, 3, 0, 0},
-                          {"4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1},
-                          {"8 warps × 16 rows", 8, 1, 0, 0, 0},
-                          {"4 warps × 32 rows", 4, 2, 2, 1, 0},
-                          {"2 streams × 4 warps × 32 rows", 4, 2, 2, 2, 0},
-                          {"wgmma 4 × 16, 2 tiles, fast path", 4, 1, 2, 0, 1, 1},
-                          {"wgmma 4 × 16, 3 tiles, fast path", 4, 1, 3, 0, 1, 1},
-                          {"wgmma 4 × 16, 3 tiles", 4, 1, 3, 0, 0, 1},
-                          {"wgmma, Q in shared memory, 3 tiles, fast path", 4, 1, 3, 0, 1, 2},
-                          {"wgmma, Q in shared memory, 2 tiles, fast path", 4, 1, 2, 0, 1, 2}};
+  const Shape shapes[] = {{"chosen", -1},
+                          {"packed CTA (4 × 16, fast path)", kPacked},
+                          {"packed streams (2 × 4 × 32)", kPackedStreams},
+                          {"warpgroup CTA (wgmma)", kWarpgroup}};
   std::vector<std::unique_ptr<Ops>> ops;
   std::string head = "| prefill (causal) |", rule = "|---|";
   for (const Shape& sh : shapes) {
-    ops.push_back(ops_for_shape(sh.warps, sh.m_tiles, sh.stages, sh.streams, sh.fast, sh.wgmma));
+    ops.push_back(ops_for(DType::kBF16, sh.kernel));
     head += fmt::format(" {} µs (TFLOP/s) |", sh.name);
     rule += "---|";
   }
@@ -401,7 +359,7 @@ int main(int argc, char** argv) {
   fmt::print("device: {}\n", cuda_device_description(0));
   auto bf16 = ops_for(DType::kBF16);
   auto fp32 = ops_for(DType::kF32);
-  auto packed = ops_for(DType::kBF16, 0);  // the packed schedule on decode steps too
+  auto packed = ops_for(DType::kBF16, kPacked);  // the packed CTA on decode steps too
   // Copy roofline: bytes read + written by a 1 GiB device-to-device copy.
   double copy_tbs = 0;
   {
@@ -430,16 +388,15 @@ int main(int argc, char** argv) {
       table += row;
     }
   }
-  // The decode schedule's ring depth (tiles a warp keeps; 12 / ring warps a CTA): same bits.
+  // The decode warps' split placement: same bits.
   std::string rings =
-      "| decode batch | context | ring 2 (6 warps) µs | ring 3 (4 warps) µs | ring 4 (3 warps) µs | "
-      "ring 6 (2 warps) µs | ring 3, a warp a split µs | ring 3, a warp a row µs |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      "| decode batch | context | decode warps µs | a warp a split µs | a warp a row µs |\n"
+      "|---|---|---|---|---|\n";
   {
     std::vector<std::unique_ptr<Ops>> by_ring;
-    for (int r : {2, 3, 4, 6}) by_ring.push_back(ops_for(DType::kBF16, 1, r));
-    by_ring.push_back(ops_for(DType::kBF16, 1, 3, 1));  // one split per warp
-    by_ring.push_back(ops_for(DType::kBF16, 1, 3, 0));  // all of a row's splits in one warp
+    by_ring.push_back(ops_for(DType::kBF16, kDecodeWarps));
+    by_ring.push_back(ops_for(DType::kBF16, kDecodeWarps, 1));  // one split per warp
+    by_ring.push_back(ops_for(DType::kBF16, kDecodeWarps, 0));  // all of a row's splits in one warp
     for (const auto& [batch, ctx] :
          std::vector<std::pair<int, int>>{{1, 32768}, {8, 8192}, {64, 2048}, {256, 512}, {256, 2048}}) {
       std::string row = fmt::format("| {} | {} |", batch, ctx);

@@ -134,35 +134,24 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
-             "       [--prefill T,...] [--gemv C] [--gemm-lt 0|1] [--prefetch BYTES[:MAX_M]]\n"
+             "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
-             "       [--attn-stages S] [--attn-merge M] [--attn-decode D] [--attn-ring R]\n"
-             "       [--attn-shared H]\n"
+             "       [--attn-kernel K] [--attn-split S]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
              "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
              "--prefill: also time one prompt of T tokens prefilled in one step.\n"
-             "--gemv C: the invariant mode's small-m GEMM schedule (CudaOptions::gemm_gemv:\n"
-             "-1 the default, 0 off, 1-6 a warp-ring configuration of gemv.cu, 7-11 a CTA-wide\n"
-             "stream configuration of gemv_stream.cu); same bits, other speed.\n"
              "--gemm-lt 0: the invariant mode without the verified cuBLASLt plans (every GEMM on\n"
-             "the invariant kernel: with --gemv, every GEMM of <= 16 rows on that schedule);\n"
-             "same bits.\n"
-             "--prefetch: both modes' weight prefetch (CudaOptions::weight_prefetch: bytes a\n"
-             "GEMM, -1 a share of the L2, 0 off: the default; GEMMs of at most MAX_M rows);\n"
-             "same bits.\n"
+             "the invariant kernel); same bits.\n"
              "--pdl: both modes' programmatic dependent launch of the small kernels\n"
              "(CudaOptions::programmatic_launch, -1 chosen: on for steps of <= 4 rows,\n"
              "0 off, 1 on); same bits.\n"
-             "--attn-stages, --attn-merge: both modes' CudaOptions::attention_tc_stages (0\n"
-             "chosen, 2, 3) and attention_tc_merge (-1 chosen, 0 the merge kernel, 1 the\n"
-             "last split CTA, 2 a cluster of the shared-split CTAs); same bits.\n"
-             "--attn-decode, --attn-ring: attention_tc_decode (-1 decode-like steps, 1 every\n"
-             "step) and attention_tc_decode_ring (0 chosen; quarters: 3, 4, 6, or 12, 24 for\n"
-             "one warp a CTA); same bits.\n"
-             "--attn-shared: attention_tc_shared (-1 chosen, 0 never: one computing warp a\n"
-             "packed CTA, 1 the shared-split CTA on every packed step); same bits.\n",
+             "--attn-kernel, --attn-split: both modes' CudaOptions::attention_kernel (-1 the\n"
+             "planner's choice; 0 decode warps, 1 shared-split CTA, 2 warpgroup CTA, 3 packed\n"
+             "CTA, 4 packed streams, on every step they can run; kernels/attention_plan.h) and\n"
+             "attention_split_blocks (-1 chosen, 0 a row's splits in its CTA, 1 a CTA a split);\n"
+             "same bits.\n",
              argv0);
   return 2;
 }
@@ -190,13 +179,10 @@ using bench_util::parse_counts;
 
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false;
-  int steps = 20, gemv = -1;
+  int steps = 20;
   bool gemm_lt = CudaOptions{}.gemm_lt;
-  CudaOptions::WeightPrefetch prefetch;
   int pdl = CudaOptions{}.programmatic_launch;
-  int attn_stages = CudaOptions{}.attention_tc_stages, attn_merge = CudaOptions{}.attention_tc_merge;
-  int attn_decode = CudaOptions{}.attention_tc_decode, attn_ring = CudaOptions{}.attention_tc_decode_ring;
-  int attn_shared = CudaOptions{}.attention_tc_shared;
+  int attn_kernel = CudaOptions{}.attention_kernel, attn_split = CudaOptions{}.attention_split_blocks;
   std::vector<Case> chosen;
   std::vector<int> prefill_tokens;
   for (int i = 1; i < argc; ++i) {
@@ -210,28 +196,14 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       prefill_tokens = parse_counts(argv[++i]);
       if (prefill_tokens.empty()) return usage(argv[0]);
-    } else if (std::strcmp(argv[i], "--gemv") == 0 && i + 1 < argc) {
-      gemv = std::atoi(argv[++i]);
-      if (gemv < -1) return usage(argv[0]);  // make_cuda_ops refuses a config out of range
     } else if (std::strcmp(argv[i], "--gemm-lt") == 0 && i + 1 < argc) {
       gemm_lt = std::atoi(argv[++i]) != 0;
-    } else if (std::strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc) {
-      const char* v = argv[++i];
-      prefetch.bytes = std::atoll(v);
-      if (const char* colon = std::strchr(v, ':')) prefetch.max_m = std::atoi(colon + 1);
-      if (prefetch.bytes < -1 || prefetch.max_m < 0) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
       pdl = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--attn-stages") == 0 && i + 1 < argc) {
-      attn_stages = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--attn-merge") == 0 && i + 1 < argc) {
-      attn_merge = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--attn-decode") == 0 && i + 1 < argc) {
-      attn_decode = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--attn-ring") == 0 && i + 1 < argc) {
-      attn_ring = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--attn-shared") == 0 && i + 1 < argc) {
-      attn_shared = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-kernel") == 0 && i + 1 < argc) {
+      attn_kernel = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-split") == 0 && i + 1 < argc) {
+      attn_split = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--cases") == 0 && i + 1 < argc) {
       chosen = parse_cases(argv[++i]);
       if (chosen.empty()) return usage(argv[0]);
@@ -252,14 +224,10 @@ int main(int argc, char** argv) {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
-    fmt::print("invariant mode's gemm_gemv: {}, verified cuBLASLt plans: {}\n", gemv,
-               gemm_lt ? "on" : "off");
-    fmt::print("weight prefetch: {} bytes a GEMM (-1 the L2 share, 0 off), GEMMs of <= {} rows\n",
-               prefetch.bytes, prefetch.max_m);
+    fmt::print("invariant mode's verified cuBLASLt plans: {}\n", gemm_lt ? "on" : "off");
     fmt::print("programmatic dependent launch: {}\n",
                pdl < 0 ? "chosen (steps of <= 4 rows)" : pdl ? "on" : "off");
-    fmt::print("attention_tc_stages {}, _merge {}, _decode {}, _decode_ring {}, _shared {}\n",
-               attn_stages, attn_merge, attn_decode, attn_ring, attn_shared);
+    fmt::print("attention_kernel {}, attention_split_blocks {}\n", attn_kernel, attn_split);
 
     double copy = 0;
     {
@@ -286,15 +254,10 @@ int main(int argc, char** argv) {
       const char* mode = mi == 0 ? "invariant" : "fast";
       CudaOptions o;
       o.mode = modes[mi];
-      o.weight_prefetch = prefetch;
       o.programmatic_launch = pdl;
-      o.attention_tc_stages = attn_stages;
-      o.attention_tc_merge = attn_merge;
-      o.attention_tc_decode = attn_decode;
-      o.attention_tc_decode_ring = attn_ring;
-      o.attention_tc_shared = attn_shared;
+      o.attention_kernel = attn_kernel;
+      o.attention_split_blocks = attn_split;
       if (mi == 0) {
-        o.gemm_gemv = gemv;
         o.gemm_lt = gemm_lt;
       }
       auto ops = make_cuda_ops(o);

@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
     scratch.partials = need.partials ? dev<float>(need.partials / 4) : nullptr;
     scratch.counters = need.counters ? dev<int32_t>(need.counters / 4) : nullptr;
     CK(kc::launch_gemm_invariant(x32, int32_t(m_max), w, s.n, s.k, nullptr, y, scratch, -1,
-                                 splits_override, kc::kGemvAuto, nullptr));
+                                 splits_override, nullptr));
     CK(cudaDeviceSynchronize());
     std::vector<float> ref(size_t(m_max) * s.n), got(ref.size());
     CK(cudaMemcpy(ref.data(), y, ref.size() * 4, cudaMemcpyDeviceToHost));
@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
       const double t_ours = timer.us(
           [&](int i) {
             CK(kc::launch_gemm_invariant(x32, int32_t(m), wc(i), s.n, s.k, nullptr, y, scratch, -1,
-                                         splits_override, kc::kGemvAuto, nullptr));
+                                         splits_override, nullptr));
           },
           iters);
       CK(cudaMemcpy(got.data(), y, n_out * 4, cudaMemcpyDeviceToHost));

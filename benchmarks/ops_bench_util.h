@@ -1,5 +1,5 @@
-// Shared by the GEMM benchmarks that time through an Ops object (cuda_gemm_bench,
-// cuda_gemv_bench): weight copies that stream from HBM, and the timer.
+// For the GEMM benchmark that times through an Ops object (cuda_gemm_bench): weight copies
+// that stream from HBM, and the timer.
 #pragma once
 
 #include <algorithm>

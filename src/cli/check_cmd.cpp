@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "kernels/attention_plan.h"
 #include "model/bundle.h"
 #include "verify/self_check.h"
 
@@ -23,6 +24,49 @@ struct CheckOptions {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BackendOptions backend;  // --backend, --numerics, --device
 };
+
+// The CUDA backend's tensor-core attention plans (kernels/attention_plan.h) for the model's heads
+// at a few representative steps, on stderr (stdout is the check table). Host logic: printed
+// whatever the backend, marked when the backend does not run them.
+void print_attention_plans(const ModelConfig& c, int block_size, const kernels::Ops& ops) {
+  const int n_rep = c.n_kv_heads > 0 ? c.n_heads / c.n_kv_heads : 0;
+  const bool runs = !ops.host_memory() && ops.kv_dtype() == DType::kBF16;
+  if (!kernels::attention_tc_supported(c.head_dim, n_rep)) {
+    std::fprintf(stderr,
+                 "detllm check: attention plans: none (head_dim %d, %d query heads a KV head: the "
+                 "CUDA backend runs this model's attention over fp32 KV)\n",
+                 c.head_dim, n_rep);
+    return;
+  }
+  std::fprintf(stderr,
+               "detllm check: attention plans (CUDA, bf16 KV, blocks of %d; any plan gives the "
+               "same bits)%s:\n",
+               block_size, runs ? "" : " — not this backend's");
+  struct Step {
+    const char* kind;
+    int batch, tokens_each, context, extra_tokens;  // + one sequence of extra_tokens (mixed)
+  };
+  const Step steps[] = {{"decode", 1, 1, 512, 0},     {"decode", 1, 1, 8192, 0},
+                        {"decode", 8, 1, 2048, 0},    {"decode", 64, 1, 2048, 0},
+                        {"decode", 256, 1, 512, 0},   {"prefill", 1, 512, 512, 0},
+                        {"prefill", 1, 8192, 8192, 0}, {"mixed", 64, 1, 2048, 512}};
+  for (const Step& st : steps) {
+    kernels::AttentionStepShape s;
+    s.n_heads = c.n_heads;
+    s.n_kv_heads = c.n_kv_heads;
+    s.head_dim = c.head_dim;
+    s.block_size = block_size;
+    s.max_blocks = (st.context + block_size - 1) / block_size;
+    s.n_seqs = st.batch + (st.extra_tokens > 0 ? 1 : 0);
+    s.n_tokens = st.batch * st.tokens_each + st.extra_tokens;
+    const std::string what =
+        st.extra_tokens > 0
+            ? fmt::format("mixed {} x 1 + {} at {}", st.batch, st.extra_tokens, st.context)
+            : fmt::format("{} {} x {}", st.kind, st.batch, st.context);
+    std::fprintf(stderr, "  %-28s %s\n", what.c_str(),
+                 kernels::describe(kernels::plan_attention(s)).c_str());
+  }
+}
 
 int run_check(const CheckOptions& o) {
   // The backend first: a missing GPU fails before the model load. Only the model's shapes are
@@ -41,6 +85,7 @@ int run_check(const CheckOptions& o) {
   const SelfCheckReport report = run_self_check(*backend.ops, opts);
   std::fputs(report.describe().c_str(), stdout);
   std::fflush(stdout);
+  print_attention_plans(c, o.block_size, *backend.ops);
   if (!report.passed()) {
     std::fprintf(stderr,
                  "detllm check: the kernels are not batch-invariant on this machine: "

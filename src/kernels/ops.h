@@ -177,14 +177,6 @@ class Ops {
   virtual void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias,
                               float* y, int64_t ldy);
 
-  // A hint, no values: a matmul of m rows on w comes a few ops from now. A backend may start
-  // moving w's bytes towards its cores beside the ops in between (CUDA: bulk L2 prefetches on
-  // a side stream, kernels/cuda/weight_prefetch.h). The default does nothing.
-  virtual void prefetch_weights(const WeightMatrix& w, int32_t m) {
-    (void)w;
-    (void)m;
-  }
-
   // The residual and the next norm: x (n, dim) += y (skipped when y is nullptr), then
   // out (n, dim) in gemm_input_dtype() = rmsnorm(x, w). = add(); rmsnorm().
   virtual void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,

@@ -75,10 +75,6 @@ class ProfilingOps final : public Ops {
                       int64_t ldy) override;
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override;
-  // Forwarded, not timed: it queues work off the stream the profile times.
-  void prefetch_weights(const WeightMatrix& w, int32_t m) override {
-    inner_.prefetch_weights(w, m);
-  }
   void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
                        const float* k_norm, float eps, const RopeTable& table,
                        const StepBatch& batch, const KvCacheLayer& cache, float* q_out) override;

@@ -431,10 +431,6 @@ void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y
     ops_.matmul_rounded(x, n, part.lin.w, part.lin.bias, y + part.col, p.cols);
 }
 
-void LlamaModel::prefetch_parts(const Projection& p, int32_t n) const {
-  for (const Projection::Part& part : p.parts) ops_.prefetch_weights(part.lin.w, n);
-}
-
 void LlamaModel::prepare_gemms(int32_t max_rows) const {
   if (tp_group_)
     tp_group_->prepare_gemms(max_rows);
@@ -630,25 +626,19 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     // The previous layer's MLP residual joins the attention norm (none before layer 0).
     ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.qkv, qkv);
-    // After each GEMM the next one's weights are named (Ops::prefetch_weights: a hint, no
-    // values), so a backend can stream them beside the small ops in between.
-    if (!tp_.active()) ops_.prefetch_weights(l.wo.w, n);
     ops_.qkv_rope_append(qkv, n, c.n_heads, l.q_norm, l.k_norm, c.rms_eps, rope_, batch, cache, q);
     ops_.attention_rounded(q, cache, batch, c.n_heads, scale, att);
     if (tp_.active())
       row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj);
     else
       ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim);
-    prefetch_parts(l.gate_up, n);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.gate_up, gate_up);
-    if (!tp_.active()) ops_.prefetch_weights(l.w_down.w, n);
     ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
     if (tp_.active())
       row_parallel(ws, h, n, c.ffn_dim, l.down_chunks, tp_.chunks.ffn, proj);
     else
       ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim);
-    if (li + 1 < c.n_layers) prefetch_parts(layers_[li + 1].qkv, n);
   }
   if (c.n_layers > 0) ops_.add(x, proj, int64_t{n} * c.dim);
 

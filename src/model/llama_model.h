@@ -186,8 +186,6 @@ class LlamaModel {
   }
   // Runs y (n, p.cols) = x · [parts]ᵀ; x in the backend's GEMM input dtype.
   void project(const void* x, int32_t n, const Projection& p, float* y) const;
-  // Ops::prefetch_weights for each part of p (a hint before the projection's GEMMs).
-  void prefetch_parts(const Projection& p, int32_t n) const;
   // The rank's column chunks of a placed (dim, k) host matrix, kept in chunk_host_.
   std::vector<LinearView> place_col_chunks(const HostTensor& w, int32_t n_chunks);
   // Activations of one step, in backend memory, grown to the largest step seen.

@@ -33,9 +33,6 @@ class DelegatingOps : public kernels::Ops {
               float* y) override {
     inner_->matmul(x, m, w, bias, y);
   }
-  void prefetch_weights(const kernels::WeightMatrix& w, int32_t m) override {
-    inner_->prefetch_weights(w, m);
-  }
   void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
             const kernels::RopeTable& t) override {
     inner_->rope(x, n, h, d, pos, t);

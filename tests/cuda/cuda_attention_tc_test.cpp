@@ -5,18 +5,12 @@
 //  - bit for bit, in ONE test per head shape: whole prefill = decode one token at a time =
 //    chunks of 1, 7, 64 and 333 = mixed batches in shuffled token order = shuffled/fragmented
 //    pages = a prefix-cache hit (the second half computed on the first half's shared blocks),
-//    for every split placement (in the row's CTA, a CTA per split + merge, chosen), every
-//    CTA shape (1, 4 or 8 warps of 16 rows, 4 also with a ring of 3 K/V tiles and/or the
-//    unmasked fast path; 4 warps of 32 rows with a ring of 2 or 3 tiles, or two streams of
-//    them over alternate splits; chosen; the 4 × 16 CTA on warpgroup MMAs, attention_wg.cu,
-//    with a ring of 2 or 3 tiles and/or the fast path, Q in registers or shared memory, and
-//    kept off; the shared-split CTA, attention_tc_shared.cu, four warps a tile each of a split,
-//    on every step with every merge — the kernel, the last CTA, a cluster of the split CTAs — or
-//    never) and both schedules
-//    (packed CTAs; a warp per token, KV head and run of splits — forced on every step, too,
-//    in every ring depth, with and without the copies' L2 prefetch, of whole or half tiles);
-//  - rows of 67 and 130 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the merge in a
-//    group's last CTA, the in-CTA merge and the decode warps' in-warp merge, bit for bit;
+//    under the planner's choice and with each kernel it can choose forced on every step it can
+//    run (kernels/attention_plan.h: the decode warps, the shared-split CTA, the warpgroup CTA,
+//    the packed CTA, the packed streams), each in every split placement (in the row's CTA or
+//    warp, a CTA or warp per split + the merge kernel, chosen);
+//  - rows of 67 and 130 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the in-CTA
+//    merge and the decode warps' in-warp merge, bit for bit;
 //  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>
@@ -29,9 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "conformance/delegating_ops.h"
+#include "cuda/attention_negative_control.h"
 #include "cuda/cuda_test_util.h"
-#include "kernels/cuda/attention_tc_grid.h"
-#include "kernels/cuda/attention_tc_shared.h"
+#include "kernels/attention_plan.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels {
 namespace {
@@ -40,39 +36,55 @@ using namespace cuda_testing;
 
 constexpr int kLen = 1100;  // five KV splits of 256 (the last partial), tile edges everywhere
 
-// A packed CTA shape: warps of 16 rows (1, 4, 8; 4 also with a ring of 3 K/V tiles and/or the
-// unmasked tiles' fast path) or 4 warps of 2 m-tiles (32 rows) with a ring of 2 or 3 tiles, or
-// two streams of such 4 warps over alternate splits; zeros (fast -1): chosen by the step.
-struct CtaShape {
-  int warps = 0, m_tiles = 0, stages = 0, streams = 0, fast = -1;
-  int wgmma = -1;  // 1: the 4 × 16 CTA's products on warpgroup MMAs (attention_wg.cu); 2: with
-                   // Q from shared memory
-  int merge = -1;  // a CTA per split: 0 the merge kernel, 1 merged by the group's last CTA, 2 by
-                   // a cluster of the shared-split CTAs
-  int shared = -1;  // the shared-split CTA (4 warps, a tile each): -1 chosen, 0 never, 1 every step
-};
+constexpr int kDecodeWarps = static_cast<int>(AttentionKernel::kDecodeWarps);
+constexpr int kSharedSplit = static_cast<int>(AttentionKernel::kSharedSplit);
+constexpr int kWarpgroup = static_cast<int>(AttentionKernel::kWarpgroup);
+constexpr int kPacked = static_cast<int>(AttentionKernel::kPacked);
+constexpr int kPackedStreams = static_cast<int>(AttentionKernel::kPackedStreams);
 
-std::unique_ptr<Ops> tc_ops(int split_blocks = -1, CtaShape cta = {}, bool layout_dependent = false,
-                            int decode = -1, int decode_ring = 0, int decode_copy = 0,
-                            int decode_chunk = 0) {
+// kernel, split_blocks: CudaOptions::attention_kernel / attention_split_blocks (-1 chosen).
+std::unique_ptr<Ops> tc_ops(int split_blocks = -1, int kernel = -1) {
   CudaOptions o;
   o.kv_dtype = DType::kBF16;
   o.attention_split_blocks = split_blocks;
-  o.attention_tc_warps = cta.warps;
-  o.attention_tc_m_tiles = cta.m_tiles;
-  o.attention_tc_stages = cta.stages;
-  o.attention_tc_streams = cta.streams;
-  o.attention_tc_fast = cta.fast;
-  o.attention_tc_wgmma = cta.wgmma;
-  o.attention_tc_merge = cta.merge;
-  o.attention_tc_shared = cta.shared;
-  o.attention_tc_decode = decode;
-  o.attention_tc_decode_ring = decode_ring;
-  o.attention_tc_decode_copy = decode_copy;
-  o.attention_tc_decode_chunk = decode_chunk;
-  o.attention_tc_layout_dependent = layout_dependent;
+  o.attention_kernel = kernel;
   return make_cuda_ops(o);
 }
+
+// The CUDA ops with attention over the bf16 cache on the tests' negative control
+// (attention_negative_control.h: the packed CTA whose row sums follow the row's place in the
+// warp tile), a token a CTA on decode-like steps, 64 / n_rep otherwise, as the packed CTA runs.
+class LayoutDependentOps final : public conformance::DelegatingOps {
+ public:
+  LayoutDependentOps() : DelegatingOps(tc_ops(), "cuda-layout-dependent") {}
+  // The CUDA ops whose memory holds the test's arrays and cache (DelegatingOps forwards the
+  // ops, not the memory functions).
+  Ops& memory() { return *inner_; }
+  void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
+                 int32_t n_heads, float scale, float* out) override {
+    ASSERT_EQ(cache.dtype, DType::kBF16);
+    cuda::AttentionArgs a;
+    a.q = q;
+    a.k_bf16 = static_cast<const uint16_t*>(cache.k);
+    a.v_bf16 = static_cast<const uint16_t*>(cache.v);
+    a.positions = batch.positions;
+    a.seq_of_token = batch.seq_of_token;
+    a.block_tables = batch.block_tables;
+    a.out = out;
+    a.n_tokens = batch.n_tokens;
+    a.n_heads = n_heads;
+    a.n_kv_heads = cache.n_kv_heads;
+    a.head_dim = cache.head_dim;
+    a.block_size = cache.block_size;
+    a.max_blocks = batch.max_blocks;
+    a.n_blocks = cache.n_blocks;
+    a.scale = scale;
+    const int n_rep = n_heads / cache.n_kv_heads;
+    const int tq = batch.n_tokens <= 2 * batch.n_seqs ? 1 : 64 / n_rep;
+    inner_->synchronize();  // the KV append and the uploads, on the inner ops' stream
+    ASSERT_EQ(cuda_testing::launch_layout_dependent_attention(a, tq), cudaSuccess);
+  }
+};
 
 std::vector<std::vector<Chunk>> chunked(int seq, int begin, int len, int chunk) {
   std::vector<std::vector<Chunk>> steps;
@@ -211,79 +223,24 @@ TEST_P(CudaAttentionTc, BitIdenticalAcrossSchedulesLayoutsSplitsAndCtaShapes) {
   auto base_ops = tc_ops();
   DevicePagedWorld base(*base_ops, shape, {42}, {kLen}, 0);
   base.step({{0, 0, kLen}});
-  // decode -1: the decode schedule on decode-like steps (chunks of 1), the packed CTAs
-  // elsewhere; 0: packed CTAs only, in every CTA shape; 1: the decode schedule on every step
-  // (a warp per token, KV head and run of splits, also for whole prefills).
-  const CtaShape ctas[] = {{0, 0, 0, 0, -1}, {1, 1, 0, 0, 0}, {4, 1, 2, 0, 0}, {4, 1, 2, 0, 1},
-                          {4, 1, 3, 0, 0},  {4, 1, 3, 0, 1}, {8, 1, 0, 0, 0}, {4, 2, 2, 1, 0},
-                          {4, 2, 3, 1, 0},  {4, 2, 2, 2, 0}, {4, 1, 2, 0, 0, 1},
-                          {4, 1, 3, 0, 1, 1}, {4, 1, 3, 0, 0, 1}, {0, 0, 0, 0, -1, 0},
-                          {4, 1, 2, 0, 0, 2}, {4, 1, 3, 0, 1, 2}, {4, 1, 2, 0, 1, 2},
-                          // the split merge in the group's last CTA (1; 0 the merge kernel)
-                          {4, 1, 2, 0, 0, -1, 1}, {4, 1, 3, 0, 1, -1, 1}, {1, 1, 0, 0, 0, -1, 1},
-                          // the shared-split CTA on every step (every merge: the kernel, the
-                          // last CTA, a cluster of the split CTAs), and never (the 4 × 16
-                          // packed CTA on decode-like steps, as before it)
-                          {0, 0, 0, 0, -1, -1, -1, 1}, {0, 0, 0, 0, -1, -1, 1, 1},
-                          {0, 0, 0, 0, -1, -1, 2, 1},
-                          {0, 0, 0, 0, -1, -1, -1, 0}};
-  // kLen's 5 splits make a cluster the cluster merge runs in (not the merge kernel it falls
-  // back to): this card must hold such clusters.
-  EXPECT_TRUE(cuda::attention_tc_cluster_merge_fits(shape.head_dim,
-                                                  (kLen + cuda::tc::kTcSplit - 1) / cuda::tc::kTcSplit));
-  for (int decode : {-1, 0, 1})
-    for (int split_blocks : {-1, 0, 1})
-      for (const CtaShape& cta : ctas) {
-        if (decode != 0 && cta.warps != 0) continue;  // the decode schedule has no CTA shape
-        if (decode == 1 && cta.shared >= 0) continue;  // … nor a shared-split CTA
-        SCOPED_TRACE(::testing::Message()
-                     << "decode schedule " << decode << ", split placement " << split_blocks
-                     << ", warps " << cta.warps << " × m-tiles " << cta.m_tiles << ", stages "
-                     << cta.stages << ", streams " << cta.streams << ", fast " << cta.fast
-                     << ", wgmma " << cta.wgmma << ", merge " << cta.merge << ", shared "
-                     << cta.shared);
-        auto ops = tc_ops(split_blocks, cta, false, decode);
-        run_schedules(*ops, shape, base);
-      }
-  // Every ring depth of the decode schedule (12 / ring warps a CTA), with and without the
-  // copies' L2 prefetch (copy 1: none, 2: 128 bytes), rings of half tiles (chunk 2:
-  // 24 / ring warps, the scores and P·V k-steps made half by half), and the transposed warp
-  // (Sᵀ = K·Qᵀ) with half tiles (chunk 3) and quarter tiles (chunk 4: 48 / ring warps, ring 0
-  // chosen by the step); n_rep > 8 runs half tiles for chunks 3 and 4. Split placement 0: a
-  // warp runs every split of its rows and merges them itself (no merge kernel).
-  struct DecodeVariant {
-    int ring, copy, chunk, split = -1;
-  };
-  for (const DecodeVariant d :
-       {DecodeVariant{2, 0, 1}, DecodeVariant{4, 0, 1}, DecodeVariant{6, 0, 1},
-        DecodeVariant{3, 1, 1}, DecodeVariant{6, 1, 1}, DecodeVariant{3, 2, 1},
-        DecodeVariant{3, 0, 2}, DecodeVariant{4, 0, 2}, DecodeVariant{6, 2, 2},
-        DecodeVariant{3, 0, 3}, DecodeVariant{0, 2, 3}, DecodeVariant{6, 0, 3},
-        DecodeVariant{3, 0, 4}, DecodeVariant{4, 2, 4}, DecodeVariant{6, 0, 4},
-        DecodeVariant{12, 0, 4}, DecodeVariant{24, 2, 4}, DecodeVariant{24, 0, 4, 1},
-        DecodeVariant{3, 0, 4, 0}, DecodeVariant{6, 0, 4, 1}, DecodeVariant{3, 0, 2, 0},
-        DecodeVariant{3, 0, 1, 0}}) {
-    SCOPED_TRACE(::testing::Message() << "decode schedule on every step, ring " << d.ring
-                                      << ", copy " << d.copy << ", chunk " << d.chunk
-                                      << ", split placement " << d.split);
-    auto ops = tc_ops(d.split, {}, false, 1, d.ring, d.copy, d.chunk);
-    run_schedules(*ops, shape, base);
-  }
-  // And on decode-like steps only (the chosen split placement): whole tiles without the
-  // prefetch, half tiles, and the transposed warp's halves and quarters.
-  for (const DecodeVariant d : {DecodeVariant{0, 1, 1}, DecodeVariant{0, 0, 2},
-                                DecodeVariant{0, 0, 3}, DecodeVariant{0, 0, 4}}) {
-    SCOPED_TRACE(::testing::Message() << "decode schedule on decode-like steps, copy " << d.copy
-                                      << ", chunk " << d.chunk);
-    auto ops = tc_ops(-1, {}, false, -1, d.ring, d.copy, d.chunk);
-    run_schedules(*ops, shape, base);
-  }
+  // Each kernel forced on every step it can run (-1: the planner's choice), in every split
+  // placement; a kernel that cannot run the heads runs the chosen plan.
+  for (int kernel = -1; kernel < kAttentionKernels; ++kernel)
+    for (int split_blocks : {-1, 0, 1}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "kernel "
+                   << (kernel < 0 ? "chosen"
+                                  : attention_kernel_name(static_cast<AttentionKernel>(kernel)))
+                   << ", split placement " << split_blocks);
+      auto ops = tc_ops(split_blocks, kernel);
+      run_schedules(*ops, shape, base);
+    }
 }
 
 // Rows of many splits: 67 and 130 at the last position (the merge kernel's scan keeps four
 // 32-split chunks in a ring: 67 ends in the third chunk, 130 wraps to the first). Every merge
 // gives the in-warp merge's bits: the merge kernel after a CTA per split and after the decode
-// warps' splits, the merge in a group's last CTA, the in-CTA merge, and the chosen schedule.
+// warps' splits, the in-CTA merge, and the chosen plan.
 // Prefill in chunks of 512 (rows past position 8192 have more than 32 splits too), then three
 // decode steps.
 TEST_P(CudaAttentionTc, LongRowsMergeToTheSameBits) {
@@ -301,17 +258,17 @@ TEST_P(CudaAttentionTc, LongRowsMergeToTheSameBits) {
     };
     // The decode warps on every step, each running every split of its rows and merging them
     // itself (merge_row): the base.
-    auto base_ops = tc_ops(0, {}, false, 1, 3, 0, 4);
+    auto base_ops = tc_ops(0, kDecodeWarps);
     const auto base = run(*base_ops, 0);
     struct Variant {
       const char* name;
       std::unique_ptr<Ops> ops;
     };
     Variant variants[] = {
-        {"a CTA per split, the merge kernel", tc_ops(1, {0, 0, 0, 0, -1, -1, 0})},
-        {"a CTA per split, merged in the group's last CTA", tc_ops(1, {0, 0, 0, 0, -1, -1, 1})},
-        {"the row's splits in its CTA (in-CTA merge)", tc_ops(0)},
-        {"the decode warps a split each, the merge kernel", tc_ops(1, {}, false, 1, 24, 0, 4)},
+        {"a packed CTA per split, the merge kernel", tc_ops(1, kPacked)},
+        {"a shared-split CTA per split, the merge kernel", tc_ops(1, kSharedSplit)},
+        {"the row's splits in its packed CTA (in-CTA merge)", tc_ops(0, kPacked)},
+        {"the decode warps a split each, the merge kernel", tc_ops(1, kDecodeWarps)},
         {"chosen", tc_ops()}};
     for (Variant& v : variants) {
       SCOPED_TRACE(v.name);
@@ -329,23 +286,15 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
     GTEST_SKIP() << "n_rep " << shape.n_heads / shape.n_kv_heads
                  << ": every packing puts query head h at tile row h % 16, so no schedule moves "
                     "a row to another place in the tile — there is no layout to depend on";
-  // Chosen shapes (the whole prefill on 32-row warps, chunks of 7 on 16-row warps), and the
-  // 32-row warps forced on both.
-  for (const CtaShape cta : {CtaShape{0, 0, 0, 0, -1}, CtaShape{4, 1, 3, 0, 1},
-                             CtaShape{4, 2, 2, 1, 0}, CtaShape{4, 2, 2, 2, 0},
-                             CtaShape{4, 1, 3, 0, 1, 1}, CtaShape{4, 1, 3, 0, 1, 2},
-                             CtaShape{0, 0, 0, 0, -1, -1, -1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "warps " << cta.warps << ", m-tiles " << cta.m_tiles
-                                      << ", streams " << cta.streams << ", fast " << cta.fast
-                                      << ", wgmma " << cta.wgmma << ", shared " << cta.shared);
-    auto ops = tc_ops(-1, cta, /*layout_dependent=*/true);
-    DevicePagedWorld base(*ops, shape, {42}, {kLen}, 0);
-    base.step({{0, 0, kLen}});
-    DevicePagedWorld w(*ops, shape, {42}, {kLen}, 3);
-    for (const auto& step : chunked(0, 0, kLen, 7)) w.step(step);
-    EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
-        << "the layout-dependent variant went unnoticed: the check cannot fail";
-  }
+  // The whole prefill against chunks of 7 (test-only code: the library has no such kernel).
+  LayoutDependentOps ops;
+  DevicePagedWorld base(ops.memory(), shape, {42}, {kLen}, 0);
+  base.step(ops, {{0, 0, kLen}});
+  DevicePagedWorld w(ops.memory(), shape, {42}, {kLen}, 3);
+  for (const auto& step : chunked(0, 0, kLen, 7)) w.step(ops, step);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
+      << "the layout-dependent variant went unnoticed: the check cannot fail";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,

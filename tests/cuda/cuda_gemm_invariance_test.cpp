@@ -145,62 +145,6 @@ TEST(CudaGemmVariants, EveryVariantGivesTheSameBits) {
   }
 }
 
-// The small-m schedule (gemv.cu) gives gemm.cu's own tiles' bits: every configuration, every
-// m in 1…16 (both A-fragment layouts: m ≤ 8 and m > 8), fp32 x (matmul) and bf16 x
-// (matmul_rounded), with and without bias, on ragged shapes (n not a multiple of 8 or 16, k
-// not a multiple of 16 or of a stage), a wide one (the CTA-wide stream's CTAs run several
-// passes through their ring) and Llama-8B's. Plans off: the kernel paths alone.
-TEST(CudaGemv, EveryConfigGivesTheTilesBits) {
-  DETLLM_SKIP_WITHOUT_GPU();
-  CudaOptions tiles_options;
-  tiles_options.gemm_lt = false;
-  tiles_options.gemm_gemv = 0;  // gemm.cu's small tiles
-  auto tiles = make_cuda_ops(tiles_options);
-  std::vector<std::unique_ptr<Ops>> configs;
-  for (int c = 0; c < cuda::kGemvConfigs; ++c) {
-    CudaOptions o;
-    o.gemm_lt = false;
-    o.gemm_gemv = c + 1;
-    configs.push_back(make_cuda_ops(o));
-  }
-  for (const GemmShape s : {GemmShape{"ragged_37x520", 37, 520, 16}, GemmShape{"n13_k24", 13, 24, 16},
-                            GemmShape{"tiny_160x64", 160, 64, 16}, GemmShape{"k264", 1000, 264, 16},
-                            GemmShape{"wide_20000x64", 20000, 64, 16},
-                            GemmShape{"o", 4096, 4096, 16}, GemmShape{"qkv", 6144, 4096, 16},
-                            GemmShape{"down", 4096, 14336, 16}}) {
-    const int64_t nk = int64_t{s.n} * s.k;
-    const std::vector<float> xh = fast_random_floats(size_t(s.max_m) * s.k, 61);
-    DeviceArray<float> x(*tiles, xh);
-    DeviceArray<uint16_t> xb(*tiles, to_bf16(xh));
-    DeviceArray<uint16_t> w(*tiles, to_bf16(fast_random_floats(size_t(nk), 62, -0.05f, 0.05f)));
-    DeviceArray<float> bias(*tiles, random_floats(s.n, 63));
-    DeviceArray<float> y(*tiles, size_t(s.max_m) * s.n);
-    const WeightMatrix wm{w.data(), DType::kBF16, s.n, s.k};
-    for (int m = 1; m <= s.max_m; ++m) {
-      for (const bool rounded : {false, true}) {
-        for (const float* b : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
-          auto run = [&](Ops& ops) {
-            if (rounded)
-              ops.matmul_rounded(xb.data(), m, wm, b, y.data(), s.n);
-            else
-              ops.matmul(x.data(), m, wm, b, y.data());
-            ops.synchronize();
-            return y.download(size_t(m) * s.n);
-          };
-          const std::vector<float> want = run(*tiles);
-          for (int c = 0; c < cuda::kGemvConfigs; ++c) {
-            const std::vector<float> got = run(*configs[c]);
-            const int64_t d = first_bit_difference(got.data(), want.data(), int64_t(m) * s.n);
-            ASSERT_EQ(d, -1) << s.name << " config " << c << " m " << m
-                             << (rounded ? " bf16 x" : " fp32 x") << (b ? " bias" : "") << ": row "
-                             << d / s.n << " column " << d % s.n << " differs from the tiles";
-          }
-        }
-      }
-    }
-  }
-}
-
 // The invariant GEMM with no cuBLASLt plan: the kernel the plans are verified against.
 std::unique_ptr<Ops> kernel_only_ops() {
   CudaOptions o;

@@ -186,7 +186,7 @@ TEST_F(CudaGemmPlanCache, PlansThatNoLongerMatchTheKernelAreRejected) {
   auto kernel = [&](const float* x, int32_t m, const uint16_t* w, int64_t n, int64_t k,
                     float* y) {
     cudaError_t err = cuda::launch_gemm_invariant(x, m, w, n, k, nullptr, y, scratch, -1, 0,
-                                                  cuda::kGemvAuto, stream);
+                                                  stream);
     if (err == cudaSuccess && perturb) err = cudaMemsetAsync(y, 0x7f, 4, stream);  // y[0] differs
     return err;
   };

@@ -1,5 +1,5 @@
-// The hardware fact the transposed decode warp stands on (kernels/cuda/mma_swap_check.h): an
-// m16n8k16 bf16 product with A and B exchanged is the transposed result bit for bit, for a
+// The hardware fact the transposed decode warp stands on (mma_swap_check.h beside this file,
+// compiled into test_cuda only, not the library): an m16n8k16 bf16 product with A and B exchanged is the transposed result bit for bit, for a
 // chain of k-steps, with C = 0 (scores) and with a nonzero C (O accumulated); the control, the
 // same exchange with the k-steps descending, differs — so the comparison can fail.
 // Run: test_cuda --gtest_filter='CudaMmaSwap*' (skips without a GPU).
@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "cuda/cuda_test_util.h"
-#include "kernels/cuda/mma_swap_check.h"
+#include "cuda/mma_swap_check.h"
 
 namespace detllm::kernels {
 namespace {

@@ -86,12 +86,10 @@ inline DType test_kv_dtype() {
 }
 
 inline std::unique_ptr<Ops> invariant_ops(int attention_split_blocks = -1,
-                                          DType kv_dtype = test_kv_dtype(),
-                                          int attention_tc_warps = 0) {
+                                          DType kv_dtype = test_kv_dtype()) {
   CudaOptions o;
   o.attention_split_blocks = attention_split_blocks;
   o.kv_dtype = kv_dtype;
-  o.attention_tc_warps = attention_tc_warps;
   return make_cuda_ops(o);
 }
 

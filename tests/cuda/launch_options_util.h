@@ -1,4 +1,4 @@
-// For the tests of options that promise the same bits (the weight prefetch, programmatic
+// For the tests of options that promise the same bits (programmatic
 // dependent launch): one fixed run of decode steps under a given CudaOptions, whose logits the
 // caller compares bit for bit across options.
 #pragma once

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention_tc_grid.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,6 +30,24 @@
 namespace detllm::kernels::cuda::tc {
 
 constexpr int kWarpRows = 16;  // rows of one m16n8k16 tile
+
+// The launchers' one head-dim dispatch: f(std::integral_constant<int, HD>{}) for the
+// tensor-core attention's head dims 16, 32, 64 and 128; cudaErrorInvalidValue for others.
+template <class F>
+cudaError_t with_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -199,9 +218,12 @@ __device__ __forceinline__ void tile_row_max(int start, const int (&lim)[R], flo
 // xor-shuffles 1, 2). MASK = false: p = 2^(s − ref) without the s == −inf select (s is finite
 // there unless the product overflowed to −inf, where exp2f(−inf − ref) = +0 = the select's
 // value, for ref finite or +inf).
-template <bool MASK, int R>
+// LD: the tests' negative control only (tests/cuda/attention_negative_control.cu instantiates
+// it; no library kernel does): rows gq + 8 sum their tile backwards, so a row's bits depend on
+// its place in the warp tile.
+template <bool MASK, int R, bool LD = false>
 __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&m_new)[R],
-                                             bool layout_dependent, float (&s)[kKvTile / 8][2 * R],
+                                             float (&s)[kKvTile / 8][2 * R],
                                              float (&c)[R], float (&ts)[R]) {
   constexpr int NT = kKvTile / 8;
   float ref[R];
@@ -226,15 +248,12 @@ __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&
       s[nt][e] = p;
       ts[i] = __fadd_rn(ts[i], p);
     }
-  (void)layout_dependent;
-  if constexpr (R == 2) {
-    if (layout_dependent) {  // tests' negative control: rows gq + 8 sum backwards
-      ts[1] = 0.0f;
+  if constexpr (R == 2 && LD) {  // the tests' negative control: rows gq + 8 sum backwards
+    ts[1] = 0.0f;
 #pragma unroll
-      for (int nt = NT - 1; nt >= 0; --nt) {
-        ts[1] = __fadd_rn(ts[1], s[nt][3]);
-        ts[1] = __fadd_rn(ts[1], s[nt][2]);
-      }
+    for (int nt = NT - 1; nt >= 0; --nt) {
+      ts[1] = __fadd_rn(ts[1], s[nt][3]);
+      ts[1] = __fadd_rn(ts[1], s[nt][2]);
     }
   }
 #pragma unroll
@@ -249,15 +268,15 @@ __device__ __forceinline__ void tile_exp_sum(const float (&m)[R], const float (&
 // running max m_new = max(m, mt), tile_exp_sum, and l = l·c + ts. Updates each row's (m, l)
 // and returns its factor c for O (the caller rescales O, whose layout it knows). The
 // arithmetic of a row does not depend on R. MASK as the two parts say.
-template <bool MASK, int R>
+template <bool MASK, int R, bool LD = false>
 __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], float scale_log2,
-                                             bool layout_dependent, float (&m)[R], float (&l)[R],
+                                             float (&m)[R], float (&l)[R],
                                              float (&s)[kKvTile / 8][2 * R], float (&c)[R]) {
   float mt[R], m_new[R], ts[R];
   tile_row_max<MASK, R>(start, lim, scale_log2, s, mt);
 #pragma unroll
   for (int i = 0; i < R; ++i) m_new[i] = fmaxf(m[i], mt[i]);
-  tile_exp_sum<MASK, R>(m, m_new, layout_dependent, s, c, ts);
+  tile_exp_sum<MASK, R, LD>(m, m_new, s, c, ts);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     m[i] = m_new[i];
@@ -267,26 +286,25 @@ __device__ __forceinline__ void softmax_rows(int start, const int (&lim)[R], flo
 
 // The softmax half of a tile for one m-tile (softmax_rows for the thread's two rows, then O's
 // rescale).
-template <int HD, bool MASK>
+template <int HD, bool MASK, bool LD = false>
 __device__ __forceinline__ void tile_softmax(int start, const int (&lim)[2], float scale_log2,
-                                             bool layout_dependent, SplitState<HD>& st,
+                                             SplitState<HD>& st,
                                              float (&s)[kKvTile / 8][4]) {
   float c[2];
-  softmax_rows<MASK, 2>(start, lim, scale_log2, layout_dependent, st.m, st.l, s, c);
+  softmax_rows<MASK, 2, LD>(start, lim, scale_log2, st.m, st.l, s, c);
   rescale_o<HD>(st, c);
 }
 
 // The first half of a tile: scores against the K tile `kb` (kKvTile rows of kLd<HD>, positions
 // start…), the softmax update of `st` (m, l, o·c) and P left in `s` for tile_values. lim[i]:
-// row i's last position (-1: no row). layout_dependent: the tests' negative control.
-template <int HD>
+// row i's last position (-1: no row). LD: the tests' negative control (tile_exp_sum).
+template <int HD, bool LD = false>
 __device__ __forceinline__ void tile_scores(const __nv_bfloat16* kb,
                                             const uint32_t (&qf)[HD / 16][4], int start,
                                             const int (&lim)[2], float scale_log2,
-                                            bool layout_dependent, SplitState<HD>& st,
-                                            float (&s)[kKvTile / 8][4]) {
+                                            SplitState<HD>& st, float (&s)[kKvTile / 8][4]) {
   tile_qk<HD>(kb, qf, s);
-  tile_softmax<HD, true>(start, lim, scale_log2, layout_dependent, st, s);
+  tile_softmax<HD, true, LD>(start, lim, scale_log2, st, s);
 }
 
 // P's A fragment (m16n8k16) of k-step j, positions 16j … 16j + 15 of the tile, from the S
@@ -363,7 +381,7 @@ template <int HD, int MT, bool SWZ = false>
 __device__ __forceinline__ void tile_scores_mt(const __nv_bfloat16* kb, const __nv_bfloat16* qs,
                                                int start, const int (&lim)[MT][2],
                                                const bool (&mask)[MT], float scale_log2,
-                                               bool layout_dependent, SplitState<HD> (&st)[MT],
+                                               SplitState<HD> (&st)[MT],
                                                float (&s)[MT][kKvTile / 8][4]) {
   constexpr int NT = kKvTile / 8;
   const int lane = threadIdx.x & 31;
@@ -393,9 +411,9 @@ __device__ __forceinline__ void tile_scores_mt(const __nv_bfloat16* kb, const __
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
     if (mask[j]) {
-      tile_softmax<HD, true>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+      tile_softmax<HD, true>(start, lim[j], scale_log2, st[j], s[j]);
     } else {
-      tile_softmax<HD, false>(start, lim[j], scale_log2, layout_dependent, st[j], s[j]);
+      tile_softmax<HD, false>(start, lim[j], scale_log2, st[j], s[j]);
     }
   }
 }
@@ -482,7 +500,7 @@ struct MergeBatch {
 #pragma unroll
     for (int b = 0; b < kMergeBatch; ++b) {
       if (z0 + b >= n_splits) break;
-      // ld.global.cg: from the L2, where other CTAs' partials are (merge_in_last_cta).
+      // ld.global.cg: from the L2, where other CTAs' partials are.
       const float* part = partials + (row * max_splits + z0 + b) * (HD + 2);
       m[b] = __ldcg(part);
       l[b] = __ldcg(part + 1);
@@ -537,36 +555,6 @@ __device__ __forceinline__ void merge_row(const AttentionArgs& a, const float* p
       a.out[row * HD + d] = v;
     }
   }
-}
-
-// The merge without a kernel of its own, for a grid with a CTA per split: every CTA of a group
-// (the `ctas` CTAs that share a token range [t_begin, t_end) and KV head g, whichever splits
-// they ran) calls this after storing its partials; the last to arrive merges the group's rows
-// with merge_row (the merge kernel's function: the same bits) and resets the group's counter
-// to zero for the next launch. CTA-uniform; W warps. (The classic last-block pattern: each
-// thread's stores, then a device-scope fence, then one atomic a CTA; the reader fences again
-// and loads through the L2.)
-template <int HD, int W>
-__device__ __forceinline__ void merge_in_last_cta(const AttentionArgs& a, const float* partials,
-                                                  int max_splits, unsigned int* counter,
-                                                  unsigned int ctas, int t_begin, int t_end, int g,
-                                                  int n_rep) {
-  __shared__ unsigned int is_last;
-  __threadfence();  // this thread's partials are visible device-wide before the count
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    is_last = atomicAdd(counter, 1u) + 1u == ctas;
-    if (is_last) atomicExch(counter, 0u);  // every CTA of the group has counted
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int rows = (t_end - t_begin) * n_rep;
-  for (int r = warp; r < rows; r += W)
-    merge_row<HD>(a, partials,
-                  static_cast<int64_t>(t_begin + r / n_rep) * a.n_heads + g * n_rep + r % n_rep,
-                  max_splits, lane);
 }
 
 // The scan merge kernel: a CTA per (token, head) row, a warp per 32 of its head dims (one a lane),
@@ -722,6 +710,41 @@ __device__ __forceinline__ int segment_end(const AttentionArgs& a, int seg_begin
     ++seg_end;
   }
   return seg_end;
+}
+
+// A segment as a CTA of the packed schedules runs it (the prologue of attention_tc_kernel,
+// attention_tc_mt_kernel, attention_wg_kernel and attention_tc_shared_kernel): the run of the
+// CTA's tokens [seg_begin, end) of seg_begin's sequence, its largest position, its splits, the
+// sequence's block table row, and the splits this CTA runs of it: all, or with split_blocks
+// the per_cta splits of round blockIdx.z, [z_begin, z_end) (z_begin ≥ n_splits: none; z_end
+// may pass n_splits).
+struct SegmentSplits {
+  int end, max_pos, n_splits, z_begin, z_end;
+  const int* table;
+};
+__device__ __forceinline__ SegmentSplits segment_splits(const AttentionArgs& a, int seg_begin,
+                                                        int t_end, bool split_blocks,
+                                                        int per_cta = 1) {
+  SegmentSplits s;
+  const int seq = a.seq_of_token[seg_begin];
+  s.end = segment_end(a, seg_begin, t_end, s.max_pos);
+  s.n_splits = s.max_pos / kTcSplit + 1;
+  s.z_begin = split_blocks ? static_cast<int>(blockIdx.z) * per_cta : 0;
+  s.z_end = split_blocks ? s.z_begin + per_cta : s.n_splits;
+  s.table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  return s;
+}
+
+// The largest / smallest v over the warp's 32 lanes (xor butterflies: exact, order-free).
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(kFull, v, off));
+  return v;
+}
+__device__ __forceinline__ int warp_min(int v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(kFull, v, off));
+  return v;
 }
 
 // The thread's two rows in a packed CTA of 16-row warps (attention_tc_kernel, attention_wg_kernel):

@@ -41,19 +41,14 @@ using namespace tc;
 // or with HALF half of one, 32 positions (24 / NBUF warps: twice the warps computing beside each
 // other for the same shared memory; the scores and the P·V k-steps of the tile are made half by
 // half, in the same order: tile_qk_part, tile_values_part). NBUF, HALF and the prefetch are
-// free (same bits).
-constexpr int kDecDefaultRing = 3;  // chunks a warp's ring holds: 3 (whole tiles: 4 warps; halves: 8)
-constexpr bool kDecDefaultHalf = true;  // half-tile chunks, a ring of 3 (8 warps): measured 1–10%
-                                        // faster than whole tiles where this schedule runs
-// Chunk 0 on steps of n_rep ≤ kDecNqMaxRep: 4, quarter tiles on the transposed warp
-// (attention_tc_decode_nq.cu), or 0 for the half tiles here.
-constexpr int kDecDefaultNqChunk = 4;
-constexpr size_t kMaxDecodeScratch = size_t(512) << 20;  // bytes of split partials at most
+// free (same bits); the one configuration launched is the chosen one: half tiles (measured
+// 1–10% faster than whole tiles where this warp runs), a ring of 3 (8 warps), the prefetch.
+constexpr int kDecDefaultRing = 3;
 
 template <bool HALF>
 constexpr int kChunkRows = HALF ? kKvTile / 2 : kKvTile;
 
-// grid decode_grid(a, W, ·), block W = kDecWarps<NBUF, ROWS> warps; warp w runs decode_item(w).
+// grid attention_decode_grid (the plan), block W = kDecWarps<NBUF, ROWS> warps; warp w runs decode_item(w).
 template <int HD, int NBUF, int PREFETCH, bool HALF>
 __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
     attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
@@ -95,13 +90,13 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
       __syncwarp();  // each buffer is free for the chunk NBUF − 1 after it
       tile_qk_part<HD, NT / 2, NT / 2>(ring.ready(CPT * f + 1), qf, s);
       __syncwarp();
-      tile_softmax<HD, true>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+      tile_softmax<HD, true>(start, lim, scale_log2, st, s);
       tile_values_part<HD, 0, KS / 2>(ring.ready(CPT * f + 2), s, st);
       __syncwarp();
       tile_values_part<HD, KS / 2, KS / 2>(ring.ready(CPT * f + 3), s, st);
       __syncwarp();
     } else {
-      tile_scores<HD>(ring.ready(CPT * f), qf, start, lim, scale_log2, a.tc_layout_dependent, st,
+      tile_scores<HD>(ring.ready(CPT * f), qf, start, lim, scale_log2, st,
                       s);
       __syncwarp();  // the K buffer is free for the chunk after next
       tile_values<HD>(ring.ready(CPT * f + 1), s, st);
@@ -122,99 +117,30 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
   for (int r = 0; r < n_rep; ++r) merge_row<HD>(a, partials, row0 + r, max_splits, lane);
 }
 
-template <int HD, int NBUF, int PREFETCH, bool HALF>
-cudaError_t launch_decode(const AttentionArgs& a, float* scratch, int force_split,
+// The row-layout warp's chosen configuration (n_rep 9–16): half tiles, a ring of 3, the
+// copies' L2 prefetch: 8 warps a CTA.
+template <int HD>
+cudaError_t launch_halves(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                           cudaStream_t stream) {
-  constexpr int ROWS = kChunkRows<HALF>;
+  constexpr int NBUF = kDecDefaultRing, ROWS = kChunkRows<true>;
   constexpr int W = kDecWarps<NBUF, ROWS>;
   return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS>(),
-                             attention_tc_decode_kernel<HD, NBUF, PREFETCH, HALF>>(
-      a, scratch, force_split, stream);
-}
-
-// The chunks a step runs (TcSchedule::decode_chunk): 1 whole tiles, 2 half tiles, 3 / 4 half
-// / quarter tiles on the transposed warp (n_rep ≤ kDecNqMaxRep, else half tiles); 0 chosen.
-int decode_chunk_of(const TcSchedule& s, int n_rep) {
-  int c = s.decode_chunk;
-  if (c == 0) c = kDecDefaultNqChunk != 0 ? kDecDefaultNqChunk : kDecDefaultHalf ? 2 : 1;
-  if (c >= 3 && n_rep > kDecNqMaxRep) c = 2;
-  return c;
-}
-// Whether the step's chunks are halves or quarters (rings of 3, 4 or 6 chunks).
-bool decode_half(const TcSchedule& s) {
-  return s.decode_chunk == 0 ? kDecDefaultNqChunk != 0 || kDecDefaultHalf : s.decode_chunk >= 2;
-}
-
-// Rings of 2 (whole tiles only), 3, 4 or 6 chunks (0: kDecDefaultRing).
-template <int HD, int PREFETCH, bool HALF>
-cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
-                        cudaStream_t stream) {
-  switch (ring) {
-    case 2:
-      if constexpr (!HALF) return launch_decode<HD, 2, PREFETCH, HALF>(a, scratch, force_split, stream);
-      return cudaErrorInvalidValue;
-    case 4:
-      return launch_decode<HD, 4, PREFETCH, HALF>(a, scratch, force_split, stream);
-    case 6:
-      return launch_decode<HD, 6, PREFETCH, HALF>(a, scratch, force_split, stream);
-    default:
-      return launch_decode<HD, kDecDefaultRing, PREFETCH, HALF>(a, scratch, force_split, stream);
-  }
-}
-
-// Half tiles always with the prefetch; whole tiles with or without it.
-template <int HD>
-cudaError_t launch_copy(const AttentionArgs& a, float* scratch, const TcSchedule& s,
-                        cudaStream_t stream) {
-  const int chunk = decode_chunk_of(s, a.n_heads / a.n_kv_heads);
-  if (chunk >= 3)
-    return launch_attention_tc_decode_nq(a, scratch, s.split, chunk == 3 ? 2 : 4, s.decode_ring,
-                                         stream);
-  if (chunk == 2)
-    return launch_ring<HD, kDecDefaultPrefetch, true>(a, scratch, s.split, s.decode_ring, stream);
-  const bool prefetch = s.decode_copy == 0 ? kDecDefaultPrefetch > 0 : s.decode_copy == 2;
-  if (prefetch)
-    return launch_ring<HD, kDecDefaultPrefetch, false>(a, scratch, s.split, s.decode_ring, stream);
-  return launch_ring<HD, 0, false>(a, scratch, s.split, s.decode_ring, stream);
+                             attention_tc_decode_kernel<HD, NBUF, kDecDefaultPrefetch, true>>(
+      a, scratch, p, stream);
 }
 
 }  // namespace
 
-bool attention_tc_decode_schedule_supported(const TcSchedule& s) {
-  if (s.decode_chunk < 0 || s.decode_chunk > 4 || s.decode_copy < 0 || s.decode_copy > 2)
-    return false;
-  const int r = s.decode_ring;
-  // Half and quarter tiles (either warp): rings of 3, 4 or 6 chunks, always with the prefetch;
-  // quarters also 12 or 24 (one warp a CTA); whole tiles: 2 too.
-  const bool quarters = s.decode_chunk == 4 || (s.decode_chunk == 0 && kDecDefaultNqChunk == 4);
-  if (quarters && (r == 12 || r == 24)) return s.decode_copy != 1;
-  if (decode_half(s)) return (r == 0 || r == 3 || r == 4 || r == 6) && s.decode_copy != 1;
-  return r == 0 || r == 2 || r == 3 || r == 4 || r == 6;
-}
-
-bool attention_tc_decode_applies(const AttentionArgs& a) {
-  const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
-  return n_rep >= 1 && n_rep <= kWarpRows && a.n_tokens > 0 &&
-         sizeof(float) * partials_floats(a) <= kMaxDecodeScratch;
-}
-
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
-                                       const TcSchedule& s, cudaStream_t stream) {
-  if (!attention_tc_decode_applies(a) || scratch == nullptr ||
-      !attention_tc_decode_schedule_supported(s))
+                                       const AttentionPlan& p, cudaStream_t stream) {
+  if (p.kernel != AttentionKernel::kDecodeWarps || scratch == nullptr ||
+      !attention_kernel_applies(AttentionKernel::kDecodeWarps, attention_step_shape(a, 1)))
     return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_copy<16>(a, scratch, s, stream);
-    case 32:
-      return launch_copy<32>(a, scratch, s, stream);
-    case 64:
-      return launch_copy<64>(a, scratch, s, stream);
-    case 128:
-      return launch_copy<128>(a, scratch, s, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  if (p.transposed) return launch_attention_tc_decode_nq(a, scratch, p, stream);
+  if (p.ring != kDecDefaultRing) return cudaErrorInvalidValue;
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_halves<decltype(hd)::value>(a, scratch, p, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

@@ -177,7 +177,7 @@ __device__ __forceinline__ void store_partial_t(float* partials, int64_t row0, i
   }
 }
 
-// grid decode_grid(a, W, ·), block W warps (kDecWarps<NBUF, ROWS>: the CTA's ring budget, or
+// grid attention_decode_grid (the plan), block W warps (kDecWarps<NBUF, ROWS>: the CTA's ring budget, or
 // one warp a CTA with a deep ring of its own); warp w runs decode_item(w). A tile's chunks:
 // PARTS of K (Sᵀ's position tiles, PER each), then PARTS of V (PER k-steps).
 template <int HD, int NBUF, int PARTS, int W>
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(W * 32)
     });
     transpose_scores(sT, s);
     float c[1];
-    softmax_rows<true, 1>(start, lim, scale_log2, a.tc_layout_dependent, st.m, st.l, s, c);
+    softmax_rows<true, 1>(start, lim, scale_log2, st.m, st.l, s, c);
     rescale_ot<HD>(st, c[0]);
     static_for<0, PARTS>([&](auto p) {
       constexpr int P = decltype(p)::value;
@@ -232,70 +232,34 @@ __global__ void __launch_bounds__(W * 32)
   for (int r = 0; r < n_rep; ++r) merge_row<HD>(a, partials, row0 + r, max_splits, lane);
 }
 
-template <int HD, int NBUF, int PARTS, int W = kDecWarps<NBUF, kKvTile / PARTS>>
-cudaError_t launch_nq(const AttentionArgs& a, float* scratch, int force_split,
+// Quarter tiles (PARTS 4) in a ring of NBUF: 3 (16 warps a CTA) or 6 (8), as the plan says
+// (attention_quarter_ring). (The transposed warp's half tiles and its rings of 4, 12 and 24
+// were never chosen and are no longer instantiated.)
+template <int HD, int NBUF>
+cudaError_t launch_nq(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                       cudaStream_t stream) {
-  constexpr int ROWS = kKvTile / PARTS;
+  constexpr int PARTS = 4, ROWS = kKvTile / PARTS, W = kDecWarps<NBUF, ROWS>;
   return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS, W>(),
-                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W>>(a, scratch,
-                                                                                force_split, stream);
-}
-
-// Ring 0: halves 3 (8 warps); quarters as decode_quarter_ring says.
-int chosen_ring(const AttentionArgs& a, int parts) {
-  return parts == 2 ? 3 : decode_quarter_ring(a);
-}
-
-
-template <int HD, int PARTS>
-cudaError_t launch_ring(const AttentionArgs& a, float* scratch, int force_split, int ring,
-                        cudaStream_t stream) {
-  switch (ring == 0 ? chosen_ring(a, PARTS) : ring) {
-    case 3:
-      return launch_nq<HD, 3, PARTS>(a, scratch, force_split, stream);
-    case 4:
-      return launch_nq<HD, 4, PARTS>(a, scratch, force_split, stream);
-    case 6:
-      return launch_nq<HD, 6, PARTS>(a, scratch, force_split, stream);
-    // One warp a CTA with a ring of its own of 12 or 24 quarters (52 or 104 KB at head_dim
-    // 128): for steps of few items, each warp's split gets an SM's load path to itself
-    // instead of sharing one SM's with 7–15 other warps.
-    case 12:
-      if constexpr (PARTS == 4) return launch_nq<HD, 12, PARTS, 1>(a, scratch, force_split, stream);
-      return cudaErrorInvalidValue;
-    case 24:
-      if constexpr (PARTS == 4) return launch_nq<HD, 24, PARTS, 1>(a, scratch, force_split, stream);
-      return cudaErrorInvalidValue;
-    default:
-      return cudaErrorInvalidValue;
-  }
+                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W>>(a, scratch, p,
+                                                                                stream);
 }
 
 template <int HD>
-cudaError_t launch_parts(const AttentionArgs& a, float* scratch, int force_split, int parts,
-                         int ring, cudaStream_t stream) {
-  if (parts == 2) return launch_ring<HD, 2>(a, scratch, force_split, ring, stream);
-  if (parts == 4) return launch_ring<HD, 4>(a, scratch, force_split, ring, stream);
+cudaError_t launch_ring(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
+                        cudaStream_t stream) {
+  if (p.ring == 3) return launch_nq<HD, 3>(a, scratch, p, stream);
+  if (p.ring == 6) return launch_nq<HD, 6>(a, scratch, p, stream);
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t launch_attention_tc_decode_nq(const AttentionArgs& a, float* scratch, int force_split,
-                                          int parts, int ring, cudaStream_t stream) {
+cudaError_t launch_attention_tc_decode_nq(const AttentionArgs& a, float* scratch,
+                                          const AttentionPlan& p, cudaStream_t stream) {
   if (a.n_kv_heads <= 0 || a.n_heads / a.n_kv_heads > kDecNqMaxRep) return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_parts<16>(a, scratch, force_split, parts, ring, stream);
-    case 32:
-      return launch_parts<32>(a, scratch, force_split, parts, ring, stream);
-    case 64:
-      return launch_parts<64>(a, scratch, force_split, parts, ring, stream);
-    case 128:
-      return launch_parts<128>(a, scratch, force_split, parts, ring, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_ring<decltype(hd)::value>(a, scratch, p, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

@@ -152,20 +152,21 @@ constexpr size_t decode_smem_bytes() {
   return sizeof(__nv_bfloat16) * W * NBUF * ROWS * kLd<HD>;
 }
 
-// Runs KERNEL, a decode-warp kernel of W warps a CTA and SMEM bytes of shared memory, on
-// decode_grid's grid, then the merge kernel — unless each warp ran every split of its rows
-// (n_zc 1) and merged them itself.
+// Runs KERNEL, a decode-warp kernel of W warps a CTA and SMEM bytes of shared memory, on the
+// plan's grid (attention_decode_grid, kernels/attention_plan.h), then the merge kernel — unless
+// each warp ran every split of its rows (n_zc 1) and merged them itself.
 template <int HD, int W, size_t SMEM, auto KERNEL>
-cudaError_t launch_decode_warps(const AttentionArgs& a, float* scratch, int force_split,
+cudaError_t launch_decode_warps(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                                 cudaStream_t stream) {
-  const DecodeGrid d = decode_grid(a, W, force_split);
+  if (p.warps_per_cta != W || p.blocks <= 0) return cudaErrorInvalidValue;
   static const cudaError_t attr = cudaFuncSetAttribute(
       KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(SMEM));
   if (attr != cudaSuccess) return attr;
-  const cudaError_t err = launch_pdl(a.pdl, KERNEL, d.blocks, W * 32, SMEM, stream, a,
-                                     a.scale * kLog2e, scratch, d.max_splits, d.per_warp, d.n_zc);
-  if (err != cudaSuccess || d.n_zc == 1) return err;
-  return launch_merge_partials<HD>(a, scratch, d.max_splits, stream);
+  const cudaError_t err =
+      launch_pdl(a.pdl, KERNEL, static_cast<unsigned>(p.blocks), W * 32, SMEM, stream, a,
+                 a.scale * kLog2e, scratch, p.max_splits, p.splits_per_warp, p.n_zc);
+  if (err != cudaSuccess || p.n_zc == 1) return err;
+  return launch_merge_partials<HD>(a, scratch, p.max_splits, stream);
 }
 
 // Calls f(std::integral_constant<int, I>{}) for I = 0 … N − 1 (register arrays indexed by I).

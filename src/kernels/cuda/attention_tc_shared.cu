@@ -22,17 +22,9 @@
 // over the k-steps) run in the same order: the bits of the packed CTAs and the decode warps.
 // A split ends in store_partial's layout (warp 0 writes m, l; each warp its columns of o) or
 // is merged in order by merge_state / merge_value. CudaAttentionTc.BitIdenticalAcross… forces it
-// on every step, both split placements, every merge.
-//
-// The cluster merge (merge 2, a CTA per split, at most kMaxClusterSplits splits): the row's
-// split CTAs are one thread-block cluster along z; each keeps its partials in its own shared
-// memory (store_partial's values), and after a cluster barrier CTA rank r folds rows r, r + Z, …
-// from the cluster's shared memory (a thread a head dim): merge_row's chain on the same values
-// (M, L, O from −inf, 0, 0; merge_state / merge_value in ascending z; O / L, __fdiv_rn; then
-// rounded once to bf16) — the merge kernel's bits without its launch, its wait for the grid and
-// its round trips through the L2. Measured 0.13 ms a step slower at batch 1 than the merge
-// kernel under PDL (docs/cuda.md, "The batch-1 step's remaining levers"): an option, not chosen.
-#include <cooperative_groups.h>
+// on every step, both split placements. (A CTA per split is merged by the merge kernel; the
+// merge in the group's last CTA and the cluster merge were measured no faster and removed,
+// docs/cuda.md.)
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -48,8 +40,6 @@ using namespace tc;
 
 constexpr int kWarps = 4;
 static_assert(kTcSplit / kKvTile == kWarps, "a warp for each tile of a split");
-// The cluster merge's widest row: a portable cluster size (8 CTAs), as many splits.
-constexpr int kMaxClusterSplits = 8;
 
 // A warp's n8 tiles of O: a quarter of head_dim, at least a pair (ldmatrix x4.trans); warps
 // past head_dim / 8 hold none (head_dim 16: warp 0 only; 32: warps 0 and 1).
@@ -77,57 +67,6 @@ struct SplitSmem {
         tc(tsum + kWarps * kWarpRows) {}
 };
 
-// The cluster merge's partials, after SplitSmem: [row of the CTA][m, l, o (HD)], fp32.
-template <int HD>
-constexpr size_t kClusterPartBytes = sizeof(float) * (HD + 2) * kWarpRows;
-// The cluster merge's dynamic shared memory a CTA.
-template <int HD>
-constexpr size_t kClusterSmemBytes = SplitSmem<HD>::kBytes + kClusterPartBytes<HD>;
-
-// The cluster merge (see the top of the file): rows r ≡ rank (mod Z) of the CTA's tq · n_rep,
-// each folded by threads d < HD (a head dim each) from the Z CTAs' shared partials. Every CTA
-// of the cluster calls it (CTA-uniform); the second barrier keeps each CTA's shared memory
-// alive until the cluster has read it.
-template <int HD>
-__device__ __forceinline__ void cluster_merge_rows(const AttentionArgs& a, float* cpart,
-                                                   int t_begin, int t_end, int tq, int g,
-                                                   int n_rep) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's partials are in its shared memory (release / acquire)
-  const int n_ctas = static_cast<int>(cluster.num_blocks());
-  const int d = threadIdx.x;
-  for (int r = static_cast<int>(cluster.block_rank()); r < tq * n_rep; r += n_ctas) {
-    const int t = t_begin + r / n_rep;
-    if (t >= t_end || d >= HD) continue;
-    const int n_splits = a.positions[t] / kTcSplit + 1;  // ≤ Z: the table's width in splits
-    float m[kMaxClusterSplits], l[kMaxClusterSplits], o[kMaxClusterSplits];
-#pragma unroll
-    for (int z = 0; z < kMaxClusterSplits; ++z) {
-      if (z >= n_splits) break;
-      const float* part = cluster.map_shared_rank(cpart + r * (HD + 2), z);
-      m[z] = part[0];
-      l[z] = part[1];
-      o[z] = part[2 + d];
-    }
-    float M = -INFINITY, L = 0.0f, O = 0.0f;
-#pragma unroll
-    for (int z = 0; z < kMaxClusterSplits; ++z) {
-      if (z >= n_splits) break;
-      const MergeWeights w = merge_state(M, L, m[z], l[z]);
-      O = merge_value(O, o[z], w);
-    }
-    const float v = __fdiv_rn(O, L);
-    const int64_t at = (static_cast<int64_t>(t) * a.n_heads + g * n_rep + r % n_rep) * HD + d;
-    if (a.out_bf16 != nullptr) {
-      a.out_bf16[at] = __float2bfloat16_rn(v);
-    } else {
-      a.out[at] = v;
-    }
-  }
-  cluster.sync();  // the cluster has read every CTA's partials
-}
-
 // One split's state in a warp: the rows' (m, l) (the same in every warp) and its columns of o.
 template <int HD>
 struct WarpSplit {
@@ -148,8 +87,7 @@ struct WarpSplit {
 template <int HD>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_tc_shared_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
-                               int max_splits, bool split_blocks, unsigned int* merge_counters,
-                               bool cluster_merge) {
+                               int max_splits, bool split_blocks) {
   constexpr int LD = kLd<HD>;
   constexpr int CH = HD / 8;    // 16-byte chunks of one K/V row
   constexpr int RPW = 32 / CH;  // rows one pass of a warp copies
@@ -159,7 +97,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   static_assert(HD % 16 == 0 && 32 % CH == 0 && kKvTile % RPW == 0, "whole rows per pass");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const SplitSmem<HD> sm(smem_raw);
-  float* const cpart = reinterpret_cast<float*>(smem_raw + SplitSmem<HD>::kBytes);  // merge 2
 
   pdl_wait();  // launched with PDL when a.pdl (pdl.cuh)
   pdl_release();
@@ -188,22 +125,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16* vw = sm.v + warp * SplitSmem<HD>::kTile;
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
+    const int seg_end = sg.end, max_pos = sg.max_pos;
+    const int z_begin = sg.z_begin, z_end = min(sg.z_end, sg.n_splits);
+    const int* table = sg.table;
     int lim[2];  // the row's last position in this segment, -1 = not in it
     rows.limits(seg_begin, seg_end, lim);
-    int cta_lim = max(lim[0], lim[1]);  // every warp holds the same rows: CTA-uniform
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      cta_lim = max(cta_lim, __shfl_xor_sync(kFull, cta_lim, off));
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {
-      z_begin = blockIdx.z;
-      z_end = min(z_begin + 1, n_splits);
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    // every warp holds the same rows: CTA-uniform
+    const int cta_lim = warp_max(max(lim[0], lim[1]));
     for (int z = z_begin; z < z_end; ++z) {
       const int first = z * kTcSplit;
       const int range_end = min(first + kTcSplit, max_pos + 1);
@@ -253,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             m_prev[i] = fmaxf(m_prev[i], sm.tmax[f * kWarpRows + gq + 8 * i]);
           m_new[i] = fmaxf(m_prev[i], mt[i]);
         }
-        tile_exp_sum<true, 2>(m_prev, m_new, a.tc_layout_dependent, s, c, ts);
+        tile_exp_sum<true, 2>(m_prev, m_new, s, c, ts);
 #pragma unroll
         for (int j = 0; j < KS; ++j) {
           uint32_t pa[4];
@@ -312,9 +241,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         if (lim[i] < first) continue;
-        if (split_blocks) {  // store_partial's layout (the cluster merge: this CTA's rows)
-          float* part = cluster_merge ? cpart + (gq + 8 * i) * (HD + 2)
-                                      : partials + (rows.row(a, i) * max_splits + z) * (HD + 2);
+        if (split_blocks) {  // store_partial's layout
+          float* part = partials + (rows.row(a, i) * max_splits + z) * (HD + 2);
           if (warp == 0 && cq == 0) {
             part[0] = st.m[i];
             part[1] = st.l[i];
@@ -339,18 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     seg_begin = seg_end;
   }
-  if (split_blocks) {
-    if (cluster_merge) {
-      cluster_merge_rows<HD>(a, cpart, t_begin, t_end, tq, g, n_rep);
-      return;
-    }
-    if (merge_counters != nullptr)  // the last of the group's CTAs merges (else the kernel)
-      merge_in_last_cta<HD, kWarps>(
-          a, partials, max_splits,
-          merge_counters + static_cast<int64_t>(g) * gridDim.x + blockIdx.x, gridDim.z, t_begin,
-          t_end, g, n_rep);
-    return;
-  }
+  if (split_blocks) return;  // the merge kernel folds the partials
   if (!has_o) return;
     // The merged rows out (store_rows for the warp's columns): O / L, fp32 or rounded to bf16.
 #pragma unroll
@@ -370,101 +287,33 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// The kernel's dynamic shared memory limit, raised to what the cluster merge needs: once per
-// kernel and process (a host call per launch costs decode steps microseconds).
-template <int HD>
-cudaError_t allow_shared_memory() {
-  static const cudaError_t attr = cudaFuncSetAttribute(attention_tc_shared_kernel<HD>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kClusterSmemBytes<HD>));
-  return attr;
-}
-
-// Whether the cluster merge applies to rows of `splits` splits (2 … kMaxClusterSplits) and
-// clusters of that many CTAs of the kernel (with its shared memory) can be resident on this
-// device at all; asked once per size and process (after the limit is raised: before it the
-// answer would be no).
-template <int HD>
-bool clusters_fit(int splits) {
-  static int known[kMaxClusterSplits + 1] = {};  // 0 not asked, 1 yes, -1 no
-  if (splits < 2 || splits > kMaxClusterSplits || allow_shared_memory<HD>() != cudaSuccess)
-    return false;
-  if (known[splits] == 0) {
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = static_cast<unsigned>(splits);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(splits));
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = kClusterSmemBytes<HD>;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, attention_tc_shared_kernel<HD>, &cfg);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    known[splits] = e == cudaSuccess && n > 0 ? 1 : -1;
-  }
-  return known[splits] > 0;
-}
-
 template <int HD>
 cudaError_t launch_hd(const AttentionArgs& a, int tq, float* partials, bool split,
-                      unsigned int* merge_counters, bool cluster_merge, cudaStream_t stream) {
+                      cudaStream_t stream) {
   constexpr size_t smem = SplitSmem<HD>::kBytes;
-  const cudaError_t attr = allow_shared_memory<HD>();
+  // Once per kernel and process (a host call per launch costs decode steps microseconds).
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      attention_tc_shared_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   const int max_splits = max_splits_of(a);
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  if (split && cluster_merge && clusters_fit<HD>(max_splits))
-    return launch_pdl_cluster(a.pdl, static_cast<unsigned>(max_splits),
-                              attention_tc_shared_kernel<HD>, grid, kWarps * 32,
-                              kClusterSmemBytes<HD>, stream, a, tq, a.scale * kLog2e, partials,
-                              max_splits, true, static_cast<unsigned int*>(nullptr), true);
-  unsigned int* counters =
-      split && static_cast<int64_t>(grid.x) * grid.y <= kTcMergeCounters ? merge_counters : nullptr;
-  cudaError_t err =
+  const cudaError_t err =
       launch_pdl(a.pdl, attention_tc_shared_kernel<HD>, grid, kWarps * 32, smem, stream, a, tq,
-                 a.scale * kLog2e, partials, max_splits, split, counters, false);
-  if (err != cudaSuccess || !split || counters != nullptr) return err;
+                 a.scale * kLog2e, partials, max_splits, split);
+  if (err != cudaSuccess || !split) return err;
   return launch_merge_partials<HD>(a, partials, max_splits, stream);
 }
 
 }  // namespace
 
-bool attention_tc_cluster_merge_fits(int head_dim, int splits) {
-  switch (head_dim) {
-    case 16:
-      return clusters_fit<16>(splits);
-    case 32:
-      return clusters_fit<32>(splits);
-    case 64:
-      return clusters_fit<64>(splits);
-    case 128:
-      return clusters_fit<128>(splits);
-    default:
-      return false;
-  }
-}
-
 cudaError_t launch_attention_tc_shared(const AttentionArgs& a, int tq, float* partials, bool split,
-                                       unsigned int* merge_counters, bool cluster_merge,
                                        cudaStream_t stream) {
   if (a.n_kv_heads <= 0 || tq < 1 || tq * (a.n_heads / a.n_kv_heads) > kWarpRows)
     return cudaErrorInvalidValue;
-  switch (a.head_dim) {
-    case 16:
-      return launch_hd<16>(a, tq, partials, split, merge_counters, cluster_merge, stream);
-    case 32:
-      return launch_hd<32>(a, tq, partials, split, merge_counters, cluster_merge, stream);
-    case 64:
-      return launch_hd<64>(a, tq, partials, split, merge_counters, cluster_merge, stream);
-    case 128:
-      return launch_hd<128>(a, tq, partials, split, merge_counters, cluster_merge, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim(a.head_dim, [&](auto hd) {
+    return launch_hd<decltype(hd)::value>(a, tq, partials, split, stream);
+  });
 }
 
 }  // namespace detllm::kernels::cuda

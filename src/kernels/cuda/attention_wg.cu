@@ -18,11 +18,10 @@
 //     interact, so the split changes no element.
 // K/V tiles in shared memory: per 64-dim panel, 64 rows of 128 bytes with the 16-byte chunks
 // XORed by (row % 8) (the 128-byte swizzle wgmma reads), 1024-byte aligned.
-// Chosen for non-decode-like steps (attention_tc.cu's tc_shape): at head_dim 128 with Q in
+// Chosen for non-decode-like steps (kernels/attention_plan.h): at head_dim 128 with Q in
 // registers, at head_dim 64 with Q in shared memory from 512 CTAs (Q in registers is refused
-// there: attention_wg_supported). Tests: test_cuda --gtest_filter='*CudaAttentionTc*'
-// (TcSchedule::wgmma = 1 and 2 force it, 0 keeps it off); bench: cuda_attention_bench
-// [--heads Q,KV,D] --prefill-shapes (its "wgmma" columns).
+// there, below). Tests: test_cuda --gtest_filter='*CudaAttentionTc*' (CudaOptions::
+// attention_kernel forces it); bench: cuda_attention_bench [--heads Q,KV,D].
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -224,25 +223,13 @@ __global__ void __launch_bounds__(kWgWarps * 32)
   const int block_shift = block_shift_of(a.block_size);
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
-    const int seq = a.seq_of_token[seg_begin];
-    int max_pos;
-    const int seg_end = segment_end(a, seg_begin, t_end, max_pos);
+    const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
+    const int seg_end = sg.end, max_pos = sg.max_pos, n_splits = sg.n_splits;
+    const int z_begin = sg.z_begin, z_end = sg.z_end;
+    const int* table = sg.table;
     int lim[2];
     rows.limits(seg_begin, seg_end, lim);
-    int warp_min = -1;
-    if constexpr (FAST) {
-      warp_min = min(lim[0], lim[1]);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
-        warp_min = min(warp_min, __shfl_xor_sync(kFull, warp_min, off));
-    }
-    const int n_splits = max_pos / kTcSplit + 1;
-    int z_begin = 0, z_end = n_splits;
-    if (split_blocks) {
-      z_begin = blockIdx.z;
-      z_end = z_begin + 1;
-    }
-    const int* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+    const int warp_lo = FAST ? warp_min(min(lim[0], lim[1])) : -1;
     if (z_begin >= n_splits) {
       seg_begin = seg_end;
       continue;
@@ -281,10 +268,10 @@ __global__ void __launch_bounds__(kWgWarps * 32)
           float s[kKvTile / 8][4];
           const uint32_t kt = ring_u32 + buf * 2 * kTileBytes<HD>;
           wg_qk<HD, QS>(kt, q_u32, qf, s);
-          if (FAST && start + kKvTile - 1 <= warp_min) {
-            tile_softmax<HD, false>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+          if (FAST && start + kKvTile - 1 <= warp_lo) {
+            tile_softmax<HD, false>(start, lim, scale_log2, st, s);
           } else {
-            tile_softmax<HD, true>(start, lim, scale_log2, a.tc_layout_dependent, st, s);
+            tile_softmax<HD, true>(start, lim, scale_log2, st, s);
           }
           wg_pv<HD>(kt + kTileBytes<HD>, s, st);
         }
@@ -319,34 +306,19 @@ cudaError_t launch_wg(const AttentionArgs& a, int tq, float* scratch, bool split
   return launch_merge_partials<HD>(a, scratch, max_splits, stream);
 }
 
-template <int HD, bool QS>
-cudaError_t launch_wg_hd(const AttentionArgs& a, int tq, int stages, bool fast, float* scratch,
-                         bool split, cudaStream_t stream) {
-  if (stages == 2) {
-    if (fast) return launch_wg<HD, 2, true, QS>(a, tq, scratch, split, stream);
-    return launch_wg<HD, 2, false, QS>(a, tq, scratch, split, stream);
-  }
-  if (fast) return launch_wg<HD, 3, true, QS>(a, tq, scratch, split, stream);
-  return launch_wg<HD, 3, false, QS>(a, tq, scratch, split, stream);
-}
-
 }  // namespace
 
-// Q in registers: head_dim 128 only. At head_dim 64 CUDA 13.0's ptxas compiles the fast-path kernels so that
-// the registers holding Q's fragments (the QK wgmma's A operand) are reused for the softmax
-// inside the KV-tile loop: from the second tile on S is computed from garbage (on the H200:
-// rows past the first tile wrong, 0.129 for 0.117). scripts/check_wgmma_sass.py finds it in
-// the SASS (CTest cuda_static.*, in CI). Refused there until Q comes from shared memory (the
-// wgmma SS form) or a compiler keeps the registers; the 128-dim kernels pass the check.
-// With Q in shared memory (q_smem; TcSchedule::wgmma = 2; chosen at head_dim 64, its bits
-// checked on the H200) the loop has no register operand to lose, so head_dim 64 is allowed there.
-bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem) {
-  return (head_dim == 128 || (q_smem && head_dim == 64)) && n_rep >= 1 &&
-         n_rep <= kWgWarps * kWarpRows;
-}
-
-cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
-                                float* scratch, bool split, cudaStream_t stream) {
+// Q in registers: head_dim 128 only. At head_dim 64 CUDA 13.0's ptxas compiles the fast-path
+// kernels so that the registers holding Q's fragments (the QK wgmma's A operand) are reused for
+// the softmax inside the KV-tile loop: from the second tile on S is computed from garbage (on
+// the H200: rows past the first tile wrong, 0.129 for 0.117). scripts/check_wgmma_sass.py finds
+// it in the SASS (CTest cuda_static.*, in CI). So head_dim 64 runs with Q in shared memory (the
+// wgmma SS form: the loop has no register operand to lose; its bits checked on the H200).
+// One instantiation a head dim, the one the planner chooses (kernels/attention_plan.h): a ring
+// of 3 K/V tiles and the fast path. (The ring of 2, the kernels without the fast path and Q in
+// shared memory at head_dim 128 were never chosen and are no longer instantiated.)
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, float* scratch, bool split,
+                                cudaStream_t stream) {
   // Compiled, never launched: the register-Q head_dim-64 fast-path kernels, which CUDA 13.0's
   // ptxas miscompiles, kept as the negative control of scripts/check_wgmma_sass.py (CTest
   // cuda_static.wgmma_sass_catches_known_clobber must find them clobbered).
@@ -354,11 +326,11 @@ cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool
       reinterpret_cast<const void*>(attention_wg_kernel<64, 2, true, false>),
       reinterpret_cast<const void*>(attention_wg_kernel<64, 3, true, false>)};
   (void)known_clobbered;
-  if (!attention_wg_supported(a.head_dim, a.n_heads / a.n_kv_heads, q_smem))
-    return cudaErrorInvalidValue;
-  if (a.head_dim == 64) return launch_wg_hd<64, true>(a, tq, stages, fast, scratch, split, stream);
-  if (q_smem) return launch_wg_hd<128, true>(a, tq, stages, fast, scratch, split, stream);
-  return launch_wg_hd<128, false>(a, tq, stages, fast, scratch, split, stream);
+  const int n_rep = a.n_kv_heads > 0 ? a.n_heads / a.n_kv_heads : 0;
+  if (n_rep < 1 || n_rep > kWgWarps * kWarpRows) return cudaErrorInvalidValue;
+  if (a.head_dim == 64) return launch_wg<64, 3, true, true>(a, tq, scratch, split, stream);
+  if (a.head_dim == 128) return launch_wg<128, 3, true, false>(a, tq, scratch, split, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace detllm::kernels::cuda

@@ -32,11 +32,8 @@ class CudaGraph final : public OpsGraph {
 }  // namespace
 
 CudaGraphCapture::CudaGraphCapture(cudaStream_t stream,
-                                   std::function<std::vector<const void*>()> scratch_bases,
-                                   std::function<void()> join_side_streams)
-    : stream_(stream),
-      scratch_bases_(std::move(scratch_bases)),
-      join_side_streams_(std::move(join_side_streams)) {}
+                                   std::function<std::vector<const void*>()> scratch_bases)
+    : stream_(stream), scratch_bases_(std::move(scratch_bases)) {}
 
 CudaGraphCapture::~CudaGraphCapture() {
   if (capturing_) abort_capture();
@@ -44,7 +41,6 @@ CudaGraphCapture::~CudaGraphCapture() {
 
 void CudaGraphCapture::begin_capture() {
   check(!capturing_, "CUDA graphs: a capture is already in progress");
-  if (join_side_streams_) join_side_streams_();
   // Thread-local: only this thread's unsafe calls (allocation, synchronization) are refused.
   graph_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
               "cudaStreamBeginCapture");
@@ -54,7 +50,6 @@ void CudaGraphCapture::begin_capture() {
 std::unique_ptr<OpsGraph> CudaGraphCapture::end_capture() {
   check(capturing_, "CUDA graphs: end_capture without begin_capture");
   capturing_ = false;
-  if (join_side_streams_) join_side_streams_();
   cudaGraph_t graph = nullptr;
   graph_check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
   cudaGraphExec_t exec = nullptr;
@@ -67,12 +62,6 @@ std::unique_ptr<OpsGraph> CudaGraphCapture::end_capture() {
 void CudaGraphCapture::abort_capture() {
   if (!capturing_) return;
   capturing_ = false;
-  if (join_side_streams_) {
-    try {
-      join_side_streams_();
-    } catch (...) {  // the capture is being dropped anyway
-    }
-  }
   cudaGraph_t graph = nullptr;
   cudaStreamEndCapture(stream_, &graph);  // an invalidated capture returns an error: ignored
   if (graph) cudaGraphDestroy(graph);

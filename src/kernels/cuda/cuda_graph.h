@@ -18,12 +18,8 @@ namespace detllm::kernels::cuda {
 
 class CudaGraphCapture final : public GraphCapture {
  public:
-  // scratch_bases: the base pointers of the backend's scratch buffers now. join_side_streams:
-  // makes `stream` wait for work the backend queued on other streams off it (the weight
-  // prefetches), called before a capture begins (so none from before leaks in) and before it
-  // ends (a capture must end with every stream it forked joined).
-  CudaGraphCapture(cudaStream_t stream, std::function<std::vector<const void*>()> scratch_bases,
-                   std::function<void()> join_side_streams = {});
+  // scratch_bases: the base pointers of the backend's scratch buffers now.
+  CudaGraphCapture(cudaStream_t stream, std::function<std::vector<const void*>()> scratch_bases);
   ~CudaGraphCapture() override;
 
   void begin_capture() override;
@@ -39,7 +35,6 @@ class CudaGraphCapture final : public GraphCapture {
  private:
   cudaStream_t stream_;
   std::function<std::vector<const void*>()> scratch_bases_;
-  std::function<void()> join_side_streams_;
   bool capturing_ = false;
 };
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/attention_plan.h"
+
 namespace detllm {
 struct SampleRowParams;  // kernels/sampling/sample_row.h
 struct SampleRowResult;
@@ -99,8 +101,9 @@ int gemm_split_count(int64_t n, int64_t k);
 // with them: the key of the persisted GEMM plans (gemm_lt.h). Change it with either.
 inline constexpr std::string_view kGemmNumericsRule = "bf16x;k16-asc;splits=1";
 // Names the invariant kernel's schedules (the plans' speed choices were timed against them):
-// also in the plan file's key, so plans made against older kernels are tuned again.
-inline constexpr std::string_view kGemmKernelSchedules = "tiles12;gemv6;stream5";
+// also in the plan file's key, so plans made against older kernels are tuned again. (Was
+// "tiles12;gemv6;stream5" while the small-m GEMV schedules were compiled in.)
+inline constexpr std::string_view kGemmKernelSchedules = "tiles12";
 // The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
 // An override changes the numerics; it exists only to measure the design choice (benchmarks).
 int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
@@ -123,43 +126,16 @@ GemmScratchNeed gemm_scratch_need(int32_t m, int64_t n, int64_t k, int variant,
 // Every element's K-reduction: per split, mma.m16n8k16 steps over k in ascending order from
 // zero; splits merged left to right; then + bias. The same for every m and row.
 // variant: -1 = the tuned default; 0…3 = a tile variant of m's size class (benchmarks, tests).
-// gemv: kGemvAuto, kGemvOff or config + 1 (gemv.cu) for m ≤ kGemvMaxM when variant is -1 and
-// the shape is unsplit; any choice gives the same bits. pdl: where a gemv stream config runs,
-// launch it with programmatic dependent launch (no other path uses it; changes no value).
 cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
-                                  int gemv, cudaStream_t stream, bool pdl = false);
+                                  cudaStream_t stream);
 // The same GEMM on x already rounded to bf16 (m, k): the same bits as launch_gemm_invariant
 // on the fp32 tensor it was rounded from (scratch.x_bf16 is not used).
 cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
                                        int64_t k, const float* bias, float* y,
                                        const GemmScratch& scratch, int variant, int splits_override,
-                                       int gemv, cudaStream_t stream, bool pdl = false);
-
-// ---- gemv.cu, gemv_stream.cu: the invariant GEMM's small-m schedules ----------------------
-// y (m, n) = x (m, k) · w (n, k)ᵀ (+ bias) for 1 ≤ m ≤ kGemvMaxM with launch_gemm_invariant's
-// numerics (S = 1: one k16 MMA chain per element, ascending k, x as the A operand), so the same
-// bits. Configs 0…kGemvWarpConfigs-1 (gemv.cu): one warp per 8 or 16 output features streams its
-// own W rows through its own ring. The next kGemvStreamConfigs (gemv_stream.cu): one CTA an SM
-// (or two) owns a contiguous range of features and streams them through one CTA-wide ring fed by
-// a producer warp; with pdl, launched with programmatic dependent launch, it fills that ring with
-// weights before the previous kernel has finished (kernels/cuda/pdl.cuh). x is bf16 (x_bf16) or
-// fp32 (rounded to bf16 in the fragments). config: 0…kGemvConfigs-1, or -1 for the default.
-inline constexpr int32_t kGemvMaxM = 16;
-inline constexpr int kGemvWarpConfigs = 6;
-inline constexpr int kGemvStreamConfigs = 5;
-inline constexpr int kGemvConfigs = kGemvWarpConfigs + kGemvStreamConfigs;
-// The gemv argument of launch_gemm_invariant: kGemvAuto = the default config for m ≤ kGemvMaxM,
-// kGemvOff = never (gemm.cu's own tiles), c + 1 = config c.
-inline constexpr int kGemvAuto = -1;
-inline constexpr int kGemvOff = 0;
-int gemv_default_config(int32_t m, int64_t n);
-bool gemv_supported(int32_t m, int64_t n, int64_t k, int config, bool x_bf16);
-// pdl: launch the stream configs with programmatic dependent launch (the warp configs ignore it).
-cudaError_t launch_gemv(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
-                        int64_t k, const float* bias, float* y, int config, bool pdl,
-                        cudaStream_t stream);
+                                       cudaStream_t stream);
 
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {
@@ -178,9 +154,6 @@ struct AttentionArgs {
   int32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks = 0, n_blocks = 0;
   float scale = 1.0f;
-  // Negative control of the tests only (attention_tc.cu): row sums of the lower half of each
-  // warp tile in reverse order, so a row's bits depend on where the step places it.
-  bool tc_layout_dependent = false;
   // attention_tc.cu's decode schedule only: its kernels (and the merge) are launched with
   // programmatic dependent launch (pdl.cuh; the same bits).
   bool pdl = false;
@@ -194,64 +167,25 @@ cudaError_t launch_attention(const AttentionArgs& a, float* scratch, int force_s
                              cudaStream_t stream);
 bool attention_head_dim_supported(int32_t head_dim);
 
-// ---- attention_tc.cu, attention_tc_decode.cu ------------------------------------------
-// The tensor-core kernel over a bf16 cache (a.k_bf16/v_bf16): head_dim 16, 32, 64 or 128 and
-// n_heads / n_kv_heads ≤ 64. Same contract as launch_attention (a row's bits depend only on
-// its q, its position and the KV values), with its own fixed grid: tiles of 64 positions,
-// splits of 256 (attention_tc_common.cuh). n_seqs: rows of the block table (a hint only).
-// Two schedules give the same bits: CTAs of packed rows (attention_tc.cu) and, for decode-like
-// steps, a warp per (token, KV head, run of splits) (attention_tc_decode.cu).
-struct TcSchedule {
-  int split = -1;   // -1 chosen; 0 a row's splits in one CTA (warp); 1 a CTA (warp) per split
-  int warps = 0;    // warps of a packed CTA of 16-row warps: 0 chosen, 1, 4 or 8
-  int decode = -1;  // the decode schedule: -1 for decode-like steps, 0 never, 1 every step
-  int decode_ring = 0;  // chunks of a decode warp's ring: 0 chosen (3), 2, 3, 4 or 6
-  int decode_copy = 0;  // the decode tiles' cp.async: 0 chosen (2), 1 no L2 prefetch, 2 an L2
-                        // prefetch of 128 bytes
-  int decode_chunk = 0;  // the decode ring's chunks: 0 chosen, 1 whole K/V tiles, 2 half tiles
-                         // (then decode_ring counts halves: 3, 4 or 6; copy 0 or 2), 3 half
-                         // tiles on the transposed warp (Sᵀ = K·Qᵀ, n_rep ≤ 8; ring 3, 4 or 6),
-                         // 4 quarter tiles on it (ring 0 chosen by the step, 3, 4 or 6: 16, 12
-                         // or 8 warps; 12 or 24: one warp a CTA); n_rep > 8 runs half tiles
-                         // instead of 3 and 4
-  int m_tiles = 0;  // 16-row m-tiles per warp of a packed CTA: 0 chosen (a forced `warps`: 1),
-                    // 1, or 2 (then 4 warps: 128 rows)
-  int stages = 0;   // K/V tiles in the ring (2-m-tile CTAs, 4 warps of 16 rows): 0 chosen, 2, 3
-  int streams = 0;  // 2-m-tile CTAs: 0 chosen; 1; 2 (8 warps, two streams over alternate splits)
-  int fast = -1;    // 4 warps of 16 rows: the unmasked tiles' fast path, -1 chosen, 0 off, 1 on
-  int wgmma = -1;   // the warpgroup schedule (attention_wg.cu) for the packed CTAs of 4 warps ×
-                    // 16 rows: -1 chosen (non-decode-like steps, no CTA shape forced), 0 never,
-                    // 1 wherever it applies (head_dim 128; stages and fast as above), 2 the same
-                    // with Q from shared memory (head_dim 64 and 128; chosen at 64)
-  int merge = -1;   // a CTA per split (16-row warps): -1 chosen (0), 0 the merge kernel, 1 the last
-                    // CTA of a (tokens, KV head) to finish merges its rows (merge_row, no
-                    // kernel); 2 the shared-split CTAs of a row as one cluster, merging
-                    // through distributed shared memory (≤ 8 splits, else 0; measured slower,
-                    // so not chosen); every way
-                    // merge_row's chain, the same bits
-  int shared = -1;  // the shared-split CTA (attention_tc_shared.cu: 4 warps share each KV
-                    // split, a tile each; ≤ 16 rows): -1 chosen (decode-like steps when no CTA
-                    // shape is forced), 0 never, 1 every step whose tokens' heads fit 16 rows
-};
-bool attention_tc_supported(int32_t head_dim, int32_t n_rep);
-size_t attention_tc_scratch_floats(const AttentionArgs& a, int n_seqs, const TcSchedule& s);
-cudaError_t launch_attention_tc(const AttentionArgs& a, int n_seqs, float* scratch,
-                                const TcSchedule& s, cudaStream_t stream);
-// The decode schedule itself (attention_tc_decode.cu; launch_attention_tc picks it): whether
-// it can run `a` (n_rep ≤ 16, partials within its scratch limit) and the launch (s.split:
-// -1 chosen, 0 every split of a row in one warp, 1 a warp a split; s.decode_ring,
-// s.decode_copy and s.decode_chunk as TcSchedule says; the other fields are not read).
-bool attention_tc_decode_applies(const AttentionArgs& a);
-// The warpgroup schedule itself (attention_wg.cu; launch_attention_tc picks it): attention_tc's
-// CTA of 4 warps × 16 rows (tq tokens, a ring of `stages` K/V tiles: 2 or 3, the fast path)
-// with the products on wgmma; the same bits.
-// q_smem: Q's fragments from shared memory (the wgmma SS form) instead of registers.
-bool attention_wg_supported(int32_t head_dim, int32_t n_rep, bool q_smem);
-cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, int stages, bool fast, bool q_smem,
-                                float* scratch, bool split, cudaStream_t stream);
-bool attention_tc_decode_schedule_supported(const TcSchedule& s);  // ring, copy, chunk
+// ---- attention_tc.cu, attention_tc_decode*.cu, attention_tc_shared.cu, attention_wg.cu ----
+// The tensor-core kernels over a bf16 cache (a.k_bf16/v_bf16): head_dim 16, 32, 64 or 128 and
+// n_heads / n_kv_heads ≤ 64 (attention_tc_supported, kernels/attention_plan.h). Same contract as
+// launch_attention (a row's bits depend only on its q, its position and the KV values), with its
+// own fixed grid: tiles of 64 positions, splits of 256 (attention_tc_common.cuh). Which kernel
+// runs a step, with which CTA and split placement, is the planner's (plan_attention); every
+// plan gives the same bits. scratch: plan.scratch_floats floats.
+AttentionStepShape attention_step_shape(const AttentionArgs& a, int n_seqs);
+cudaError_t launch_attention_tc(const AttentionArgs& a, const AttentionPlan& plan, float* scratch,
+                                cudaStream_t stream);
+// The kernels themselves (launch_attention_tc calls them for their plans):
+// the decode warps (plan.kernel kDecodeWarps: plan.transposed, ring and grid);
 cudaError_t launch_attention_tc_decode(const AttentionArgs& a, float* scratch,
-                                       const TcSchedule& s, cudaStream_t stream);
+                                       const AttentionPlan& plan, cudaStream_t stream);
+// the warpgroup CTA (attention_wg.cu): attention_tc's CTA of 4 warps × 16 rows (tq tokens, a
+// ring of 3 K/V tiles, the fast path; Q from shared memory at head_dim 64) with the products
+// on wgmma; head_dim 64 or 128. The same bits.
+cudaError_t launch_attention_wg(const AttentionArgs& a, int tq, float* scratch, bool split,
+                                cudaStream_t stream);
 
 // ---- kv_cache.cu ---------------------------------------------------------------------
 // cache_k/v [n_slots, row] bf16 ← round-to-nearest-even(k/v (n_tokens, row) fp32) at slots:

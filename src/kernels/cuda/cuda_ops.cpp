@@ -22,17 +22,11 @@
 #include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
-#include "kernels/cuda/weight_prefetch.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
 namespace detllm::kernels {
 namespace {
-
-// What CudaOptions::gemm_gemv = -1 runs: off. The bulk-copy GEMV (gemv.cu) gives the tiles' bits
-// on the H200 but is 0.5-0.85x the verified cuBLASLt plans at m = 1...16 (docs/cuda.md, "Small-m
-// GEMV", 2026-12-02), so the plans would win every bucket anyway.
-constexpr int kGemvDefault = cuda::kGemvOff;
 
 void cuda_check(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
@@ -96,30 +90,15 @@ class CudaOps final : public Ops {
       : device_(options.device),
         mode_(options.mode),
         force_attention_split_(options.attention_split_blocks),
-        tc_schedule_{options.attention_split_blocks, options.attention_tc_warps,
-                     options.attention_tc_decode, options.attention_tc_decode_ring,
-                     options.attention_tc_decode_copy, options.attention_tc_decode_chunk,
-                     options.attention_tc_m_tiles, options.attention_tc_stages,
-                     options.attention_tc_streams, options.attention_tc_fast,
-                     options.attention_tc_wgmma, options.attention_tc_merge,
-                     options.attention_tc_shared},
-        attention_layout_dependent_(options.attention_tc_layout_dependent),
+        attention_force_{options.attention_kernel, options.attention_split_blocks},
         kv_dtype_(options.kv_dtype),
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
-        gemv_(options.gemm_fixed_tile || options.gemm_variant >= 0 ? cuda::kGemvOff
-              : options.gemm_gemv == -1                            ? kGemvDefault
-                                                                   : options.gemm_gemv),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
-    check(options.gemm_gemv >= -1 && options.gemm_gemv <= cuda::kGemvConfigs,
-          "CUDA backend: gemm_gemv {} unsupported (-1 default, 0 off, 1…{} a configuration)",
-          options.gemm_gemv, cuda::kGemvConfigs);
-    check(cuda::attention_tc_decode_schedule_supported(tc_schedule_),
-          "CUDA backend: attention_tc_decode_ring {} / copy {} / chunk {} unsupported (ring 0, "
-          "2, 3, 4 or 6; copy 0-2; chunk 0-4; chunks 2-4: ring 0, 3, 4 or 6 and copy 0 or 2)",
-          options.attention_tc_decode_ring, options.attention_tc_decode_copy,
-          options.attention_tc_decode_chunk);
+    check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
+          "CUDA backend: attention_kernel {} unsupported (-1 chosen, 0…{} a kernel)",
+          options.attention_kernel, kAttentionKernels - 1);
     const int n = cuda_device_count();
     check(n > 0,
           "CUDA backend: no CUDA device is visible (driver missing or no GPU); use the "
@@ -134,14 +113,6 @@ class CudaOps final : public Ops {
           device_, prop.name, prop.major, prop.minor);
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     sm_count_ = prop.multiProcessorCount;
-    check(options.weight_prefetch.bytes >= -1 && options.weight_prefetch.max_m >= 0,
-          "CUDA backend: weight_prefetch bytes {} / max_m {} unsupported (bytes: -1 a share "
-          "of the L2, 0 off, > 0 a budget; max_m >= 0)",
-          options.weight_prefetch.bytes, options.weight_prefetch.max_m);
-    prefetch_bytes_ = options.weight_prefetch.bytes == -1
-                          ? static_cast<int64_t>(kWeightPrefetchL2Share * prop.l2CacheSize)
-                          : options.weight_prefetch.bytes;
-    prefetch_max_m_ = options.weight_prefetch.max_m;
     pdl_mode_ = options.programmatic_launch;
     check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
           "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
@@ -162,8 +133,7 @@ class CudaOps final : public Ops {
         [this] {
           return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
                                           attn_.base(), rope_dev_.base(), y_part_.base()};
-        },
-        [this] { cuda_check(prefetcher_.join(stream_), "weight prefetch (join)"); });
+        });
   }
 
   ~CudaOps() override {
@@ -228,7 +198,6 @@ class CudaOps final : public Ops {
   void free_bytes(void* p) override {
     if (p == nullptr) return;
     cudaStreamSynchronize(stream_);  // no throw from destructors; errors show at the next call
-    prefetcher_.synchronize();       // no prefetch still reads it
     cudaFree(p);
   }
   void upload(void* dst, const void* src_host, size_t n_bytes) override {
@@ -292,7 +261,7 @@ class CudaOps final : public Ops {
       cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
       return gemm_bf16(xb, m, w, bias, y);
     }
-    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y, pdl(m)), "invariant gemm");
+    cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
   }
 
   // ---- the fused ops (fused.cu; GEMM inputs in bf16) --------------------------------
@@ -393,8 +362,8 @@ class CudaOps final : public Ops {
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     cuda_check(cuda::launch_gemm_invariant_bf16(xb, m, wd, w.rows, w.cols, bias, y, s,
-                                                gemm_variant_, gemm_splits_override_, gemv_,
-                                                stream_, pdl(m)),
+                                                gemm_variant_, gemm_splits_override_,
+                                                stream_),
                "invariant gemm (bf16 input)");
   }
 
@@ -438,10 +407,9 @@ class CudaOps final : public Ops {
     return lt_gemm_ ? &lt_gemm_->plan_file_stats() : nullptr;
   }
 
-  // The invariant GEMM kernel (gemm.cu) with this object's scratch. pdl: a gemv stream schedule
-  // launched with programmatic dependent launch (the step's; the plans' timing runs without).
+  // The invariant GEMM kernel (gemm.cu) with this object's scratch.
   cudaError_t run_invariant_kernel(const float* x, int32_t m, const uint16_t* w, int64_t n,
-                                   int64_t k, const float* bias, float* y, bool pdl = false) {
+                                   int64_t k, const float* bias, float* y) {
     const cuda::GemmScratchNeed need =
         cuda::gemm_scratch_need(m, n, k, gemm_variant_, gemm_splits_override_);
     cuda::GemmScratch s;
@@ -449,7 +417,7 @@ class CudaOps final : public Ops {
     s.partials = static_cast<float*>(partials_.get(need.partials, stream_));
     s.counters = static_cast<int32_t*>(counters_.get(need.counters, stream_));
     return cuda::launch_gemm_invariant(x, m, w, n, k, bias, y, s, gemm_variant_,
-                                       gemm_splits_override_, gemv_, stream_, pdl);
+                                       gemm_splits_override_, stream_);
   }
 
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
@@ -479,14 +447,6 @@ class CudaOps final : public Ops {
       rope_host_ = table.inv_freq;
     }
     return static_cast<const float*>(rope_dev_.get(0, stream_));
-  }
-
-  void prefetch_weights(const WeightMatrix& w, int32_t m) override {
-    if (prefetch_bytes_ == 0 || m > prefetch_max_m_ || w.data == nullptr) return;
-    const int64_t pitch = w.cols * static_cast<int64_t>(dtype_size(w.dtype));
-    if (pitch % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return;
-    const cuda::PrefetchPlan plan = cuda::plan_weight_prefetch(w.rows, pitch, prefetch_bytes_);
-    cuda_check(prefetcher_.issue(stream_, w.data, pitch, plan), "weight prefetch");
   }
 
   void kv_append(const float* k, const float* v, const StepBatch& batch,
@@ -522,12 +482,11 @@ class CudaOps final : public Ops {
     cuda::AttentionArgs a;
     a.q = q;
     if (cache.dtype == DType::kBF16) {
-      check(cuda::attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
+      check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with a bf16 KV cache: head_dim {} and {} query heads per KV head "
             "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head); use "
             "--kv-dtype fp32",
             cache.head_dim, n_heads / cache.n_kv_heads);
-      a.tc_layout_dependent = attention_layout_dependent_;
       a.k_bf16 = static_cast<const uint16_t*>(cache.k);
       a.v_bf16 = static_cast<const uint16_t*>(cache.v);
     } else {
@@ -552,10 +511,11 @@ class CudaOps final : public Ops {
     a.n_blocks = cache.n_blocks;
     a.scale = scale;
     if (cache.dtype == DType::kBF16) {
-      float* scratch = static_cast<float*>(
-          attn_.get(sizeof(float) * cuda::attention_tc_scratch_floats(a, batch.n_seqs, tc_schedule_),
-                    stream_));
-      cuda_check(cuda::launch_attention_tc(a, batch.n_seqs, scratch, tc_schedule_, stream_),
+      const AttentionPlan plan =
+          plan_attention(cuda::attention_step_shape(a, batch.n_seqs), attention_force_);
+      float* scratch =
+          static_cast<float*>(attn_.get(sizeof(float) * plan.scratch_floats, stream_));
+      cuda_check(cuda::launch_attention_tc(a, plan, scratch, stream_),
                  "attention (tensor cores, bf16 KV)");
       return;
     }
@@ -638,21 +598,16 @@ class CudaOps final : public Ops {
   NumericsMode mode_;
   NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
-  cuda::TcSchedule tc_schedule_;  // the tensor-core attention's schedule (any gives the same bits)
-  bool attention_layout_dependent_;
+  AttentionForce attention_force_;  // the planner's overrides (any plan gives the same bits)
   DType kv_dtype_;
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
   int gemm_splits_override_;
-  int gemv_;  // launch_gemm_invariant's gemv argument (kGemvOff with a forced tile)
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
-  cuda::WeightPrefetcher prefetcher_;  // the next GEMM's weights into the L2 (prefetch_weights)
-  int64_t prefetch_bytes_ = 0;
-  int32_t prefetch_max_m_ = 0;
   int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
   // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
   static constexpr int32_t kPdlMaxRows = 4;

@@ -416,8 +416,7 @@ namespace {
 // x is fp32 (x_bf16 false: rounded here, or while loading fragments at small m) or bf16.
 cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w, int64_t n,
                         int64_t k, const float* bias, float* y, const GemmScratch& scratch,
-                        int variant, int splits_override, int gemv, cudaStream_t stream,
-                        bool pdl) {
+                        int variant, int splits_override, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (!gemm_shape_supported(n, k)) return cudaErrorInvalidValue;
   GemmParams p{};
@@ -430,11 +429,6 @@ cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w
   p.n = static_cast<int32_t>(n);
   p.k = static_cast<int32_t>(k);
   p.splits = gemm_effective_splits(n, k, splits_override);
-  // Small m, unsplit: the GEMV schedule (gemv.cu), the same chain per element.
-  const int gemv_config = gemv == kGemvAuto ? -1 : gemv - 1;
-  if (gemv != kGemvOff && variant < 0 && p.splits == 1 &&
-      gemv_supported(m, n, k, gemv_config, x_bf16))
-    return launch_gemv(x, x_bf16, m, w, n, k, bias, y, gemv_config, pdl, stream);
   const Plan plan = plan_for(m, n, variant, p.splits);
   // Without split scratch the splits run inside the blocks: same bits, fewer blocks.
   const bool split_blocks = plan.split_blocks && scratch.partials && scratch.counters;
@@ -463,17 +457,15 @@ cudaError_t launch_gemm(const void* x, bool x_bf16, int32_t m, const uint16_t* w
 cudaError_t launch_gemm_invariant(const float* x, int32_t m, const uint16_t* w, int64_t n,
                                   int64_t k, const float* bias, float* y,
                                   const GemmScratch& scratch, int variant, int splits_override,
-                                  int gemv, cudaStream_t stream, bool pdl) {
-  return launch_gemm(x, false, m, w, n, k, bias, y, scratch, variant, splits_override, gemv,
-                     stream, pdl);
+                                  cudaStream_t stream) {
+  return launch_gemm(x, false, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
 }
 
 cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint16_t* w, int64_t n,
                                        int64_t k, const float* bias, float* y,
                                        const GemmScratch& scratch, int variant, int splits_override,
-                                       int gemv, cudaStream_t stream, bool pdl) {
-  return launch_gemm(x, true, m, w, n, k, bias, y, scratch, variant, splits_override, gemv,
-                     stream, pdl);
+                                       cudaStream_t stream) {
+  return launch_gemm(x, true, m, w, n, k, bias, y, scratch, variant, splits_override, stream);
 }
 
 }  // namespace detllm::kernels::cuda

@@ -1,4 +1,4 @@
-// The PTX the tensor-core kernels share (gemm.cu, gemv.cu, the attention_tc*.cu schedules):
+// The PTX the tensor-core kernels share (gemm.cu, the attention_tc*.cu schedules):
 // shared-memory addresses, cp.async copies, ldmatrix, the bf16 m16n8k16 MMA and the bf16 pair
 // rounding. One definition each, so every kernel issues the same instruction for the same
 // arithmetic (the GEMM's bits rest on all its schedules running the same MMA on the same

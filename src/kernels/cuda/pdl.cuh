@@ -4,8 +4,7 @@
 // kernel launched through launch_pdl: pdl_wait() comes before its first access to global memory
 // (read or write): it returns once the previous kernel has completed and its writes are
 // visible, so the ordering — and every bit — is that of a plain launch. One exception: the
-// weights, which no kernel of a step writes, may be read before it (gemv_stream.cu fills its
-// ring with them): a PDL kernel starts only once the kernel before it has passed its own
+// weights, which no kernel of a step writes, may be read before it: a PDL kernel starts only once the kernel before it has passed its own
 // pdl_wait(), so every kernel two back — a weight update's included, which a step's embedding
 // gather always follows — has completed. pdl_release() lets the
 // next PDL kernel be scheduled once every CTA of this one has called it (or exited); placed

@@ -2,7 +2,7 @@
 // The normal product is the row-layout decode warp's (A = X, 8 query rows and 8 zero rows; B =
 // Yᵀ, 8 positions an n8 tile), the exchanged one the transposed warp's (A = Y, 16 positions;
 // B = Xᵀ); each element of the 8 × 16 block compared bit for bit.
-#include "kernels/cuda/mma_swap_check.h"
+#include "cuda/mma_swap_check.h"
 
 #include <cuda_bf16.h>
 
