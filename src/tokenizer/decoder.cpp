@@ -138,4 +138,31 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
   return unicode::utf8_lossy(text);
 }
 
+std::string Decoder::token_bytes(std::string_view token) const {
+  std::string t(token);
+  if (steps_.empty()) return " " + t;  // no decoder: tokens are joined with spaces
+  for (const DecoderStep& step : steps_) {
+    switch (step.kind) {
+      case DecoderStep::Kind::kByteLevel: {
+        std::string bytes;
+        if (byte_level::decode_token(t, bytes)) t = std::move(bytes);
+        break;
+      }
+      case DecoderStep::Kind::kByteFallback:
+        if (const auto b = byte_fallback_value(t)) t.assign(1, static_cast<char>(*b));
+        break;
+      case DecoderStep::Kind::kReplace:
+        t = replace_all(t, step.pattern, step.content);
+        break;
+      case DecoderStep::Kind::kMetaspace:
+        t = replace_all(t, step.replacement, " ");
+        break;
+      case DecoderStep::Kind::kFuse:
+      case DecoderStep::Kind::kStrip:
+        break;
+    }
+  }
+  return t;
+}
+
 }  // namespace detllm

@@ -34,6 +34,10 @@ class Decoder {
   bool has_byte_fallback() const;
   // Decodes token strings to valid UTF-8 text.
   std::string decode(std::vector<std::string> tokens) const;
+  // The bytes one token string adds to a text in which it is not the first token, before any
+  // UTF-8 repair (a byte-level or <0xNN> token may be part of a code point): what a grammar
+  // engine matches. Strip steps (which act on the text's first token only) are not applied.
+  std::string token_bytes(std::string_view token) const;
 
  private:
   std::vector<DecoderStep> steps_;

@@ -238,6 +238,13 @@ bool Tokenizer::is_special(int32_t id) const {
   return impl_->special_ids.count(id) != 0;
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const Impl& m = *impl_;
+  if (const auto it = m.added_by_id.find(id); it != m.added_by_id.end()) return it->second;
+  const std::string* s = m.model.id_to_token(id);
+  return s == nullptr ? std::string() : m.decoder.token_bytes(*s);
+}
+
 // --- StreamDecoder -------------------------------------------------------------------------
 
 namespace {

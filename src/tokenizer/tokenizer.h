@@ -54,6 +54,10 @@ class Tokenizer {
   // detllm::Error for an id no token has.
   std::string id_to_token(int32_t id) const;
   bool is_special(int32_t id) const;
+  // The bytes token `id` adds to decoded text when it is not the first token, without UTF-8
+  // repair (Decoder::token_bytes); an added token's content as written. "" for an id no token
+  // has. For grammar engines, which match bytes (src/structured/).
+  std::string token_bytes(int32_t id) const;
   // The chat template (Jinja source) from tokenizer_config.json or GGUF; "" if none.
   const std::string& chat_template() const;
   const std::string& name() const;
