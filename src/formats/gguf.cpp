@@ -553,7 +553,8 @@ DType loadable_dtype(const GgufTensorInfo& t, const std::string& path) {
   if (!dt) {
     throw_error(
         "{}: tensor '{}' has GGML type {}, which detllm cannot load (supported: F32, F16, "
-        "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); re-quantize the model to one of these",
+        "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); "
+        "re-quantize the model to one of these",
         path, t.name, ggml_type_name(t.type));
   }
   return *dt;
