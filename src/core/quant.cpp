@@ -61,11 +61,15 @@ void dequant_q8_0(const uint8_t* b, float* y) {
 // elements, each with a 6-bit scale and a 6-bit min packed into scales[12] (k_scale_min).
 // qs is four 32-byte groups; group g holds sub-block 2g in its low nibbles and 2g + 1 in its
 // high nibbles. x = (d * scale) * q - (dmin * min).
-void dequant_q4_k(const uint8_t* b, float* y) {
+// Q5_K super-block (176 B): d:f16 | dmin:f16 | scales[12] | qh[32] | qs[128]. Scales, mins and
+// the low four bits as Q4_K; the fifth bit of sub-block s's element l is bit s of qh[l].
+template <bool kFifthBit>
+void dequant_q45_k(const uint8_t* b, float* y) {
   const float d = read_f16(b);
   const float dmin = read_f16(b + 2);
   const uint8_t* sc = b + 4;
-  const uint8_t* qs = b + 16;
+  const uint8_t* qh = b + 16;  // Q5_K only
+  const uint8_t* qs = b + (kFifthBit ? 48 : 16);
   for (int s = 0; s < 8; ++s) {
     int scale, min;
     k_scale_min(sc, s, &scale, &min);
@@ -74,7 +78,9 @@ void dequant_q4_k(const uint8_t* b, float* y) {
     const uint8_t* q = qs + 32 * (s / 2);
     const int shift = (s % 2) * 4;
     for (int l = 0; l < 32; ++l) {
-      y[32 * s + l] = d1 * static_cast<float>((q[l] >> shift) & 0x0F) - m1;
+      int v = (q[l] >> shift) & 0x0F;
+      if constexpr (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
+      y[32 * s + l] = d1 * static_cast<float>(v) - m1;
     }
   }
 }
@@ -179,29 +185,6 @@ void dequant_q3_k(const uint8_t* b, float* y) {
     const int q = ((qs[32 * h + l] >> (2 * j)) & 3) - (((hm[l] >> (4 * h + j)) & 1) != 0 ? 0 : 4);
     const float dl = d * static_cast<float>(q3_k_scale(sc, e / 16));
     y[e] = dl * static_cast<float>(q);
-  }
-}
-
-// Q5_K super-block (176 B): d:f16 | dmin:f16 | scales[12] | qh[32] | qs[128]. Scales, mins and
-// the low four bits as Q4_K; the fifth bit of sub-block s's element l is bit s of qh[l].
-// x = (d * scale) * q - (dmin * min).
-void dequant_q5_k(const uint8_t* b, float* y) {
-  const float d = read_f16(b);
-  const float dmin = read_f16(b + 2);
-  const uint8_t* sc = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
-  for (int s = 0; s < 8; ++s) {
-    int scale, min;
-    k_scale_min(sc, s, &scale, &min);
-    const float d1 = d * static_cast<float>(scale);
-    const float m1 = dmin * static_cast<float>(min);
-    const uint8_t* q = qs + 32 * (s / 2);
-    const int shift = (s % 2) * 4;
-    for (int l = 0; l < 32; ++l) {
-      const int v = ((q[l] >> shift) & 0x0F) | (((qh[l] >> s) & 1) << 4);
-      y[32 * s + l] = d1 * static_cast<float>(v) - m1;
-    }
   }
 }
 
@@ -321,7 +304,7 @@ void dequantize_row(DType t, const uint8_t* src, float* dst, int64_t n) {
     case DType::kQ8_0:
       return dequant_blocks<dequant_q8_0>(t, src, dst, n);
     case DType::kQ4_K:
-      return dequant_blocks<dequant_q4_k>(t, src, dst, n);
+      return dequant_blocks<dequant_q45_k<false>>(t, src, dst, n);
     case DType::kQ6_K:
       return dequant_blocks<dequant_q6_k>(t, src, dst, n);
     case DType::kQ5_0:
@@ -335,7 +318,7 @@ void dequantize_row(DType t, const uint8_t* src, float* dst, int64_t n) {
     case DType::kQ3_K:
       return dequant_blocks<dequant_q3_k>(t, src, dst, n);
     case DType::kQ5_K:
-      return dequant_blocks<dequant_q5_k>(t, src, dst, n);
+      return dequant_blocks<dequant_q45_k<true>>(t, src, dst, n);
     case DType::kIQ4_XS:
       return dequant_blocks<dequant_iq4_xs>(t, src, dst, n);
   }

@@ -72,30 +72,6 @@ inline void decode_block_q8_0(const uint8_t* b, float* y) {
   }
 }
 
-// Q4_K super-block (144 B) -> y[0..256): (d * scale) * q - (dmin * min), per sub-block of 32.
-inline void decode_block_q4_k(const uint8_t* b, float* y) {
-  const float d = load_f16_scalar(b);
-  const float dmin = load_f16_scalar(b + 2);
-  const uint8_t* sc = b + 4;
-  const uint8_t* qs = b + 16;
-  const __m256i mask = _mm256_set1_epi32(0x0F);
-  for (int s = 0; s < 8; ++s) {
-    int scale, min;
-    k_scale_min(sc, s, &scale, &min);
-    const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(scale));
-    const __m256 m1 = _mm256_set1_ps(dmin * static_cast<float>(min));
-    const uint8_t* q = qs + 32 * (s / 2);
-    const int shift = (s % 2) * 4;
-    for (int g = 0; g < 4; ++g) {
-      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g));
-      const __m256i qi =
-          _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(q8), shift), mask);
-      _mm256_storeu_ps(y + 32 * s + 8 * g,  // d1 * q exact: one FMA rounds as the sub
-                       _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(qi), m1));
-    }
-  }
-}
-
 // Q6_K super-block (210 B) -> y[0..256): (d * scale) * (q - 32).
 inline void decode_block_q6_k(const uint8_t* b, float* y) {
   const float d = load_f16_scalar(b + 208);
@@ -259,14 +235,16 @@ inline void decode_block_q3_k(const uint8_t* b, float* y) {
       }
 }
 
-// Q5_K super-block (176 B) -> y[0..256): (d * scale) * q - (dmin * min), per sub-block of 32,
-// q = Q4_K's nibble | bit s of qh[l] << 4 (d * scale * q exact: one FMA as the scalar's sub).
-inline void decode_block_q5_k(const uint8_t* b, float* y) {
+// Q4_K (144 B) and Q5_K (176 B) super-blocks -> y[0..256): (d * scale) * q - (dmin * min), per
+// sub-block of 32 (k_scale_min), q = the nibble of qs (Q5_K: | bit s of qh[l] << 4). d * scale
+// * q is exact: one FMA rounds as the scalar's sub.
+template <bool kFifthBit>
+inline void decode_block_q45_k(const uint8_t* b, float* y) {
   const float d = load_f16_scalar(b);
   const float dmin = load_f16_scalar(b + 2);
   const uint8_t* sc = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  const uint8_t* qh = b + 16;                     // Q5_K only
+  const uint8_t* qs = b + (kFifthBit ? 48 : 16);
   const __m256i mask = _mm256_set1_epi32(0x0F);
   const __m256i one = _mm256_set1_epi32(1);
   for (int s = 0; s < 8; ++s) {
@@ -277,11 +255,13 @@ inline void decode_block_q5_k(const uint8_t* b, float* y) {
     const uint8_t* q = qs + 32 * (s / 2);
     const int shift = (s % 2) * 4;
     for (int g = 0; g < 4; ++g) {
-      const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(load8_u8(q + 8 * g), shift), mask);
-      const __m256i hi = _mm256_slli_epi32(
-          _mm256_and_si256(_mm256_srli_epi32(load8_u8(qh + 8 * g), s), one), 4);
-      _mm256_storeu_ps(y + 32 * s + 8 * g,
-                       _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(_mm256_or_si256(lo, hi)), m1));
+      __m256i v = _mm256_and_si256(_mm256_srli_epi32(load8_u8(q + 8 * g), shift), mask);
+      if constexpr (kFifthBit) {
+        v = _mm256_or_si256(v, _mm256_slli_epi32(
+                                   _mm256_and_si256(_mm256_srli_epi32(load8_u8(qh + 8 * g), s), one),
+                                   4));
+      }
+      _mm256_storeu_ps(y + 32 * s + 8 * g, _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(v), m1));
     }
   }
 }
@@ -329,7 +309,7 @@ inline void decode_row(DType t, const uint8_t* src, float* y, int64_t n) {
       for (int64_t i = 0; i < n_blocks; ++i) decode_block_q8_0(src + i * bb, y + i * be);
       return;
     case DType::kQ4_K:
-      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q4_k(src + i * bb, y + i * be);
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q45_k<false>(src + i * bb, y + i * be);
       return;
     case DType::kQ6_K:
       for (int64_t i = 0; i < n_blocks; ++i) decode_block_q6_k(src + i * bb, y + i * be);
@@ -350,7 +330,7 @@ inline void decode_row(DType t, const uint8_t* src, float* y, int64_t n) {
       for (int64_t i = 0; i < n_blocks; ++i) decode_block_q3_k(src + i * bb, y + i * be);
       return;
     case DType::kQ5_K:
-      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q5_k(src + i * bb, y + i * be);
+      for (int64_t i = 0; i < n_blocks; ++i) decode_block_q45_k<true>(src + i * bb, y + i * be);
       return;
     case DType::kIQ4_XS:
       for (int64_t i = 0; i < n_blocks; ++i) decode_block_iq4_xs(src + i * bb, y + i * be);
