@@ -107,12 +107,13 @@ RequestStatus Engine::status(RequestId id) const {
 
 bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
-  const StepPlan plan = schedule_step();
+  StepPlan plan = schedule_step();
   if (plan.empty()) return false;
   const StepClass cls = step_class(plan);
+  plan.numerics = cls.numerics;
   count_step(plan, cls);
   if (step_observer_) observe_step(plan);
-  runner_.run(plan, cls.numerics, cls.fixed_shape);  // the logits stay in backend memory
+  runner_.run(plan, cls.fixed_shape);  // the logits stay in backend memory
   scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();

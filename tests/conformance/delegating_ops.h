@@ -30,8 +30,8 @@ class DelegatingOps : public kernels::Ops {
     inner_->rmsnorm(x, w, n, dim, eps, out);
   }
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
   }
   void prefetch_weights(const kernels::WeightMatrix& w, int32_t m) override {
     inner_->prefetch_weights(w, m);
