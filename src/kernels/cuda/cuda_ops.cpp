@@ -589,7 +589,7 @@ class CudaOps final : public Ops {
                    SampleRowResult* out) override {
     check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
     if (rows == 0) return;
-    for (int32_t r = 0; r < rows; ++r) sampling_params_of(params[r]).validate();
+    for (int32_t r = 0; r < rows; ++r) params[r].validate();
     const size_t params_bytes = sizeof(SampleRowParams) * static_cast<size_t>(rows);
     const size_t results_offset = (params_bytes + 255) / 256 * 256;
     const size_t results_bytes = sizeof(SampleRowResult) * static_cast<size_t>(rows);
