@@ -1,8 +1,9 @@
-// Weights kept in GGUF block types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) on the CPU backend, bit for
-// bit: the AVX2 block decoders equal core/quant.h's scalar ones on random bytes (every scale
-// bit pattern, NaN and subnormal halves included); matmul and embedding on block weights equal
-// the same ops on the dequantized fp32 weights for m = 1…130 rows, every row index and 1–4
-// threads; the reference backend agrees with itself the same way; ragged rows are refused.
+// Weights kept in GGUF block types (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS) on the CPU backend, bit for bit: the AVX2 block decoders equal core/quant.h's
+// scalar ones on random bytes (every scale bit pattern, NaN and subnormal halves included);
+// matmul and embedding on block weights equal the same ops on the dequantized fp32 weights for
+// m = 1…130 rows, every row index and 1–4 threads; the reference backend agrees with itself the
+// same way; ragged rows are refused.
 // Run: build/tests/test_kernels --gtest_filter='Quant*'.
 #include <gtest/gtest.h>
 
