@@ -2,7 +2,7 @@
 // weights generated on the GPU, decode steps at the given batch sizes (context 512 by default),
 // run eagerly through ProfilingOps (kernels/profiling_ops.h: a sync around every op) on
 //   invariant  an invariant backend (verified cuBLASLt plans), as deterministic steps run;
-//   switched   the same backend switched to fast numerics (Ops::set_gemm_numerics), as the steps
+//   switched   the same backend running fast numerics (StepBatch::numerics), as the steps
 //              of non-deterministic requests run under mixed traffic (docs/modes.md);
 //   fast       a fast backend (CudaOptions::mode = fast), as the `fast` mode runs.
 // Prints, per batch, ms per step of every op and shape in the three and the ratio invariant ÷
@@ -50,11 +50,14 @@ struct Profile {
 };
 
 // Profiles `steps` eager decode steps (after one warm-up) of `model` (built on `prof`), then
-// times the same step replayed from a graph with device sampling on the unwrapped `ops`.
+// times the same step replayed from a graph with device sampling on the unwrapped `ops`; every
+// GEMM with `numerics`.
 Profile profile_step(ProfilingOps& prof, const LlamaModel& model, const LlamaModel& plain, Ops& ops,
-                     const ModelConfig& c, int batch, int context, int prefill, int steps) {
+                     const ModelConfig& c, int batch, int context, int prefill, int steps,
+                     NumericsMode numerics) {
   Profile p;
   DecodeStep step(ops, c, batch, context, prefill);
+  step.set_numerics(numerics);
   const std::span<const int32_t> rows = step.logit_rows();
   (void)model.forward(step.tokens(), step.batch(), rows, step.kv(), GraphMode::kOff);
   prof.reset();
@@ -176,14 +179,14 @@ int main(int argc, char** argv) {
       for (int sw = 0; sw < 2; ++sw) {
         const NumericsMode n = sw == 0 ? NumericsMode::kInvariant : NumericsMode::kFast;
         Side& sd = sides[0];
-        sd.ops->set_gemm_numerics(n);
-        p[sw] = profile_step(*sd.prof, *sd.model, *sd.plain, *sd.ops, c, b, context, prefill, steps);
+        p[sw] = profile_step(*sd.prof, *sd.model, *sd.plain, *sd.ops, c, b, context, prefill, steps,
+                             n);
         progress("batch {}: {} {:.2f} ms profiled, {:.2f} ms graph + sampling", b,
                  sw == 0 ? "invariant" : "switched", total_ms(p[sw]), p[sw].graph_sampled_ms);
       }
-      sides[0].ops->set_gemm_numerics(NumericsMode::kInvariant);
       Side& fs = sides[1];
-      p[2] = profile_step(*fs.prof, *fs.model, *fs.plain, *fs.ops, c, b, context, prefill, steps);
+      p[2] = profile_step(*fs.prof, *fs.model, *fs.plain, *fs.ops, c, b, context, prefill, steps,
+                          NumericsMode::kInvariant);
       progress("batch {}: fast {:.2f} ms profiled, {:.2f} ms graph + sampling", b, total_ms(p[2]),
                p[2].graph_sampled_ms);
       print_table(b, prefill, p[0], p[1], p[2], steps);

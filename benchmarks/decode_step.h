@@ -113,6 +113,8 @@ class DecodeStep {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
   }
   const StepBatch& batch() const { return batch_; }
+  // The step's GEMM numerics (StepBatch::numerics), kInvariant unless set.
+  void set_numerics(NumericsMode numerics) { batch_.numerics = numerics; }
   std::span<const int32_t> tokens() const { return tokens_; }
   KvStorage& kv() { return kv_; }
 

@@ -29,6 +29,10 @@ FLOORS = [
 ]
 FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 
+# Libraries of their own: outside its folder, a library's folder is included through its public
+# header only (src/jinja: the detllm_jinja target, CMakeLists.txt).
+PUBLIC_HEADERS = {"jinja": "jinja/jinja.h"}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -57,6 +61,11 @@ def main():
                 if troom not in FLOOR or troom == room:
                     continue  # same folder, or a file beside it ("decode_step.h")
                 edges[(room, troom)] = edges.get((room, troom), 0) + 1
+                if troom in PUBLIC_HEADERS and target != PUBLIC_HEADERS[troom]:
+                    line = text[:m.start()].count("\n") + 1
+                    errors.append(f"{os.path.relpath(path, ROOT)}:{line}: src/{room}/ includes "
+                                  f"\"{target}\"; outside src/{troom}/ include its public header "
+                                  f"\"{PUBLIC_HEADERS[troom]}\" only")
                 if FLOOR[troom] >= FLOOR[room]:
                     line = text[:m.start()].count("\n") + 1
                     how = "a higher floor" if FLOOR[troom] > FLOOR[room] else "its own floor"

@@ -40,16 +40,23 @@ def quant_blocks(rng, qtype, n_blocks):
     """Random blocks of `qtype`: every byte random except the f16 scales, which are finite."""
     _, type_size = gguf.GGML_QUANT_SIZES[qtype]
     b = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
-    if qtype in (QT.Q4_0, QT.Q8_0):
+    if qtype in (QT.Q4_0, QT.Q8_0, QT.Q5_0, QT.IQ4_NL):
         b[:, 0:2] = random_f16(rng, n_blocks)
-    elif qtype == QT.Q4_1:
+    elif qtype in (QT.Q4_1, QT.Q5_1):
         b[:, 0:2] = random_f16(rng, n_blocks)
         b[:, 2:4] = random_f16(rng, n_blocks)
-    elif qtype == QT.Q4_K:
+    elif qtype in (QT.Q4_K, QT.Q5_K, QT.IQ4_XS):
         b[:, 0:2] = random_f16(rng, n_blocks, -0.1, 0.1)
+        if qtype == QT.IQ4_XS:
+            return b  # bytes 2:4 are its scales' high bits
         b[:, 2:4] = random_f16(rng, n_blocks, -0.1, 0.1)
     elif qtype == QT.Q6_K:
         b[:, 208:210] = random_f16(rng, n_blocks, -0.1, 0.1)
+    elif qtype == QT.Q2_K:
+        b[:, 80:82] = random_f16(rng, n_blocks, -0.1, 0.1)
+        b[:, 82:84] = random_f16(rng, n_blocks, -0.1, 0.1)
+    elif qtype == QT.Q3_K:
+        b[:, 108:110] = random_f16(rng, n_blocks, -0.1, 0.1)
     return b
 
 
@@ -68,9 +75,11 @@ def write_quant_types():
     # bf16: every bit pattern, NaNs included (bf16 widening is a shift: exact).
     bf = np.arange(0, 65536, 64, dtype=np.uint16)
     w.add_tensor("t.bf16", bf.view(np.uint8), raw_dtype=QT.BF16)
-    # Quantized types: 4 rows of 256 (legacy, 8 blocks a row) or 512 (k-quants, 2 a row).
+    # Quantized types: 4 rows of 256 (blocks of 32, 8 a row) or 512 (k-quants and IQ4_XS,
+    # 2 a row). Types added later come after the first five, so those keep their bytes.
     for qtype, cols in ((QT.Q8_0, 256), (QT.Q4_0, 256), (QT.Q4_1, 256), (QT.Q4_K, 512),
-                        (QT.Q6_K, 512)):
+                        (QT.Q6_K, 512), (QT.Q5_0, 256), (QT.Q5_1, 256), (QT.IQ4_NL, 256),
+                        (QT.Q2_K, 512), (QT.Q3_K, 512), (QT.Q5_K, 512), (QT.IQ4_XS, 512)):
         block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
         rows = 4
         blocks = quant_blocks(rng, qtype, rows * cols // block_size)

@@ -10,7 +10,25 @@
 
 namespace detllm {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ4_0, kQ4_1, kQ8_0, kQ4_K, kQ6_K };
+// Append only: a value seeds its tensors' digest in the weights hash (model/model_loader.cpp),
+// so a type keeps its number and existing fingerprints stay as they are.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kQ4_0,
+  kQ4_1,
+  kQ8_0,
+  kQ4_K,
+  kQ6_K,
+  kQ5_0,
+  kQ5_1,
+  kIQ4_NL,
+  kQ2_K,
+  kQ3_K,
+  kQ5_K,
+  kIQ4_XS,
+};
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
@@ -22,6 +40,13 @@ inline std::string_view dtype_name(DType t) {
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_K: return "q4_k";
     case DType::kQ6_K: return "q6_k";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }
@@ -31,7 +56,8 @@ constexpr bool dtype_is_block(DType t) {
   return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
 }
 
-// Elements per block: 1 for f32/f16/bf16, 32 for the legacy quants, 256 for the k-quants.
+// Elements per block: 1 for f32/f16/bf16, 32 for the legacy quants and IQ4_NL, 256 for the
+// k-quants and IQ4_XS.
 constexpr int64_t dtype_block_elems(DType t) {
   switch (t) {
     case DType::kF32:
@@ -39,15 +65,26 @@ constexpr int64_t dtype_block_elems(DType t) {
     case DType::kBF16: return 1;
     case DType::kQ4_0:
     case DType::kQ4_1:
-    case DType::kQ8_0: return 32;
+    case DType::kQ8_0:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL: return 32;
     case DType::kQ4_K:
-    case DType::kQ6_K: return 256;
+    case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS: return 256;
   }
   return 1;
 }
 
 // Bytes per block (ggml's block structs: q4_0 = d | qs[16], q4_1 = d | m | qs[16],
-// q8_0 = d | qs[32], q4_K = d | dmin | scales[12] | qs[128], q6_K = ql | qh | scales | d).
+// q8_0 = d | qs[32], q5_0 = d | qh[4] | qs[16], q5_1 = d | m | qh[4] | qs[16],
+// iq4_nl = d | qs[16], q2_K = scales[16] | qs[64] | d | dmin,
+// q3_K = hmask[32] | qs[64] | scales[12] | d, q4_K = d | dmin | scales[12] | qs[128],
+// q5_K = d | dmin | scales[12] | qh[32] | qs[128], q6_K = ql | qh | scales | d,
+// iq4_xs = d | scales_h:u16 | scales_l[4] | qs[128]; d, dmin and m are f16).
 constexpr int64_t dtype_block_bytes(DType t) {
   switch (t) {
     case DType::kF32: return 4;
@@ -58,6 +95,13 @@ constexpr int64_t dtype_block_bytes(DType t) {
     case DType::kQ8_0: return 34;
     case DType::kQ4_K: return 144;
     case DType::kQ6_K: return 210;
+    case DType::kQ5_0: return 22;
+    case DType::kQ5_1: return 24;
+    case DType::kIQ4_NL: return 18;
+    case DType::kQ2_K: return 84;
+    case DType::kQ3_K: return 110;
+    case DType::kQ5_K: return 176;
+    case DType::kIQ4_XS: return 136;
   }
   return 0;
 }

@@ -58,33 +58,29 @@ void dequant_q8_0(const uint8_t* b, float* y) {
 }
 
 // Q4_K super-block (144 B): d:f16 | dmin:f16 | scales[12] | qs[128]. Eight sub-blocks of 32
-// elements, each with a 6-bit scale and a 6-bit min packed into scales[12]:
-//   sub-block s < 4: scale = scales[s] & 63,  min = scales[s + 4] & 63
-//   sub-block s >= 4: scale = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4
-//                     min   = (scales[s + 4] >> 4) | (scales[s]     >> 6) << 4
+// elements, each with a 6-bit scale and a 6-bit min packed into scales[12] (k_scale_min).
 // qs is four 32-byte groups; group g holds sub-block 2g in its low nibbles and 2g + 1 in its
 // high nibbles. x = (d * scale) * q - (dmin * min).
-void dequant_q4_k(const uint8_t* b, float* y) {
+// Q5_K super-block (176 B): d:f16 | dmin:f16 | scales[12] | qh[32] | qs[128]. Scales, mins and
+// the low four bits as Q4_K; the fifth bit of sub-block s's element l is bit s of qh[l].
+template <bool kFifthBit>
+void dequant_q45_k(const uint8_t* b, float* y) {
   const float d = read_f16(b);
   const float dmin = read_f16(b + 2);
   const uint8_t* sc = b + 4;
-  const uint8_t* qs = b + 16;
+  const uint8_t* qh = b + 16;  // Q5_K only
+  const uint8_t* qs = b + (kFifthBit ? 48 : 16);
   for (int s = 0; s < 8; ++s) {
-    int scale;
-    int min;
-    if (s < 4) {
-      scale = sc[s] & 63;
-      min = sc[s + 4] & 63;
-    } else {
-      scale = (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
-      min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-    }
+    int scale, min;
+    k_scale_min(sc, s, &scale, &min);
     const float d1 = d * static_cast<float>(scale);
     const float m1 = dmin * static_cast<float>(min);
     const uint8_t* q = qs + 32 * (s / 2);
     const int shift = (s % 2) * 4;
     for (int l = 0; l < 32; ++l) {
-      y[32 * s + l] = d1 * static_cast<float>((q[l] >> shift) & 0x0F) - m1;
+      int v = (q[l] >> shift) & 0x0F;
+      if constexpr (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
+      y[32 * s + l] = d1 * static_cast<float>(v) - m1;
     }
   }
 }
@@ -113,6 +109,100 @@ void dequant_q6_k(const uint8_t* b, float* y) {
       out[l + 32] = (d * static_cast<float>(scales[is + 2])) * static_cast<float>(q2);
       out[l + 64] = (d * static_cast<float>(scales[is + 4])) * static_cast<float>(q3);
       out[l + 96] = (d * static_cast<float>(scales[is + 6])) * static_cast<float>(q4);
+    }
+  }
+}
+
+// Q5_0 block (22 B): d:f16 | qh:u32 | qs[16]. Element j < 16 is the low nibble of qs[j] with
+// bit j of qh as its fifth bit; element j + 16 the high nibble with bit j + 16; x = (q - 16) * d.
+void dequant_q5_0(const uint8_t* b, float* y) {
+  const float d = read_f16(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = d * static_cast<float>(lo - 16);
+    y[j + 16] = d * static_cast<float>(hi - 16);
+  }
+}
+
+// Q5_1 block (24 B): d:f16 | m:f16 | qh:u32 | qs[16]; 5-bit q as Q5_0; x = d * q + m.
+void dequant_q5_1(const uint8_t* b, float* y) {
+  const float d = read_f16(b);
+  const float m = read_f16(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = d * static_cast<float>(lo) + m;
+    y[j + 16] = d * static_cast<float>(hi) + m;
+  }
+}
+
+// IQ4_NL block (18 B): d:f16 | qs[16]; nibbles as Q4_0 index the non-linear table
+// kIq4nlValues; x = d * value.
+void dequant_iq4_nl(const uint8_t* b, float* y) {
+  const float d = read_f16(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIq4nlValues[qs[j] & 0x0F]);
+    y[j + 16] = d * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+  }
+}
+
+// Q2_K super-block (84 B): scales[16] | qs[64] | d:f16 | dmin:f16. Sixteen sub-blocks of 16;
+// sub-block s has scale scales[s] & 15 and min scales[s] >> 4. Element e: half h = e / 128,
+// shift j = (e % 128) / 32, l = e % 32: q = (qs[32h + l] >> 2j) & 3;
+// x = (d * scale) * q - (dmin * min), s = e / 16.
+void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b;
+  const uint8_t* qs = b + 16;
+  const float d = read_f16(b + 80);
+  const float dmin = read_f16(b + 82);
+  for (int e = 0; e < 256; ++e) {
+    const int s = e / 16;
+    const int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    const float dl = d * static_cast<float>(sc[s] & 0x0F);
+    const float ml = dmin * static_cast<float>(sc[s] >> 4);
+    y[e] = dl * static_cast<float>(q) - ml;
+  }
+}
+
+// Q3_K super-block (110 B): hmask[32] | qs[64] | scales[12] | d:f16. Element e (h, j, l as
+// Q2_K): low two bits (qs[32h + l] >> 2j) & 3, minus 4 when bit 4h + j of hmask[l] is clear;
+// x = (d * scale) * q, s = e / 16.
+void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* sc = b + 96;
+  const float d = read_f16(b + 108);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    const int q = ((qs[32 * h + l] >> (2 * j)) & 3) - (((hm[l] >> (4 * h + j)) & 1) != 0 ? 0 : 4);
+    const float dl = d * static_cast<float>(q3_k_scale(sc, e / 16));
+    y[e] = dl * static_cast<float>(q);
+  }
+}
+
+// IQ4_XS super-block (136 B): d:f16 | scales_h:u16 | scales_l[4] | qs[128]. Eight sub-blocks of
+// 32; sub-block s's 6-bit scale is (scales_l[s / 2] >> 4(s % 2)) & 15 | ((scales_h >> 2s) & 3)
+// << 4, offset by 32; its nibbles are qs[16s..16s + 16) as in IQ4_NL.
+// x = (d * scale) * value.
+void dequant_iq4_xs(const uint8_t* b, float* y) {
+  const float d = read_f16(b);
+  const uint16_t sh = read_u16(b + 2);
+  const uint8_t* sl = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int s = 0; s < 8; ++s) {
+    const int ls = ((sl[s / 2] >> (4 * (s % 2))) & 0x0F) | (((sh >> (2 * s)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[32 * s + j] = dl * static_cast<float>(kIq4nlValues[qs[16 * s + j] & 0x0F]);
+      y[32 * s + j + 16] = dl * static_cast<float>(kIq4nlValues[qs[16 * s + j] >> 4]);
     }
   }
 }
@@ -214,9 +304,23 @@ void dequantize_row(DType t, const uint8_t* src, float* dst, int64_t n) {
     case DType::kQ8_0:
       return dequant_blocks<dequant_q8_0>(t, src, dst, n);
     case DType::kQ4_K:
-      return dequant_blocks<dequant_q4_k>(t, src, dst, n);
+      return dequant_blocks<dequant_q45_k<false>>(t, src, dst, n);
     case DType::kQ6_K:
       return dequant_blocks<dequant_q6_k>(t, src, dst, n);
+    case DType::kQ5_0:
+      return dequant_blocks<dequant_q5_0>(t, src, dst, n);
+    case DType::kQ5_1:
+      return dequant_blocks<dequant_q5_1>(t, src, dst, n);
+    case DType::kIQ4_NL:
+      return dequant_blocks<dequant_iq4_nl>(t, src, dst, n);
+    case DType::kQ2_K:
+      return dequant_blocks<dequant_q2_k>(t, src, dst, n);
+    case DType::kQ3_K:
+      return dequant_blocks<dequant_q3_k>(t, src, dst, n);
+    case DType::kQ5_K:
+      return dequant_blocks<dequant_q45_k<true>>(t, src, dst, n);
+    case DType::kIQ4_XS:
+      return dequant_blocks<dequant_iq4_xs>(t, src, dst, n);
   }
   throw_error("dequantize_row: unknown dtype {}", static_cast<int>(t));
 }

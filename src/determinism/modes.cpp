@@ -55,7 +55,7 @@ DeterminismPolicy policy_for_mode(DeterminismMode mode, DeterminismPolicy base) 
   base.deterministic_mode = info.backend.numerics;
   // Requests that are not deterministic are served on the fast numerics in every mode: the
   // backend is built with the mode's numerics and switched to fast for each step that holds
-  // no deterministic row (Ops::set_gemm_numerics; docs/modes.md, "Mixed traffic").
+  // no deterministic row (StepBatch::numerics; docs/modes.md, "Mixed traffic").
   base.default_mode = NumericsMode::kFast;
   base.self_check = base.self_check && info.backend.numerics == NumericsMode::kInvariant;
   return base;

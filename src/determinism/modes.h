@@ -17,14 +17,15 @@
 //                                                                      rows), CUDA graphs
 //   verified   invariant + fast       ours / verified plans, and       none (prefix cache on,
 //              per step               default cuBLAS in fast steps     graphs keyed per
-//                                     (Ops::set_gemm_numerics)         numerics); engine:
+//                                     (StepBatch::numerics)            numerics); engine:
 //                                                                      candidates, windows,
 //                                                                      groups, rollback
 //
 // Mixed traffic, every mode: requests that are not deterministic run on the fast numerics and
 // unconstrained in steps that hold no deterministic row; a step with a deterministic row runs
 // as that row needs (one step, one set of GEMMs). The backend is built with the mode's
-// numerics and switched per step (Ops::set_gemm_numerics).
+// numerics; each step's GEMMs get the step's (StepPlan::numerics -> StepBatch::numerics ->
+// every Ops::matmul call).
 #pragma once
 
 #include <span>

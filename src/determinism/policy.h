@@ -32,7 +32,8 @@ KvDType parse_kv_dtype(std::string_view name);
 //   kQ8:  x rounded to int8 per 32-element block and integer dot products, as llama.cpp does;
 //         defined by kernels/ref/q8_act_ref.h. Faster single-sequence decode, a different
 //         rounding (logits up to ~1.3 from transformers' on the default model). Other weight
-//         types (fp32, f16, bf16, Q4_K, Q6_K) stay on the kF32 path.
+//         types (fp32, f16, bf16, Q5_0, Q5_1, IQ4_NL, the k-quants, IQ4_XS) stay on the kF32
+//         path.
 enum class CpuActivations : uint8_t { kF32, kQ8 };
 std::string_view cpu_activations_name(CpuActivations act);  // "f32", "q8"
 // Parses the two names; throws detllm::Error listing the valid names otherwise.

@@ -49,6 +49,7 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   const RequestId id = next_id_++;
   RequestState& r = requests_[id];
   r.req = std::move(request);
+  r.row = sample_row_params(r.req.sampling, 0, 0);
   r.cb = std::move(callbacks);
   r.samples.resize(r.req.n);
   r.samples[0].seq = seq;
@@ -107,12 +108,13 @@ RequestStatus Engine::status(RequestId id) const {
 
 bool Engine::step() {
   if (!scheduler_.has_unfinished()) return false;
-  const StepPlan plan = schedule_step();
+  StepPlan plan = schedule_step();
   if (plan.empty()) return false;
   const StepClass cls = step_class(plan);
+  plan.numerics = cls.numerics;
   count_step(plan, cls);
   if (step_observer_) observe_step(plan);
-  runner_.run(plan, cls.numerics, cls.fixed_shape);  // the logits stay in backend memory
+  runner_.run(plan, cls.fixed_shape);  // the logits stay in backend memory
   scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();
@@ -303,8 +305,9 @@ void Engine::draw_samples(const StepPlan& plan) {
           add_penalties(static_cast<int32_t>(d.rows.size()), r.req.sampling, s.id,
                         static_cast<uint32_t>(t));
           d.rows.push_back(s.logit_row(t - 1));
-          d.params.push_back(sample_row_params(r.req.sampling, static_cast<uint32_t>(t),
-                                               static_cast<uint32_t>(k)));
+          SampleRowParams& p = d.params.emplace_back(r.row);
+          p.position = static_cast<uint32_t>(t);
+          p.sample_index = static_cast<uint32_t>(k);
         }
       }
     }
@@ -313,30 +316,25 @@ void Engine::draw_samples(const StepPlan& plan) {
 
   const size_t n = d.rows.size();
   d.results.resize(n);
-  if (config_.host_sampling) {  // the reference path: every row to the host, the CPU sampler
-    const int32_t vocab = model_.config().vocab_size;
-    const std::span<const float> logits = runner_.host_logits(0, runner_.n_logit_rows());
-    size_t e = 0;  // d.penalties is ascending by draw
-    for (size_t i = 0; i < n; ++i) {
-      const SampleRowParams& p = d.params[i];
-      std::span<const float> row = logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab);
-      const size_t e0 = e;
-      while (e < d.penalties.size() && d.penalties[e].row == static_cast<int32_t>(i)) ++e;
-      if (e > e0) {  // a copy of the row, penalised (as row 0 of a one-row call)
-        d.host_row.assign(row.begin(), row.end());
-        std::vector<LogitPenalty> mine(d.penalties.begin() + static_cast<ptrdiff_t>(e0),
-                                       d.penalties.begin() + static_cast<ptrdiff_t>(e));
-        for (LogitPenalty& x : mine) x.row = 0;
-        apply_logit_penalties_host(d.host_row.data(), 1, vocab, mine);
-        row = d.host_row;
-      }
-      d.results[i] = sample(row, sampling_params_of(p), p.position, p.sample_index);
-    }
-    return;
-  }
   d.row_results.resize(n);
-  runner_.sample(d.rows, d.params, d.row_results, d.penalties);
-  stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
+  if (config_.host_sampling) {
+    // The reference path: every draw's row to the host, penalised there, and the host
+    // sampler: the functions the host backends' ops run (kernels/sampling).
+    const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+    const std::span<const float> logits = runner_.host_logits(0, runner_.n_logit_rows());
+    d.host_rows.resize(n * vocab);
+    for (size_t i = 0; i < n; ++i) {
+      const std::span<const float> row =
+          logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab);
+      std::copy(row.begin(), row.end(), d.host_rows.begin() + static_cast<ptrdiff_t>(i * vocab));
+    }
+    const int32_t rows = static_cast<int32_t>(n), v = static_cast<int32_t>(vocab);
+    if (!d.penalties.empty()) apply_logit_penalties_host(d.host_rows.data(), rows, v, d.penalties);
+    sample_rows_host(d.host_rows.data(), rows, v, d.params.data(), d.row_results.data());
+  } else {
+    runner_.sample(d.rows, d.params, d.row_results, d.penalties);
+    stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
+  }
   for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
 }
 

@@ -107,6 +107,10 @@ class Engine {
   };
   struct RequestState {
     Request req;
+    // The request's sampling row (kernels/sampling/sample_row.h) at position 0, sample 0:
+    // built once in add_request from the validated req.sampling; each draw copies it and sets
+    // its position and sample index. The CPU and the device sampler both read it.
+    SampleRowParams row;
     RequestCallbacks cb;
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
@@ -130,7 +134,7 @@ class Engine {
     // before the sampled position).
     std::vector<LogitPenalty> penalties;
     std::vector<int64_t> penalty_scratch;
-    std::vector<float> host_row;  // host sampling: one penalised row
+    std::vector<float> host_rows;  // host sampling: (draws, vocab) the draws' rows, penalised
   };
   // Appends draw i's penalty entries (nothing when its request has none).
   void add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq, uint32_t position);

@@ -20,8 +20,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, int32_t n_blocks, int32_t bloc
       padding_(padding),
       kv_(model.ops(), model.config(), n_blocks, block_size, pad_slots_for(model, padding)) {}
 
-void ModelRunner::run(const StepPlan& plan, NumericsMode numerics, bool fixed_shape) {
-  model_.ops().set_gemm_numerics(numerics);
+void ModelRunner::run(const StepPlan& plan, bool fixed_shape) {
   for (const BlockCopy& c : plan.copies) model_.copy_kv_block(kv_, c.src, c.dst);
   const DecodePadding padding = fixed_shape ? padding_ : DecodePadding{padding_.mode, 0};
   logits_ = model_.forward(plan.token_ids, plan.batch(), plan.logit_rows, kv_, padding);

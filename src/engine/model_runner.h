@@ -29,13 +29,12 @@ class ModelRunner {
               DecodePadding padding = {});
 
   // Runs the plan's forward. Its logits — (plan.logit_rows.size(), vocab), row i for
-  // plan.logit_rows[i] — stay in backend memory until the next run(). numerics: the step's
-  // GEMM numerics (Ops::set_gemm_numerics) over the same weights and KV — kFast in steps
-  // without deterministic rows and in the verified mode's fast steps; kInvariant means the
-  // ops' own numerics (a fast ops object stays fast). fixed_shape: a decode step is padded to
-  // the padding's fixed_rows (the padded mode's deterministic steps); otherwise to buckets.
-  void run(const StepPlan& plan, NumericsMode numerics = NumericsMode::kInvariant,
-           bool fixed_shape = true);
+  // plan.logit_rows[i] — stay in backend memory until the next run(). Every GEMM runs with
+  // plan.numerics over the same weights and KV — kFast in steps without deterministic rows
+  // and in the verified mode's fast steps; kInvariant means the ops' own numerics (a fast ops
+  // object stays fast: Ops::gemm_numerics). fixed_shape: a decode step is padded to the
+  // padding's fixed_rows (the padded mode's deterministic steps); otherwise to buckets.
+  void run(const StepPlan& plan, bool fixed_shape = true);
 
   // out[i] = the sampler's result (kernels/sampling/sampler.h) for logit row rows[i] of this step
   // with params[i], in one Ops::sample_rows call (bit-identical to detllm::sample() on every

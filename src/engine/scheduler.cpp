@@ -27,6 +27,7 @@ kernels::StepBatch StepPlan::batch() const {
   b.n_seqs = n_seqs();
   b.max_blocks = max_blocks;
   b.block_tables = block_tables.data();
+  b.numerics = numerics;
   return b;
 }
 

@@ -112,6 +112,9 @@ struct StepPlan {
   std::vector<int32_t> logit_rows;  // token rows whose logits are needed, ascending
   std::vector<BlockCopy> copies;    // copy-on-write: apply in this order, before the forward
   std::vector<SeqId> preempted;     // moved back to waiting by this step (for metrics/logs)
+  // The step's GEMM numerics, the same for all its rows (docs/modes.md, "Mixed traffic"): the
+  // engine sets it after schedule() (Engine::step_class); batch() hands it to every GEMM.
+  NumericsMode numerics = NumericsMode::kInvariant;
 
   int32_t n_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t n_seqs() const { return static_cast<int32_t>(seqs.size()); }

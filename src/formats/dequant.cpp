@@ -23,24 +23,24 @@ constexpr std::array<GgmlTypeInfo, 34> kTypes = {{
     {1, "F16", 1, 2, true},
     {2, "Q4_0", kQK, 2 + 16, true},
     {3, "Q4_1", kQK, 2 + 2 + 16, true},
-    {6, "Q5_0", kQK, 2 + 4 + 16, false},
-    {7, "Q5_1", kQK, 2 + 2 + 4 + 16, false},
+    {6, "Q5_0", kQK, 2 + 4 + 16, true},
+    {7, "Q5_1", kQK, 2 + 2 + 4 + 16, true},
     {8, "Q8_0", kQK, 2 + 32, true},
     {9, "Q8_1", kQK, 4 + 4 + 32, false},
-    {10, "Q2_K", kQK_K, 2 + 2 + kQK_K / 16 + kQK_K / 4, false},
-    {11, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false},
+    {10, "Q2_K", kQK_K, 2 + 2 + kQK_K / 16 + kQK_K / 4, true},
+    {11, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, true},
     {12, "Q4_K", kQK_K, 2 + 2 + 12 + kQK_K / 2, true},
-    {13, "Q5_K", kQK_K, 2 + 2 + 12 + kQK_K / 2 + kQK_K / 8, false},
+    {13, "Q5_K", kQK_K, 2 + 2 + 12 + kQK_K / 2 + kQK_K / 8, true},
     {14, "Q6_K", kQK_K, kQK_K / 2 + kQK_K / 4 + kQK_K / 16 + 2, true},
     {15, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 8, false},
     {16, "IQ2_XXS", kQK_K, 2 + kQK_K / 4, false},
     {17, "IQ2_XS", kQK_K, 2 + kQK_K / 4 + kQK_K / 32, false},
     {18, "IQ3_XXS", kQK_K, 2 + kQK_K / 4 + kQK_K / 8, false},
     {19, "IQ1_S", kQK_K, 2 + kQK_K / 8 + kQK_K / 16, false},
-    {20, "IQ4_NL", kQK, 2 + 16, false},
+    {20, "IQ4_NL", kQK, 2 + 16, true},
     {21, "IQ3_S", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + kQK_K / 32 + 4, false},
     {22, "IQ2_S", kQK_K, 2 + kQK_K / 4 + kQK_K / 16, false},
-    {23, "IQ4_XS", kQK_K, 2 + 2 + kQK_K / 2 + kQK_K / 64, false},
+    {23, "IQ4_XS", kQK_K, 2 + 2 + kQK_K / 2 + kQK_K / 64, true},
     {24, "I8", 1, 1, false},
     {25, "I16", 1, 2, false},
     {26, "I32", 1, 4, false},
@@ -72,7 +72,8 @@ std::string ggml_type_name(uint32_t id) {
 void dequantize_ggml(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   const GgmlTypeInfo* t = ggml_type_info(type);
   check(t != nullptr && t->can_dequantize,
-        "cannot dequantize GGML type {} (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
+        "cannot dequantize GGML type {} (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, "
+        "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)",
         ggml_type_name(type));
   check(n >= 0 && n % t->block_size == 0, "{} element count {} is not a multiple of {}", t->name, n,
         t->block_size);
@@ -91,6 +92,13 @@ std::optional<DType> ggml_dtype(uint32_t type) {
     case GgmlType::kQ8_0: return DType::kQ8_0;
     case GgmlType::kQ4_K: return DType::kQ4_K;
     case GgmlType::kQ6_K: return DType::kQ6_K;
+    case GgmlType::kQ5_0: return DType::kQ5_0;
+    case GgmlType::kQ5_1: return DType::kQ5_1;
+    case GgmlType::kQ2_K: return DType::kQ2_K;
+    case GgmlType::kQ3_K: return DType::kQ3_K;
+    case GgmlType::kQ5_K: return DType::kQ5_K;
+    case GgmlType::kIQ4_NL: return DType::kIQ4_NL;
+    case GgmlType::kIQ4_XS: return DType::kIQ4_XS;
   }
   return std::nullopt;
 }

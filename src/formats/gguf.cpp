@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/mmap_file.h"
+#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -237,15 +238,13 @@ const char* value_kind(const GgufValue& v) {
 
 }  // namespace
 
-struct GgufFile::Impl {
+struct GgufFile::Impl : TensorTable<GgufTensorInfo> {
   std::string path;
   MappedFile map;  // empty when parsed from memory
   const uint8_t* data = nullptr;
   size_t size = 0;
   uint32_t version = 0;
   std::map<std::string, GgufValue> metadata;
-  std::vector<GgufTensorInfo> tensors;
-  std::unordered_map<std::string, size_t> index;  // name -> position in tensors
   uint64_t alignment = kDefaultAlignment;
   uint64_t data_offset = 0;
 
@@ -517,9 +516,7 @@ const std::vector<GgufTensorInfo>& GgufFile::tensor_infos() const {
 }
 
 const GgufTensorInfo& GgufFile::tensor_info(const std::string& name) const {
-  auto it = impl_->index.find(name);
-  if (it == impl_->index.end()) throw_error("{}: no tensor named '{}'", impl_->path, name);
-  return impl_->tensors[it->second];
+  return impl_->tensor_at(impl_->path, name);
 }
 
 const uint8_t* GgufFile::tensor_data(const std::string& name) const {
@@ -531,14 +528,11 @@ const std::string& GgufFile::path() const {
 }
 
 std::vector<std::string> GgufFile::tensor_names() const {
-  std::vector<std::string> names;
-  names.reserve(impl_->tensors.size());
-  for (const GgufTensorInfo& t : impl_->tensors) names.push_back(t.name);
-  return names;
+  return impl_->names();
 }
 
 bool GgufFile::has_tensor(const std::string& name) const {
-  return impl_->index.contains(name);
+  return impl_->contains(name);
 }
 
 std::vector<int64_t> GgufFile::tensor_shape(const std::string& name) const {
@@ -553,7 +547,8 @@ DType loadable_dtype(const GgufTensorInfo& t, const std::string& path) {
   if (!dt) {
     throw_error(
         "{}: tensor '{}' has GGML type {}, which detllm cannot load (supported: F32, F16, "
-        "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); re-quantize the model to one of these",
+        "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); "
+        "re-quantize the model to one of these",
         path, t.name, ggml_type_name(t.type));
   }
   return *dt;

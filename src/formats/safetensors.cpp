@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/mmap_file.h"
 #include "formats/dequant.h"
+#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -71,14 +72,13 @@ uint64_t json_u64(const json& j, const std::string& what) {
 
 }  // namespace
 
-struct SafetensorsFile::Impl {
+// tensors: sorted by offset.
+struct SafetensorsFile::Impl : TensorTable<SafetensorsTensorInfo> {
   std::string path;
   MappedFile map;  // empty when parsed from memory
   const uint8_t* data = nullptr;
   size_t size = 0;
   std::map<std::string, std::string> metadata;
-  std::vector<SafetensorsTensorInfo> tensors;     // sorted by offset
-  std::unordered_map<std::string, size_t> index;  // name -> position in tensors
 
   void parse();
 };
@@ -208,9 +208,7 @@ const std::vector<SafetensorsTensorInfo>& SafetensorsFile::tensor_infos() const 
 }
 
 const SafetensorsTensorInfo& SafetensorsFile::tensor_info(const std::string& name) const {
-  auto it = impl_->index.find(name);
-  if (it == impl_->index.end()) throw_error("{}: no tensor named '{}'", impl_->path, name);
-  return impl_->tensors[it->second];
+  return impl_->tensor_at(impl_->path, name);
 }
 
 RawTensorView SafetensorsFile::raw_view(const std::string& name) const {
@@ -228,14 +226,11 @@ const std::string& SafetensorsFile::path() const {
 }
 
 std::vector<std::string> SafetensorsFile::tensor_names() const {
-  std::vector<std::string> names;
-  names.reserve(impl_->tensors.size());
-  for (const auto& t : impl_->tensors) names.push_back(t.name);
-  return names;
+  return impl_->names();
 }
 
 bool SafetensorsFile::has_tensor(const std::string& name) const {
-  return impl_->index.contains(name);
+  return impl_->contains(name);
 }
 
 std::vector<int64_t> SafetensorsFile::tensor_shape(const std::string& name) const {

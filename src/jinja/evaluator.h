@@ -11,16 +11,10 @@
 #include <vector>
 
 #include "jinja/ast.h"
+#include "jinja/jinja.h"
 #include "jinja/value.h"
 
 namespace detllm::jinja {
-
-struct RenderLimits {
-  size_t max_output_bytes = size_t{64} << 20;  // rendered text, and any one string built
-  uint64_t max_steps = 50'000'000;  // evaluation steps: nodes, loop iterations, builtin work
-  int max_depth = 600;              // nested evaluation (macro recursion included)
-  int64_t max_range = 100'000;      // range() length; jinja2's sandbox uses the same limit
-};
 
 // Variables visible to a part of the template. Loops, macros and with blocks open a child
 // scope; assignments go to the innermost scope and lookups walk outwards.

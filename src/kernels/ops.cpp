@@ -95,13 +95,13 @@ void copy_columns(const float* src, int64_t ld_src, int64_t n, int64_t cols, flo
 }  // namespace
 
 void Ops::matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias,
-                         float* y, int64_t ldy) {
+                         float* y, int64_t ldy, NumericsMode numerics) {
   check_host_fp32(*this, "matmul_rounded");
   check(ldy >= w.rows, "matmul_rounded: row stride {} below the {} output features", ldy, w.rows);
   const auto* xf = static_cast<const float*>(x);
-  if (ldy == w.rows) return matmul(xf, m, w, bias, y);
+  if (ldy == w.rows) return matmul(xf, m, w, bias, y, numerics);
   fused_scratch_.resize(static_cast<size_t>(m) * static_cast<size_t>(w.rows));
-  matmul(xf, m, w, bias, fused_scratch_.data());
+  matmul(xf, m, w, bias, fused_scratch_.data(), numerics);
   copy_columns(fused_scratch_.data(), w.rows, m, w.rows, y, ldy);
 }
 

@@ -72,6 +72,9 @@ struct StepBatch {
   int32_t n_seqs = 0;
   int32_t max_blocks = 0;                 // row length of block_tables
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks) physical block ids
+  // The step's GEMM numerics (determinism/modes.h: the engine's step class, the verified mode's
+  // per-step choice): the model passes it to every matmul of the step.
+  NumericsMode numerics = NumericsMode::kInvariant;
 };
 
 // Every pointer an op takes lives in the backend's memory (host memory for the CPU backends,
@@ -130,9 +133,12 @@ class Ops {
                        float* out) = 0;
 
   // y (m, w.rows) = x (m, w.cols) · wᵀ (+ bias (w.rows) when bias != nullptr).
-  // The K-reduction order of y[i, j] is fixed by (w.rows, w.cols) alone.
+  // The K-reduction order of y[i, j] is fixed by (w.rows, w.cols) alone. numerics: the step's
+  // GEMM numerics (StepBatch::numerics; gemm_numerics() below says what runs): kInvariant (the
+  // batch-invariant GEMM) or kFast (library heuristics) on the SAME weights. Host backends
+  // ignore it (their kernels are invariant by construction).
   virtual void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-                      float* y) = 0;
+                      float* y, NumericsMode numerics = NumericsMode::kInvariant) = 0;
 
   // In place on x (n, n_heads, head_dim): half-split (HF "rotate_half") rotation of the first
   // rot_dim dims of each head, pairing d and d + rot_dim/2, by the angle of positions[t].
@@ -173,9 +179,11 @@ class Ops {
 
   // y (m rows of stride ldy >= w.rows): columns [0, w.rows) = x · wᵀ (+ bias), the others
   // untouched; x (m, w.cols) in gemm_input_dtype(). = matmul() of the fp32 tensor x rounds
-  // from, into those columns (one part of a fused projection, or the whole of it).
+  // from, into those columns (one part of a fused projection, or the whole of it), with the
+  // same numerics.
   virtual void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias,
-                              float* y, int64_t ldy);
+                              float* y, int64_t ldy,
+                              NumericsMode numerics = NumericsMode::kInvariant);
 
   // The residual and the next norm: x (n, dim) += y (skipped when y is nullptr), then
   // out (n, dim) in gemm_input_dtype() = rmsnorm(x, w). = add(); rmsnorm().
@@ -216,15 +224,13 @@ class Ops {
   virtual void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
                                      const LogitPenalty* entries, int32_t n);
 
-  // ---- optional: per-step GEMM numerics (the `verified` mode, determinism/modes.h) -----
-  // Selects the numerics of the following matmul calls on the SAME weights: kInvariant (the
-  // batch-invariant GEMM) or kFast (library heuristics). Only GEMMs differ between the two;
-  // every other op is the same kernel in both. Host backends: a no-op (their kernels are
-  // invariant by construction) that still records the selection; CUDA: switches matmul
-  // between the invariant path and default cuBLAS (an ops object made in fast mode stays fast).
-  virtual void set_gemm_numerics(NumericsMode mode) { gemm_numerics_ = mode; }
-  // The selection in force (part of the CUDA graph key: a graph replays the GEMMs it saw).
-  virtual NumericsMode gemm_numerics() const { return gemm_numerics_; }
+  // ---- per-step GEMM numerics (the `verified` mode and mixed traffic, determinism/modes.h) --
+  // The numerics a matmul asked for `requested` runs on this ops object. Only GEMMs differ
+  // between kInvariant and kFast; every other op is the same kernel in both. Default: the one
+  // requested (host backends: both are the invariant kernels anyway); CUDA: default cuBLAS for
+  // kFast, and an ops object made in fast mode stays fast. Part of the CUDA graph key: a graph
+  // replays the GEMMs it saw.
+  virtual NumericsMode gemm_numerics(NumericsMode requested) const { return requested; }
 
   // ---- optional: ahead-of-time GEMM preparation -----------------------------------------
   // Makes whatever per-(weight shape, row count) choices the backend would otherwise make on
@@ -237,7 +243,6 @@ class Ops {
   virtual GraphCapture* graph_capture() { return nullptr; }
 
  private:
-  NumericsMode gemm_numerics_ = NumericsMode::kInvariant;
   std::vector<float> fused_scratch_;  // host scratch of the fused ops' defaults
 };
 

@@ -26,10 +26,10 @@ void ProfilingOps::rmsnorm(const float* x, const float* w, int32_t n, int32_t di
 }
 
 void ProfilingOps::matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-                          float* y) {
+                          float* y, NumericsMode numerics) {
   // The shape as the GEMM tables of docs/cuda.md write it: K→N, and the row count.
   timed(fmt::format("matmul {}->{} m={}", w.cols, w.rows, m),
-        [&] { inner_.matmul(x, m, w, bias, y); });
+        [&] { inner_.matmul(x, m, w, bias, y, numerics); });
 }
 
 void ProfilingOps::rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim,
@@ -65,9 +65,10 @@ DType ProfilingOps::gemm_input_dtype() const {
 }
 
 void ProfilingOps::matmul_rounded(const void* x, int32_t m, const WeightMatrix& w,
-                                  const float* bias, float* y, int64_t ldy) {
+                                  const float* bias, float* y, int64_t ldy,
+                                  NumericsMode numerics) {
   timed(fmt::format("matmul {}->{} m={}", w.cols, w.rows, m),
-        [&] { inner_.matmul_rounded(x, m, w, bias, y, ldy); });
+        [&] { inner_.matmul_rounded(x, m, w, bias, y, ldy, numerics); });
 }
 
 void ProfilingOps::add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,

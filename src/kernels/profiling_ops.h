@@ -54,8 +54,8 @@ class ProfilingOps final : public Ops {
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override;
   void rmsnorm(const float* x, const float* w, int32_t n, int32_t dim, float eps,
                float* out) override;
-  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-              float* y) override;
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+              NumericsMode numerics) override;
   void rope(float* x, int32_t n, int32_t n_heads, int32_t head_dim, const int32_t* positions,
             const RopeTable& table) override;
   void kv_append(const float* k, const float* v, const StepBatch& batch,
@@ -72,7 +72,7 @@ class ProfilingOps final : public Ops {
                              const LogitPenalty* entries, int32_t n) override;
   DType gemm_input_dtype() const override;
   void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
-                      int64_t ldy) override;
+                      int64_t ldy, NumericsMode numerics) override;
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override;
   void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
@@ -82,8 +82,9 @@ class ProfilingOps final : public Ops {
                          int32_t n_heads, float scale, void* out) override;
   void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override;
 
-  void set_gemm_numerics(NumericsMode mode) override { inner_.set_gemm_numerics(mode); }
-  NumericsMode gemm_numerics() const override { return inner_.gemm_numerics(); }
+  NumericsMode gemm_numerics(NumericsMode requested) const override {
+    return inner_.gemm_numerics(requested);
+  }
   void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
     inner_.prepare_matmul(w, max_m);
   }

@@ -63,12 +63,11 @@ DecodeWarmupResult warm_up_decode_steps(const LlamaModel& model, KvStorage& kv,
   const int32_t pad_block = kv.pad_block();
   const size_t total = keys.size() * numerics.size();
   const int64_t captures_before = model.step_stats().n_graph_captures;
-  std::vector<NumericsMode> seen;  // the numerics the ops really select (a fast ops stays fast)
+  std::vector<NumericsMode> seen;  // the numerics the ops really run (a fast ops stays fast)
   std::vector<int32_t> tokens, positions, seqs, slots, tables, logit_rows;
   size_t done = 0;
   for (NumericsMode mode : numerics) {
-    ops.set_gemm_numerics(mode);
-    const NumericsMode selected = ops.gemm_numerics();
+    const NumericsMode selected = ops.gemm_numerics(mode);
     const bool repeat = std::find(seen.begin(), seen.end(), selected) != seen.end();
     seen.push_back(selected);
     for (const PaddedStepKey& key : keys) {
@@ -102,6 +101,7 @@ DecodeWarmupResult warm_up_decode_steps(const LlamaModel& model, KvStorage& kv,
       b.n_seqs = n;
       b.max_blocks = c;
       b.block_tables = tables.data();
+      b.numerics = mode;
       const DecodePadding step_padding =
           padding.fixed_rows > 0 && key.rows == padding.fixed_rows
               ? padding
@@ -116,7 +116,6 @@ DecodeWarmupResult warm_up_decode_steps(const LlamaModel& model, KvStorage& kv,
       if (progress) progress(done, total);
     }
   }
-  ops.set_gemm_numerics(NumericsMode::kInvariant);
   ops.synchronize();
   out.captures = static_cast<int32_t>(model.step_stats().n_graph_captures - captures_before);
   return out;

@@ -44,10 +44,10 @@ struct DecodeWarmupResult {
   int32_t captures = 0;  // graphs captured by them (0 on a backend without graphs)
 };
 
-// Runs one warm-up step of every key under every GEMM numerics in `numerics` (each selected
-// with Ops::set_gemm_numerics; graphs are keyed by it), on kv's pad slots. Throws
-// detllm::Error if kv has fewer than R pad slots for a key. progress(done, total) after each
-// step. Leaves the GEMM numerics at kInvariant (ModelRunner::run selects it every step).
+// Runs one warm-up step of every key under every GEMM numerics in `numerics` (the steps'
+// StepBatch::numerics; graphs are keyed by what Ops::gemm_numerics runs for it, so a numerics
+// the ops runs alike is warmed once), on kv's pad slots. Throws detllm::Error if kv has fewer
+// than R pad slots for a key. progress(done, total) after each step.
 DecodeWarmupResult warm_up_decode_steps(const LlamaModel& model, KvStorage& kv,
                                         const DecodePadding& padding,
                                         std::span<const PaddedStepKey> keys,

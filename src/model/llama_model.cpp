@@ -37,7 +37,7 @@ struct LlamaModel::GraphState {
     PaddedStepKey key;
     std::vector<const void*> kv_pools;  // (2 n_layers) the KV storage the graph writes
     int32_t kv_blocks = 0, kv_block_size = 0;
-    // The GEMM numerics selected when it was captured (Ops::set_gemm_numerics, the verified
+    // The GEMM numerics it was captured with (Ops::gemm_numerics of the step's; the verified
     // mode switches per step): a graph replays the GEMM executions it recorded.
     NumericsMode gemm_numerics = NumericsMode::kInvariant;
     kernels::Buffer meta;  // PaddedStep::meta in backend memory
@@ -50,7 +50,8 @@ struct LlamaModel::GraphState {
     if (staging) ops.graph_capture()->free_pinned(staging);
   }
 
-  Entry& entry(const PaddedStepKey& key, const KvStorage& kv) {
+  Entry& entry(const PaddedStepKey& key, const KvStorage& kv, NumericsMode numerics) {
+    const NumericsMode gemm_numerics = ops.gemm_numerics(numerics);
     // The KV storage is part of the key: its pools and geometry are baked into the kernels.
     std::vector<const void*> pools;
     for (int32_t i = 0; i < kv.n_layers(); ++i) {
@@ -62,7 +63,7 @@ struct LlamaModel::GraphState {
     for (auto it = entries.begin(); it != entries.end(); ++it) {
       Entry& e = **it;
       if (e.key == key && e.kv_pools == pools && e.kv_blocks == kv_blocks &&
-          e.kv_block_size == kv.block_size() && e.gemm_numerics == ops.gemm_numerics()) {
+          e.kv_block_size == kv.block_size() && e.gemm_numerics == gemm_numerics) {
         std::rotate(it, it + 1, entries.end());
         return *entries.back();
       }
@@ -73,7 +74,7 @@ struct LlamaModel::GraphState {
     e->kv_pools = std::move(pools);
     e->kv_blocks = kv_blocks;
     e->kv_block_size = kv.block_size();
-    e->gemm_numerics = ops.gemm_numerics();
+    e->gemm_numerics = gemm_numerics;
     e->meta = {ops, padded_meta_size(key) * sizeof(int32_t)};
     entries.push_back(std::move(e));
     return *entries.back();
@@ -397,8 +398,8 @@ std::vector<LlamaModel::LinearView> LlamaModel::place_col_chunks(const HostTenso
 }
 
 void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k_local,
-                              const std::vector<LinearView>& chunks, int32_t total,
-                              float* y) const {
+                              const std::vector<LinearView>& chunks, int32_t total, float* y,
+                              NumericsMode numerics) const {
   const int32_t local = static_cast<int32_t>(chunks.size());
   const int64_t kc = k_local / local;
   const size_t esz = dtype_size(ops_.gemm_input_dtype());
@@ -416,7 +417,7 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
   }
   for (int32_t j = 0; j < local; ++j) {
     ops_.copy_rows(xc, kc * esz, xs + j * kc * esz, k_local * esz, kc * esz, n);
-    ops_.matmul_rounded(xc, n, chunks[j].w, nullptr, parts + j * plane, config_.dim);
+    ops_.matmul_rounded(xc, n, chunks[j].w, nullptr, parts + j * plane, config_.dim, numerics);
   }
   if (tp_.exchange) {  // rank r holds a contiguous range of chunks: rank order is chunk order
     ops_.synchronize();  // the partials are complete, and the last exchange's copies are done
@@ -426,9 +427,10 @@ void LlamaModel::row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k
   ops_.copy(y, ws.tp_all.f32(), plane * sizeof(float));
 }
 
-void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y) const {
+void LlamaModel::project(const void* x, int32_t n, const Projection& p, float* y,
+                         NumericsMode numerics) const {
   for (const Projection::Part& part : p.parts)
-    ops_.matmul_rounded(x, n, part.lin.w, part.lin.bias, y + part.col, p.cols);
+    ops_.matmul_rounded(x, n, part.lin.w, part.lin.bias, y + part.col, p.cols, numerics);
 }
 
 void LlamaModel::prepare_gemms(int32_t max_rows) const {
@@ -609,6 +611,7 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
                             const int32_t* out_rows, int32_t n_out, KvStorage& kv) const {
   const ModelConfig& c = config_;
   const int32_t n = batch.n_tokens;
+  const NumericsMode numerics = batch.numerics;
   float* x = ws.x.f32();
   void* xb = ws.xb.data();  // GEMM inputs: the backend's GEMM input dtype
   void* att = ws.att.data();
@@ -625,20 +628,20 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     const kernels::KvCacheLayer cache = kv.layer(li);
     // The previous layer's MLP residual joins the attention norm (none before layer 0).
     ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
-    project(xb, n, l.qkv, qkv);
+    project(xb, n, l.qkv, qkv, numerics);
     ops_.qkv_rope_append(qkv, n, c.n_heads, l.q_norm, l.k_norm, c.rms_eps, rope_, batch, cache, q);
     ops_.attention_rounded(q, cache, batch, c.n_heads, scale, att);
     if (tp_.active())
-      row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj);
+      row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj, numerics);
     else
-      ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim);
+      ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim, numerics);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
-    project(xb, n, l.gate_up, gate_up);
+    project(xb, n, l.gate_up, gate_up, numerics);
     ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
     if (tp_.active())
-      row_parallel(ws, h, n, c.ffn_dim, l.down_chunks, tp_.chunks.ffn, proj);
+      row_parallel(ws, h, n, c.ffn_dim, l.down_chunks, tp_.chunks.ffn, proj, numerics);
     else
-      ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim);
+      ops_.matmul_rounded(h, n, l.w_down.w, nullptr, proj, c.dim, numerics);
   }
   if (c.n_layers > 0) ops_.add(x, proj, int64_t{n} * c.dim);
 
@@ -646,7 +649,7 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
   float* rows = ws.out_rows.f32();
   ops_.gather_rows(x, c.dim, out_rows, n_out, rows);
   ops_.rmsnorm(rows, out_norm_, n_out, c.dim, c.rms_eps, rows);
-  ops_.matmul(rows, n_out, lm_head_, nullptr, ws.logits.f32());
+  ops_.matmul(rows, n_out, lm_head_, nullptr, ws.logits.f32(), numerics);
 }
 
 const float* LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv) const {
@@ -657,7 +660,7 @@ const float* LlamaModel::forward_graph(const PaddedStep& step, KvStorage& kv) co
     const int32_t max_rows = decode_row_buckets().back();
     grow_activations(g.ws, max_rows, max_rows);
   }
-  GraphState::Entry& e = g.entry(step.key, kv);
+  GraphState::Entry& e = g.entry(step.key, kv, step.numerics);
   const size_t bytes = step.meta.size() * sizeof(int32_t);
   g.stage(step.meta);
   ops_.upload(e.meta.data(), g.staging, bytes);

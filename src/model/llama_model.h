@@ -184,8 +184,10 @@ class LlamaModel {
     v.w_down = lin(l.w_down);
     return v;
   }
-  // Runs y (n, p.cols) = x · [parts]ᵀ; x in the backend's GEMM input dtype.
-  void project(const void* x, int32_t n, const Projection& p, float* y) const;
+  // Runs y (n, p.cols) = x · [parts]ᵀ with the step's GEMM numerics; x in the backend's GEMM
+  // input dtype.
+  void project(const void* x, int32_t n, const Projection& p, float* y,
+               NumericsMode numerics) const;
   // The rank's column chunks of a placed (dim, k) host matrix, kept in chunk_host_.
   std::vector<LinearView> place_col_chunks(const HostTensor& w, int32_t n_chunks);
   // Activations of one step, in backend memory, grown to the largest step seen.
@@ -196,7 +198,8 @@ class LlamaModel {
   // chunk's partial x[:, chunk] · chunkᵀ, the group's partials all-gathered in chunk order.
   // x (n, k_local) in the GEMM input dtype; chunks: this rank's, in order; total: the model's.
   void row_parallel(Workspace& ws, const void* x, int32_t n, int64_t k_local,
-                    const std::vector<LinearView>& chunks, int32_t total, float* y) const;
+                    const std::vector<LinearView>& chunks, int32_t total, float* y,
+                    NumericsMode numerics) const;
 
   // Grows ws's activations to n rows and n_out logit rows.
   void grow_activations(Workspace& ws, int32_t n, int32_t n_out) const;
@@ -208,7 +211,8 @@ class LlamaModel {
   // logits (backend memory; the real rows first, then the pad rows').
   const float* forward_graph(const PaddedStep& step, KvStorage& kv) const;
   // Queues the whole forward on metadata already in backend memory; logits (n_out, vocab)
-  // end in ws.logits. Allocates and synchronizes nothing, so it can be captured.
+  // end in ws.logits. Every GEMM runs with batch.numerics. Allocates and synchronizes nothing,
+  // so it can be captured.
   void run_layers(Workspace& ws, const int32_t* tokens, const kernels::StepBatch& batch,
                   const int32_t* rows, int32_t n_out, KvStorage& kv) const;
 

@@ -94,6 +94,7 @@ kernels::StepBatch PaddedStep::batch(const int32_t* base) const {
   b.n_seqs = r;
   b.max_blocks = key.table_cols;
   b.block_tables = base + 5 * r;
+  b.numerics = numerics;
   return b;
 }
 
@@ -109,6 +110,7 @@ void pad_step(const PaddedStepKey& key, std::span<const int32_t> tokens,
   out.key = key;
   out.n_tokens = n;
   out.n_logit_rows = n_out;
+  out.numerics = batch.numerics;
   out.meta.assign(padded_meta_size(key), pad_block);  // table filler: the first pad block
   int32_t* tok = out.meta.data();
   int32_t* pos = tok + r;

@@ -81,6 +81,7 @@ struct PaddedStep {
   PaddedStepKey key;
   int32_t n_tokens = 0;      // real rows
   int32_t n_logit_rows = 0;  // real logit rows (the first ones of the padded list)
+  NumericsMode numerics = NumericsMode::kInvariant;  // the step's (StepBatch::numerics)
   std::vector<int32_t> meta;
 
   std::span<const int32_t> tokens() const { return {meta.data(), size_t(key.rows)}; }

@@ -2,9 +2,7 @@
 // assistant messages, streamed or whole.
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
-#include "server/generation_stream.h"
-#include "server/handlers.h"
-#include "server/request_builder.h"
+#include "server/generation_reply.h"
 
 namespace detllm::server {
 
@@ -27,24 +25,14 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
 
   std::vector<PromptState> prompts;
   prompts.push_back(std::move(p));
-  auto gen = std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests,
-                                          std::move(prompts));
-  gen->start();
-  const ResponseMeta meta = make_meta(ctx, "chatcmpl", built);
-  HttpReply reply;
-  reply.headers = generation_headers(meta);
   StreamSpec spec;
   spec.api = StreamSpec::Api::kChat;
-  spec.stream = req.gen.stream;
-  spec.logprobs = req.gen.logprobs >= 0;
-  spec.include_usage = req.gen.include_usage;
   // vLLM's chat echo: the reply continues the last message when it is the assistant's.
   if (req.echo && req.messages.back().role == "assistant") {
     spec.echo_text = req.messages.back().content;
   }
-  if (spec.stream) reply.content_type = "text/event-stream";
-  reply.stream = make_generation_stream(std::move(gen), meta, *ctx.tokenizer, spec);
-  return reply;
+  return start_generation_reply(ctx, req.gen, built, std::move(prompts), "chatcmpl",
+                                std::move(spec));
 }
 
 }  // namespace detllm::server

@@ -3,9 +3,7 @@
 #include <algorithm>
 
 #include "server/api_error.h"
-#include "server/generation_stream.h"
-#include "server/handlers.h"
-#include "server/request_builder.h"
+#include "server/generation_reply.h"
 
 namespace detllm::server {
 
@@ -38,21 +36,11 @@ HttpReply handle_completions(ServerContext& ctx, std::string_view body) {
   const BuiltRequests built =
       build_requests(ctx, req.gen, ids, max_tokens, score_prompt ? req.gen.logprobs : -1);
 
-  auto gen = std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests,
-                                          std::move(prompts));
-  gen->start();
-  const ResponseMeta meta = make_meta(ctx, "cmpl", built);
-  HttpReply reply;
-  reply.headers = generation_headers(meta);
   StreamSpec spec;
   spec.api = StreamSpec::Api::kCompletion;
-  spec.stream = req.gen.stream;
   spec.echo = req.echo;
-  spec.logprobs = req.gen.logprobs >= 0;
-  spec.include_usage = req.gen.include_usage;
-  if (spec.stream) reply.content_type = "text/event-stream";
-  reply.stream = make_generation_stream(std::move(gen), meta, *ctx.tokenizer, spec);
-  return reply;
+  return start_generation_reply(ctx, req.gen, built, std::move(prompts), "cmpl",
+                                std::move(spec));
 }
 
 }  // namespace detllm::server

@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "jinja/parser.h"
 
 namespace detllm {
 namespace {
@@ -65,26 +64,14 @@ Value message_value(const ChatMessage& m) {
 
 }  // namespace
 
-ChatTemplate ChatTemplate::parse(std::string_view source) {
-  return parse(source, jinja::RenderLimits{});
-}
-
 ChatTemplate ChatTemplate::parse(std::string_view source, const jinja::RenderLimits& limits) {
-  auto program = std::make_shared<jinja::Program>(jinja::parse(source));
-  jinja::check_names(*program);
   ChatTemplate t;
-  t.program_ = std::move(program);
-  t.limits_ = limits;
+  t.template_ = jinja::Template::parse(source, limits);
   return t;
 }
 
 const std::string& ChatTemplate::source() const {
-  return program_->source;
-}
-
-std::string ChatTemplate::render_dict(const Dict& context) const {
-  jinja::Evaluator evaluator(*program_, limits_);
-  return evaluator.render(context);
+  return template_.source();
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
@@ -111,14 +98,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
       context.set(Value::string(it.key()), Value::from_json(it.value()));
     }
   }
-  return render_dict(context);
+  return template_.render(context);
 }
 
 std::string ChatTemplate::render_context(const nlohmann::ordered_json& context) const {
-  check(context.is_object(), "chat template context must be a JSON object, got {}",
-        context.type_name());
-  const Value v = Value::from_json(context);
-  return render_dict(v.as_dict());
+  return template_.render(context);
 }
 
 }  // namespace detllm

@@ -2,24 +2,17 @@
 // the model's own Jinja template, byte for byte as Hugging Face transformers'
 // apply_chat_template(tokenize=False) does (jinja2 with trim_blocks and lstrip_blocks).
 //
-// The interpreter (jinja/: lexer, parser, evaluator, values, builtins) covers what
-// chat templates use: if/elif/else, for (loop.*, else, filters, break/continue), set (also
-// block and namespace attributes), macro, with, filter blocks, raw, comments, whitespace
-// control, jinja2's filters and tests, str/dict/list methods, and transformers' globals
-// (raise_exception, namespace, strftime_now, tojson...). Not supported: include, extends,
-// import, call blocks, recursive loops, and a few rarely used filters (truncate, groupby...),
-// each refused with a clear error. A parsed ChatTemplate is immutable; render() is const and
-// thread-safe.
+// The interpreter is the Jinja library (detllm_jinja, jinja/jinja.h: what it covers and what it
+// refuses). A parsed ChatTemplate is immutable; render() is const and thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "jinja/evaluator.h"
+#include "jinja/jinja.h"
 
 namespace detllm {
 
@@ -37,8 +30,8 @@ class ChatTemplate {
  public:
   // Throws detllm::Error with line and column on syntax errors, unknown filters/tests and
   // unsupported tags (include, extends, import, call).
-  static ChatTemplate parse(std::string_view source);
-  static ChatTemplate parse(std::string_view source, const jinja::RenderLimits& limits);
+  static ChatTemplate parse(std::string_view source,
+                            const jinja::RenderLimits& limits = jinja::RenderLimits{});
 
   // Renders with the variables transformers passes: messages (list of dicts), tools = none,
   // documents = none, add_generation_prompt, bos_token and eos_token (left undefined when
@@ -56,10 +49,7 @@ class ChatTemplate {
   const std::string& source() const;  // normalized (newlines as \n, no trailing newline)
 
  private:
-  std::string render_dict(const jinja::Dict& context) const;
-
-  std::shared_ptr<const jinja::Program> program_;
-  jinja::RenderLimits limits_;
+  jinja::Template template_;
 };
 
 }  // namespace detllm

@@ -30,8 +30,8 @@ class DelegatingOps : public kernels::Ops {
     inner_->rmsnorm(x, w, n, dim, eps, out);
   }
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
   }
   void rope(float* x, int32_t n, int32_t h, int32_t d, const int32_t* pos,
             const kernels::RopeTable& t) override {

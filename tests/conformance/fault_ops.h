@@ -49,8 +49,8 @@ class BatchDependentMatmulOps final : public DelegatingOps {
   explicit BatchDependentMatmulOps(int n_threads)
       : DelegatingOps(n_threads, "fault:batch-matmul") {}
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
     if (m > 1) nudge(y, int64_t{m} * w.rows);
   }
 };
@@ -167,9 +167,9 @@ class CpuGraphOps final : public DelegatingOps, public kernels::GraphCapture {
     run([=, this] { inner_->rmsnorm(x, w, n, dim, eps, out); });
   }
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
+              float* y, NumericsMode numerics) override {
     run([=, this] {
-      inner_->matmul(x, m, w, bias, y);
+      inner_->matmul(x, m, w, bias, y, numerics);
       if (replaying_ && fault_) nudge(y, int64_t{m} * w.rows);
     });
   }
@@ -199,8 +199,8 @@ class CpuGraphOps final : public DelegatingOps, public kernels::GraphCapture {
   // The fused ops run as their defaults (the op sequences above, on host scratch), recorded
   // whole: their copies into scratch are not ops of their own and must run at replay too.
   void matmul_rounded(const void* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-                      float* y, int64_t ldy) override {
-    run([=, this] { Ops::matmul_rounded(x, m, w, bias, y, ldy); });
+                      float* y, int64_t ldy, NumericsMode numerics) override {
+    run([=, this] { Ops::matmul_rounded(x, m, w, bias, y, ldy, numerics); });
   }
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override {

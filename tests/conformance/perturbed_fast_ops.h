@@ -1,11 +1,11 @@
 // Test backend for the verified mode (tests/conformance): the CPU backend whose FAST GEMM
 // numerics differ from its invariant ones. On the CPU both numerics are the same kernels, so
 // without this a verified-mode test would never see a candidate rejected. While the runner
-// has selected NumericsMode::kFast (Ops::set_gemm_numerics), matmul adds to every output a
+// asks a matmul for NumericsMode::kFast (the step's StepBatch::numerics), it adds to every output a
 // small epsilon that depends on the number of rows m — like a library GEMM whose split-K
 // changes with the batch — scaled by `scale` (relative to |y| + 1); at one m every row is
 // treated alike (the padded mode's fixed shape relies on that, as on a real library GEMM). While
-// kInvariant is selected (every other mode, and the verified mode's invariant steps) it is the CPU
+// kInvariant is asked (every other mode, and the verified mode's invariant steps) it is the CPU
 // backend bit for bit.
 #pragma once
 
@@ -21,14 +21,12 @@ class PerturbedFastOps final : public DelegatingOps {
  public:
   PerturbedFastOps(int n_threads, float scale)
       : DelegatingOps(n_threads, "cpu-perturbed-fast"), scale_(scale) {}
-  void set_gemm_numerics(NumericsMode mode) override { mode_ = mode; }
-  NumericsMode gemm_numerics() const override { return mode_; }
   int64_t n_fast_matmuls() const { return n_fast_; }
 
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
-    if (mode_ != NumericsMode::kFast) return;
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
+    if (numerics != NumericsMode::kFast) return;
     ++n_fast_;
     const float eps = scale_ * static_cast<float>(1 + m % 5);
     for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) {
@@ -42,7 +40,6 @@ class PerturbedFastOps final : public DelegatingOps {
 
  private:
   float scale_;
-  NumericsMode mode_ = NumericsMode::kInvariant;
   int64_t n_fast_ = 0;
 };
 

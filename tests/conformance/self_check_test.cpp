@@ -25,8 +25,8 @@ using conformance::DelegatingOps;  // conformance/delegating_ops.h
 class BatchDependentGemm final : public DelegatingOps {
  public:
   void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
     if (m >= 64) nudge(y, int64_t{m} * w.rows);
   }
 };

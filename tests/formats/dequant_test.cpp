@@ -38,7 +38,11 @@ TEST(Dequant, TypeTableMatchesGgml) {
   for (const Expect& e : {Expect{GgmlType::kF32, 1, 4}, Expect{GgmlType::kF16, 1, 2},
                           Expect{GgmlType::kBF16, 1, 2}, Expect{GgmlType::kQ8_0, 32, 34},
                           Expect{GgmlType::kQ4_0, 32, 18}, Expect{GgmlType::kQ4_1, 32, 20},
-                          Expect{GgmlType::kQ4_K, 256, 144}, Expect{GgmlType::kQ6_K, 256, 210}}) {
+                          Expect{GgmlType::kQ5_0, 32, 22}, Expect{GgmlType::kQ5_1, 32, 24},
+                          Expect{GgmlType::kIQ4_NL, 32, 18}, Expect{GgmlType::kQ2_K, 256, 84},
+                          Expect{GgmlType::kQ3_K, 256, 110}, Expect{GgmlType::kQ4_K, 256, 144},
+                          Expect{GgmlType::kQ5_K, 256, 176}, Expect{GgmlType::kQ6_K, 256, 210},
+                          Expect{GgmlType::kIQ4_XS, 256, 136}}) {
     const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(e.t));
     ASSERT_NE(info, nullptr);
     EXPECT_EQ(info->block_size, e.block) << info->name;
@@ -49,18 +53,19 @@ TEST(Dequant, TypeTableMatchesGgml) {
   EXPECT_EQ(ggml_type_info(31), nullptr);
   EXPECT_EQ(ggml_type_info(1000), nullptr);
   EXPECT_EQ(ggml_type_name(13), "Q5_K");
-  EXPECT_FALSE(ggml_type_info(13)->can_dequantize);
+  EXPECT_EQ(ggml_type_name(16), "IQ2_XXS");
+  EXPECT_FALSE(ggml_type_info(16)->can_dequantize);
   EXPECT_EQ(ggml_type_name(4), "unknown type 4");
 }
 
 TEST(Dequant, UnsupportedTypeThrowsNamingIt) {
-  std::vector<uint8_t> block(176, 0);
+  std::vector<uint8_t> block(66, 0);
   std::vector<float> out(256);
   try {
-    dequantize_ggml(13, block.data(), out.data(), 256);
-    FAIL() << "Q5_K must not dequantize";
+    dequantize_ggml(16, block.data(), out.data(), 256);
+    FAIL() << "IQ2_XXS must not dequantize";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Q5_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
   EXPECT_THROW(dequantize_ggml(2, block.data(), out.data(), 31), Error);  // not a whole block
 }
@@ -157,7 +162,7 @@ TEST(Dequant, BitExactAgainstGgufPackage) {
   const auto& file = q.file;
   const std::vector<float>& expected = q.expected;
   const nlohmann::json& manifest = q.manifest;
-  ASSERT_EQ(manifest.size(), 8u);
+  ASSERT_EQ(manifest.size(), 15u);
   std::set<std::string> types_seen;
   for (const auto& m : manifest) {
     const std::string name = m["name"];
@@ -179,7 +184,8 @@ TEST(Dequant, BitExactAgainstGgufPackage) {
     types_seen.insert(m["type"].get<std::string>());
   }
   EXPECT_EQ(types_seen,
-            (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"}));
+            (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                   "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"}));
 }
 
 // Tensors kept in their stored type (load_stored, what the model keeps in memory): the file's
@@ -214,13 +220,15 @@ TEST(Dequant, StoredTensorsKeepTheFileBytesAndDequantizeToThePackageBits) {
     ASSERT_EQ(t.data.size(), m["numel"].get<size_t>());
     ASSERT_EQ(std::memcmp(t.data.data(), expected.data() + offset, t.data.size() * 4), 0);
   }
-  EXPECT_EQ(dtypes.size(), 8u);  // f32, f16, bf16 and the five block types
+  EXPECT_EQ(dtypes.size(), 15u);  // f32, f16, bf16 and the twelve block types
 }
 
 TEST(Dequant, GgmlTypesMapToDTypes) {
   EXPECT_EQ(ggml_dtype(3), DType::kQ4_1);
   EXPECT_EQ(ggml_dtype(14), DType::kQ6_K);
-  EXPECT_FALSE(ggml_dtype(6).has_value());    // Q5_0: not loadable
+  EXPECT_EQ(ggml_dtype(6), DType::kQ5_0);
+  EXPECT_EQ(ggml_dtype(23), DType::kIQ4_XS);
+  EXPECT_FALSE(ggml_dtype(16).has_value());   // IQ2_XXS: not loadable
   EXPECT_FALSE(ggml_dtype(999).has_value());  // not a ggml type
   for (uint32_t id = 0; id < 64; ++id) {
     const GgmlTypeInfo* info = ggml_type_info(id);

@@ -321,16 +321,16 @@ TEST(Gguf, RejectsCorruptTensorInfos) {
 
 TEST(Gguf, UnsupportedTypeErrorNamesTypeAndTensor) {
   FileSpec s = valid_spec();
-  s.tensors[1] = {"blk.0.q5", {256, 1}, 13, 64};  // Q5_K: 176 bytes
-  s.data_bytes = 64 + 176;
+  s.tensors[1] = {"blk.0.q5", {256, 1}, 16, 64};  // IQ2_XXS: 66 bytes
+  s.data_bytes = 64 + 66;
   const auto bytes = s.build();
   const auto f = GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
   try {
     f->load_f32("blk.0.q5");
-    FAIL() << "Q5_K loaded";
+    FAIL() << "IQ2_XXS loaded";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("Q5_K"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("IQ2_XXS"), std::string::npos) << msg;
     EXPECT_NE(msg.find("blk.0.q5"), std::string::npos) << msg;
     EXPECT_NE(msg.find("test.gguf"), std::string::npos) << msg;
   }
@@ -339,10 +339,10 @@ TEST(Gguf, UnsupportedTypeErrorNamesTypeAndTensor) {
   // Kept as stored: the same refusal, naming the type, tensor and file.
   try {
     f->load_stored("blk.0.q5");
-    FAIL() << "Q5_K loaded as stored";
+    FAIL() << "IQ2_XXS loaded as stored";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("Q5_K"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("IQ2_XXS"), std::string::npos) << msg;
     EXPECT_NE(msg.find("blk.0.q5"), std::string::npos) << msg;
   }
   EXPECT_THROW(f->load_stored("missing"), Error);

@@ -731,8 +731,8 @@ class FaultOps final : public conformance::DelegatingOps {
  public:
   explicit FaultOps(std::string fault) : DelegatingOps(1, "fault:" + fault), fault_(fault) {}
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-              float* y) override {
-    inner_->matmul(x, m, w, bias, y);
+              float* y, NumericsMode numerics) override {
+    inner_->matmul(x, m, w, bias, y, numerics);
     if (fault_ == "matmul-batch" && m > 1) nudge(y, int64_t{m} * w.rows);
     if (fault_ == "matmul-error") {
       for (int64_t i = 0; i < int64_t{m} * w.rows; ++i) y[i] *= 1.001f;

@@ -1,8 +1,9 @@
-// Weights kept in GGUF block types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) on the CPU backend, bit for
-// bit: the AVX2 block decoders equal core/quant.h's scalar ones on random bytes (every scale
-// bit pattern, NaN and subnormal halves included); matmul and embedding on block weights equal
-// the same ops on the dequantized fp32 weights for m = 1…130 rows, every row index and 1–4
-// threads; the reference backend agrees with itself the same way; ragged rows are refused.
+// Weights kept in GGUF block types (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS) on the CPU backend, bit for bit: the AVX2 block decoders equal core/quant.h's
+// scalar ones on random bytes (every scale bit pattern, NaN and subnormal halves included);
+// matmul and embedding on block weights equal the same ops on the dequantized fp32 weights for
+// m = 1…130 rows, every row index and 1–4 threads; the reference backend agrees with itself the
+// same way; ragged rows are refused.
 // Run: build/tests/test_kernels --gtest_filter='Quant*'.
 #include <gtest/gtest.h>
 
@@ -30,8 +31,9 @@ namespace {
 
 using testing::random_floats;
 
-constexpr DType kBlockTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K,
-                                 DType::kQ6_K};
+constexpr DType kBlockTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0,  DType::kQ5_0,
+                                 DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                                 DType::kQ4_K, DType::kQ5_K,  DType::kQ6_K, DType::kIQ4_XS};
 
 uint16_t half_bits(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
@@ -51,9 +53,16 @@ std::vector<uint8_t> random_blocks(DType t, int64_t rows, int64_t cols, uint32_t
     uint8_t* blk = b.data() + off;
     switch (t) {
       case DType::kQ4_0:
-      case DType::kQ8_0: put(blk); break;
+      case DType::kQ8_0:
+      case DType::kQ5_0:
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS: put(blk); break;
       case DType::kQ4_1:
-      case DType::kQ4_K: put(blk); put(blk + 2); break;
+      case DType::kQ5_1:
+      case DType::kQ4_K:
+      case DType::kQ5_K: put(blk); put(blk + 2); break;
+      case DType::kQ2_K: put(blk + 80); put(blk + 82); break;
+      case DType::kQ3_K: put(blk + 108); break;
       case DType::kQ6_K: put(blk + 208); break;
       default: break;
     }
@@ -105,7 +114,7 @@ TEST(QuantDecode, SimdEqualsTheGgufPackage) {
     ASSERT_LE((offset + y.size()) * 4, raw.size());
     EXPECT_EQ(std::memcmp(y.data(), raw.data() + offset * 4, y.size() * 4), 0);
   }
-  EXPECT_EQ(n_block_types, 5);
+  EXPECT_EQ(n_block_types, 12);
 }
 
 // The register decoder the decode-sized matmul uses (decode_block32_regs) against the scalar
@@ -173,6 +182,39 @@ TEST(QuantDecode, Q4_1FusedMultiplyAddIsExactForEveryHalfScale) {
   EXPECT_EQ(nan_payloads, 4 * 2 * 2);
 }
 
+// Q5_1, Q2_K and Q5_K are decoded with one FMA as well (quant_decode.h: the product has at
+// most 5 + 11, 2 + 4 + 11 and 5 + 6 + 11 significant bits). Every one of the 65536 half bit
+// patterns as d, random quant bytes and sub-block scales, a finite m / dmin: the SIMD decoder
+// has the scalar's bits wherever the scalar value is a number, and is NaN where it is NaN.
+TEST(QuantDecode, FusedMultiplyAddTypesAreExactForEveryHalfScale) {
+  struct Layout {
+    DType t;
+    int d_at, m_at;
+  };
+  std::mt19937 rng(5);
+  for (const Layout l : {Layout{DType::kQ5_1, 0, 2}, Layout{DType::kQ2_K, 80, 82},
+                         Layout{DType::kQ5_K, 0, 2}}) {
+    SCOPED_TRACE(std::string(dtype_name(l.t)));
+    const int64_t be = dtype_block_elems(l.t);
+    std::vector<uint8_t> b(static_cast<size_t>(dtype_block_bytes(l.t)));
+    std::vector<float> simd(be), scalar(be);
+    int64_t mismatches = 0;
+    for (uint32_t d = 0; d < 0x10000; ++d) {
+      for (auto& x : b) x = static_cast<uint8_t>(rng());
+      std::memcpy(b.data() + l.d_at, &d, 2);
+      const uint16_t m = half_bits(std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng));
+      std::memcpy(b.data() + l.m_at, &m, 2);
+      cpu::decode_row(l.t, b.data(), simd.data(), be);
+      dequantize_row(l.t, b.data(), scalar.data(), be);
+      for (int64_t j = 0; j < be; ++j) {
+        if (std::memcmp(&simd[j], &scalar[j], 4) == 0) continue;
+        if (!(std::isnan(simd[j]) && std::isnan(scalar[j]))) ++mismatches;
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
 TEST(QuantDecode, KnownValues) {
   // Q4_1: d = 0.5, m = -1; byte j = (j << 4) | (15 - j): low nibble 15 - j, high j.
   std::vector<uint8_t> b(20);
@@ -216,8 +258,11 @@ TEST(QuantRow, QuantizeRoundTripsWithinHalfAStep) {
       }
     }
   }
-  std::vector<uint8_t> b(144);
-  EXPECT_THROW(quantize_row(DType::kQ4_K, x.data(), b.data(), 256), Error);
+  for (DType t : {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    std::vector<uint8_t> b(static_cast<size_t>(dtype_row_bytes(t, 256)));
+    EXPECT_THROW(quantize_row(t, x.data(), b.data(), 256), Error) << dtype_name(t);
+  }
 }
 
 struct QShape {
@@ -268,7 +313,7 @@ TEST(QuantMatmul, ReferenceOnBlocksEqualsReferenceOnDequantized) {
   auto cpu = make_cpu_ops(2);
   for (DType t : kBlockTypes) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    const int64_t n = 19, k = 2 * dtype_block_elems(t) * (t == DType::kQ4_K || t == DType::kQ6_K ? 1 : 4);
+    const int64_t n = 19, k = 2 * dtype_block_elems(t) * (dtype_block_elems(t) == 256 ? 1 : 4);
     const auto blocks = random_blocks(t, n, k, 3);
     const auto wf = dequantized(t, blocks, n, k);
     const int m = 3;

@@ -151,9 +151,9 @@ class FailingOps : public conformance::DelegatingOps {
  public:
   explicit FailingOps(int ok) : DelegatingOps(1), ok_(ok) {}
   void matmul_rounded(const void* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
-                      float* y, int64_t ldy) override {
+                      float* y, int64_t ldy, NumericsMode numerics) override {
     if (ok_-- <= 0) throw_error("injected GEMM failure");
-    DelegatingOps::matmul_rounded(x, m, w, bias, y, ldy);
+    DelegatingOps::matmul_rounded(x, m, w, bias, y, ldy, numerics);
   }
 
  private:

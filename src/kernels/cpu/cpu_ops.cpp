@@ -34,8 +34,9 @@ class CpuOps final : public Ops {
                float* out) override {
     cpu::rmsnorm(pool_, x, w, n, dim, eps, out);
   }
-  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-              float* y) override {
+  // numerics: one kernel serves both (invariant by construction).
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+              NumericsMode /*numerics*/) override {
     if (act_ == CpuActivations::kQ8 && ref::q8_act_weight_dtype(w.dtype)) {
       cpu::matmul_q8(pool_, x, m, w, bias, y);
     } else {

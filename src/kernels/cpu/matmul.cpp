@@ -372,6 +372,20 @@ void matmul(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix& w, 
       return matmul_typed<DType::kQ4_K>(pool, x, m, w, bias, y);
     case DType::kQ6_K:
       return matmul_typed<DType::kQ6_K>(pool, x, m, w, bias, y);
+    case DType::kQ5_0:
+      return matmul_typed<DType::kQ5_0>(pool, x, m, w, bias, y);
+    case DType::kQ5_1:
+      return matmul_typed<DType::kQ5_1>(pool, x, m, w, bias, y);
+    case DType::kIQ4_NL:
+      return matmul_typed<DType::kIQ4_NL>(pool, x, m, w, bias, y);
+    case DType::kQ2_K:
+      return matmul_typed<DType::kQ2_K>(pool, x, m, w, bias, y);
+    case DType::kQ3_K:
+      return matmul_typed<DType::kQ3_K>(pool, x, m, w, bias, y);
+    case DType::kQ5_K:
+      return matmul_typed<DType::kQ5_K>(pool, x, m, w, bias, y);
+    case DType::kIQ4_XS:
+      return matmul_typed<DType::kIQ4_XS>(pool, x, m, w, bias, y);
   }
   throw_error("matmul: unsupported weight dtype {}", static_cast<int>(w.dtype));
 }

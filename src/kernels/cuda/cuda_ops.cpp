@@ -153,11 +153,10 @@ class CudaOps final : public Ops {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  // An invariant ops object (the verified mode) runs default cuBLAS while kFast is selected;
-  // a fast one stays fast whatever is selected (it has no verified plans to fall back on).
-  void set_gemm_numerics(NumericsMode mode) override { gemm_numerics_ = mode; }
-  NumericsMode gemm_numerics() const override {
-    return mode_ == NumericsMode::kFast ? NumericsMode::kFast : gemm_numerics_;
+  // An invariant ops object (the verified mode) runs default cuBLAS for a kFast step; a fast
+  // one stays fast whatever is asked (it has no verified plans to fall back on).
+  NumericsMode gemm_numerics(NumericsMode requested) const override {
+    return mode_ == NumericsMode::kFast ? NumericsMode::kFast : requested;
   }
 
   // The cuBLAS handle, made on first use (fast mode: at construction; verified: on the first
@@ -247,19 +246,19 @@ class CudaOps final : public Ops {
     cuda_check(cuda::launch_rmsnorm(x, w, n, dim, eps, out, stream_), "rmsnorm");
   }
 
-  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-              float* y) override {
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+              NumericsMode numerics) override {
     check_matmul_args(x, w);
     if (m == 0) return;
     const auto* wd = static_cast<const uint16_t*>(w.data);
-    // The verified mode selects fast numerics per step on an invariant ops object.
-    const bool fast = mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast;
+    // The verified mode asks for fast numerics per step on an invariant ops object.
+    const bool fast = gemm_numerics(numerics) == NumericsMode::kFast;
     if (fast || (lt_gemm_ && lt_gemm_->prefers_lt(m, wd, w.rows, w.cols))) {
       // x rounded to bf16, then the same paths as a bf16 input (cuBLAS, or a cuBLASLt
       // execution verified bit-equal to the invariant kernel, gemm_lt.h).
       auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
       cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
-      return gemm_bf16(xb, m, w, bias, y);
+      return gemm_bf16(xb, m, w, bias, y, numerics);
     }
     cuda_check(run_invariant_kernel(x, m, wd, w.rows, w.cols, bias, y), "invariant gemm");
   }
@@ -268,16 +267,16 @@ class CudaOps final : public Ops {
   DType gemm_input_dtype() const override { return DType::kBF16; }
 
   void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
-                      int64_t ldy) override {
+                      int64_t ldy, NumericsMode numerics) override {
     check_matmul_args(x, w);
     check(ldy >= w.rows, "CUDA matmul_rounded: row stride {} below {} output features", ldy,
           w.rows);
     if (m == 0) return;
     const auto* xb = static_cast<const uint16_t*>(x);
-    if (ldy == w.rows) return gemm_bf16(xb, m, w, bias, y);
+    if (ldy == w.rows) return gemm_bf16(xb, m, w, bias, y, numerics);
     // One part of a projection kept apart: into scratch, then its columns into place.
     float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * m * w.rows, stream_));
-    gemm_bf16(xb, m, w, bias, tmp);
+    gemm_bf16(xb, m, w, bias, tmp, numerics);
     cuda_check(cudaMemcpy2DAsync(y, sizeof(float) * ldy, tmp, sizeof(float) * w.rows,
                                  sizeof(float) * w.rows, m, cudaMemcpyDeviceToDevice, stream_),
                "matmul_rounded (columns)");
@@ -343,9 +342,9 @@ class CudaOps final : public Ops {
 
   // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
   void gemm_bf16(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
-                 float* y) {
+                 float* y, NumericsMode numerics) {
     const auto* wd = static_cast<const uint16_t*>(w.data);
-    if (mode_ == NumericsMode::kFast || gemm_numerics_ == NumericsMode::kFast) {
+    if (gemm_numerics(numerics) == NumericsMode::kFast) {
       ensure_cublas();
       cublas_gemm(xb, m, w, y);
       if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, w.rows, stream_), "add_bias");
@@ -550,7 +549,7 @@ class CudaOps final : public Ops {
                    SampleRowResult* out) override {
     check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
     if (rows == 0) return;
-    for (int32_t r = 0; r < rows; ++r) sampling_params_of(params[r]).validate();
+    for (int32_t r = 0; r < rows; ++r) params[r].validate();
     const size_t params_bytes = sizeof(SampleRowParams) * static_cast<size_t>(rows);
     const size_t results_offset = (params_bytes + 255) / 256 * 256;
     const size_t results_bytes = sizeof(SampleRowResult) * static_cast<size_t>(rows);
@@ -596,7 +595,6 @@ class CudaOps final : public Ops {
  private:
   int device_;
   NumericsMode mode_;
-  NumericsMode gemm_numerics_ = NumericsMode::kInvariant;  // set_gemm_numerics
   int force_attention_split_;
   AttentionForce attention_force_;  // the planner's overrides (any plan gives the same bits)
   DType kv_dtype_;

@@ -64,8 +64,9 @@ class RefOps final : public Ops {
     }
   }
 
-  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias,
-              float* y) override {
+  // numerics: one kernel serves both (invariant by construction).
+  void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
+              NumericsMode /*numerics*/) override {
     for (int64_t j = 0; j < w.rows; ++j) {
       const std::vector<float> wj = weight_row(w, j);
       for (int32_t i = 0; i < m; ++i) {

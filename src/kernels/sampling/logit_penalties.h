@@ -26,7 +26,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/sampling/sampler_math.h"  // DETLLM_HD
+#include "kernels/sampling/sampler_math.h"  // DETLLM_HD, pinned
 
 namespace detllm {
 
@@ -57,34 +57,12 @@ static_assert(sizeof(LogitPenalty) == 32);
 
 namespace penalty_math {
 
-DETLLM_HD inline float fadd(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-DETLLM_HD inline float fsub(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-DETLLM_HD inline float fmul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-DETLLM_HD inline float fdiv(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+using sampler_math::pinned;
+using sampler_math::PinnedOp;
+DETLLM_HD inline float fadd(float a, float b) { return pinned<PinnedOp::kAdd>(a, b); }
+DETLLM_HD inline float fsub(float a, float b) { return pinned<PinnedOp::kSub>(a, b); }
+DETLLM_HD inline float fmul(float a, float b) { return pinned<PinnedOp::kMul>(a, b); }
+DETLLM_HD inline float fdiv(float a, float b) { return pinned<PinnedOp::kDiv>(a, b); }
 
 // The formula above for one listed token (steps 1-4), on the host and on the device.
 DETLLM_HD inline float penalized_logit(float x, const LogitPenalty& e) {

@@ -20,6 +20,11 @@ struct SampleRowParams {
   uint32_t sample_index = 0;  // Philox counter word 1
   int32_t n_logprobs = 0;     // 0 .. SamplingParams::kMaxLogprobs
   int32_t reserved = 0;
+
+  // Throws detllm::Error naming the field, its value and the allowed range (the checks of
+  // SamplingParams::validate for these fields, the same messages). The engine builds a
+  // request's row once, when the request is added, from its validated SamplingParams.
+  void validate() const;
 };
 
 enum class SampleRowStatus : int32_t {

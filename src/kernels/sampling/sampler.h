@@ -100,6 +100,10 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
 // One row of a batched call (Ops::sample_rows' host default): sample() on logits (vocab,) with
 // the row's params and Philox counter, as a SampleRowResult. Throws like sample().
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row);
+// out[r] = sample_row(row r of logits (rows, vocab), params[r]) for host memory: what the host
+// backends' Ops::sample_rows runs, and the engine's host sampling (EngineConfig::host_sampling).
+void sample_rows_host(const float* logits, int32_t rows, int32_t vocab,
+                      const SampleRowParams* params, SampleRowResult* out);
 
 // A batched call's result as sample() returns it (the same token, logprob and top logprobs),
 // and back (at most SamplingParams::kMaxLogprobs top logprobs).

@@ -15,6 +15,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/philox.h"
 
@@ -28,34 +29,38 @@ namespace detllm::sampler_math {
 
 // ---- IEEE operations with pinned rounding --------------------------------------------------
 
-DETLLM_HD inline double dadd(double a, double b) {
+// a + b, a - b, a * b, a / b in float or double, rounded to nearest even: on the device
+// through the _rn intrinsics (never contracted into an FMA), on the host as the plain operator
+// (the build has -ffp-contract=off). dadd... (double) and fadd... (float,
+// kernels/sampling/logit_penalties.h) name them.
+enum class PinnedOp : uint8_t { kAdd, kSub, kMul, kDiv };
+
+template <PinnedOp kOp, typename T>
+DETLLM_HD inline T pinned(T a, T b) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
 #ifdef __CUDA_ARCH__
-  return __dadd_rn(a, b);
+  if constexpr (std::is_same_v<T, float>) {
+    if constexpr (kOp == PinnedOp::kAdd) return __fadd_rn(a, b);
+    else if constexpr (kOp == PinnedOp::kSub) return __fsub_rn(a, b);
+    else if constexpr (kOp == PinnedOp::kMul) return __fmul_rn(a, b);
+    else return __fdiv_rn(a, b);
+  } else {
+    if constexpr (kOp == PinnedOp::kAdd) return __dadd_rn(a, b);
+    else if constexpr (kOp == PinnedOp::kSub) return __dsub_rn(a, b);
+    else if constexpr (kOp == PinnedOp::kMul) return __dmul_rn(a, b);
+    else return __ddiv_rn(a, b);
+  }
 #else
-  return a + b;
+  if constexpr (kOp == PinnedOp::kAdd) return a + b;
+  else if constexpr (kOp == PinnedOp::kSub) return a - b;
+  else if constexpr (kOp == PinnedOp::kMul) return a * b;
+  else return a / b;
 #endif
 }
-DETLLM_HD inline double dsub(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-DETLLM_HD inline double dmul(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-DETLLM_HD inline double ddiv(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+DETLLM_HD inline double dadd(double a, double b) { return pinned<PinnedOp::kAdd>(a, b); }
+DETLLM_HD inline double dsub(double a, double b) { return pinned<PinnedOp::kSub>(a, b); }
+DETLLM_HD inline double dmul(double a, double b) { return pinned<PinnedOp::kMul>(a, b); }
+DETLLM_HD inline double ddiv(double a, double b) { return pinned<PinnedOp::kDiv>(a, b); }
 DETLLM_HD inline uint64_t bits_of(double x) {
 #ifdef __CUDA_ARCH__
   return static_cast<uint64_t>(__double_as_longlong(x));

@@ -1,0 +1,26 @@
+// start_generation_reply (generation_reply.h): the tail of the two generation endpoints.
+#include "server/generation_reply.h"
+
+#include <memory>
+#include <utility>
+
+namespace detllm::server {
+
+HttpReply start_generation_reply(ServerContext& ctx, const GenerationFields& gen,
+                                 const BuiltRequests& built, std::vector<PromptState> prompts,
+                                 std::string_view id_prefix, StreamSpec spec) {
+  auto generation =
+      std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests, std::move(prompts));
+  generation->start();
+  const ResponseMeta meta = make_meta(ctx, id_prefix, built);
+  HttpReply reply;
+  reply.headers = generation_headers(meta);
+  spec.stream = gen.stream;
+  spec.logprobs = gen.logprobs >= 0;
+  spec.include_usage = gen.include_usage;
+  if (spec.stream) reply.content_type = "text/event-stream";
+  reply.stream = make_generation_stream(std::move(generation), meta, *ctx.tokenizer, spec);
+  return reply;
+}
+
+}  // namespace detllm::server
