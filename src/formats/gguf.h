@@ -1,6 +1,6 @@
 // GGUF v3 reader (v2 accepted: same layout): header, metadata key/values, tensor infos,
-// alignment, and the tensors as stored (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K kept as they
-// are: load_stored) or dequantized to fp32 (load_f32).
+// alignment, and the tensors as stored (F16, BF16 and every GGUF block type detllm reads, kept
+// as they are: load_stored) or dequantized to fp32 (load_f32).
 // The file is memory-mapped and every offset, size, count, type and shape is validated before
 // it is used: a truncated, corrupt or unsupported file throws detllm::Error naming the problem
 // and the file.

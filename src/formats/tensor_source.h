@@ -48,7 +48,7 @@ class TensorSource {
   // for quantized blocks). Throws detllm::Error naming the tensor and file on any problem.
   virtual HostTensor load_f32(const std::string& name) const = 0;
   // The tensor in the type it is stored as when the kernels can use that type directly
-  // (GGUF: f16, bf16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), else fp32 as load_f32. The default
+  // (GGUF: f16, bf16 and the block types of core/dtype.h), else fp32 as load_f32. The default
   // (safetensors) is load_f32.
   virtual HostTensor load_stored(const std::string& name) const { return load_f32(name); }
 };
