@@ -34,20 +34,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "tokenizer")
-# The real tokenizer files come from outside the repository (docs/testing.md, "Test data from
-# outside the repository"): $DETLLM_TOKENIZER_DATA, else tests/data/external/tokenizers in the
-# source tree -- the same place tests/external_data.h looks.
-TOKENIZER_DATA = os.environ.get("DETLLM_TOKENIZER_DATA") or os.path.join(
-    ROOT, "tests", "data", "external", "tokenizers")
-
-
-def tokenizer_path(directory, name, file):
-    """<directory>/<name>/<file>, or exit with a message naming the missing file."""
-    path = os.path.join(directory, name, file)
-    if not os.path.isfile(path):
-        sys.exit(f"missing {path}: the real tokenizer files come from outside the repository "
-                 "(docs/testing.md, \"Test data from outside the repository\"); set DETLLM_TOKENIZER_DATA")
-    return path
+from external_data import TOKENIZER_DATA, tokenizer_path  # noqa: E402 (scripts/ref/)
 
 
 def smollm2_from_gguf(path):
