@@ -27,6 +27,7 @@
 #include "cuda/attention_negative_control.h"
 #include "cuda/cuda_test_util.h"
 #include "kernels/attention_plan.h"
+#include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels {
@@ -63,22 +64,9 @@ class LayoutDependentOps final : public conformance::DelegatingOps {
   void attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                  int32_t n_heads, float scale, float* out) override {
     ASSERT_EQ(cache.dtype, DType::kBF16);
-    cuda::AttentionArgs a;
-    a.q = q;
+    cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
     a.k_bf16 = static_cast<const uint16_t*>(cache.k);
     a.v_bf16 = static_cast<const uint16_t*>(cache.v);
-    a.positions = batch.positions;
-    a.seq_of_token = batch.seq_of_token;
-    a.block_tables = batch.block_tables;
-    a.out = out;
-    a.n_tokens = batch.n_tokens;
-    a.n_heads = n_heads;
-    a.n_kv_heads = cache.n_kv_heads;
-    a.head_dim = cache.head_dim;
-    a.block_size = cache.block_size;
-    a.max_blocks = batch.max_blocks;
-    a.n_blocks = cache.n_blocks;
-    a.scale = scale;
     const int n_rep = n_heads / cache.n_kv_heads;
     const int tq = batch.n_tokens <= 2 * batch.n_seqs ? 1 : 64 / n_rep;
     inner_->synchronize();  // the KV append and the uploads, on the inner ops' stream

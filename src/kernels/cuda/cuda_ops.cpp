@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
@@ -478,8 +479,7 @@ class CudaOps final : public Ops {
           "CUDA attention: n_heads {} must be a multiple (≤ 32×) of n_kv_heads {}", n_heads,
           cache.n_kv_heads);
     check_cache_dtype(cache);
-    cuda::AttentionArgs a;
-    a.q = q;
+    cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
     if (cache.dtype == DType::kBF16) {
       check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with a bf16 KV cache: head_dim {} and {} query heads per KV head "
@@ -495,20 +495,8 @@ class CudaOps final : public Ops {
       a.k_cache = cache.k_f32();
       a.v_cache = cache.v_f32();
     }
-    a.positions = batch.positions;
-    a.seq_of_token = batch.seq_of_token;
-    a.block_tables = batch.block_tables;
-    a.out = out;
     a.out_bf16 = out_bf16;
     a.pdl = pdl(batch.n_tokens);
-    a.n_tokens = batch.n_tokens;
-    a.n_heads = n_heads;
-    a.n_kv_heads = cache.n_kv_heads;
-    a.head_dim = cache.head_dim;
-    a.block_size = cache.block_size;
-    a.max_blocks = batch.max_blocks;
-    a.n_blocks = cache.n_blocks;
-    a.scale = scale;
     if (cache.dtype == DType::kBF16) {
       const AttentionPlan plan =
           plan_attention(cuda::attention_step_shape(a, batch.n_seqs), attention_force_);
