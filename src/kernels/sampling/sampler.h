@@ -78,6 +78,9 @@ struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;                    // of `token`, under the raw logits
   std::vector<TokenLogprob> top_logprobs;  // (n_logprobs) (logprob desc, token asc)
+  // A constrained draw (masked_sample.h) whose grammar allowed no token here: token, logprob
+  // and top_logprobs are unset.
+  bool none_allowed = false;
 };
 
 // Samples the token that goes at absolute `position` (0 <= position < 2^32) for sample
