@@ -10,8 +10,10 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/grammar_setup.h"
 #include "cli/penalty_flags.h"
 #include "cli/progress.h"
+#include "cli/structured_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
@@ -29,6 +31,7 @@ struct GenerateOptions {
   float min_p = 0.0f;
   uint64_t seed = 0;
   PenaltyFlags penalties;  // --presence-penalty, --frequency-penalty, ...
+  StructuredFlags structured;  // --json-schema, --regex, ...
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_special = false;
   bool ignore_eos = false;
@@ -72,6 +75,13 @@ int run_generate(const GenerateOptions& o) {
   req.sampling.min_p = o.min_p;
   req.sampling.seed = o.seed;
   apply_penalty_flags(o.penalties, req.sampling);
+  if (const auto spec = grammar_spec_of(o.structured)) {
+    const GrammarCompileFn compile = make_grammar_compiler(*b.tokenizer, c.vocab_size);
+    check(static_cast<bool>(compile),
+          "constraining the output needs the grammar engine, and this build of detllm has "
+          "none (build with xgrammar: scripts/deps_xgrammar.sh, then scripts/build.sh)");
+    req.constraint = compile(*spec);  // a structured::GrammarError names what is wrong
+  }
 
   cfg.policy.default_mode = mode;
   cfg.policy.deterministic_by_default =
@@ -170,6 +180,7 @@ Command add_generate_command(CLI::App& app) {
                   "output")
       ->capture_default_str();
   add_penalty_options(*cmd, o->penalties);
+  add_structured_options(*cmd, o->structured);
   cmd->add_option("--threads", o->threads,
                   "CPU threads (results do not depend on it; with --tensor-parallel N, shared "
                   "by the N ranks)")

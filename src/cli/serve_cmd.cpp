@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/backend.h"
+#include "cli/grammar_setup.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
@@ -179,6 +180,7 @@ int run_serve(ServeOptions& o) {
                  e.what());
   }
   ctx.chat = chat.get();
+  ctx.compile_grammar = make_grammar_compiler(*b.tokenizer, b.model->config.vocab_size);
 
   server::HttpServer http(ctx);
   const int port = http.bind();

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "determinism/modes.h"
+#include "kernels/sampling/masked_sample.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::engine {
@@ -53,6 +54,13 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.cb = std::move(callbacks);
   r.samples.resize(r.req.n);
   r.samples[0].seq = seq;
+  if (r.req.constraint) r.samples[0].grammar.emplace(r.req.constraint->fork());
+  if (!r.req.allowed_token_ids.empty()) {
+    r.allowed_words.assign(structured::TokenConstraint::bitmask_words(model_.config().vocab_size), 0u);
+    for (int32_t id : r.req.allowed_token_ids) {
+      r.allowed_words[static_cast<size_t>(id) >> 5] |= uint32_t{1} << (id & 31);
+    }
+  }
   r.speculative = opts.speculative;
   r.n_live = r.req.n;
   if (r.req.prompt_logprobs >= 0) {
@@ -228,7 +236,7 @@ void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
       } sink(*this, rid, r, sample_index);
       verifier_->verify_rows(s, draws, sink);
     } else if (s.sample) {
-      handle_candidate(r, sample_index, draws[0]);
+      handle_candidate(rid, r, sample_index, draws[0]);
     }
     return;
   }
@@ -239,9 +247,21 @@ void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
 
 // ---- the verified mode's hooks ----
 
-void Engine::handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw) {
+void Engine::handle_candidate(RequestId rid, RequestState& r, int32_t sample_index,
+                              const SampleResult& draw) {
   check(r.forked, "engine: internal error: a candidate before the first committed token");
   const SampleState& st = r.samples[sample_index];
+  if (draw.none_allowed) {
+    // The grammar allows nothing after the tokens so far. With no candidate pending those are
+    // committed and the sample ends here, as it would on the invariant numerics; otherwise the
+    // window is verified first (its candidates decide whether this position is reached).
+    if (verifier_->candidates(st.seq).empty()) {
+      finish_sample(rid, r, sample_index, grammar_end_reason(st));
+    } else {
+      verifier_->park(st.seq);
+    }
+    return;
+  }
   bool ready = verifier_->add_candidate(st.seq, draw.token);
   if (!ready) {  // a candidate that would stop the sample: verify the window now
     SampleState with_candidates;
@@ -257,6 +277,10 @@ void Engine::handle_candidate(RequestState& r, int32_t sample_index, const Sampl
 bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
                             int32_t position, const SampleResult& res) {
   SampleState& st = r.samples[sample_index];
+  if (res.none_allowed) {  // no token here, so no logits of one either
+    finish_sample(rid, r, sample_index, grammar_end_reason(st));
+    return true;
+  }
   if (r.req.capture_logits && r.cb.on_logits) {
     r.cb.on_logits(sample_index, position, runner_.host_logits(row, 1));
   }
@@ -288,11 +312,14 @@ void Engine::draw_samples(const StepPlan& plan) {
   d.rows.clear();
   d.params.clear();
   d.penalties.clear();
+  d.mask_begin.clear();
+  d.mask_width.clear();
+  d.masks.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
     if (owner != seq_owner_.end()) {
       const auto [rid, sample_index] = owner->second;
-      const RequestState& r = requests_.at(rid);
+      RequestState& r = requests_.at(rid);
       const std::optional<int32_t> first = first_draw_position(r, s);
       const int32_t end = s.first_pos + s.n_tokens;
       // Position t draws from row t - 1 on the Philox stream (seed, t, sample index). At the
@@ -308,15 +335,74 @@ void Engine::draw_samples(const StepPlan& plan) {
           SampleRowParams& p = d.params.emplace_back(r.row);
           p.position = static_cast<uint32_t>(t);
           p.sample_index = static_cast<uint32_t>(k);
+          add_mask(r, k, s.id, t);
         }
       }
     }
     d.begin.push_back(static_cast<int32_t>(d.rows.size()));
   }
 
+  sample_draws();
+}
+
+void Engine::add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t position) {
+  StepDraws& d = draws_;
+  const Sequence& q = scheduler_.sequence(seq);
+  check(position >= q.n_prompt && position <= q.n_tokens(),
+        "engine: internal error: a draw at position {} of a sequence of {} tokens ({} prompt)",
+        position, q.n_tokens(), q.n_prompt);
+  const std::span<const int32_t> generated = std::span<const int32_t>(q.tokens).subspan(
+      static_cast<size_t>(q.n_prompt), static_cast<size_t>(position - q.n_prompt));
+  const Request& req = r.req;
+  const bool below_min = static_cast<int32_t>(generated.size()) < req.min_tokens;
+  if (!req.constraint && req.allowed_token_ids.empty() && req.bad_words.empty() && !below_min) {
+    d.mask_begin.push_back(-1);
+    d.mask_width.push_back(0);
+    return;
+  }
+  const int32_t vocab = model_.config().vocab_size;
+  const size_t begin = d.masks.size();
+  const size_t n_words = structured::TokenConstraint::bitmask_words(vocab);
+  d.masks.resize(begin + n_words, 0u);
+  const std::span<uint32_t> words = std::span<uint32_t>(d.masks).subspan(begin, n_words);
+  bool any = true;
+  if (req.constraint) {
+    // Before the fork every sample draws after the same (empty) generated prefix: sample 0's.
+    SampleState& owner = r.samples[sample_index].grammar ? r.samples[sample_index] : r.samples[0];
+    GrammarCursor& g = *owner.grammar;
+    any = g.mask_after(generated, words.first(g.mask_words()));  // ids past its width stay 0
+  } else {
+    std::fill(words.begin(), words.end(), ~0u);
+    if (const int32_t rest = vocab % 32) words.back() = (uint32_t{1} << rest) - 1;
+  }
+  auto clear = [&](int32_t id) { words[static_cast<size_t>(id) >> 5] &= ~(uint32_t{1} << (id & 31)); };
+  if (!r.allowed_words.empty()) {
+    for (size_t w = 0; w < n_words; ++w) words[w] &= r.allowed_words[w];
+  }
+  for (const std::vector<int32_t>& bad : req.bad_words) {
+    const size_t lead = bad.size() - 1;
+    if (generated.size() >= lead &&
+        std::equal(bad.begin(), bad.begin() + static_cast<ptrdiff_t>(lead),
+                   generated.end() - static_cast<ptrdiff_t>(lead))) {
+      clear(bad.back());
+    }
+  }
+  if (below_min) {
+    for (int32_t id : eos_ids_) clear(id);
+    for (int32_t id : req.stop_token_ids) clear(id);
+  }
+  any = any && std::any_of(words.begin(), words.end(), [](uint32_t w) { return w != 0; });
+  d.mask_begin.push_back(any ? static_cast<int64_t>(begin) : -2);  // -2: nothing allowed
+  d.mask_width.push_back(vocab);
+}
+
+void Engine::sample_draws() {
+  StepDraws& d = draws_;
   const size_t n = d.rows.size();
   d.results.resize(n);
   d.row_results.resize(n);
+  const bool constrained =
+      std::any_of(d.mask_begin.begin(), d.mask_begin.end(), [](int64_t b) { return b != -1; });
   if (config_.host_sampling) {
     // The reference path: every draw's row to the host, penalised there, and the host
     // sampler: the functions the host backends' ops run (kernels/sampling).
@@ -331,11 +417,89 @@ void Engine::draw_samples(const StepPlan& plan) {
     const int32_t rows = static_cast<int32_t>(n), v = static_cast<int32_t>(vocab);
     if (!d.penalties.empty()) apply_logit_penalties_host(d.host_rows.data(), rows, v, d.penalties);
     sample_rows_host(d.host_rows.data(), rows, v, d.params.data(), d.row_results.data());
-  } else {
+    for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
+    for (size_t i = 0; i < n && constrained; ++i) {
+      if (d.mask_begin[i] != -1) {
+        d.results[i] = sample_allowed_row(
+            std::span<const float>(d.host_rows).subspan(i * vocab, vocab), i);
+      }
+    }
+    return;
+  }
+  if (!constrained) {
     runner_.sample(d.rows, d.params, d.row_results, d.penalties);
     stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
+    for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
+    return;
   }
-  for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
+  // Draws without a grammar: one backend call over their rows (penalty rows renumbered).
+  d.free_draws.clear();
+  d.free_rows.clear();
+  d.free_params.clear();
+  d.free_penalties.clear();
+  std::vector<int32_t> compact(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (d.mask_begin[i] != -1) continue;
+    compact[i] = static_cast<int32_t>(d.free_draws.size());
+    d.free_draws.push_back(static_cast<int32_t>(i));
+    d.free_rows.push_back(d.rows[i]);
+    d.free_params.push_back(d.params[i]);
+  }
+  for (LogitPenalty e : d.penalties) {
+    if (compact[static_cast<size_t>(e.row)] < 0) continue;
+    e.row = compact[static_cast<size_t>(e.row)];
+    d.free_penalties.push_back(e);
+  }
+  if (!d.free_draws.empty()) {
+    d.free_results.resize(d.free_draws.size());
+    runner_.sample(d.free_rows, d.free_params, d.free_results, d.free_penalties);
+    stats_.n_rows_sampled_on_backend += static_cast<int64_t>(d.free_draws.size());
+    for (size_t j = 0; j < d.free_draws.size(); ++j) {
+      d.results[static_cast<size_t>(d.free_draws[j])] = sample_result_of(d.free_results[j]);
+    }
+  }
+  // Constrained draws on the host: the row (downloaded on a device backend), penalised.
+  const int32_t vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < n; ++i) {
+    if (d.mask_begin[i] == -1) continue;
+    if (d.mask_begin[i] == -2) {  // nothing allowed: no row needed
+      d.results[i] = sample_allowed_row({}, i);
+      continue;
+    }
+    std::span<const float> row = runner_.host_logits(d.rows[i], 1);
+    const auto [lo, hi] = std::equal_range(
+        d.penalties.begin(), d.penalties.end(), LogitPenalty{static_cast<int32_t>(i)},
+        [](const LogitPenalty& a, const LogitPenalty& b) { return a.row < b.row; });
+    if (lo != hi) {
+      d.row_scratch.assign(row.begin(), row.end());
+      std::vector<LogitPenalty> entries(lo, hi);
+      for (LogitPenalty& e : entries) e.row = 0;
+      apply_logit_penalties_host(d.row_scratch.data(), 1, vocab, entries);
+      row = d.row_scratch;
+    }
+    d.results[i] = sample_allowed_row(row, i);
+  }
+}
+
+FinishReason Engine::grammar_end_reason(const SampleState& s) {
+  return s.grammar && s.grammar->complete() ? FinishReason::kStop : FinishReason::kGrammar;
+}
+
+SampleResult Engine::sample_allowed_row(std::span<const float> row, size_t i) {
+  StepDraws& d = draws_;
+  if (d.mask_begin[i] == -2) {
+    SampleResult none;
+    none.none_allowed = true;
+    return none;
+  }
+  const SampleRowParams& p = d.params[i];
+  const int32_t width = d.mask_width[i];
+  const AllowedIds allowed{
+      std::span<const uint32_t>(d.masks).subspan(static_cast<size_t>(d.mask_begin[i]),
+                                                 structured::TokenConstraint::bitmask_words(width)),
+      width};
+  return sample_allowed(row, sampling_params_of(p), p.position, p.sample_index, allowed,
+                        d.mask_scratch);
 }
 
 void Engine::add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq,
@@ -368,6 +532,9 @@ void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s) {
       lp.position = target;
       lp.token = r.req.prompt[target];
       lp.logprob = logprob_of(row, lp.token);
+      const float x = row[static_cast<size_t>(lp.token)];
+      lp.rank = 1 + static_cast<int32_t>(std::count_if(row.begin(), row.end(),
+                                                       [x](float v) { return v > x; }));
       lp.top_logprobs = top_logprobs(row, r.req.prompt_logprobs);
     }
   };
@@ -417,6 +584,7 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
     for (int32_t k = 1; k < r.req.n; ++k) {
       const SeqId child = scheduler_.fork(r.samples[0].seq);
       r.samples[k].seq = child;
+      if (r.samples[0].grammar) r.samples[k].grammar.emplace(r.samples[0].grammar->fork());
       seq_owner_[child] = {rid, k};
       group.push_back(k);
     }
@@ -430,8 +598,12 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
   for (size_t j = 0; j < group.size(); ++j) {
     const int32_t k = group[j];
     SampleState& st = r.samples[k];
-    if (capture) r.cb.on_logits(k, position, row_logits);
     const SampleResult& res = draws[j];
+    if (res.none_allowed) {  // no token here (and no logits of one): the sample ends
+      finish_sample(rid, r, k, grammar_end_reason(st));
+      continue;
+    }
+    if (capture) r.cb.on_logits(k, position, row_logits);
     scheduler_.append_token(st.seq, res.token);
     st.generated.push_back(res.token);
     ++stats_.n_generated_tokens;
@@ -443,6 +615,11 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
 }
 
 FinishReason Engine::stop_reason(const RequestState& r, const SampleState& s, int32_t token) const {
+  // min_tokens: no stop rule before it (eos and the stop ids were masked anyway).
+  if (static_cast<int32_t>(s.generated.size()) < r.req.min_tokens) {
+    return static_cast<int32_t>(s.generated.size()) >= r.req.max_tokens ? FinishReason::kLength
+                                                                        : FinishReason::kNone;
+  }
   if (!r.req.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
     return FinishReason::kStop;
   }

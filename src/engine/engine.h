@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
+#include "engine/grammar_cursor.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -104,6 +105,9 @@ class Engine {
     SeqId seq = -1;
     bool done = false;
     std::vector<int32_t> generated;
+    // A constrained request's grammar state for this sample (sample 0 from add_request, the
+    // others forked from it with their sequences).
+    std::optional<GrammarCursor> grammar;
   };
   struct RequestState {
     Request req;
@@ -112,6 +116,7 @@ class Engine {
     // its position and sample index. The CPU and the device sampler both read it.
     SampleRowParams row;
     RequestCallbacks cb;
+    std::vector<uint32_t> allowed_words;  // allowed_token_ids as a bitmask (empty: all)
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
@@ -135,7 +140,30 @@ class Engine {
     std::vector<LogitPenalty> penalties;
     std::vector<int64_t> penalty_scratch;
     std::vector<float> host_rows;  // host sampling: (draws, vocab) the draws' rows, penalised
+    // Constrained draws (the request has a grammar): each one's bitmask at mask_begin[i] of
+    // masks (-1: unconstrained). They are sampled on the host (sample_allowed); the others in
+    // one backend call over the compacted rows, params and penalties below.
+    std::vector<int64_t> mask_begin;  // (draws) -2: the grammar allows nothing here
+    std::vector<int32_t> mask_width;  // (draws) the bitmask's width (0: unconstrained)
+    std::vector<uint32_t> masks;
+    std::vector<int32_t> free_draws;  // draws without a grammar, when some have one
+    std::vector<int32_t> free_rows;
+    std::vector<SampleRowParams> free_params;
+    std::vector<SampleRowResult> free_results;
+    std::vector<LogitPenalty> free_penalties;
+    std::vector<float> row_scratch, mask_scratch;
   };
+  // The mask of the next draw (position `position` of sample `sample_index` of r: its grammar's
+  // bitmask after the generated tokens before it, then allowed_token_ids, bad_words and
+  // min_tokens) into draws_.masks; mask_begin -1 when r has no token rule here.
+  void add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t position);
+  // Samples the step's draws (draws_: rows, params, penalties, masks) into draws_.results.
+  void sample_draws();
+  // Constrained draw i on the host, over its row (penalised): sample_allowed.
+  SampleResult sample_allowed_row(std::span<const float> row, size_t i);
+  // How a sample ends when its grammar allows no token: kStop when the grammar is complete
+  // (its stop token was accepted under ignore_eos), kGrammar otherwise.
+  static FinishReason grammar_end_reason(const SampleState& s);
   // Appends draw i's penalty entries (nothing when its request has none).
   void add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq, uint32_t position);
   // The step's plan: windows released for verification first (verified), then schedule();
@@ -172,7 +200,8 @@ class Engine {
   bool verified() const { return verifier_.has_value(); }
   // A candidate from a fast row: appended uncommitted; a full window (or one a candidate
   // would stop) is parked for its verification group.
-  void handle_candidate(RequestState& r, int32_t sample_index, const SampleResult& draw);
+  void handle_candidate(RequestId rid, RequestState& r, int32_t sample_index,
+                        const SampleResult& draw);
   // Emits one committed token (callbacks, stop rules); true when the sample finished.
   bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
                       int32_t position, const SampleResult& res);

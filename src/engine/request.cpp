@@ -11,6 +11,7 @@ std::string_view finish_reason_name(FinishReason r) {
     case FinishReason::kLength: return "length";
     case FinishReason::kStop: return "stop";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kGrammar: return "grammar";
   }
   return "?";
 }
@@ -39,6 +40,24 @@ void Request::validate(int32_t vocab_size, int32_t max_model_len) const {
         "tokens; shorten the prompt or lower max_tokens",
         prompt.size(), max_tokens, total, max_model_len);
   sampling.validate(vocab_size);
+  check(min_tokens >= 0 && min_tokens <= max_tokens,
+        "min_tokens must be in 0…max_tokens ({}), got {}", max_tokens, min_tokens);
+  for (int32_t t : allowed_token_ids) {
+    check(t >= 0 && t < vocab_size, "allowed token id {} is outside the vocabulary (0…{})", t,
+          vocab_size - 1);
+  }
+  for (const auto& w : bad_words) {
+    check(!w.empty(), "a bad word must have at least one token");
+    for (int32_t t : w) {
+      check(t >= 0 && t < vocab_size, "bad word token id {} is outside the vocabulary (0…{})", t,
+            vocab_size - 1);
+    }
+  }
+  check(!constraint || constraint->n_accepted() == 0,
+        "a request's grammar must be at its start (no token accepted)");
+  check(!constraint || (constraint->mask_width() > 0 && constraint->mask_width() <= vocab_size),
+        "the request's grammar covers {} ids; the model's vocabulary has {}",
+        constraint ? constraint->mask_width() : 0, vocab_size);
 }
 
 }  // namespace detllm::engine

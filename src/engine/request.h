@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "kernels/sampling/sampler.h"
 #include "kernels/sampling/sampling_params.h"
+#include "structured/token_constraint.h"
 
 namespace detllm::engine {
 
@@ -25,18 +27,36 @@ struct Request {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;       // stop strings (needs the engine's tokenizer)
   bool ignore_eos = false;
+  // vLLM's token rules, each a mask on the draw (like the grammar's: the token is drawn from
+  // the ids left, the reported logprobs stay the model's):
+  //   min_tokens         until this many tokens are generated, eos and stop_token_ids are
+  //                      masked and stop strings are not checked;
+  //   allowed_token_ids  non-empty: only these ids may be drawn;
+  //   bad_words          token sequences (each tokenized bad word) the output never completes:
+  //                      the last id of one is masked where the generated tokens end with the
+  //                      rest of it (a one-token word is masked everywhere).
+  int32_t min_tokens = 0;
+  std::vector<int32_t> allowed_token_ids;
+  std::vector<std::vector<int32_t>> bad_words;
   std::optional<bool> deterministic;   // unset: the policy's default
   // >= 0: return each prompt token's logprob (and this many top logprobs): scoring / teacher
   // forcing through the same path as generation (design.md V4). -1: off.
   int32_t prompt_logprobs = -1;
   // Conformance / audit: deliver the fp32 logits of every output position via on_logits.
   bool capture_logits = false;
+  // Structured output: the grammar every generated token must match, at its start (nothing
+  // accepted). Each sample draws under the bitmask of its own generated prefix
+  // (kernels/sampling/masked_sample.h; logprobs stay the model's); a position where the grammar
+  // allows no token ends the sample with kGrammar. Shared: the engine forks it per sample.
+  std::shared_ptr<const structured::TokenConstraint> constraint;
 
   void validate(int32_t vocab_size, int32_t max_model_len) const;  // throws detllm::Error
 };
 
-enum class FinishReason : uint8_t { kNone, kLength, kStop, kAbort };
-std::string_view finish_reason_name(FinishReason r);  // "length", "stop", "abort"
+// kGrammar: the request's grammar allowed no token at the next position (a grammar that
+// cannot go on, or one already complete when eos is ignored).
+enum class FinishReason : uint8_t { kNone, kLength, kStop, kAbort, kGrammar };
+std::string_view finish_reason_name(FinishReason r);  // "length", "stop", "abort", "grammar"
 
 struct TokenEvent {
   int32_t sample_index = 0;
@@ -51,6 +71,7 @@ struct PromptLogprob {
   int32_t position = 0;
   int32_t token = 0;
   float logprob = 0.0f;
+  int32_t rank = 0;  // 1 + the ids with a higher logit (vLLM's rank: 1 = the most likely)
   std::vector<TokenLogprob> top_logprobs;
 };
 
@@ -76,7 +97,8 @@ struct RequestCallbacks {
   // Once, when the whole prompt has been scored (prompt_logprobs >= 0): (n_prompt - 1) entries.
   std::function<void(std::span<const PromptLogprob>)> on_prompt_logprobs;
   // capture_logits: the logits (vocab) that predict the token at `position` of sample
-  // `sample_index` — for generated positions and, when scoring, for prompt positions 1…n-1.
+  // `sample_index` — for generated positions and, when scoring, for prompt positions 1…n-1 (not
+  // for a position where the request's token rules allowed no token: it has none).
   std::function<void(int32_t sample_index, int32_t position, std::span<const float> logits)>
       on_logits;
   std::function<void(int32_t sample_index, FinishReason reason, const Usage& usage)> on_finish;

@@ -96,6 +96,11 @@ void Verifier::verify_rows(const ScheduledSeq& s, std::span<const SampleResult> 
       return;
     }
     const SampleResult& v = draws[d++];
+    if (v.none_allowed) {  // a constrained sample whose grammar ends here: drop the rest
+      scheduler_.rollback(s.id, t);
+      sink.emit_committed(row, t, v);
+      return;
+    }
     if (v.token == q.tokens[static_cast<size_t>(t)]) {
       scheduler_.commit(s.id, t + 1);
       if (sink.emit_committed(row, t, v)) return;

@@ -19,9 +19,11 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
   p.text = ctx.chat->render(req.messages, req.add_generation_prompt);
   // The template already holds the special tokens (BOS, role markers).
   p.ids = ctx.tokenizer->encode(p.text, /*add_special_tokens=*/false);
+  truncate_prompt(ctx, req.gen, p.ids);
   check_prompt(ctx, p.ids, "messages");
   const int32_t max_tokens = resolve_max_tokens(ctx, req.gen, p.ids.size(), /*fallback=*/0);
-  const BuiltRequests built = build_requests(ctx, req.gen, {p.ids}, max_tokens, -1);
+  const BuiltRequests built = build_requests(ctx, req.gen, {p.ids}, max_tokens,
+                                             req.gen.vllm.prompt_logprobs.value_or(-1));
 
   std::vector<PromptState> prompts;
   prompts.push_back(std::move(p));

@@ -25,6 +25,9 @@ HttpReply handle_completions(ServerContext& ctx, std::string_view body) {
     } else {
       p.ids = in.ids;
     }
+    const bool truncated = req.gen.vllm.truncate_prompt_tokens.has_value();
+    truncate_prompt(ctx, req.gen, p.ids);
+    if (truncated && in.text) p.text = ctx.tokenizer->decode(p.ids, /*skip_special_tokens=*/false);
     check_prompt(ctx, p.ids, param);
     if (!in.text) p.text = ctx.tokenizer->decode(p.ids, /*skip_special_tokens=*/false);
     longest = std::max(longest, p.ids.size());
@@ -33,8 +36,9 @@ HttpReply handle_completions(ServerContext& ctx, std::string_view body) {
   }
   const int32_t max_tokens = resolve_max_tokens(ctx, req.gen, longest, /*fallback=*/16);
   const bool score_prompt = req.echo && req.gen.logprobs >= 0;
-  const BuiltRequests built =
-      build_requests(ctx, req.gen, ids, max_tokens, score_prompt ? req.gen.logprobs : -1);
+  const int32_t prompt_logprobs = std::max(score_prompt ? req.gen.logprobs : -1,
+                                           req.gen.vllm.prompt_logprobs.value_or(-1));
+  const BuiltRequests built = build_requests(ctx, req.gen, ids, max_tokens, prompt_logprobs);
 
   StreamSpec spec;
   spec.api = StreamSpec::Api::kCompletion;

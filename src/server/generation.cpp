@@ -14,7 +14,10 @@ Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
       requests_(std::move(requests)),
       prompts_(std::move(prompts)) {
   n_ = requests_.empty() ? 1 : requests_[0].n;
-  for (const auto& r : requests_) stop_token_ids_.push_back(r.stop_token_ids);
+  for (const auto& r : requests_) {
+    stop_token_ids_.push_back(r.stop_token_ids);
+    stop_strings_.push_back(r.stop);
+  }
   choices_.resize(requests_.size() * static_cast<size_t>(n_));
   for (size_t i = 0; i < choices_.size(); ++i) {
     ChoiceState& c = choices_[i];
@@ -23,6 +26,13 @@ Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
     // Output text skips special tokens (EOS, chat markers), as OpenAI-compatible servers do.
     c.decoder = std::make_unique<StreamDecoder>(tokenizer_, /*skip_special_tokens=*/true);
     c.stop = StopFilter(requests_[static_cast<size_t>(c.prompt_index)].stop);
+  }
+}
+
+void Generation::set_text_options(bool skip_special_tokens, bool include_stop_str) {
+  for (ChoiceState& c : choices_) {
+    c.decoder = std::make_unique<StreamDecoder>(tokenizer_, skip_special_tokens);
+    c.stop = StopFilter(stop_strings_[static_cast<size_t>(c.prompt_index)], include_stop_str);
   }
 }
 

@@ -65,6 +65,9 @@ class Generation {
   // Waits up to `timeout` for events and applies them; true when something changed.
   bool poll(std::chrono::milliseconds timeout);
   bool finished() const { return n_finished_ == choices_.size() || !error_.empty(); }
+  // Before start(): output text with or without special tokens (default without), and with the
+  // matched stop string kept (default cut before it).
+  void set_text_options(bool skip_special_tokens, bool include_stop_str);
   // Aborts the engine requests (client gone, server stopping). Idempotent.
   void cancel();
   // See ResponseStream::set_notify; after start().
@@ -96,6 +99,7 @@ class Generation {
   const Tokenizer& tokenizer_;
   std::vector<engine::Request> requests_;  // until start()
   std::vector<std::vector<int32_t>> stop_token_ids_;  // per prompt
+  std::vector<std::vector<std::string>> stop_strings_;  // per prompt
   std::vector<PromptState> prompts_;
   std::vector<ChoiceState> choices_;  // (n_prompts * n)
   int32_t n_ = 1;

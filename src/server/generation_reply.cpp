@@ -11,8 +11,12 @@ HttpReply start_generation_reply(ServerContext& ctx, const GenerationFields& gen
                                  std::string_view id_prefix, StreamSpec spec) {
   auto generation =
       std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests, std::move(prompts));
+  generation->set_text_options(gen.vllm.skip_special_tokens,
+                               gen.vllm.include_stop_str_in_output);
   generation->start();
-  const ResponseMeta meta = make_meta(ctx, id_prefix, built);
+  ResponseMeta meta = make_meta(ctx, id_prefix, built);
+  meta.tokens_as_ids = gen.vllm.return_tokens_as_token_ids;
+  meta.prompt_logprobs = gen.vllm.prompt_logprobs.has_value();
   HttpReply reply;
   reply.headers = generation_headers(meta);
   spec.stream = gen.stream;

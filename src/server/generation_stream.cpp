@@ -71,7 +71,7 @@ class GenerationStream final : public ResponseStream {
     if (spec_.logprobs && !p.logprobs_ready && !gen_->finished()) return false;
     json lp = nullptr;
     if (spec_.logprobs) {
-      CompletionLogprobs b(tokenizer_, 0);
+      CompletionLogprobs b(tokenizer_, 0, meta_.tokens_as_ids);
       b.add_prompt(p.ids, p.logprobs);
       c.text_offset = b.text_offset();
       lp = b.take();
@@ -94,14 +94,14 @@ class GenerationStream final : public ResponseStream {
     json choice;
     if (spec_.api == StreamSpec::Api::kCompletion) {
       if (spec_.logprobs) {
-        CompletionLogprobs b(tokenizer_, c.text_offset);
+        CompletionLogprobs b(tokenizer_, c.text_offset, meta_.tokens_as_ids);
         b.add_generated(tokens);
         c.text_offset = b.text_offset();
         lp = b.take();
       }
       choice = {{"index", c.index}, {"text", text}, {"logprobs", std::move(lp)}};
     } else {
-      if (spec_.logprobs) lp = chat_logprobs(tokenizer_, tokens);
+      if (spec_.logprobs) lp = chat_logprobs(tokenizer_, tokens, meta_.tokens_as_ids);
       json delta = json::object();
       if (!text.empty() || !finishing) delta["content"] = text;
       choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};

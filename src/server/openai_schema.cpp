@@ -178,6 +178,8 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
     }
     g.stop_token_ids = parse_token_ids(*ids, "stop_token_ids", 256);
   }
+  g.structured = parse_structured_output(r, limits);
+  g.vllm = parse_vllm_fields(r, limits);
   g.stream = r.get_bool("stream").value_or(false);
   if (const json* so = r.get_raw("stream_options")) {
     if (!g.stream) {
@@ -360,9 +362,6 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   if (logprobs) c.gen.logprobs = static_cast<int32_t>(top.value_or(0));
   c.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   c.echo = r.get_bool("echo").value_or(false);
-  r.accept_if_neutral("response_format", [](const json& v) {
-    return v.is_object() && v.value("type", std::string()) == "text" && v.size() == 1;
-  });
   r.accept_if_neutral("tools", [](const json& v) { return v.is_array() && v.empty(); });
   r.accept_if_neutral("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
   r.ignore("parallel_tool_calls");

@@ -16,6 +16,8 @@
 #include "determinism/policy.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "server/server_options.h"
+#include "server/structured_fields.h"
+#include "server/vllm_fields.h"
 
 namespace detllm::server {
 
@@ -56,6 +58,9 @@ struct GenerationFields {
   float frequency_penalty = 0.0f;     // [-2, 2] (OpenAI)
   float repetition_penalty = 1.0f;    // (0, 100] (vLLM, transformers)
   std::vector<LogitBias> logit_bias;  // ascending token ids (the vocabulary is checked later)
+  // response_format / structured_outputs / guided_*: the grammar the output must match.
+  std::optional<StructuredOutput> structured;
+  VllmFields vllm;  // min_tokens, bad_words, skip_special_tokens, prompt_logprobs, ...
 };
 
 struct CompletionRequest {

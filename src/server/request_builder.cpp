@@ -6,6 +6,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "structured/compiler.h"
 
 namespace detllm::server {
 
@@ -91,6 +92,55 @@ int32_t resolve_max_tokens(const ServerContext& ctx, const GenerationFields& gen
   return static_cast<int32_t>(max_tokens);
 }
 
+namespace {
+
+// The request's grammar, compiled once for all its prompts; 400 naming the field on an invalid
+// or oversized grammar (structured::GrammarError says what and where).
+std::shared_ptr<const structured::TokenConstraint> compile_constraint(const ServerContext& ctx,
+                                                                      const GenerationFields& gen) {
+  if (!gen.structured) return nullptr;
+  const StructuredOutput& so = *gen.structured;
+  if (!ctx.compile_grammar) {
+    throw_bad_request(so.param,
+                      "'{}' needs the grammar engine, and this build of detllm has none (build "
+                      "with xgrammar: scripts/deps_xgrammar.sh, then scripts/build.sh)",
+                      so.param);
+  }
+  try {
+    return ctx.compile_grammar(so.spec);
+  } catch (const structured::GrammarError& e) {
+    throw_bad_request(so.param, "'{}' is not a valid grammar: {}", so.param, e.what());
+  }
+}
+
+// Each bad word as token ids, as vLLM tokenizes it: alone and after a space (the forms it takes
+// at the start of the text and after another word), each form once.
+std::vector<std::vector<int32_t>> bad_word_ids(const ServerContext& ctx,
+                                               const std::vector<std::string>& words) {
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& w : words) {
+    const size_t start = w.find_first_not_of(' ');
+    const std::string bare = start == std::string::npos ? w : w.substr(start);
+    for (const std::string& form : {bare, " " + bare}) {
+      std::vector<int32_t> ids = ctx.tokenizer->encode(form, /*add_special_tokens=*/false);
+      if (!ids.empty() && std::find(out.begin(), out.end(), ids) == out.end()) {
+        out.push_back(std::move(ids));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void truncate_prompt(const ServerContext& ctx, const GenerationFields& gen,
+                     std::vector<int32_t>& ids) {
+  if (!gen.vllm.truncate_prompt_tokens) return;
+  const int32_t k = *gen.vllm.truncate_prompt_tokens == -1 ? ctx.max_model_len - 1
+                                                            : *gen.vllm.truncate_prompt_tokens;
+  if (static_cast<int64_t>(ids.size()) > k) ids.erase(ids.begin(), ids.end() - k);
+}
+
 BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
                              const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
                              int32_t prompt_logprobs) {
@@ -107,8 +157,10 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
   }
   b.deterministic =
       gen.determinism_mode.has_value() || gen.deterministic.value_or(ctx.deterministic_by_default);
+  const std::shared_ptr<const structured::TokenConstraint> constraint = compile_constraint(ctx, gen);
   for (const auto& ids : prompts) {
     engine::Request r;
+    r.constraint = constraint;
     r.prompt = ids;
     r.max_tokens = max_tokens;
     r.n = gen.n;
@@ -120,6 +172,19 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
       }
     }
     r.ignore_eos = gen.ignore_eos;
+    r.min_tokens = gen.vllm.min_tokens;
+    if (r.min_tokens > max_tokens) {
+      throw_bad_request("min_tokens", "'min_tokens' ({}) is more than max_tokens ({})",
+                        r.min_tokens, max_tokens);
+    }
+    r.allowed_token_ids = gen.vllm.allowed_token_ids;
+    for (int32_t t : r.allowed_token_ids) {
+      if (t >= ctx.vocab_size) {
+        throw_bad_request("allowed_token_ids", "allowed token id {} is outside the vocabulary (0…{})",
+                          t, ctx.vocab_size - 1);
+      }
+    }
+    r.bad_words = bad_word_ids(ctx, gen.vllm.bad_words);
     r.deterministic = b.deterministic;
     r.prompt_logprobs = prompt_logprobs;
     r.sampling.temperature = gen.temperature;

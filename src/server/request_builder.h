@@ -21,6 +21,10 @@ void check_model(const ServerContext& ctx, const std::string& requested);
 // --max-prompt-tokens, or leaves no room in the context.
 void check_prompt(const ServerContext& ctx, const std::vector<int32_t>& ids,
                   const std::string& param);
+// vLLM's truncate_prompt_tokens: keeps the last k prompt tokens (-1: the last max_model_len - 1,
+// leaving one position for output); nothing when the field is absent or the prompt is shorter.
+void truncate_prompt(const ServerContext& ctx, const GenerationFields& gen,
+                     std::vector<int32_t>& ids);
 // max_tokens given, else `fallback` (0 = "as many as fit", capped by --max-tokens-limit);
 // 400 when prompt + max_tokens exceed the context.
 int32_t resolve_max_tokens(const ServerContext& ctx, const GenerationFields& gen,

@@ -16,19 +16,20 @@ json stop_reason_json(const ChoiceState& c) {
   return nullptr;
 }
 
-std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+std::string token_text(const Tokenizer& tokenizer, int32_t id, bool as_id) {
+  if (as_id) return "token_id:" + std::to_string(id);
   const int32_t one[1] = {id};
   return tokenizer.decode(one, /*skip_special_tokens=*/false);
 }
 
 void CompletionLogprobs::add(int32_t id, std::optional<float> logprob,
                              std::span<const TokenLogprob> top, bool has_top) {
-  const std::string text = token_text(tokenizer_, id);
+  const std::string text = token_text(tokenizer_, id, as_ids_);
   tokens_.push_back(text);
   token_logprobs_.push_back(logprob ? json(*logprob) : json(nullptr));
   if (has_top) {
     json t = json::object();
-    for (const auto& e : top) t[token_text(tokenizer_, e.token)] = e.logprob;
+    for (const auto& e : top) t[token_text(tokenizer_, e.token, as_ids_)] = e.logprob;
     top_logprobs_.push_back(std::move(t));
   } else {
     top_logprobs_.push_back(nullptr);
@@ -77,13 +78,14 @@ json bytes_of(const std::string& s) {
 
 }  // namespace
 
-json chat_logprobs(const Tokenizer& tokenizer, std::span<const engine::TokenEvent> tokens) {
+json chat_logprobs(const Tokenizer& tokenizer, std::span<const engine::TokenEvent> tokens,
+                   bool tokens_as_ids) {
   json content = json::array();
   for (const auto& t : tokens) {
-    const std::string text = token_text(tokenizer, t.token);
+    const std::string text = token_text(tokenizer, t.token, tokens_as_ids);
     json top = json::array();
     for (const auto& e : t.top_logprobs) {
-      const std::string et = token_text(tokenizer, e.token);
+      const std::string et = token_text(tokenizer, e.token, tokens_as_ids);
       top.push_back({{"token", et}, {"logprob", e.logprob}, {"bytes", bytes_of(et)},
                      {"token_id", e.token}});
     }
@@ -94,6 +96,29 @@ json chat_logprobs(const Tokenizer& tokenizer, std::span<const engine::TokenEven
                        {"token_id", t.token}});
   }
   return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+json prompt_logprobs_json(const Tokenizer& tokenizer, const PromptState& p, bool tokens_as_ids) {
+  json out = json::array();
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    if (i == 0 || i - 1 >= p.logprobs.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const engine::PromptLogprob& lp = p.logprobs[i - 1];
+    json entry = json::object();
+    auto put = [&](int32_t id, float logprob, int32_t rank) {
+      entry[std::to_string(id)] = {{"logprob", logprob},
+                                   {"rank", rank},
+                                   {"decoded_token", token_text(tokenizer, id, tokens_as_ids)}};
+    };
+    put(lp.token, lp.logprob, lp.rank);
+    for (size_t k = 0; k < lp.top_logprobs.size(); ++k) {
+      put(lp.top_logprobs[k].token, lp.top_logprobs[k].logprob, static_cast<int32_t>(k) + 1);
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 json usage_json(const Generation& g) {
@@ -131,7 +156,7 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
     const PromptState& p = g.prompts()[static_cast<size_t>(c.prompt_index)];
     json lp = nullptr;
     if (logprobs) {
-      CompletionLogprobs b(tokenizer, 0);
+      CompletionLogprobs b(tokenizer, 0, meta.tokens_as_ids);
       if (echo) b.add_prompt(p.ids, p.logprobs);
       b.add_generated(c.tokens);
       lp = b.take();
@@ -141,6 +166,9 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
                        {"logprobs", std::move(lp)},
                        {"finish_reason", finish_reason_json(c.finish)},
                        {"stop_reason", stop_reason_json(c)}});
+    if (meta.prompt_logprobs) {
+      choices.back()["prompt_logprobs"] = prompt_logprobs_json(tokenizer, p, meta.tokens_as_ids);
+    }
   }
   json j = envelope(meta, "text_completion");
   j["choices"] = std::move(choices);
@@ -156,12 +184,16 @@ json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tok
         {{"index", c.index},
          {"message",
           {{"role", "assistant"}, {"content", echo_text + c.text}, {"refusal", nullptr}}},
-         {"logprobs", logprobs ? chat_logprobs(tokenizer, c.tokens) : json(nullptr)},
+         {"logprobs",
+          logprobs ? chat_logprobs(tokenizer, c.tokens, meta.tokens_as_ids) : json(nullptr)},
          {"finish_reason", finish_reason_json(c.finish)},
          {"stop_reason", stop_reason_json(c)}});
   }
   json j = envelope(meta, "chat.completion");
   j["choices"] = std::move(choices);
+  if (meta.prompt_logprobs) {
+    j["prompt_logprobs"] = prompt_logprobs_json(tokenizer, g.prompts().front(), meta.tokens_as_ids);
+  }
   j["usage"] = usage_json(g);
   return j;
 }

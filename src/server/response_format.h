@@ -22,6 +22,10 @@ struct ResponseMeta {
   std::string model;        // the served model's name
   std::string fingerprint;  // numerics fingerprint (system_fingerprint)
   uint64_t seed = 0;        // the seed used (given or drawn by the server)
+  // vLLM's return_tokens_as_token_ids: logprobs name each token "token_id:N".
+  bool tokens_as_ids = false;
+  // vLLM's prompt_logprobs: the response carries each prompt token's logprob.
+  bool prompt_logprobs = false;
 };
 
 // "stop", "length", "abort"; null while running.
@@ -29,15 +33,21 @@ nlohmann::json finish_reason_json(const std::optional<engine::FinishReason>& r);
 // vLLM's stop_reason: the stop string or stop token id that ended the choice, else null.
 nlohmann::json stop_reason_json(const ChoiceState& c);
 
-// The text of one token as OpenAI shows it in logprobs (decoded alone, special tokens kept).
-std::string token_text(const Tokenizer& tokenizer, int32_t id);
+// The text of one token as OpenAI shows it in logprobs (decoded alone, special tokens kept), or
+// "token_id:N" with as_id (vLLM's return_tokens_as_token_ids).
+std::string token_text(const Tokenizer& tokenizer, int32_t id, bool as_id = false);
+
+// vLLM's prompt_logprobs: null for the first token, then for each prompt token a map id ->
+// {logprob, rank, decoded_token} holding the token itself and the top alternatives.
+nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer, const PromptState& p,
+                                    bool tokens_as_ids);
 
 // Completions "logprobs" object, built token by token: tokens, token_logprobs, top_logprobs,
 // text_offset, and the extension token_ids (the ids themselves, to replay or compare exactly).
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(const Tokenizer& tokenizer, size_t text_offset)
-      : tokenizer_(tokenizer), offset_(text_offset) {}
+  CompletionLogprobs(const Tokenizer& tokenizer, size_t text_offset, bool tokens_as_ids = false)
+      : tokenizer_(tokenizer), offset_(text_offset), as_ids_(tokens_as_ids) {}
   // logprob unset: the first prompt token (nothing predicts it) -> null.
   void add(int32_t id, std::optional<float> logprob, std::span<const TokenLogprob> top,
            bool has_top);
@@ -49,6 +59,7 @@ class CompletionLogprobs {
  private:
   const Tokenizer& tokenizer_;
   size_t offset_;
+  bool as_ids_;
   nlohmann::json tokens_ = nlohmann::json::array();
   nlohmann::json token_logprobs_ = nlohmann::json::array();
   nlohmann::json top_logprobs_ = nlohmann::json::array();
@@ -58,7 +69,8 @@ class CompletionLogprobs {
 
 // Chat "logprobs": {"content": [{token, logprob, bytes, top_logprobs, token_id}]}.
 nlohmann::json chat_logprobs(const Tokenizer& tokenizer,
-                             std::span<const engine::TokenEvent> tokens);
+                             std::span<const engine::TokenEvent> tokens,
+                             bool tokens_as_ids = false);
 
 nlohmann::json usage_json(const Generation& g);
 

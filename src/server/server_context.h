@@ -16,6 +16,8 @@
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/server_options.h"
+#include "structured/grammar_spec.h"
+#include "structured/token_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::server {
@@ -54,6 +56,11 @@ struct ServerContext {
   SeedSource seeds;
   Metrics metrics;
   std::atomic<bool> draining{false};  // SIGTERM received: new requests get 503
+  // Compiles a request's grammar for the served vocabulary (structured/grammar_constraint.h);
+  // throws structured::GrammarError. Unset in a build without the grammar engine: constrained
+  // requests get a 400 saying so.
+  std::function<std::shared_ptr<const structured::TokenConstraint>(const structured::GrammarSpec&)>
+      compile_grammar;
 
   const std::string& model_name() const { return options.model_names.front(); }
   const std::string& fingerprint(bool deterministic) const {

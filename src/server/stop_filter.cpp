@@ -5,7 +5,8 @@
 
 namespace detllm::server {
 
-StopFilter::StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {
+StopFilter::StopFilter(std::vector<std::string> stops, bool include_stop)
+    : stops_(std::move(stops)), include_stop_(include_stop) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
@@ -25,7 +26,7 @@ std::string StopFilter::push(std::string_view text) {
   if (cut != std::string::npos) {
     stopped_ = true;
     matched_ = *which;
-    std::string out = pending_.substr(0, cut);
+    std::string out = pending_.substr(0, include_stop_ ? cut + which->size() : cut);
     pending_.clear();
     return out;
   }

@@ -11,7 +11,8 @@ namespace detllm::server {
 
 class StopFilter {
  public:
-  explicit StopFilter(std::vector<std::string> stops = {});
+  // include_stop: the matched stop string stays in the text (vLLM's include_stop_str_in_output).
+  explicit StopFilter(std::vector<std::string> stops = {}, bool include_stop = false);
 
   // Adds decoded text; returns the part that is now safe to send (possibly "").
   std::string push(std::string_view text);
@@ -26,6 +27,7 @@ class StopFilter {
  private:
   std::vector<std::string> stops_;
   std::string matched_;
+  bool include_stop_ = false;
   std::string pending_;  // held back: a suffix that is a prefix of some stop string
   bool stopped_ = false;
   bool finished_ = false;

@@ -111,14 +111,19 @@ void precheck(const GrammarSpec& spec, const CompileLimits& limits) {
   }
 }
 
+// JSON: any whitespace between tokens (pretty-printed output included), but at most this many
+// characters of it in a row — unbounded whitespace lets a model loop on newlines until
+// max_tokens cuts the document.
+constexpr int kMaxWhitespace = 16;
+
 xgrammar::CompiledGrammar run_library(xgrammar::GrammarCompiler& c, const GrammarSpec& spec) {
   switch (spec.kind) {
     case GrammarSpec::Kind::kJsonSchema:
       return c.CompileJSONSchema(spec.text, /*any_whitespace=*/true, std::nullopt, std::nullopt,
-                                 spec.strict);
+                                 spec.strict, kMaxWhitespace);
     case GrammarSpec::Kind::kJsonObject:
       return c.CompileJSONSchema(R"({"type": "object"})", true, std::nullopt, std::nullopt,
-                                 /*strict_mode=*/false);
+                                 /*strict_mode=*/false, kMaxWhitespace);
     case GrammarSpec::Kind::kRegex:
       return c.CompileRegex(spec.text);
     case GrammarSpec::Kind::kChoice:

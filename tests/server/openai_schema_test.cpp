@@ -300,8 +300,8 @@ TEST(OpenAiSchema, ChatErrors) {
                       "tools": [{"type": "function"}]})"),
              "tools", "not supported");
   EXPECT_BAD(chat(R"({"messages": [{"role": "user", "content": "x"}],
-                      "response_format": {"type": "json_object"}})"),
-             "response_format", "not supported");
+                      "response_format": {"type": "yaml"}})"),
+             "response_format.type", "'yaml'");
 }
 
 TEST(OpenAiSchema, TokenizeAndDetokenize) {
