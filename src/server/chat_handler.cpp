@@ -1,5 +1,5 @@
-// POST /v1/chat/completions: messages rendered with the model's chat template -> engine ->
-// assistant messages, streamed or whole.
+// POST /v1/chat/completions: messages (and tools) rendered with the model's chat template ->
+// engine -> assistant messages, streamed or whole.
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/generation_reply.h"
@@ -7,7 +7,7 @@
 namespace detllm::server {
 
 HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
-  const ChatRequest req = parse_chat_request(parse_json_body(body), ctx.options.limits);
+  const ChatRequest req = parse_chat_body(body, ctx.options.limits);
   check_model(ctx, req.gen.model);
   if (ctx.chat == nullptr) {
     throw ApiError(400,
@@ -16,7 +16,8 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
                    "invalid_request_error", "messages");
   }
   PromptState p;
-  p.text = ctx.chat->render(req.messages, req.add_generation_prompt);
+  p.text = ctx.chat->render(req.messages, req.add_generation_prompt, req.tools,
+                            req.chat_template_kwargs);
   // The template already holds the special tokens (BOS, role markers).
   p.ids = ctx.tokenizer->encode(p.text, /*add_special_tokens=*/false);
   check_prompt(ctx, p.ids, "messages");

@@ -9,6 +9,7 @@
 #include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/tools/tool_request.h"
 
 namespace detllm::server {
 namespace {
@@ -250,6 +251,24 @@ std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& li
     }
     msg.role = *role;
     const json* content = m.get_raw("content");
+    const json* tool_calls = m.get_raw("tool_calls");
+    if (tool_calls != nullptr) {
+      if (msg.role != "assistant") {
+        throw_bad_request(m.name("tool_calls"), "'{}' is only allowed in an assistant message",
+                          m.name("tool_calls"));
+      }
+      msg.tool_calls = parse_message_tool_calls(*tool_calls, path);
+    }
+    if (auto id = m.get_string("tool_call_id", 256)) {
+      if (msg.role != "tool") {
+        throw_bad_request(m.name("tool_call_id"), "'{}' is only allowed in a tool message",
+                          m.name("tool_call_id"));
+      }
+      msg.tool_call_id = *id;
+    } else if (msg.role == "tool") {
+      throw_bad_request(m.name("tool_call_id"), "'{}' is required in a tool message",
+                        m.name("tool_call_id"));
+    }
     if (content == nullptr) {
       if (msg.role != "assistant") {
         throw_bad_request(m.name("content"), "'{}' is required", m.name("content"));
@@ -276,9 +295,9 @@ std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& li
                         m.name("content"), json_type_name(*content));
     }
     if (auto name = m.get_string("name", 256)) msg.name = *name;
-    m.accept_if_neutral("tool_calls", [](const json& t) { return t.is_array() && t.empty(); });
     m.reject_unknown();
     total_bytes += msg.content.size();
+    for (const ToolCall& call : msg.tool_calls) total_bytes += call.arguments.size();
     if (total_bytes > limits.max_string_bytes) {
       throw_bad_request("messages", "the messages hold more than {} bytes of text",
                         limits.max_string_bytes);
@@ -363,13 +382,45 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   r.accept_if_neutral("response_format", [](const json& v) {
     return v.is_object() && v.value("type", std::string()) == "text" && v.size() == 1;
   });
-  r.accept_if_neutral("tools", [](const json& v) { return v.is_array() && v.empty(); });
-  r.accept_if_neutral("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
-  r.ignore("parallel_tool_calls");
+  if (const json* tools = r.get_raw("tools")) c.tools = parse_tools(*tools);
+  c.tool_choice.kind = c.tools.empty() ? ToolChoice::Kind::kNone : ToolChoice::Kind::kAuto;
+  if (const json* choice = r.get_raw("tool_choice")) {
+    c.tool_choice = parse_tool_choice(*choice, c.tools);
+  }
+  c.parallel_tool_calls = r.get_bool("parallel_tool_calls").value_or(true);
+  if (const json* kwargs = r.get_raw("chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      throw_bad_request("chat_template_kwargs",
+                        "'chat_template_kwargs' must be an object of template variables, got {}",
+                        json_type_name(*kwargs));
+    }
+    for (const auto& [key, value] : kwargs->items()) {
+      if (key == "messages" || key == "tools" || key == "add_generation_prompt" ||
+          key == "bos_token" || key == "eos_token") {
+        throw_bad_request("chat_template_kwargs",
+                          "'chat_template_kwargs' may not set '{}': the server sets it from the "
+                          "request",
+                          key);
+      }
+      (void)value;
+    }
+    c.chat_template_kwargs = *kwargs;
+  }
   r.accept_if_neutral("store", [](const json& v) { return v == false; });
   r.ignore("metadata");
   r.ignore("service_tier");
   r.reject_unknown();
+  return c;
+}
+
+ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits) {
+  ChatRequest c = parse_chat_request(parse_json_body(body), limits);
+  if (!c.tools.empty() || !c.chat_template_kwargs.empty()) {
+    // The same bytes parsed once more, as ordered JSON: valid, since they just parsed.
+    const auto ordered = nlohmann::ordered_json::parse(body);
+    if (!c.tools.empty()) keep_tool_key_order(ordered.at("tools"), c.tools);
+    if (!c.chat_template_kwargs.empty()) c.chat_template_kwargs = ordered.at("chat_template_kwargs");
+  }
   return c;
 }
 
