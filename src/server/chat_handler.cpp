@@ -1,8 +1,10 @@
 // POST /v1/chat/completions: messages (and tools) rendered with the model's chat template ->
-// engine -> assistant messages, streamed or whole.
+// engine -> assistant messages, streamed or whole, split by the reasoning and tool-call
+// parsers.
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/generation_reply.h"
+#include "server/tools/chat_output.h"
 
 namespace detllm::server {
 
@@ -24,10 +26,15 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
   const int32_t max_tokens = resolve_max_tokens(ctx, req.gen, p.ids.size(), /*fallback=*/0);
   const BuiltRequests built = build_requests(ctx, req.gen, {p.ids}, max_tokens, -1);
 
-  std::vector<PromptState> prompts;
-  prompts.push_back(std::move(p));
   StreamSpec spec;
   spec.api = StreamSpec::Api::kChat;
+  spec.output.reasoning = ctx.reasoning_parser;
+  // tool_choice "required" or a name is not enforced yet: the model's output is parsed as for
+  // "auto" (tools/tool_call_schema.h is where a grammar will constrain it).
+  if (req.parses_tool_calls()) spec.output.tools = ctx.tool_parser;
+  spec.output.id_key = tool_call_id_key(p.ids, built.seed);
+  std::vector<PromptState> prompts;
+  prompts.push_back(std::move(p));
   // vLLM's chat echo: the reply continues the last message when it is the assistant's.
   if (req.echo && req.messages.back().role == "assistant") {
     spec.echo_text = req.messages.back().content;
