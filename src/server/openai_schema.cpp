@@ -225,6 +225,38 @@ void check_max_tokens(std::optional<int64_t> v, const std::string& name,
   out = static_cast<int32_t>(*v);
 }
 
+// chat_template_kwargs (vLLM): an object of template variables, none of those the server sets.
+nlohmann::ordered_json parse_chat_template_kwargs(FieldReader& r) {
+  const json* kwargs = r.get_raw("chat_template_kwargs");
+  if (kwargs == nullptr) return nlohmann::ordered_json::object();
+  if (!kwargs->is_object()) {
+    throw_bad_request("chat_template_kwargs",
+                      "'chat_template_kwargs' must be an object of template variables, got {}",
+                      json_type_name(*kwargs));
+  }
+  for (const auto& item : kwargs->items()) {
+    const std::string& key = item.key();
+    if (key == "messages" || key == "tools" || key == "add_generation_prompt" ||
+        key == "bos_token" || key == "eos_token") {
+      throw_bad_request("chat_template_kwargs",
+                        "'chat_template_kwargs' may not set '{}': the server sets it from the "
+                        "request",
+                        key);
+    }
+  }
+  return *kwargs;
+}
+
+// The request's tools and chat_template_kwargs in the client's key order: the body parsed once
+// more, as ordered JSON (valid, since it just parsed).
+void keep_key_order(std::string_view body, std::vector<ToolSpec>& tools,
+                    nlohmann::ordered_json& kwargs) {
+  if (tools.empty() && kwargs.empty()) return;
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  if (!tools.empty()) keep_tool_key_order(ordered.at("tools"), tools);
+  if (!kwargs.empty()) kwargs = ordered.at("chat_template_kwargs");
+}
+
 std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& limits) {
   if (!v.is_array()) {
     throw_bad_request("messages", "'messages' must be a list of messages, got {}",
@@ -388,24 +420,7 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
     c.tool_choice = parse_tool_choice(*choice, c.tools);
   }
   c.parallel_tool_calls = r.get_bool("parallel_tool_calls").value_or(true);
-  if (const json* kwargs = r.get_raw("chat_template_kwargs")) {
-    if (!kwargs->is_object()) {
-      throw_bad_request("chat_template_kwargs",
-                        "'chat_template_kwargs' must be an object of template variables, got {}",
-                        json_type_name(*kwargs));
-    }
-    for (const auto& [key, value] : kwargs->items()) {
-      if (key == "messages" || key == "tools" || key == "add_generation_prompt" ||
-          key == "bos_token" || key == "eos_token") {
-        throw_bad_request("chat_template_kwargs",
-                          "'chat_template_kwargs' may not set '{}': the server sets it from the "
-                          "request",
-                          key);
-      }
-      (void)value;
-    }
-    c.chat_template_kwargs = *kwargs;
-  }
+  c.chat_template_kwargs = parse_chat_template_kwargs(r);
   r.accept_if_neutral("store", [](const json& v) { return v == false; });
   r.ignore("metadata");
   r.ignore("service_tier");
@@ -415,13 +430,14 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
 
 ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits) {
   ChatRequest c = parse_chat_request(parse_json_body(body), limits);
-  if (!c.tools.empty() || !c.chat_template_kwargs.empty()) {
-    // The same bytes parsed once more, as ordered JSON: valid, since they just parsed.
-    const auto ordered = nlohmann::ordered_json::parse(body);
-    if (!c.tools.empty()) keep_tool_key_order(ordered.at("tools"), c.tools);
-    if (!c.chat_template_kwargs.empty()) c.chat_template_kwargs = ordered.at("chat_template_kwargs");
-  }
+  keep_key_order(body, c.tools, c.chat_template_kwargs);
   return c;
+}
+
+TokenizeRequest parse_tokenize_body(std::string_view body, const RequestLimits& limits) {
+  TokenizeRequest t = parse_tokenize_request(parse_json_body(body), limits);
+  keep_key_order(body, t.tools, t.chat_template_kwargs);
+  return t;
 }
 
 TokenizeRequest parse_tokenize_request(const json& body, const RequestLimits& limits) {
@@ -435,6 +451,13 @@ TokenizeRequest parse_tokenize_request(const json& body, const RequestLimits& li
   }
   t.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
   t.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  if (const json* tools = r.get_raw("tools")) t.tools = parse_tools(*tools);
+  t.chat_template_kwargs = parse_chat_template_kwargs(r);
+  if (t.prompt && (!t.tools.empty() || !t.chat_template_kwargs.empty())) {
+    throw_bad_request(t.tools.empty() ? "chat_template_kwargs" : "tools",
+                      "'{}' is for 'messages' (the chat template), not for a 'prompt'",
+                      t.tools.empty() ? "chat_template_kwargs" : "tools");
+  }
   r.reject_unknown();
   return t;
 }

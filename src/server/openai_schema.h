@@ -89,6 +89,8 @@ struct TokenizeRequest {
   std::vector<ChatMessageIn> messages;  // ... or chat messages rendered with the template
   bool add_special_tokens = true;       // for `prompt`
   bool add_generation_prompt = true;    // for `messages`
+  std::vector<ToolSpec> tools;          // for `messages`: rendered as the chat endpoint does
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 struct DetokenizeRequest {
@@ -105,6 +107,8 @@ ChatRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& 
 // parse_json_body + parse_chat_request, keeping the client's key order where the chat template
 // prints request data (each tool's function object, chat_template_kwargs).
 ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits);
+// parse_json_body + parse_tokenize_request, with the same key order kept.
+TokenizeRequest parse_tokenize_body(std::string_view body, const RequestLimits& limits);
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const RequestLimits& limits);
 DetokenizeRequest parse_detokenize_request(const nlohmann::json& body, const RequestLimits& limits);
 

@@ -1,7 +1,8 @@
 // /v1/chat/completions with tools and the output parsers, end to end without sockets
 // (handle_chat_completions over a synthetic model, server_test_util.h): the parsers chosen at
-// startup, a request with tools and a tool-call history served, reasoning split whole and
-// streamed alike, and a parser's special marker token kept in the text it parses.
+// startup, a request with tools and a tool-call history served, /tokenize rendering tools as
+// chat does, reasoning split whole and streamed alike, and a parser's special marker token kept
+// in the text it parses.
 #include <gtest/gtest.h>
 
 #include "server/chat_parsers.h"
@@ -75,6 +76,18 @@ TEST(ChatToolsHandler, ParsersChosenFromOptionsAndTemplate) {
   TinyServer no_template;  // no chat template: auto finds no format
   configure_chat_parsers(*no_template.ctx);
   EXPECT_EQ(no_template.ctx->tool_parser, ToolParserKind::kNone);
+}
+
+TEST(ChatToolsHandler, TokenizeRendersToolsAsChatDoes) {
+  ChatServer cs("auto", "none");
+  const json messages = {{{"role", "user"}, {"content", "Weather?"}}};
+  const json chat = whole(*cs.s.ctx, {{"messages", messages}, {"tools", {kWeather}},
+                                      {"max_tokens", 1}});
+  HttpReply r = handle_tokenize(*cs.s.ctx, json({{"messages", messages}, {"tools", {kWeather}}}).dump());
+  const json tok = json::parse(r.body);
+  EXPECT_EQ(tok["count"], chat["usage"]["prompt_tokens"]);
+  r = handle_tokenize(*cs.s.ctx, json({{"messages", messages}}).dump());
+  EXPECT_LT(json::parse(r.body)["count"], tok["count"]);  // the tools are in the prompt
 }
 
 TEST(ChatToolsHandler, ReasoningWholeEqualsStreamed) {

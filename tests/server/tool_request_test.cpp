@@ -1,6 +1,7 @@
 // The tool fields of a chat request (server/tools/tool_request.h through parse_chat_request):
 // tools, tool_choice, parallel_tool_calls, chat_template_kwargs, an assistant's tool_calls and
-// a tool message's tool_call_id — what is accepted, and each bad field's 400 naming it.
+// a tool message's tool_call_id — what is accepted, and each bad field's 400 naming it; /tokenize
+// takes tools and chat_template_kwargs with its messages.
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
@@ -176,6 +177,20 @@ TEST(ToolRequest, ChatTemplateKwargs) {
   EXPECT_BAD(chat(with(R"("chat_template_kwargs": [1])")), "chat_template_kwargs", "object");
   EXPECT_BAD(chat(with(R"("chat_template_kwargs": {"messages": []})")), "chat_template_kwargs",
              "may not set 'messages'");
+}
+
+TEST(ToolRequest, TokenizeTakesToolsWithMessages) {
+  const TokenizeRequest t = parse_tokenize_body(
+      "{" + kUser + R"(, "tools": [)" + kTool + R"(], "chat_template_kwargs": {"x": 1}})",
+      RequestLimits{});
+  ASSERT_EQ(t.tools.size(), 1u);
+  EXPECT_EQ(t.tools[0].function.begin().key(), "name");  // the client's order
+  EXPECT_EQ(t.chat_template_kwargs.dump(), R"({"x":1})");
+  EXPECT_BAD(parse_tokenize_body(R"({"prompt": "p", "tools": [)" + kTool + "]}", RequestLimits{}),
+             "tools", "not for a 'prompt'");
+  EXPECT_BAD(parse_tokenize_body(R"({"prompt": "p", "chat_template_kwargs": {"a": 1}})",
+                                 RequestLimits{}),
+             "chat_template_kwargs", "not for a 'prompt'");
 }
 
 }  // namespace
