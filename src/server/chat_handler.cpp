@@ -17,6 +17,16 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
                    "messages; use /v1/completions with a prompt",
                    "invalid_request_error", "messages");
   }
+  const ToolChoice::Kind choice = req.tool_choice.kind;
+  if ((choice == ToolChoice::Kind::kRequired || choice == ToolChoice::Kind::kNamed) &&
+      ctx.tool_parser == ToolParserKind::kNone) {
+    // Nothing would constrain the output nor read a call from it.
+    throw ApiError(400,
+                   "'tool_choice' asks for a tool call, but this server reads no tool calls from "
+                   "this model's output (--tool-call-parser is none, or auto found no tool format "
+                   "in the chat template): start detllm serve with --tool-call-parser NAME",
+                   "invalid_request_error", "tool_choice");
+  }
   PromptState p;
   p.text = ctx.chat->render(req.messages, req.add_generation_prompt, req.tools,
                             req.chat_template_kwargs);

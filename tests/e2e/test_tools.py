@@ -79,6 +79,17 @@ def test_tools_render_on_a_template_without_tool_syntax(server, client):
     assert isinstance(choice.message.content, str) and choice.message.tool_calls is None
 
 
+def test_required_tool_choice_needs_a_parser(client):
+    # The default server parses no tool calls (auto found no format in SmolLM2's template).
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(
+                model="default", messages=[{"role": "user", "content": "x"}], tools=[WEATHER],
+                tool_choice=choice, max_tokens=1)
+        assert e.value.body["param"] == "tool_choice"
+        assert "--tool-call-parser" in e.value.body["message"]
+
+
 def test_history_with_tool_calls_and_tool_messages_is_accepted(client):
     r = client.chat.completions.create(model="default", max_tokens=4, temperature=0, messages=[
         {"role": "user", "content": "Weather in Paris?"},

@@ -5,6 +5,7 @@
 // in the text it parses.
 #include <gtest/gtest.h>
 
+#include "server/api_error.h"
 #include "server/chat_parsers.h"
 #include "server/chat_prompt.h"
 #include "server/handlers.h"
@@ -76,6 +77,23 @@ TEST(ChatToolsHandler, ParsersChosenFromOptionsAndTemplate) {
   TinyServer no_template;  // no chat template: auto finds no format
   configure_chat_parsers(*no_template.ctx);
   EXPECT_EQ(no_template.ctx->tool_parser, ToolParserKind::kNone);
+}
+
+TEST(ChatToolsHandler, RequiredToolChoiceNeedsAParser) {
+  ChatServer none("none", "none");
+  const json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                     {"tools", {kWeather}},
+                     {"tool_choice", "required"},
+                     {"max_tokens", 1}};
+  try {
+    handle_chat_completions(*none.s.ctx, body.dump());
+    ADD_FAILURE() << "no 400";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "tool_choice");
+  }
+  ChatServer hermes("hermes", "none");
+  EXPECT_EQ(whole(*hermes.s.ctx, body)["choices"][0]["finish_reason"], "length");
 }
 
 TEST(ChatToolsHandler, TokenizeRendersToolsAsChatDoes) {
