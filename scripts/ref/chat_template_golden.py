@@ -27,8 +27,9 @@ The environment is transformers' own (_compile_jinja_template: ImmutableSandboxe
 trim_blocks, lstrip_blocks, loopcontrols, its tojson/raise_exception/namespace). When
 transformers is not importable, the same environment is rebuilt here from jinja2.
 
-Message extra fields and tool schemas are written with sorted keys because the C++ API takes
-them as nlohmann::json, whose objects iterate in sorted key order.
+Message extra fields and tool schemas are written with sorted keys because the C++ test reads
+them as nlohmann::json, whose objects iterate in sorted key order (the API itself takes ordered
+JSON and keeps the caller's order: scripts/ref/tool_prompt_golden.py tests that).
 
 Needs: pip install jinja2 (transformers preferred; gguf for --model)
 Usage:

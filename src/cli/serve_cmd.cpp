@@ -21,6 +21,7 @@
 #include "core/version.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
+#include "server/chat_parsers.h"
 #include "server/chat_prompt.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
@@ -181,6 +182,13 @@ int run_serve(ServeOptions& o) {
   }
   ctx.chat = chat.get();
   ctx.compile_grammar = make_grammar_compiler(*b.tokenizer, b.model->config.vocab_size);
+  server::configure_chat_parsers(ctx);
+  if (ctx.chat != nullptr) {
+    std::fprintf(stderr, "detllm serve: tool-call parser %s%s, reasoning parser %s\n",
+                 std::string(server::tool_parser_name(ctx.tool_parser)).c_str(),
+                 ctx.options.tool_call_parser == "auto" ? " (auto: from the chat template)" : "",
+                 ctx.options.reasoning_parser.c_str());
+  }
 
   server::HttpServer http(ctx);
   const int port = http.bind();
@@ -273,6 +281,24 @@ void add_limit_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
                  "On SIGTERM, seconds to let in-flight requests finish before aborting them")
       ->capture_default_str();
   cmd.add_flag("--log-requests", s.log_requests, "Log one line per request to stderr");
+}
+
+// Chat output parsers: tool calls and reasoning (docs/server.md, "Tool calling and reasoning").
+void add_chat_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
+  server::ServerOptions& s = o->server;
+  cmd.add_option("--tool-call-parser", s.tool_call_parser,
+                 "How tool calls are read from a chat output when the request gives tools: "
+                 "llama3_json (Llama 3.1/3.2 JSON), hermes (<tool_call> blocks: Qwen2.5, Qwen3, "
+                 "Hermes), mistral ([TOOL_CALLS] + JSON list), none (never), or auto (from "
+                 "the chat template's markers; none when it shows no tool format)")
+      ->check(CLI::IsMember({"auto", "none", "llama3_json", "hermes", "mistral"}))
+      ->capture_default_str();
+  cmd.add_option("--reasoning-parser", s.reasoning_parser,
+                 "Split <think>...</think> reasoning into message.reasoning_content: "
+                 "deepseek_r1 (reasoning from the start of the output up to </think>), qwen3 "
+                 "(only when the output starts with <think>), or none")
+      ->check(CLI::IsMember({"none", "deepseek_r1", "qwen3"}))
+      ->capture_default_str();
 }
 
 // The verified mode's window and group options (only with --mode verified: run_serve_command).
@@ -400,6 +426,7 @@ Command add_serve_command(CLI::App& app) {
       "seed used. See docs/server.md.");
   add_identity_options(*cmd, o);
   add_limit_options(*cmd, o);
+  add_chat_options(*cmd, o);
   const VerifyOptionFlags verify = add_engine_options(*cmd, o);
   add_run_options(*cmd, o);
   return {cmd, [o, verify] { return run_serve_command(*o, verify); }};

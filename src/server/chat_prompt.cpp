@@ -7,6 +7,24 @@
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson tool_calls_value(const std::vector<ToolCall>& calls) {
+  ojson out = ojson::array();
+  for (const ToolCall& c : calls) {
+    // vLLM parses the arguments (a JSON text in OpenAI's format) before rendering: templates
+    // print them with tojson (Llama 3.1, Qwen) or test `is string` (Qwen); the schema
+    // already checked that they parse.
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", ojson::parse(c.arguments)}}}});
+  }
+  return out;
+}
+
+}  // namespace
 
 ChatPrompt::~ChatPrompt() = default;
 
@@ -19,20 +37,33 @@ std::unique_ptr<ChatPrompt> ChatPrompt::from_tokenizer(const Tokenizer& tokenize
   return p;
 }
 
+const std::string& ChatPrompt::source() const {
+  return template_->source();
+}
+
 std::string ChatPrompt::render(const std::vector<ChatMessageIn>& messages,
-                               bool add_generation_prompt) const {
+                               bool add_generation_prompt, const std::vector<ToolSpec>& tools,
+                               const ojson& template_kwargs) const {
   std::vector<ChatMessage> msgs;
   msgs.reserve(messages.size());
   for (const auto& m : messages) {
     ChatMessage c;
     c.role = m.role;
     c.content = m.content;
-    c.extra = nlohmann::json::object();
+    c.extra = ojson::object();
     if (!m.name.empty()) c.extra["name"] = m.name;
+    if (!m.tool_calls.empty()) c.extra["tool_calls"] = tool_calls_value(m.tool_calls);
+    if (!m.tool_call_id.empty()) c.extra["tool_call_id"] = m.tool_call_id;
     msgs.push_back(std::move(c));
   }
+  ojson context = template_kwargs.is_object() ? template_kwargs : ojson::object();
+  if (!tools.empty()) {
+    ojson list = ojson::array();
+    for (const ToolSpec& t : tools) list.push_back({{"type", "function"}, {"function", t.function}});
+    context["tools"] = std::move(list);
+  }
   try {
-    return template_->render(msgs, add_generation_prompt, bos_token_, eos_token_);
+    return template_->render(msgs, add_generation_prompt, bos_token_, eos_token_, context);
   } catch (const Error& e) {
     // The template refused this conversation (raise_exception) or failed on it.
     throw ApiError(400, std::string("the model's chat template cannot format these messages: ") +

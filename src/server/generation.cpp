@@ -8,10 +8,12 @@
 namespace detllm::server {
 
 Generation::Generation(EngineLoop& loop, const Tokenizer& tokenizer,
-                       std::vector<engine::Request> requests, std::vector<PromptState> prompts)
+                       std::vector<engine::Request> requests, std::vector<PromptState> prompts,
+                       std::vector<int32_t> kept_special_ids)
     : loop_(loop),
       tokenizer_(tokenizer),
       requests_(std::move(requests)),
+      kept_special_ids_(std::move(kept_special_ids)),
       prompts_(std::move(prompts)) {
   n_ = requests_.empty() ? 1 : requests_[0].n;
   for (const auto& r : requests_) {
@@ -129,7 +131,15 @@ void Generation::apply(EngineEvent& e) {
       if (!got_token_) t_first_token_ = t_last_token_;
       got_token_ = true;
       ChoiceState& c = choices_[p * static_cast<size_t>(n_) + e.token.sample_index];
-      c.text += c.stop.push(c.decoder->push(e.token.token));
+      const int32_t id = e.token.token;
+      if (std::find(kept_special_ids_.begin(), kept_special_ids_.end(), id) !=
+          kept_special_ids_.end()) {
+        // A parser's marker token: the text so far, then the marker itself.
+        c.text += c.stop.push(c.decoder->flush());
+        c.text += c.stop.push(tokenizer_.decode(std::span(&id, 1), false));
+      } else {
+        c.text += c.stop.push(c.decoder->push(id));
+      }
       c.tokens.push_back(std::move(e.token));
       break;
     }

@@ -51,8 +51,10 @@ struct ChoiceState {
 class Generation {
  public:
   // prompts[i] is the prompt of requests[i]; every request has the same n and stop strings.
+  // Output text skips special tokens except `kept_special_ids` (an output parser's markers,
+  // e.g. mistral's [TOOL_CALLS]), which appear as their text.
   Generation(EngineLoop& loop, const Tokenizer& tokenizer, std::vector<engine::Request> requests,
-             std::vector<PromptState> prompts);
+             std::vector<PromptState> prompts, std::vector<int32_t> kept_special_ids = {});
   ~Generation();  // cancels the ticket when not finished
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -100,6 +102,7 @@ class Generation {
   std::vector<engine::Request> requests_;  // until start()
   std::vector<std::vector<int32_t>> stop_token_ids_;  // per prompt
   std::vector<std::vector<std::string>> stop_strings_;  // per prompt
+  std::vector<int32_t> kept_special_ids_;
   std::vector<PromptState> prompts_;
   std::vector<ChoiceState> choices_;  // (n_prompts * n)
   int32_t n_ = 1;

@@ -9,8 +9,14 @@ namespace detllm::server {
 HttpReply start_generation_reply(ServerContext& ctx, const GenerationFields& gen,
                                  const BuiltRequests& built, std::vector<PromptState> prompts,
                                  std::string_view id_prefix, StreamSpec spec) {
-  auto generation =
-      std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests, std::move(prompts));
+  // The output parsers' marker tokens stay in the text they parse.
+  std::vector<int32_t> kept;
+  if (spec.output.tools != ToolParserKind::kNone) kept = ctx.tool_marker_ids;
+  if (spec.output.reasoning != ReasoningParserKind::kNone) {
+    kept.insert(kept.end(), ctx.reasoning_marker_ids.begin(), ctx.reasoning_marker_ids.end());
+  }
+  auto generation = std::make_unique<Generation>(*ctx.loop, *ctx.tokenizer, built.requests,
+                                                 std::move(prompts), std::move(kept));
   generation->set_text_options(gen.vllm.skip_special_tokens,
                                gen.vllm.include_stop_str_in_output);
   generation->start();

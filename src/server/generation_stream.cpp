@@ -14,7 +14,15 @@ class GenerationStream final : public ResponseStream {
  public:
   GenerationStream(std::unique_ptr<Generation> g, ResponseMeta meta, const Tokenizer& tokenizer,
                    StreamSpec spec)
-      : gen_(std::move(g)), meta_(std::move(meta)), tokenizer_(tokenizer), spec_(spec) {}
+      : gen_(std::move(g)), meta_(std::move(meta)), tokenizer_(tokenizer), spec_(spec) {
+    if (spec_.api == StreamSpec::Api::kChat && spec_.stream) {
+      for (const ChoiceState& c : gen_->choices()) {
+        ChatOutputConfig config = spec_.output;
+        config.choice_index = c.index;
+        splitters_.emplace_back(config);
+      }
+    }
+  }
 
   PumpResult pump(const Writer& write, std::chrono::milliseconds wait) override {
     if (!gen_->finished()) gen_->poll(wait);
@@ -48,7 +56,8 @@ class GenerationStream final : public ResponseStream {
     } else if (spec_.api == StreamSpec::Api::kCompletion) {
       body = dump_json(completion_response(meta_, *gen_, tokenizer_, spec_.echo, spec_.logprobs));
     } else {
-      body = dump_json(chat_response(meta_, *gen_, tokenizer_, spec_.logprobs, spec_.echo_text));
+      body = dump_json(chat_response(meta_, *gen_, tokenizer_, spec_.logprobs, spec_.echo_text,
+                                     spec_.output));
     }
     return write(body) ? PumpResult::kDone : fail();
   }
@@ -85,31 +94,74 @@ class GenerationStream final : public ResponseStream {
   }
 
   void emit_delta(std::string& out, ChoiceState& c) {
+    if (spec_.api == StreamSpec::Api::kChat) return emit_chat_delta(out, c);
     const std::string text = c.text.substr(c.n_text_sent);
     const std::span<const engine::TokenEvent> tokens =
         std::span(c.tokens).subspan(c.n_tokens_sent);
     const bool finishing = c.finish.has_value() && !c.finish_sent;
     if (text.empty() && (!spec_.logprobs || tokens.empty()) && !finishing) return;
     json lp = nullptr;
-    json choice;
-    if (spec_.api == StreamSpec::Api::kCompletion) {
-      if (spec_.logprobs) {
-        CompletionLogprobs b(tokenizer_, c.text_offset, meta_.tokens_as_ids);
-        b.add_generated(tokens);
-        c.text_offset = b.text_offset();
-        lp = b.take();
-      }
-      choice = {{"index", c.index}, {"text", text}, {"logprobs", std::move(lp)}};
-    } else {
-      if (spec_.logprobs) lp = chat_logprobs(tokenizer_, tokens, meta_.tokens_as_ids);
-      json delta = json::object();
-      if (!text.empty() || !finishing) delta["content"] = text;
-      choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
+    if (spec_.logprobs) {
+      CompletionLogprobs b(tokenizer_, c.text_offset, meta_.tokens_as_ids);
+      b.add_generated(tokens);
+      c.text_offset = b.text_offset();
+      lp = b.take();
     }
+    json choice = {{"index", c.index}, {"text", text}, {"logprobs", std::move(lp)}};
     choice["finish_reason"] = finishing ? finish_reason_json(c.finish) : json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : json(nullptr);
     emit(out, std::move(choice));
     c.n_text_sent = c.text.size();
+    c.n_tokens_sent = c.tokens.size();
+    c.finish_sent = c.finish_sent || finishing;
+  }
+
+  // A chat choice's new text through its splitter (reasoning, content, held tool calls): one
+  // chunk with the released text and the new tokens' logprobs; at the end, each tool call
+  // as OpenAI streams it (its id, type and name with arguments "", then the arguments) and a
+  // last chunk with the finish_reason.
+  void emit_chat_delta(std::string& out, ChoiceState& c) {
+    ChatOutputSplitter& split = splitters_[static_cast<size_t>(c.index)];
+    const std::span<const engine::TokenEvent> tokens =
+        std::span(c.tokens).subspan(c.n_tokens_sent);
+    const bool finishing = c.finish.has_value() && !c.finish_sent;
+    ChatDelta d = split.push(std::string_view(c.text).substr(c.n_text_sent));
+    c.n_text_sent = c.text.size();
+    if (finishing) {
+      ChatDelta last = split.finish();
+      d.reasoning += last.reasoning;
+      d.content += last.content;
+      d.tool_calls = std::move(last.tool_calls);
+    }
+    const bool has_text = !d.reasoning.empty() || !d.content.empty();
+    const bool has_logprobs = spec_.logprobs && !tokens.empty();
+    const bool calls = !d.tool_calls.empty();
+    auto choice_of = [&](json delta, json lp, bool last) {
+      json choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
+      choice["finish_reason"] =
+          last ? chat_finish_reason_json(c.finish, split.called()) : json(nullptr);
+      choice["stop_reason"] = last ? stop_reason_json(c) : json(nullptr);
+      return choice;
+    };
+    if (has_text || has_logprobs || (finishing && !calls)) {
+      json delta = json::object();
+      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      if (!d.content.empty() || (!finishing && d.reasoning.empty())) delta["content"] = d.content;
+      json lp = spec_.logprobs ? chat_logprobs(tokenizer_, tokens, meta_.tokens_as_ids)
+                               : json(nullptr);
+      emit(out, choice_of(std::move(delta), std::move(lp), finishing && !calls));
+    }
+    for (size_t k = 0; k < d.tool_calls.size(); ++k) {
+      const ToolCall& call = d.tool_calls[k];
+      json head = {{"index", k},
+                   {"id", call.id},
+                   {"type", "function"},
+                   {"function", {{"name", call.name}, {"arguments", ""}}}};
+      emit(out, choice_of({{"tool_calls", json::array({std::move(head)})}}, nullptr, false));
+      json args = {{"index", k}, {"function", {{"arguments", call.arguments}}}};
+      emit(out, choice_of({{"tool_calls", json::array({std::move(args)})}}, nullptr, false));
+    }
+    if (finishing && calls) emit(out, choice_of(json::object(), nullptr, true));
     c.n_tokens_sent = c.tokens.size();
     c.finish_sent = c.finish_sent || finishing;
   }
@@ -152,6 +204,7 @@ class GenerationStream final : public ResponseStream {
   ResponseMeta meta_;
   const Tokenizer& tokenizer_;
   StreamSpec spec_;
+  std::vector<ChatOutputSplitter> splitters_;  // chat streams: one per choice (by index)
   bool started_ = false;
 };
 

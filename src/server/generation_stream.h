@@ -18,6 +18,7 @@ struct StreamSpec {
   bool logprobs = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string echo_text;       // chat echo: the assistant message being continued
+  ChatOutputConfig output;     // chat: reasoning and tool-call parsers (choice_index unused)
 };
 
 // `generation` must have been start()ed.

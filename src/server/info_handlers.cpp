@@ -75,7 +75,7 @@ HttpReply handle_metrics(ServerContext& ctx) {
 }
 
 HttpReply handle_tokenize(ServerContext& ctx, std::string_view body) {
-  const TokenizeRequest req = parse_tokenize_request(parse_json_body(body), ctx.options.limits);
+  const TokenizeRequest req = parse_tokenize_body(body, ctx.options.limits);
   check_model(ctx, req.model);
   std::vector<int32_t> ids;
   if (req.prompt) {
@@ -85,7 +85,8 @@ HttpReply handle_tokenize(ServerContext& ctx, std::string_view body) {
       throw ApiError(400, "this model has no chat template: tokenize a 'prompt' instead",
                      "invalid_request_error", "messages");
     }
-    ids = ctx.tokenizer->encode(ctx.chat->render(req.messages, req.add_generation_prompt),
+    ids = ctx.tokenizer->encode(ctx.chat->render(req.messages, req.add_generation_prompt,
+                                                 req.tools, req.chat_template_kwargs),
                                 /*add_special_tokens=*/false);
   }
   return json_reply({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.max_model_len}});

@@ -9,6 +9,7 @@
 #include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/tools/tool_request.h"
 
 namespace detllm::server {
 namespace {
@@ -226,6 +227,38 @@ void check_max_tokens(std::optional<int64_t> v, const std::string& name,
   out = static_cast<int32_t>(*v);
 }
 
+// chat_template_kwargs (vLLM): an object of template variables, none of those the server sets.
+nlohmann::ordered_json parse_chat_template_kwargs(FieldReader& r) {
+  const json* kwargs = r.get_raw("chat_template_kwargs");
+  if (kwargs == nullptr) return nlohmann::ordered_json::object();
+  if (!kwargs->is_object()) {
+    throw_bad_request("chat_template_kwargs",
+                      "'chat_template_kwargs' must be an object of template variables, got {}",
+                      json_type_name(*kwargs));
+  }
+  for (const auto& item : kwargs->items()) {
+    const std::string& key = item.key();
+    if (key == "messages" || key == "tools" || key == "add_generation_prompt" ||
+        key == "bos_token" || key == "eos_token") {
+      throw_bad_request("chat_template_kwargs",
+                        "'chat_template_kwargs' may not set '{}': the server sets it from the "
+                        "request",
+                        key);
+    }
+  }
+  return *kwargs;
+}
+
+// The request's tools and chat_template_kwargs in the client's key order: the body parsed once
+// more, as ordered JSON (valid, since it just parsed).
+void keep_key_order(std::string_view body, std::vector<ToolSpec>& tools,
+                    nlohmann::ordered_json& kwargs) {
+  if (tools.empty() && kwargs.empty()) return;
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  if (!tools.empty()) keep_tool_key_order(ordered.at("tools"), tools);
+  if (!kwargs.empty()) kwargs = ordered.at("chat_template_kwargs");
+}
+
 std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& limits) {
   if (!v.is_array()) {
     throw_bad_request("messages", "'messages' must be a list of messages, got {}",
@@ -252,6 +285,24 @@ std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& li
     }
     msg.role = *role;
     const json* content = m.get_raw("content");
+    const json* tool_calls = m.get_raw("tool_calls");
+    if (tool_calls != nullptr) {
+      if (msg.role != "assistant") {
+        throw_bad_request(m.name("tool_calls"), "'{}' is only allowed in an assistant message",
+                          m.name("tool_calls"));
+      }
+      msg.tool_calls = parse_message_tool_calls(*tool_calls, path);
+    }
+    if (auto id = m.get_string("tool_call_id", 256)) {
+      if (msg.role != "tool") {
+        throw_bad_request(m.name("tool_call_id"), "'{}' is only allowed in a tool message",
+                          m.name("tool_call_id"));
+      }
+      msg.tool_call_id = *id;
+    } else if (msg.role == "tool") {
+      throw_bad_request(m.name("tool_call_id"), "'{}' is required in a tool message",
+                        m.name("tool_call_id"));
+    }
     if (content == nullptr) {
       if (msg.role != "assistant") {
         throw_bad_request(m.name("content"), "'{}' is required", m.name("content"));
@@ -278,9 +329,9 @@ std::vector<ChatMessageIn> parse_messages(const json& v, const RequestLimits& li
                         m.name("content"), json_type_name(*content));
     }
     if (auto name = m.get_string("name", 256)) msg.name = *name;
-    m.accept_if_neutral("tool_calls", [](const json& t) { return t.is_array() && t.empty(); });
     m.reject_unknown();
     total_bytes += msg.content.size();
+    for (const ToolCall& call : msg.tool_calls) total_bytes += call.arguments.size();
     if (total_bytes > limits.max_string_bytes) {
       throw_bad_request("messages", "the messages hold more than {} bytes of text",
                         limits.max_string_bytes);
@@ -362,14 +413,30 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   if (logprobs) c.gen.logprobs = static_cast<int32_t>(top.value_or(0));
   c.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   c.echo = r.get_bool("echo").value_or(false);
-  r.accept_if_neutral("tools", [](const json& v) { return v.is_array() && v.empty(); });
-  r.accept_if_neutral("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
-  r.ignore("parallel_tool_calls");
+  if (const json* tools = r.get_raw("tools")) c.tools = parse_tools(*tools);
+  c.tool_choice.kind = c.tools.empty() ? ToolChoice::Kind::kNone : ToolChoice::Kind::kAuto;
+  if (const json* choice = r.get_raw("tool_choice")) {
+    c.tool_choice = parse_tool_choice(*choice, c.tools);
+  }
+  c.parallel_tool_calls = r.get_bool("parallel_tool_calls").value_or(true);
+  c.chat_template_kwargs = parse_chat_template_kwargs(r);
   r.accept_if_neutral("store", [](const json& v) { return v == false; });
   r.ignore("metadata");
   r.ignore("service_tier");
   r.reject_unknown();
   return c;
+}
+
+ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits) {
+  ChatRequest c = parse_chat_request(parse_json_body(body), limits);
+  keep_key_order(body, c.tools, c.chat_template_kwargs);
+  return c;
+}
+
+TokenizeRequest parse_tokenize_body(std::string_view body, const RequestLimits& limits) {
+  TokenizeRequest t = parse_tokenize_request(parse_json_body(body), limits);
+  keep_key_order(body, t.tools, t.chat_template_kwargs);
+  return t;
 }
 
 TokenizeRequest parse_tokenize_request(const json& body, const RequestLimits& limits) {
@@ -383,6 +450,13 @@ TokenizeRequest parse_tokenize_request(const json& body, const RequestLimits& li
   }
   t.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
   t.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  if (const json* tools = r.get_raw("tools")) t.tools = parse_tools(*tools);
+  t.chat_template_kwargs = parse_chat_template_kwargs(r);
+  if (t.prompt && (!t.tools.empty() || !t.chat_template_kwargs.empty())) {
+    throw_bad_request(t.tools.empty() ? "chat_template_kwargs" : "tools",
+                      "'{}' is for 'messages' (the chat template), not for a 'prompt'",
+                      t.tools.empty() ? "chat_template_kwargs" : "tools");
+  }
   r.reject_unknown();
   return t;
 }

@@ -18,6 +18,7 @@
 #include "server/server_options.h"
 #include "server/structured_fields.h"
 #include "server/vllm_fields.h"
+#include "server/tools/tool_spec.h"
 
 namespace detllm::server {
 
@@ -29,8 +30,10 @@ struct PromptInput {
 
 struct ChatMessageIn {
   std::string role;     // system, developer, user, assistant, tool
-  std::string content;  // text (content parts joined)
+  std::string content;  // text (content parts joined); "" when null (an assistant's tool calls)
   std::string name;     // optional participant name ("" = none)
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;          // tool: the call this message answers
 };
 
 // Fields shared by both generation endpoints, normalized.
@@ -74,6 +77,15 @@ struct ChatRequest {
   std::vector<ChatMessageIn> messages;  // >= 1
   bool add_generation_prompt = true;    // extension (as vLLM)
   bool echo = false;                    // extension (as vLLM): see chat_response
+  std::vector<ToolSpec> tools;          // function tools offered to the model
+  ToolChoice tool_choice;               // default: auto with tools, none without
+  bool parallel_tool_calls = true;
+  // Extension (as vLLM): extra variables for the chat template, e.g. {"enable_thinking": false}.
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // True when the output goes through the tool-call parser: tools given, tool_choice not none.
+  bool parses_tool_calls() const {
+    return !tools.empty() && tool_choice.kind != ToolChoice::Kind::kNone;
+  }
 };
 
 struct TokenizeRequest {
@@ -82,6 +94,8 @@ struct TokenizeRequest {
   std::vector<ChatMessageIn> messages;  // ... or chat messages rendered with the template
   bool add_special_tokens = true;       // for `prompt`
   bool add_generation_prompt = true;    // for `messages`
+  std::vector<ToolSpec> tools;          // for `messages`: rendered as the chat endpoint does
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 struct DetokenizeRequest {
@@ -95,6 +109,11 @@ nlohmann::json parse_json_body(std::string_view body);
 
 CompletionRequest parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
 ChatRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits);
+// parse_json_body + parse_chat_request, keeping the client's key order where the chat template
+// prints request data (each tool's function object, chat_template_kwargs).
+ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits);
+// parse_json_body + parse_tokenize_request, with the same key order kept.
+TokenizeRequest parse_tokenize_body(std::string_view body, const RequestLimits& limits);
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const RequestLimits& limits);
 DetokenizeRequest parse_detokenize_request(const nlohmann::json& body, const RequestLimits& limits);
 

@@ -176,17 +176,50 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
   return j;
 }
 
+json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+json chat_finish_reason_json(const std::optional<engine::FinishReason>& r, bool called) {
+  if (called && r && (*r == engine::FinishReason::kStop || *r == engine::FinishReason::kLength)) {
+    return "tool_calls";
+  }
+  return finish_reason_json(r);
+}
+
 json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
-                   bool logprobs, const std::string& echo_text) {
+                   bool logprobs, const std::string& echo_text, const ChatOutputConfig& output) {
   json choices = json::array();
   for (ChoiceState& c : g.choices()) {
+    ChatOutputConfig config = output;
+    config.choice_index = c.index;
+    ChatOutputSplitter split(config);
+    ChatDelta out = split.push(c.text);
+    ChatDelta last = split.finish();
+    out.reasoning += last.reasoning;
+    out.content += last.content;
+    const std::string content = echo_text + out.content;
+    json message = {{"role", "assistant"},
+                    {"content", content.empty() && (split.called() || split.reasoned())
+                                    ? json(nullptr)
+                                    : json(content)},
+                    {"refusal", nullptr}};
+    if (split.called()) {
+      json calls = json::array();
+      for (const ToolCall& call : last.tool_calls) calls.push_back(tool_call_json(call));
+      message["tool_calls"] = std::move(calls);
+    }
+    if (output.reasoning != ReasoningParserKind::kNone) {
+      message["reasoning_content"] = split.reasoned() ? json(out.reasoning) : json(nullptr);
+    }
     choices.push_back(
         {{"index", c.index},
-         {"message",
-          {{"role", "assistant"}, {"content", echo_text + c.text}, {"refusal", nullptr}}},
+         {"message", std::move(message)},
          {"logprobs",
           logprobs ? chat_logprobs(tokenizer, c.tokens, meta.tokens_as_ids) : json(nullptr)},
-         {"finish_reason", finish_reason_json(c.finish)},
+         {"finish_reason", chat_finish_reason_json(c.finish, split.called())},
          {"stop_reason", stop_reason_json(c)}});
   }
   json j = envelope(meta, "chat.completion");

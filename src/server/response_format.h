@@ -11,6 +11,7 @@
 
 #include "engine/request.h"
 #include "server/generation.h"
+#include "server/tools/chat_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::server {
@@ -78,10 +79,19 @@ nlohmann::json usage_json(const Generation& g);
 nlohmann::json completion_response(const ResponseMeta& meta, Generation& g,
                                    const Tokenizer& tokenizer, bool echo, bool logprobs);
 // echo_text: chat `echo` (as vLLM): the last message's content when it is the assistant's,
-// prepended to each choice's content.
+// prepended to each choice's content. `output`: the request's reasoning and tool-call parsers
+// (chat_output.h; choice_index is set per choice).
 nlohmann::json chat_response(const ResponseMeta& meta, Generation& g,
                              const Tokenizer& tokenizer, bool logprobs,
-                             const std::string& echo_text = {});
+                             const std::string& echo_text = {},
+                             const ChatOutputConfig& output = {});
+
+// {"id", "type": "function", "function": {"name", "arguments"}}.
+nlohmann::json tool_call_json(const ToolCall& call);
+// A chat choice's finish_reason: "tool_calls" when its output held calls and it ended by
+// itself (stop or length), else finish_reason_json's.
+nlohmann::json chat_finish_reason_json(const std::optional<engine::FinishReason>& r,
+                                       bool called);
 
 // A streaming chunk's envelope around `choices` (object "text_completion" or
 // "chat.completion.chunk"); usage is added by the caller when needed.

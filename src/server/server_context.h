@@ -16,6 +16,8 @@
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/server_options.h"
+#include "server/tools/reasoning_parser.h"
+#include "server/tools/tool_parser.h"
 #include "structured/grammar_spec.h"
 #include "structured/token_constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +55,13 @@ struct ServerContext {
   // "failed" (the engine refuses deterministic requests), "not_run", "disabled".
   std::string self_check_status = "not_run";
   int64_t started_at = 0;  // unix seconds
+  // The chat output parsers (--tool-call-parser, resolved against the chat template, and
+  // --reasoning-parser) and their marker tokens that the vocabulary marks special, which a
+  // parsing request's output keeps (as vLLM turns skip_special_tokens off for them).
+  ToolParserKind tool_parser = ToolParserKind::kNone;
+  ReasoningParserKind reasoning_parser = ReasoningParserKind::kNone;
+  std::vector<int32_t> tool_marker_ids;
+  std::vector<int32_t> reasoning_marker_ids;  // (set by configure_chat_parsers)
   SeedSource seeds;
   Metrics metrics;
   std::atomic<bool> draining{false};  // SIGTERM received: new requests get 503

@@ -2,6 +2,8 @@
 #include "server/server_options.h"
 
 #include "core/error.h"
+#include "server/tools/reasoning_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace detllm::server {
 
@@ -28,6 +30,11 @@ void ServerOptions::validate() const {
           "--cors-origin must be one origin (e.g. https://example.com) or *, got '{}'", o);
   }
   check(drain_timeout_s >= 0, "--drain-timeout must be >= 0 s, got {}", drain_timeout_s);
+  check(tool_call_parser == "auto" || tool_parser_from_name(tool_call_parser).has_value(),
+        "--tool-call-parser must be auto, none, llama3_json, hermes or mistral, got '{}'",
+        tool_call_parser);
+  check(reasoning_parser_from_name(reasoning_parser).has_value(),
+        "--reasoning-parser must be none, deepseek_r1 or qwen3, got '{}'", reasoning_parser);
 }
 
 }  // namespace detllm::server

@@ -42,6 +42,11 @@ struct ServerOptions {
   // CORS (opt-in): origins allowed to call the API from a browser; "*" = any. Empty = no
   // CORS headers and OPTIONS gets 405.
   std::vector<std::string> cors_origins;
+  // Chat output parsers (vLLM's options; docs/server.md, "Tool calling and reasoning"):
+  // tool calls: auto (from the chat template's markers), none, llama3_json, hermes, mistral;
+  // reasoning: none, deepseek_r1, qwen3.
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "none";
 
   void validate() const;  // throws detllm::Error naming the bad option
 };

@@ -77,7 +77,7 @@ const std::string& ChatTemplate::source() const {
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, const std::string& bos_token,
                                  const std::string& eos_token,
-                                 const nlohmann::json& extra_context) const {
+                                 const nlohmann::ordered_json& extra_context) const {
   check(extra_context.is_object() || extra_context.is_null(),
         "chat template extra_context must be a JSON object, got {}", extra_context.type_name());
   jinja::List list;

@@ -22,8 +22,8 @@ struct ChatMessage {
   // Further message fields (name, tool_calls, reasoning_content...), passed to the template as
   // message attributes after role and content, in this json's key order. Null fields are
   // dropped (as transformers drops None); "role" or "content" here replace the fields above
-  // (e.g. content given as a list of parts).
-  nlohmann::json extra;
+  // (e.g. content given as a list of parts). Ordered: a template may print a field with tojson.
+  nlohmann::ordered_json extra;
 };
 
 class ChatTemplate {
@@ -40,7 +40,8 @@ class ChatTemplate {
   // detllm::Error naming line and column when the template fails or calls raise_exception.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                      const std::string& bos_token, const std::string& eos_token,
-                     const nlohmann::json& extra_context = nlohmann::json::object()) const;
+                     const nlohmann::ordered_json& extra_context =
+                         nlohmann::ordered_json::object()) const;
 
   // Renders with exactly the variables of `context` (a JSON object; key order is kept, which
   // matters for `tojson` and for iterating dicts).

@@ -298,7 +298,7 @@ TEST(OpenAiSchema, ChatErrors) {
              "max_tokens", "1…");
   EXPECT_BAD(chat(R"({"messages": [{"role": "user", "content": "x"}],
                       "tools": [{"type": "function"}]})"),
-             "tools", "not supported");
+             "tools[0].function", "required");
   EXPECT_BAD(chat(R"({"messages": [{"role": "user", "content": "x"}],
                       "response_format": {"type": "yaml"}})"),
              "response_format.type", "'yaml'");

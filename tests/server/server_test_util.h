@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/llama_model.h"
@@ -41,12 +42,14 @@ inline std::string byte_char(int b) {
   return s;
 }
 
-// Token i < 256 is byte i; 256 is "<|end|>" (special, EOS).
-inline std::unique_ptr<Tokenizer> byte_tokenizer() {
+// Token i < 256 is byte i; 256 is "<|end|>" (special, EOS); `extra_special` are special
+// tokens 257, 258, ... `chat_template`: its Jinja chat template ("" = none).
+inline std::unique_ptr<Tokenizer> byte_tokenizer(
+    const std::string& chat_template = "", const std::vector<std::string>& extra_special = {}) {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
   vocab["<|end|>"] = 256;
-  const nlohmann::json tj = {
+  nlohmann::json tj = {
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
       {"pre_tokenizer",
        {{"type", "ByteLevel"},
@@ -66,7 +69,20 @@ inline std::unique_ptr<Tokenizer> byte_tokenizer() {
          {"rstrip", false},
          {"normalized", false},
          {"special", true}}}}};
-  return Tokenizer::from_json_string(tj.dump(), "byte_tokenizer", R"({"eos_token": "<|end|>"})");
+  for (size_t i = 0; i < extra_special.size(); ++i) {
+    const int id = 257 + static_cast<int>(i);
+    tj["model"]["vocab"][extra_special[i]] = id;
+    tj["added_tokens"].push_back({{"id", id},
+                                  {"content", extra_special[i]},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}});
+  }
+  nlohmann::json config = {{"eos_token", "<|end|>"}};
+  if (!chat_template.empty()) config["chat_template"] = chat_template;
+  return Tokenizer::from_json_string(tj.dump(), "byte_tokenizer", config.dump());
 }
 
 // A synthetic model served by an EngineLoop, with a ServerContext ready for the handlers.
