@@ -79,15 +79,58 @@ def test_tools_render_on_a_template_without_tool_syntax(server, client):
     assert isinstance(choice.message.content, str) and choice.message.tool_calls is None
 
 
-def test_required_tool_choice_needs_a_parser(client):
-    # The default server parses no tool calls (auto found no format in SmolLM2's template).
-    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        with pytest.raises(openai.BadRequestError) as e:
-            client.chat.completions.create(
-                model="default", messages=[{"role": "user", "content": "x"}], tools=[WEATHER],
-                tool_choice=choice, max_tokens=1)
-        assert e.value.body["param"] == "tool_choice"
-        assert "--tool-call-parser" in e.value.body["message"]
+def test_required_and_named_tool_choice_always_give_a_valid_call(client):
+    # The default server has no tool-call parser (SmolLM2's template has no tool format), yet
+    # "required" and a named function are enforced by a grammar: every seeded reply is a call
+    # whose arguments validate against the tool's parameters.
+    jsonschema = pytest.importorskip("jsonschema")
+    stock = {"type": "function", "function": {
+        "name": "get_stock", "parameters": {
+            "type": "object", "properties": {"ticker": {"type": "string", "maxLength": 6},
+                                             "days": {"type": "integer", "minimum": 1,
+                                                      "maximum": 30}},
+            "required": ["ticker", "days"], "additionalProperties": False}}}
+    # Bounded arguments, so that every call ends within max_tokens.
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+            "required": ["city"]}}}
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in (weather, stock)}
+    for seed in range(12):
+        for choice in ("required", {"type": "function", "function": {"name": "get_stock"}}):
+            r = client.chat.completions.create(
+                model="default", messages=[{"role": "user", "content": "Weather or stocks?"}],
+                tools=[weather, stock], tool_choice=choice, max_tokens=300, temperature=1.0,
+                seed=seed)
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls", c
+            assert c.message.tool_calls, c
+            for call in c.message.tool_calls:
+                if choice != "required":
+                    assert call.function.name == "get_stock"
+                jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
+
+
+def test_constrained_call_stream_reassembles_to_the_whole_call(client):
+    args = dict(model="default", messages=[{"role": "user", "content": "Weather?"}],
+                tools=[WEATHER], tool_choice="required", parallel_tool_calls=False,
+                max_tokens=120, temperature=0.7, seed=5)
+    whole = client.chat.completions.create(**args).choices[0]
+    assert whole.finish_reason == "tool_calls" and len(whole.message.tool_calls) == 1
+    content, reasoning, calls, finish = reassemble(
+        list(client.chat.completions.create(stream=True, **args)))
+    assert finish == "tool_calls" and content == ""
+    call = whole.message.tool_calls[0]
+    assert calls == [{"id": call.id, "name": call.function.name,
+                      "arguments": call.function.arguments}]
+
+
+def test_tool_choice_required_with_response_format_is_a_400(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "x"}], tools=[WEATHER],
+            tool_choice="required", response_format={"type": "json_object"}, max_tokens=4)
+    assert e.value.body["param"] == "tool_choice"
 
 
 def test_history_with_tool_calls_and_tool_messages_is_accepted(client):
@@ -168,7 +211,7 @@ def test_tool_choice_required_and_none(parsing_client):
     c = parsing_client
     args = dict(model="default", messages=CALL_MESSAGES, tools=[WEATHER], max_tokens=40,
                 temperature=0, seed=1234)
-    # Accepted; the model's output is parsed (a grammar does not enforce it yet).
+    # Enforced by a grammar (the output is a JSON array of calls, not the hermes block).
     required = c.chat.completions.create(tool_choice="required", **args)
     assert required.choices[0].message.tool_calls[0].function.name == "get_weather"
     named = c.chat.completions.create(

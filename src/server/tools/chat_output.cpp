@@ -9,14 +9,16 @@
 #include <span>
 
 #include "core/hash.h"
+#include "server/tools/tool_call_schema.h"
 
 namespace detllm::server {
 
 ChatOutputSplitter::ChatOutputSplitter(const ChatOutputConfig& config)
     : config_(config),
       reasoning_(config.reasoning),
-      tool_state_(config.tools == ToolParserKind::kNone ? ToolState::kPassThrough
-                                                        : ToolState::kScanning) {}
+      tool_state_(config.constrained_calls              ? ToolState::kHeld
+                  : config.tools == ToolParserKind::kNone ? ToolState::kPassThrough
+                                                          : ToolState::kScanning) {}
 
 void ChatOutputSplitter::content(std::string_view piece, ChatDelta& out) {
   if (tool_state_ == ToolState::kPassThrough) {
@@ -57,7 +59,9 @@ ChatDelta ChatOutputSplitter::finish() {
   out.reasoning = std::move(r.reasoning);
   if (!r.content.empty()) content(r.content, out);
   if (tool_state_ == ToolState::kHeld) {
-    if (auto calls = parse_section(config_.tools, std::string_view(text_).substr(held_from_))) {
+    const std::string_view section = std::string_view(text_).substr(held_from_);
+    if (auto calls = config_.constrained_calls ? parse_constrained_tool_calls(section)
+                                               : parse_section(config_.tools, section)) {
       for (ParsedCall& c : *calls) {
         out.tool_calls.push_back({tool_call_id(config_.tools, config_.id_key,
                                                config_.choice_index, n_calls_++),

@@ -26,6 +26,9 @@ struct ChatOutputConfig {
   // request gives the same ids. id_key: tool_call_id_key below.
   uint64_t id_key = 0;
   int32_t choice_index = 0;
+  // tool_choice "required" or a named function: a grammar made the whole output a JSON array
+  // of calls (tool_call_schema.h), read with parse_constrained_tool_calls.
+  bool constrained_calls = false;
 };
 
 // What one push or finish releases.
