@@ -26,7 +26,7 @@ struct AllowedIds {
   int32_t width = 0;
 };
 
-// The specification above. `scratch` is reused storage for the masked row.
+// The specification above. `scratch` is reused storage (the allowed ids' logits).
 SampleResult sample_allowed(std::span<const float> logits, const SamplingParams& params,
                             int64_t position, uint32_t sample_index, AllowedIds allowed,
                             std::vector<float>& scratch);
