@@ -35,7 +35,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
   }
   PromptState p;
   p.text = ctx.chat->render(req.messages, req.add_generation_prompt, req.tools,
-                            req.chat_template_kwargs);
+                            req.chat_template_kwargs, req.continue_final_message);
   // The template already holds the special tokens (BOS, role markers).
   p.ids = ctx.tokenizer->encode(p.text, /*add_special_tokens=*/false);
   truncate_prompt(ctx, gen, p.ids);

@@ -1,6 +1,8 @@
 // Chat messages -> prompt text with the model's Jinja template (see chat_prompt.h).
 #include "server/chat_prompt.h"
 
+#include <cctype>
+
 #include "core/error.h"
 #include "server/api_error.h"
 #include "tokenizer/chat_template.h"
@@ -41,9 +43,36 @@ const std::string& ChatPrompt::source() const {
   return template_->source();
 }
 
+namespace {
+
+// transformers' continue_final_message: the rendered text up to the end of the last message's
+// content (its last occurrence; the stripped content when the template strips it).
+void cut_after_final_message(std::string& text, const std::string& content) {
+  auto cut = [&](std::string_view piece) {
+    const size_t at = piece.empty() ? std::string::npos : text.rfind(piece);
+    if (at == std::string::npos) return false;
+    text.resize(at + piece.size());
+    return true;
+  };
+  std::string_view stripped = content;
+  while (!stripped.empty() && std::isspace(static_cast<unsigned char>(stripped.front()))) {
+    stripped.remove_prefix(1);
+  }
+  while (!stripped.empty() && std::isspace(static_cast<unsigned char>(stripped.back()))) {
+    stripped.remove_suffix(1);
+  }
+  if (cut(content) || cut(stripped)) return;
+  throw ApiError(400,
+                 "continue_final_message: the last message's content does not appear in the "
+                 "prompt the chat template made of it, so it cannot be continued",
+                 "invalid_request_error", "continue_final_message");
+}
+
+}  // namespace
+
 std::string ChatPrompt::render(const std::vector<ChatMessageIn>& messages,
                                bool add_generation_prompt, const std::vector<ToolSpec>& tools,
-                               const ojson& template_kwargs) const {
+                               const ojson& template_kwargs, bool continue_final_message) const {
   std::vector<ChatMessage> msgs;
   msgs.reserve(messages.size());
   for (const auto& m : messages) {
@@ -62,14 +91,17 @@ std::string ChatPrompt::render(const std::vector<ChatMessageIn>& messages,
     for (const ToolSpec& t : tools) list.push_back({{"type", "function"}, {"function", t.function}});
     context["tools"] = std::move(list);
   }
+  std::string text;
   try {
-    return template_->render(msgs, add_generation_prompt, bos_token_, eos_token_, context);
+    text = template_->render(msgs, add_generation_prompt, bos_token_, eos_token_, context);
   } catch (const Error& e) {
     // The template refused this conversation (raise_exception) or failed on it.
     throw ApiError(400, std::string("the model's chat template cannot format these messages: ") +
                             e.what(),
                    "invalid_request_error", "messages");
   }
+  if (continue_final_message) cut_after_final_message(text, messages.back().content);
+  return text;
 }
 
 }  // namespace detllm::server

@@ -31,10 +31,14 @@ class ChatPrompt {
   // value (templates print them with tojson); a tool message's tool_call_id; every key of
   // `template_kwargs` as a template variable. Throws ApiError 400 when the template refuses
   // the conversation (raise_exception, e.g. roles that do not alternate) or fails on it.
+  // continue_final_message: the text is cut right after the last message's content (as
+  // transformers' apply_chat_template does), so the model continues that message; 400 when
+  // the rendered text does not contain it.
   std::string render(const std::vector<ChatMessageIn>& messages, bool add_generation_prompt,
                      const std::vector<ToolSpec>& tools = {},
                      const nlohmann::ordered_json& template_kwargs =
-                         nlohmann::ordered_json::object()) const;
+                         nlohmann::ordered_json::object(),
+                     bool continue_final_message = false) const;
 
   const std::string& source() const;  // the template's Jinja source (normalized)
 

@@ -412,6 +412,18 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   }
   if (logprobs) c.gen.logprobs = static_cast<int32_t>(top.value_or(0));
   c.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  c.continue_final_message = r.get_bool("continue_final_message").value_or(false);
+  if (c.continue_final_message && c.add_generation_prompt) {
+    throw_bad_request("continue_final_message",
+                      "'continue_final_message' and 'add_generation_prompt' cannot both be true "
+                      "(send add_generation_prompt: false)");
+  }
+  if (c.continue_final_message && c.messages.back().role != "assistant") {
+    throw_bad_request("continue_final_message",
+                      "'continue_final_message' continues the last message, which must be the "
+                      "assistant's (it is '{}')",
+                      c.messages.back().role);
+  }
   c.echo = r.get_bool("echo").value_or(false);
   if (const json* tools = r.get_raw("tools")) c.tools = parse_tools(*tools);
   c.tool_choice.kind = c.tools.empty() ? ToolChoice::Kind::kNone : ToolChoice::Kind::kAuto;

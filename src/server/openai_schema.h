@@ -76,6 +76,9 @@ struct ChatRequest {
   GenerationFields gen;
   std::vector<ChatMessageIn> messages;  // >= 1
   bool add_generation_prompt = true;    // extension (as vLLM)
+  // Extension (as vLLM, transformers): the reply continues the last (assistant) message: the
+  // prompt ends right after its content, without the template's end-of-turn tokens.
+  bool continue_final_message = false;
   bool echo = false;                    // extension (as vLLM): see chat_response
   std::vector<ToolSpec> tools;          // function tools offered to the model
   ToolChoice tool_choice;               // default: auto with tools, none without

@@ -72,6 +72,11 @@ VllmFields parse_vllm_fields(FieldReader& r, const RequestLimits& limits) {
                       "'priority' is only for priority scheduling; this server schedules first "
                       "come, first served (leave it out or send 0)");
   }
+  if (r.get_bool("use_beam_search").value_or(false)) {
+    throw_bad_request("use_beam_search",
+                      "'use_beam_search' is not supported: this server has no beam search "
+                      "(sample with n and a seed instead)");
+  }
   return f;
 }
 

@@ -143,3 +143,36 @@ def test_an_unknown_field_is_still_a_400(client):
     with pytest.raises(openai.BadRequestError) as e:
         complete(client, max_tokens=2, extra_body={"min_tokenz": 1})
     assert "min_tokenz" in e.value.body["message"]
+
+
+def test_continue_final_message_continues_the_assistant_message(client, server):
+    messages = [{"role": "user", "content": "Count to ten."},
+                {"role": "assistant", "content": "One, two, three,"}]
+    r = server.post("/v1/chat/completions", {
+        "model": "default", "messages": messages, "max_tokens": 8, "temperature": 0,
+        "logprobs": True, "add_generation_prompt": False,
+        "continue_final_message": True}).json()
+    ids = [e["token_id"] for e in r["choices"][0]["logprobs"]["content"]]
+    # The same as completing the rendered conversation cut right after the message's content.
+    rendered = server.post("/detokenize", {"tokens": server.post("/tokenize", {
+        "messages": messages, "add_generation_prompt": False}).json()["tokens"]}).json()["prompt"]
+    prompt = rendered[:rendered.rindex("One, two, three,") + len("One, two, three,")]
+    assert r["usage"]["prompt_tokens"] == len(server.post("/tokenize", {
+        "prompt": prompt, "add_special_tokens": False}).json()["tokens"])
+    plain = complete(client, prompt=prompt, max_tokens=8)
+    assert ids_of(plain) == ids
+    for bad in ({"continue_final_message": True},  # add_generation_prompt defaults to true
+                {"continue_final_message": True, "add_generation_prompt": False,
+                 "messages": messages[:1]}):
+        body = {"model": "default", "messages": messages, "max_tokens": 2, **bad}
+        resp = server.post("/v1/chat/completions", body)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == \
+            "continue_final_message", resp.text
+
+
+def test_use_beam_search_is_a_clear_400(client):
+    complete(client, max_tokens=2, extra_body={"use_beam_search": False})
+    with pytest.raises(openai.BadRequestError) as e:
+        complete(client, max_tokens=2, extra_body={"use_beam_search": True})
+    assert e.value.body["param"] == "use_beam_search"
+    assert "beam search" in e.value.body["message"]
