@@ -110,7 +110,13 @@ NB_MODULE(_core, m) {
       .def_rw("stop_token_ids", &GenerateRequest::stop_token_ids)
       .def_rw("stop", &GenerateRequest::stop)
       .def_rw("ignore_eos", &GenerateRequest::ignore_eos)
-      .def_rw("prompt_logprobs", &GenerateRequest::prompt_logprobs);
+      .def_rw("prompt_logprobs", &GenerateRequest::prompt_logprobs)
+      .def_rw("min_tokens", &GenerateRequest::min_tokens)
+      .def_rw("allowed_token_ids", &GenerateRequest::allowed_token_ids)
+      .def_rw("bad_words", &GenerateRequest::bad_words)
+      .def_rw("structured_kind", &GenerateRequest::structured_kind)
+      .def_rw("structured_text", &GenerateRequest::structured_text)
+      .def_rw("structured_choices", &GenerateRequest::structured_choices);
 
   nb::class_<detllm::TokenLogprob>(m, "TokenLogprob")
       .def_ro("token", &detllm::TokenLogprob::token)

@@ -21,11 +21,17 @@ __path__ = _pkgutil.extend_path(__path__, __name__)
 from ._core import Error  # noqa: E402  (engine errors: a RuntimeError with the engine's message)
 from .llm import LLM  # noqa: E402
 from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput  # noqa: E402
-from .sampling_params import SamplingParams  # noqa: E402
+from .sampling_params import (  # noqa: E402
+    GuidedDecodingParams,
+    SamplingParams,
+    StructuredOutputsParams,
+)
 
 __all__ = [
     "LLM",
     "SamplingParams",
+    "StructuredOutputsParams",
+    "GuidedDecodingParams",
     "RequestOutput",
     "CompletionOutput",
     "ScoreOutput",

@@ -3,15 +3,58 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import secrets
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from . import _core
 
 MAX_LOGPROBS = 20  # as the engine (and OpenAI's top_logprobs)
 MAX_LOGIT_BIAS = 1024  # entries of logit_bias, as the engine and the server
 MAX_REPETITION_PENALTY = 100.0
+
+
+@dataclasses.dataclass
+class StructuredOutputsParams:
+    """What the output must match (vLLM's ``StructuredOutputsParams``; exactly one field):
+    ``json`` a JSON schema (a dict or its text), ``regex``, ``choice`` (a list of strings),
+    ``grammar`` (EBNF, root rule ``root``) or ``json_object=True`` (any JSON object). The
+    token is drawn from the ids the grammar allows; the reported logprobs stay the model's
+    (docs/structured_output.md)."""
+
+    json: Union[None, str, Mapping[str, Any]] = None
+    regex: Optional[str] = None
+    choice: Optional[Sequence[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("json", "regex", "choice", "grammar", "json_object")
+                 if getattr(self, n) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError("StructuredOutputsParams takes exactly one of json, regex, choice, "
+                             f"grammar and json_object ({len(given)} given: {given})")
+        if self.choice is not None and (isinstance(self.choice, str) or not self.choice or
+                                        not all(isinstance(c, str) for c in self.choice)):
+            raise ValueError("choice must be a non-empty list of strings")
+
+    def _fill(self, r: "_core.GenerateRequest") -> None:
+        if self.json is not None:
+            r.structured_kind = "json"
+            r.structured_text = self.json if isinstance(self.json, str) else json.dumps(self.json)
+        elif self.regex is not None:
+            r.structured_kind, r.structured_text = "regex", self.regex
+        elif self.choice is not None:
+            r.structured_kind, r.structured_choices = "choice", list(self.choice)
+        elif self.grammar is not None:
+            r.structured_kind, r.structured_text = "grammar", self.grammar
+        else:
+            r.structured_kind = "json_object"
+
+
+# vLLM's earlier name for the same thing.
+GuidedDecodingParams = StructuredOutputsParams
 
 
 @dataclasses.dataclass
@@ -28,6 +71,11 @@ class SamplingParams:
     ``repetition_penalty`` (transformers/vLLM's, in (0, 100], over prompt + generated) and
     ``logit_bias`` ({token id: bias in [-100, 100]}, at most 1024 entries). Logprobs are those
     of the penalised logits.
+
+    Token rules, as vLLM's (masks on the draw; logprobs stay the model's): ``min_tokens`` (no
+    end-of-text or stop id, no stop string before that many tokens), ``allowed_token_ids``,
+    ``bad_words`` (strings the output never completes), and ``structured_outputs`` (a
+    ``StructuredOutputsParams``; vLLM's older ``guided_decoding`` is the same field).
     """
 
     n: int = 1
@@ -46,8 +94,28 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logit_bias: Optional[Mapping[int, float]] = None
+    min_tokens: int = 0
+    allowed_token_ids: Optional[Sequence[int]] = None
+    bad_words: Optional[Sequence[str]] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
+    guided_decoding: Optional[StructuredOutputsParams] = None
 
     def __post_init__(self) -> None:
+        if self.guided_decoding is not None:
+            if self.structured_outputs is not None:
+                raise ValueError("give structured_outputs or guided_decoding, not both")
+            self.structured_outputs = self.guided_decoding
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs,
+                                                                  StructuredOutputsParams):
+            raise ValueError("structured_outputs must be a detllm.StructuredOutputsParams")
+        if not 0 <= self.min_tokens <= max(self.max_tokens, 0):
+            raise ValueError(f"min_tokens must be in 0..max_tokens ({self.max_tokens}), "
+                             f"got {self.min_tokens}")
+        if self.allowed_token_ids is not None and len(self.allowed_token_ids) == 0:
+            raise ValueError("allowed_token_ids must not be empty (None: every id)")
+        if self.bad_words is not None and (isinstance(self.bad_words, str) or
+                                           not all(isinstance(w, str) and w for w in self.bad_words)):
+            raise ValueError("bad_words must be a list of non-empty strings")
         if self.n < 1:
             raise ValueError(f"n must be at least 1, got {self.n}")
         if self.max_tokens < 0:
@@ -92,6 +160,11 @@ class SamplingParams:
         r.stop_token_ids = [int(t) for t in (self.stop_token_ids or [])]
         r.ignore_eos = bool(self.ignore_eos)
         r.prompt_logprobs = -1 if self.prompt_logprobs is None else int(self.prompt_logprobs)
+        r.min_tokens = int(self.min_tokens)
+        r.allowed_token_ids = [int(t) for t in (self.allowed_token_ids or [])]
+        r.bad_words = list(self.bad_words or [])
+        if self.structured_outputs is not None:
+            self.structured_outputs._fill(r)
         return r
 
 

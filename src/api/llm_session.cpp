@@ -21,10 +21,15 @@
 #include "determinism/fingerprint.h"
 #include "determinism/modes.h"
 #include "verify/self_check.h"
+#include "engine/bad_words.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
 #include "model/synthetic.h"
+#include "structured/grammar_spec.h"
+#if DETLLM_HAVE_GRAMMAR
+#include "structured/grammar_constraint.h"
+#endif
 
 namespace detllm::api {
 
@@ -44,6 +49,11 @@ struct LlmSession::State {
   // written device to device by update_weights; the host copy is refreshed from the device
   // (bf16 widened: exact) when someone reads it (read_parameter, sleep(2)).
   std::set<std::pair<int, int32_t>> host_stale;
+  // Structured output: compiles a request's grammar for this vocabulary (built on first use;
+  // empty in a build without the grammar engine).
+  std::function<std::shared_ptr<const structured::TokenConstraint>(const structured::GrammarSpec&)>
+      compile_grammar;
+  bool grammar_ready = false;
   // One call at a time: the GIL is released while the engine runs, so two Python threads may
   // call in together; the second waits here.
   std::mutex busy;
@@ -105,7 +115,38 @@ void open_synthetic(ModelBundle& b, backends::Backend& backend, const std::strin
   }
 }
 
+// A request's structured-output fields as a GrammarSpec; none when it has none.
+std::optional<structured::GrammarSpec> grammar_spec_of(const GenerateRequest& g) {
+  const std::string& k = g.structured_kind;
+  if (k.empty()) return std::nullopt;
+  // Not strict, as the server's structured_outputs.json and guided_json.
+  if (k == "json") return structured::GrammarSpec::json_schema(g.structured_text, false);
+  if (k == "json_object") return structured::GrammarSpec::json_object();
+  if (k == "regex") return structured::GrammarSpec::regex(g.structured_text);
+  if (k == "choice") return structured::GrammarSpec::choice(g.structured_choices);
+  if (k == "grammar") return structured::GrammarSpec::ebnf(g.structured_text);
+  throw_error("structured output: unknown kind '{}' (json, json_object, regex, choice, grammar)",
+              k);
+}
+
 }  // namespace
+
+std::shared_ptr<const structured::TokenConstraint> LlmSession::compile_grammar(
+    const structured::GrammarSpec& spec) {
+  if (!s_->grammar_ready) {
+    check(s_->bundle.tokenizer != nullptr,
+          "structured output needs the model's tokenizer (a synthetic model has none)");
+#if DETLLM_HAVE_GRAMMAR
+    s_->compile_grammar = structured::make_constraint_compiler(*s_->bundle.tokenizer,
+                                                               s_->bundle.model->config.vocab_size);
+#endif
+    s_->grammar_ready = true;
+  }
+  check(static_cast<bool>(s_->compile_grammar),
+        "structured output needs the grammar engine, and this build of detllm has none (build "
+        "it with xgrammar: scripts/deps_xgrammar.sh, then reinstall)");
+  return s_->compile_grammar(spec);  // a structured::GrammarError names what is wrong
+}
 
 LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
@@ -205,6 +246,13 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
       req.stop = std::move(g.stop);
       req.ignore_eos = g.ignore_eos;
       req.prompt_logprobs = g.prompt_logprobs;
+      req.min_tokens = g.min_tokens;
+      req.allowed_token_ids = std::move(g.allowed_token_ids);
+      if (!g.bad_words.empty()) {
+        check(s_->bundle.tokenizer != nullptr, "bad_words needs the model's tokenizer");
+        req.bad_words = engine::bad_word_token_ids(*s_->bundle.tokenizer, g.bad_words);
+      }
+      if (const auto spec = grammar_spec_of(g)) req.constraint = compile_grammar(*spec);
       engine::RequestCallbacks cb;
       cb.on_token = [&r](const engine::TokenEvent& e) {
         SampleOutput& s = r.outputs.at(static_cast<size_t>(e.sample_index));

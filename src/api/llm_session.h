@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "structured/grammar_spec.h"
 #include "kernels/sampling/sampling_params.h"
 
 namespace detllm {
@@ -54,6 +55,15 @@ struct GenerateRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t prompt_logprobs = -1;      // >= 0: score the prompt with this many top logprobs
+  // vLLM's token rules (engine::Request): bad_words are strings, tokenized by the session.
+  int32_t min_tokens = 0;
+  std::vector<int32_t> allowed_token_ids;
+  std::vector<std::string> bad_words;
+  // Structured output (vLLM's StructuredOutputsParams): kind "" (none), "json" (text: a JSON
+  // schema), "json_object", "regex", "choice" (choices), "grammar" (EBNF text).
+  std::string structured_kind;
+  std::string structured_text;
+  std::vector<std::string> structured_choices;
 };
 
 struct SampleOutput {
@@ -136,6 +146,9 @@ class LlmSession {
   void build_engine();
   void read_device_values(const ParameterSlot& slot, float* dst) const;
   void refresh_host_copy();
+  // A request's grammar compiled for this model's vocabulary (the compiler made on first use).
+  std::shared_ptr<const structured::TokenConstraint> compile_grammar(
+      const structured::GrammarSpec& spec);
   std::unique_ptr<State> s_;
   int sleep_level_ = 0;
   int64_t last_steps_ = 0;

@@ -8,8 +8,7 @@
 namespace detllm::server {
 
 HttpReply handle_completions(ServerContext& ctx, std::string_view body) {
-  const CompletionRequest req =
-      parse_completion_request(parse_json_body(body), ctx.options.limits);
+  const CompletionRequest req = parse_completion_body(body, ctx.options.limits);
   check_model(ctx, req.gen.model);
 
   std::vector<PromptState> prompts;

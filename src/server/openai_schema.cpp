@@ -360,6 +360,12 @@ json parse_json_body(std::string_view body) {
   }
 }
 
+CompletionRequest parse_completion_body(std::string_view body, const RequestLimits& limits) {
+  CompletionRequest c = parse_completion_request(parse_json_body(body), limits);
+  keep_schema_key_order(body, c.gen.structured);
+  return c;
+}
+
 CompletionRequest parse_completion_request(const json& body, const RequestLimits& limits) {
   FieldReader r(body);
   CompletionRequest c;
@@ -442,6 +448,7 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
 ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits) {
   ChatRequest c = parse_chat_request(parse_json_body(body), limits);
   keep_key_order(body, c.tools, c.chat_template_kwargs);
+  keep_schema_key_order(body, c.gen.structured);
   return c;
 }
 

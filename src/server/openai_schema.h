@@ -111,9 +111,13 @@ struct DetokenizeRequest {
 nlohmann::json parse_json_body(std::string_view body);
 
 CompletionRequest parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
+// The body as text: parse_json_body, parse_completion_request, then the JSON schema's key
+// order restored (keep_schema_key_order).
+CompletionRequest parse_completion_body(std::string_view body, const RequestLimits& limits);
 ChatRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits);
+
 // parse_json_body + parse_chat_request, keeping the client's key order where the chat template
-// prints request data (each tool's function object, chat_template_kwargs).
+// prints request data (each tool's function object, chat_template_kwargs) and in a JSON schema.
 ChatRequest parse_chat_body(std::string_view body, const RequestLimits& limits);
 // parse_json_body + parse_tokenize_request, with the same key order kept.
 TokenizeRequest parse_tokenize_body(std::string_view body, const RequestLimits& limits);

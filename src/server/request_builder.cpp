@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/bad_words.h"
 #include "server/api_error.h"
 #include "structured/compiler.h"
 
@@ -113,24 +114,6 @@ std::shared_ptr<const structured::TokenConstraint> compile_constraint(const Serv
   }
 }
 
-// Each bad word as token ids, as vLLM tokenizes it: alone and after a space (the forms it takes
-// at the start of the text and after another word), each form once.
-std::vector<std::vector<int32_t>> bad_word_ids(const ServerContext& ctx,
-                                               const std::vector<std::string>& words) {
-  std::vector<std::vector<int32_t>> out;
-  for (const std::string& w : words) {
-    const size_t start = w.find_first_not_of(' ');
-    const std::string bare = start == std::string::npos ? w : w.substr(start);
-    for (const std::string& form : {bare, " " + bare}) {
-      std::vector<int32_t> ids = ctx.tokenizer->encode(form, /*add_special_tokens=*/false);
-      if (!ids.empty() && std::find(out.begin(), out.end(), ids) == out.end()) {
-        out.push_back(std::move(ids));
-      }
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void truncate_prompt(const ServerContext& ctx, const GenerationFields& gen,
@@ -184,7 +167,7 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
                           t, ctx.vocab_size - 1);
       }
     }
-    r.bad_words = bad_word_ids(ctx, gen.vllm.bad_words);
+    r.bad_words = engine::bad_word_token_ids(*ctx.tokenizer, gen.vllm.bad_words);
     r.deterministic = b.deterministic;
     r.prompt_logprobs = prompt_logprobs;
     r.sampling.temperature = gen.temperature;

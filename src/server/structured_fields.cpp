@@ -1,6 +1,7 @@
 // Structured-output request fields (see structured_fields.h).
 #include "server/structured_fields.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "server/api_error.h"
@@ -167,6 +168,15 @@ std::optional<StructuredOutput> parse_structured_output(FieldReader& r,
   }
   if (found.empty()) return std::nullopt;
   return std::move(found.front());
+}
+
+void keep_schema_key_order(std::string_view body, std::optional<StructuredOutput>& so) {
+  if (!so || so->spec.kind != GrammarSpec::Kind::kJsonSchema) return;
+  std::string pointer = "/" + so->param;
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  const nlohmann::json_pointer<std::string> at(pointer);
+  if (ordered.contains(at) && ordered.at(at).is_object()) so->spec.text = ordered.at(at).dump();
 }
 
 }  // namespace detllm::server

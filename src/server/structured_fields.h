@@ -25,4 +25,9 @@ struct StructuredOutput {
 std::optional<StructuredOutput> parse_structured_output(FieldReader& r,
                                                         const RequestLimits& limits);
 
+// A JSON schema given as an object, written again in the client's key order: the body parsed
+// once more as ordered JSON. (The request parser's JSON sorts keys, and a schema's property
+// order is the order the grammar asks for them.) Nothing for other kinds or a schema string.
+void keep_schema_key_order(std::string_view body, std::optional<StructuredOutput>& so);
+
 }  // namespace detllm::server

@@ -31,4 +31,10 @@ std::shared_ptr<const TokenConstraint> make_constraint(const CompiledGrammar& gr
   return std::make_shared<MatcherConstraint>(Matcher(grammar));
 }
 
+ConstraintCompileFn make_constraint_compiler(const Tokenizer& tokenizer, int32_t mask_width) {
+  auto compiler = std::make_shared<const GrammarCompiler>(
+      GrammarVocabulary::from_tokenizer(tokenizer, mask_width));
+  return [compiler](const GrammarSpec& spec) { return make_constraint(compiler->compile(spec)); };
+}
+
 }  // namespace detllm::structured
