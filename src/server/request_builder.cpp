@@ -140,7 +140,8 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
   }
   b.deterministic =
       gen.determinism_mode.has_value() || gen.deterministic.value_or(ctx.deterministic_by_default);
-  const std::shared_ptr<const structured::TokenConstraint> constraint = compile_constraint(ctx, gen);
+  const std::shared_ptr<const structured::TokenConstraint> constraint =
+      compile_constraint(ctx, gen);
   for (const auto& ids : prompts) {
     engine::Request r;
     r.constraint = constraint;
@@ -163,8 +164,9 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
     r.allowed_token_ids = gen.vllm.allowed_token_ids;
     for (int32_t t : r.allowed_token_ids) {
       if (t >= ctx.vocab_size) {
-        throw_bad_request("allowed_token_ids", "allowed token id {} is outside the vocabulary (0…{})",
-                          t, ctx.vocab_size - 1);
+        throw_bad_request("allowed_token_ids",
+                          "allowed token id {} is outside the vocabulary (0…{})", t,
+                          ctx.vocab_size - 1);
       }
     }
     r.bad_words = engine::bad_word_token_ids(*ctx.tokenizer, gen.vllm.bad_words);
