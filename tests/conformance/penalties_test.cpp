@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "conformance/execution_variations.h"
 #include "conformance/verified_run.h"
 #include "determinism/modes.h"
 #include "kernels/sampling/logit_penalties.h"
@@ -61,10 +62,6 @@ class Penalties : public ::testing::Test {
     s.scoring_share = 0.1;
     reqs_ = random_workload(5, s);
     add_penalties(reqs_, config_.vocab_size, 77);
-  }
-  void expect_same(const RunResult& ref, const RunResult& got, const std::string& what) {
-    const auto m = first_mismatch(reqs_, ref.traces, got.traces);
-    EXPECT_FALSE(m.has_value()) << what << ": " << m->what;
   }
   ModelConfig config_;
   ModelWeights weights_;
@@ -123,34 +120,7 @@ TEST_F(Penalties, ReportedLogprobsAreThoseOfThePenalisedReferenceRow) {
 }
 
 TEST_F(Penalties, SameBitsUnderEveryExecutionVariation) {
-  const RunResult ref = run(target_, base_execution("batch"), reqs_);
-  EXPECT_GT(ref.n_shared_steps, 0);
-  // V1: each request alone.
-  for (size_t i = 0; i < reqs_.size(); ++i) {
-    const RunResult alone = run(target_, base_execution("alone"), {reqs_[i]});
-    const auto m = compare(ref.traces[i], alone.traces[0]);
-    EXPECT_FALSE(m.has_value()) << "request " << i << " alone: " << m->what;
-  }
-  Execution staggered = base_execution("staggered");
-  for (size_t i = 0; i < reqs_.size(); ++i)
-    staggered.arrival.push_back(static_cast<int32_t>(3 * i));
-  expect_same(ref, run(target_, staggered, reqs_), "V2 staggered arrival");
-  Execution chunked = base_execution("chunked");
-  chunked.engine.scheduler.chunk_size = 7;
-  expect_same(ref, run(target_, chunked, reqs_), "V3 chunks of 7");
-  Execution small = base_execution("preempting");
-  small.engine.scheduler.kv.n_blocks = 20;  // 80 tokens: every request fits alone, not all
-  const RunResult preempted = run(target_, small, reqs_);
-  EXPECT_GT(preempted.n_preemptions, 0) << "the small pool never preempted";
-  expect_same(ref, preempted, "V6 preemption + recompute");
-  Execution shuffled = base_execution("shuffled pages");
-  shuffled.engine.scheduler.kv.shuffle_blocks = true;
-  shuffled.engine.scheduler.kv.shuffle_seed = 3;
-  expect_same(ref, run(target_, shuffled, reqs_), "V7 shuffled pages");
-  expect_same(ref, run(target_, base_execution("1 thread", 1), reqs_), "V11 one thread");
-  Execution host = base_execution("host sampling");
-  host.engine.host_sampling = true;
-  expect_same(ref, run(target_, host, reqs_), "host sampling");
+  expect_same_under_variations(target_, reqs_, run(target_, base_execution("batch"), reqs_));
 }
 
 // The verified mode (fast candidates, verification on the invariant numerics, rollbacks)

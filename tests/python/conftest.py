@@ -9,6 +9,7 @@ Environment (the H200 runs of scripts/gpu/python_gpu.sh set them; CI sets none):
 - DETLLM_DEFAULT_MODEL: the model (detllm.llm.default_model_path).
 """
 
+import importlib.util
 import os
 
 import pytest
@@ -35,3 +36,18 @@ def bits(a):
     import numpy as np
 
     return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    """The real `detllm serve` ($DETLLM_BIN) on the default model, for tests that compare a
+    request from Python with the same request over HTTP. tests/e2e/conftest.py starts it; it is
+    loaded under its own name (this directory has a conftest module of its own)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "e2e_conftest", os.path.join(root, "tests", "e2e", "conftest.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    s = mod.start_server()
+    yield s
+    assert s.stop() == 0, "".join(s.log)

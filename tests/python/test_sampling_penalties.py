@@ -4,8 +4,6 @@ vocabulary checked by the engine, the penalties take effect, and a request from 
 the same tokens with the same fp32 logprobs as the same request through `detllm serve` over
 HTTP (the real binary, $DETLLM_BIN: tests/CMakeLists.txt sets it)."""
 
-import importlib.util
-import os
 
 import numpy as np
 import pytest
@@ -13,26 +11,8 @@ import pytest
 import detllm
 from conftest import bits
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = "List the days of the week: Monday, Tuesday,"
 REPETITIVE = "Say it again and again: yes yes yes yes yes"
-
-
-def _e2e_fixtures():
-    # tests/e2e/conftest.py starts the server; loaded under its own name (this directory has a
-    # conftest module of its own).
-    spec = importlib.util.spec_from_file_location(
-        "e2e_conftest", os.path.join(ROOT, "tests", "e2e", "conftest.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="module")
-def http_server():
-    s = _e2e_fixtures().start_server()
-    yield s
-    assert s.stop() == 0, "".join(s.log)
 
 
 @pytest.mark.parametrize("kw,needle", [

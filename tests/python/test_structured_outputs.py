@@ -4,9 +4,7 @@ are ValueErrors or engine errors naming the problem, a constrained batch gives e
 bits alone, and a request from Python samples the same tokens with the same fp32 logprobs as
 the same request through `detllm serve` over HTTP (the real binary, $DETLLM_BIN)."""
 
-import importlib.util
 import json
-import os
 import re
 
 import numpy as np
@@ -15,27 +13,11 @@ import pytest
 import detllm
 from conftest import bits
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 10},
                          "age": {"type": "integer", "minimum": 0, "maximum": 120}},
           "required": ["name", "age"], "additionalProperties": False}
 PROMPT = "A person, as JSON:"
-
-
-def _e2e_fixtures():
-    spec = importlib.util.spec_from_file_location(
-        "e2e_conftest", os.path.join(ROOT, "tests", "e2e", "conftest.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="module")
-def http_server():
-    s = _e2e_fixtures().start_server()
-    yield s
-    assert s.stop() == 0, "".join(s.log)
 
 
 def gen(llm, prompt=PROMPT, **kw):

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "conformance/execution_variations.h"
 #include "conformance/perturbed_fast_ops.h"
 #include "conformance/verified_run.h"
 #include "determinism/modes.h"
@@ -39,18 +40,7 @@ class Constrained : public ::testing::Test {
     target_.config = &config_;
     target_.weights = &weights_;
     target_.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
-    WorkloadSpec s;
-    s.n_requests = 10;
-    s.vocab_size = config_.vocab_size;
-    s.max_prompt = 30;
-    s.max_new_tokens = 30;
-    s.scoring_share = 0.1;
-    reqs_ = random_workload(9, s);
-    add_constraints(reqs_);
-  }
-  void expect_same(const RunResult& ref, const RunResult& got, const std::string& what) {
-    const auto m = first_mismatch(reqs_, ref.traces, got.traces);
-    EXPECT_FALSE(m.has_value()) << what << ": " << m->what;
+    reqs_ = constrained_requests(config_.vocab_size);
   }
   ModelConfig config_;
   ModelWeights weights_;
@@ -123,37 +113,13 @@ TEST_F(Constrained, EveryTokenFollowsItsOwnPrefixMaskAndLogprobsAreTheModels) {
 
 TEST_F(Constrained, SameBitsUnderEveryExecutionVariation) {
   const RunResult ref = run(target_, base_execution("batch"), reqs_);
-  EXPECT_GT(ref.n_shared_steps, 0);
-  for (size_t i = 0; i < reqs_.size(); ++i) {  // V1: each request alone
-    const RunResult alone = run(target_, base_execution("alone"), {reqs_[i]});
-    const auto m = compare(ref.traces[i], alone.traces[0]);
-    EXPECT_FALSE(m.has_value()) << "request " << i << " alone: " << m->what;
-  }
-  Execution staggered = base_execution("staggered");
-  for (size_t i = 0; i < reqs_.size(); ++i)
-    staggered.arrival.push_back(static_cast<int32_t>(3 * i));
-  expect_same(ref, run(target_, staggered, reqs_), "V2 staggered arrival");
-  Execution chunked = base_execution("chunked");
-  chunked.engine.scheduler.chunk_size = 7;
-  expect_same(ref, run(target_, chunked, reqs_), "V3 chunks of 7");
+  expect_same_under_variations(target_, reqs_, ref);
   Execution warm = base_execution("prefix cache");
   warm.warmup = partial_prefix_warmup(reqs_);
   const RunResult cached = run(target_, warm, reqs_);
   EXPECT_GT(cached.n_cached_tokens, 0);
-  expect_same(ref, cached, "V5 prefix-cache hits");
-  Execution small = base_execution("preempting");
-  small.engine.scheduler.kv.n_blocks = 20;  // 80 tokens: every request fits alone, not all
-  const RunResult preempted = run(target_, small, reqs_);
-  EXPECT_GT(preempted.n_preemptions, 0) << "the small pool never preempted";
-  expect_same(ref, preempted, "V6 preemption + recompute");
-  Execution shuffled = base_execution("shuffled pages");
-  shuffled.engine.scheduler.kv.shuffle_blocks = true;
-  shuffled.engine.scheduler.kv.shuffle_seed = 3;
-  expect_same(ref, run(target_, shuffled, reqs_), "V7 shuffled pages");
-  expect_same(ref, run(target_, base_execution("1 thread", 1), reqs_), "V11 one thread");
-  Execution host = base_execution("host sampling");
-  host.engine.host_sampling = true;
-  expect_same(ref, run(target_, host, reqs_), "host sampling");
+  const auto m = first_mismatch(reqs_, ref.traces, cached.traces);
+  EXPECT_FALSE(m.has_value()) << "V5 prefix-cache hits: " << m->what;
 }
 
 // V4: scoring the generated tokens (prompt logprobs, no grammar needed) gives the generation's

@@ -14,6 +14,7 @@
 #include "engine/request.h"
 #include "structured/compiler.h"
 #include "structured/grammar_constraint.h"
+#include "verify/conformance.h"
 
 namespace detllm::conformance {
 
@@ -78,6 +79,20 @@ inline void add_constraints(std::vector<engine::Request>& reqs,
     reqs[i].max_tokens = std::max(reqs[i].max_tokens, 30);
     ++k;
   }
+}
+
+// The constrained workload of the tests: 10 random requests over the tiny vocabulary (some
+// scoring, some with n = 2), grammars on most sampled ones (add_constraints).
+inline std::vector<engine::Request> constrained_requests(int32_t vocab_size) {
+  WorkloadSpec s;
+  s.n_requests = 10;
+  s.vocab_size = vocab_size;
+  s.max_prompt = 30;
+  s.max_new_tokens = 30;
+  s.scoring_share = 0.1;
+  std::vector<engine::Request> reqs = random_workload(9, s);
+  add_constraints(reqs);
+  return reqs;
 }
 
 }  // namespace detllm::conformance
