@@ -57,15 +57,7 @@ std::optional<std::vector<ParsedCall>> parse_constrained_tool_calls(std::string_
       text[start] != '[') {
     return std::nullopt;
   }
-  const ojson list = ojson::parse(text.substr(start, end - start), nullptr, false);
-  if (!list.is_array() || list.empty()) return std::nullopt;
-  std::vector<ParsedCall> calls;
-  for (const ojson& item : list) {
-    auto call = call_from_json_text(item.dump(), {"arguments"});
-    if (!call) return std::nullopt;
-    calls.push_back(std::move(*call));
-  }
-  return calls;
+  return calls_from_json_list(ojson::parse(text.substr(start, end - start), nullptr, false));
 }
 
 }  // namespace detllm::server

@@ -124,4 +124,15 @@ std::optional<ParsedCall> call_from_json_text(std::string_view object_text,
   return std::nullopt;
 }
 
+std::optional<std::vector<ParsedCall>> calls_from_json_list(const nlohmann::ordered_json& list) {
+  if (!list.is_array() || list.empty()) return std::nullopt;
+  std::vector<ParsedCall> calls;
+  for (const nlohmann::ordered_json& item : list) {
+    auto call = call_from_json_text(item.dump(), {"arguments"});
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
 }  // namespace detllm::server

@@ -13,6 +13,8 @@
 // it does not parse — then the section is content, never silently dropped).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -77,5 +79,8 @@ std::optional<std::vector<ParsedCall>> parse_mistral_section(std::string_view se
 // order of preference.
 std::optional<ParsedCall> call_from_json_text(std::string_view object_text,
                                               std::initializer_list<std::string_view> args_keys);
+// A non-empty JSON list of call objects {"name", "arguments"} -> its calls; nullopt when the
+// list is empty or an item is not such a call.
+std::optional<std::vector<ParsedCall>> calls_from_json_list(const nlohmann::ordered_json& list);
 
 }  // namespace detllm::server

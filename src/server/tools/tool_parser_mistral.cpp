@@ -20,15 +20,7 @@ std::optional<std::vector<ParsedCall>> parse_mistral_section(std::string_view se
   using ojson = nlohmann::ordered_json;
   const ojson j = ojson::parse(section.substr(pos, end - pos), nullptr, false);
   if (j.is_discarded()) return std::nullopt;
-  const ojson list = j.is_array() ? j : ojson::array({j});
-  if (list.empty()) return std::nullopt;
-  std::vector<ParsedCall> calls;
-  for (const ojson& item : list) {
-    auto call = call_from_json_text(item.dump(), {"arguments"});
-    if (!call) return std::nullopt;
-    calls.push_back(std::move(*call));
-  }
-  return calls;
+  return calls_from_json_list(j.is_array() ? j : ojson::array({j}));
 }
 
 }  // namespace detllm::server
