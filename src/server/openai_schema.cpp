@@ -182,6 +182,11 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   g.structured = parse_structured_output(r, limits);
   g.vllm = parse_vllm_fields(r, limits);
   g.stream = r.get_bool("stream").value_or(false);
+  if (g.stream && g.vllm.prompt_logprobs) {
+    throw_bad_request("prompt_logprobs",
+                      "'prompt_logprobs' is returned only in whole responses: send stream: false "
+                      "(or score the prompt with echo and logprobs)");
+  }
   if (const json* so = r.get_raw("stream_options")) {
     if (!g.stream) {
       throw_bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");

@@ -114,6 +114,10 @@ def test_prompt_logprobs_equal_echo_scoring(client, server):
         assert entry["rank"] >= 1
         ranks = sorted(v["rank"] for k, v in plp[i].items() if k != str(ids[i]))
         assert ranks[:2] == [1, 2] or entry["rank"] in (1, 2)
+    streamed = server.post("/v1/completions", {"model": "default", "prompt": PROMPT,
+                                               "max_tokens": 2, "prompt_logprobs": 1,
+                                               "stream": True})
+    assert streamed.status_code == 400 and streamed.json()["error"]["param"] == "prompt_logprobs"
     chat = server.post("/v1/chat/completions", {
         "model": "default", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
         "prompt_logprobs": 0}).json()
