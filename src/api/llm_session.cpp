@@ -51,8 +51,7 @@ struct LlmSession::State {
   std::set<std::pair<int, int32_t>> host_stale;
   // Structured output: compiles a request's grammar for this vocabulary (built on first use;
   // empty in a build without the grammar engine).
-  std::function<std::shared_ptr<const structured::TokenConstraint>(const structured::GrammarSpec&)>
-      compile_grammar;
+  structured::ConstraintCompileFn compile_grammar;
   bool grammar_ready = false;
   // One call at a time: the GIL is released while the engine runs, so two Python threads may
   // call in together; the second waits here.

@@ -76,7 +76,7 @@ int run_generate(const GenerateOptions& o) {
   req.sampling.seed = o.seed;
   apply_penalty_flags(o.penalties, req.sampling);
   if (const auto spec = grammar_spec_of(o.structured)) {
-    const GrammarCompileFn compile = make_grammar_compiler(*b.tokenizer, c.vocab_size);
+    const structured::ConstraintCompileFn compile = make_grammar_compiler(*b.tokenizer, c.vocab_size);
     check(static_cast<bool>(compile),
           "constraining the output needs the grammar engine, and this build of detllm has "
           "none (build with xgrammar: scripts/deps_xgrammar.sh, then scripts/build.sh)");

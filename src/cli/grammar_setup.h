@@ -4,10 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <memory>
 
-#include "structured/grammar_spec.h"
 #include "structured/token_constraint.h"
 
 namespace detllm {
@@ -16,10 +13,8 @@ class Tokenizer;
 
 namespace detllm::cli {
 
-using GrammarCompileFn =
-    std::function<std::shared_ptr<const structured::TokenConstraint>(const structured::GrammarSpec&)>;
-
 // mask_width: the model's vocabulary (its logit row). Prints the preprocessing time to stderr.
-GrammarCompileFn make_grammar_compiler(const Tokenizer& tokenizer, int32_t mask_width);
+structured::ConstraintCompileFn make_grammar_compiler(const Tokenizer& tokenizer,
+                                                     int32_t mask_width);
 
 }  // namespace detllm::cli

@@ -28,6 +28,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/verifier.h"
+#include "kernels/sampling/masked_sample.h"
 
 namespace detllm {
 class Tokenizer;
@@ -140,18 +141,19 @@ class Engine {
     std::vector<LogitPenalty> penalties;
     std::vector<int64_t> penalty_scratch;
     std::vector<float> host_rows;  // host sampling: (draws, vocab) the draws' rows, penalised
-    // Constrained draws (the request has a grammar): each one's bitmask at mask_begin[i] of
-    // masks (-1: unconstrained). They are sampled on the host (sample_allowed); the others in
-    // one backend call over the compacted rows, params and penalties below.
-    std::vector<int64_t> mask_begin;  // (draws) -2: the grammar allows nothing here
-    std::vector<int32_t> mask_width;  // (draws) the bitmask's width (0: unconstrained)
+    // Constrained draws (the request has token rules): each one's bitmask over the vocabulary
+    // at mask_begin[i] of masks (-1: unconstrained). They are sampled on the host
+    // (sample_allowed); the others in one backend call over the compacted rows, params and
+    // penalties below.
+    std::vector<int64_t> mask_begin;  // (draws) -2: the rules allow nothing here
     std::vector<uint32_t> masks;
     std::vector<int32_t> free_draws;  // draws without a grammar, when some have one
     std::vector<int32_t> free_rows;
     std::vector<SampleRowParams> free_params;
     std::vector<SampleRowResult> free_results;
     std::vector<LogitPenalty> free_penalties;
-    std::vector<float> row_scratch, mask_scratch;
+    std::vector<float> row_scratch;
+    AllowedScratch allowed_scratch;
   };
   // The mask of the next draw (position `position` of sample `sample_index` of r: its grammar's
   // bitmask after the generated tokens before it, then allowed_token_ids, bad_words and

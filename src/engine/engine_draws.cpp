@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "kernels/sampling/masked_sample.h"
 
 namespace detllm::engine {
 
@@ -27,7 +26,6 @@ void Engine::draw_samples(const StepPlan& plan) {
   d.params.clear();
   d.penalties.clear();
   d.mask_begin.clear();
-  d.mask_width.clear();
   d.masks.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
@@ -71,7 +69,6 @@ void Engine::add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t 
   const bool below_min = static_cast<int32_t>(generated.size()) < req.min_tokens;
   if (!req.constraint && req.allowed_token_ids.empty() && req.bad_words.empty() && !below_min) {
     d.mask_begin.push_back(-1);
-    d.mask_width.push_back(0);
     return;
   }
   const int32_t vocab = model_.config().vocab_size;
@@ -109,7 +106,6 @@ void Engine::add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t 
   }
   any = any && std::any_of(words.begin(), words.end(), [](uint32_t w) { return w != 0; });
   d.mask_begin.push_back(any ? static_cast<int64_t>(begin) : -2);  // -2: nothing allowed
-  d.mask_width.push_back(vocab);
 }
 
 void Engine::sample_draws() {
@@ -117,8 +113,6 @@ void Engine::sample_draws() {
   const size_t n = d.rows.size();
   d.results.resize(n);
   d.row_results.resize(n);
-  const bool constrained =
-      std::any_of(d.mask_begin.begin(), d.mask_begin.end(), [](int64_t b) { return b != -1; });
   if (config_.host_sampling) {
     // The reference path: every draw's row to the host, penalised there, and the host
     // sampler: the functions the host backends' ops run (kernels/sampling).
@@ -132,17 +126,14 @@ void Engine::sample_draws() {
     }
     const int32_t rows = static_cast<int32_t>(n), v = static_cast<int32_t>(vocab);
     if (!d.penalties.empty()) apply_logit_penalties_host(d.host_rows.data(), rows, v, d.penalties);
-    sample_rows_host(d.host_rows.data(), rows, v, d.params.data(), d.row_results.data());
-    for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
-    for (size_t i = 0; i < n && constrained; ++i) {
-      if (d.mask_begin[i] != -1) {
-        d.results[i] = sample_allowed_row(
-            std::span<const float>(d.host_rows).subspan(i * vocab, vocab), i);
-      }
+    for (size_t i = 0; i < n; ++i) {
+      const auto row = std::span<const float>(d.host_rows).subspan(i * vocab, vocab);
+      d.results[i] = d.mask_begin[i] == -1 ? sample_result_of(sample_row(row, d.params[i]))
+                                           : sample_allowed_row(row, i);
     }
     return;
   }
-  if (!constrained) {
+  if (std::all_of(d.mask_begin.begin(), d.mask_begin.end(), [](int64_t b) { return b == -1; })) {
     runner_.sample(d.rows, d.params, d.row_results, d.penalties);
     stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
     for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
@@ -209,13 +200,13 @@ SampleResult Engine::sample_allowed_row(std::span<const float> row, size_t i) {
     return none;
   }
   const SampleRowParams& p = d.params[i];
-  const int32_t width = d.mask_width[i];
+  const int32_t vocab = model_.config().vocab_size;  // every mask spans the logit row
   const AllowedIds allowed{
       std::span<const uint32_t>(d.masks).subspan(static_cast<size_t>(d.mask_begin[i]),
-                                                 structured::TokenConstraint::bitmask_words(width)),
-      width};
+                                                 structured::TokenConstraint::bitmask_words(vocab)),
+      vocab};
   return sample_allowed(row, sampling_params_of(p), p.position, p.sample_index, allowed,
-                        d.mask_scratch);
+                        d.allowed_scratch);
 }
 
 void Engine::add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq,

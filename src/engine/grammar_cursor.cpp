@@ -9,8 +9,8 @@ namespace detllm::engine {
 
 GrammarCursor::GrammarCursor(std::unique_ptr<structured::TokenConstraint> state)
     : state_(std::move(state)) {
-  check(state_ != nullptr && state_->n_accepted() == 0,
-        "engine: a request's grammar must start with no token accepted");
+  // At its start: Request::validate checks the request's grammar, fork() copies a cursor.
+  check(state_ != nullptr, "engine: internal error: a grammar cursor without a state");
 }
 
 GrammarCursor GrammarCursor::fork() const {

@@ -18,7 +18,6 @@
 #include "server/server_options.h"
 #include "server/tools/reasoning_parser.h"
 #include "server/tools/tool_parser.h"
-#include "structured/grammar_spec.h"
 #include "structured/token_constraint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,8 +67,7 @@ struct ServerContext {
   // Compiles a request's grammar for the served vocabulary (structured/grammar_constraint.h);
   // throws structured::GrammarError. Unset in a build without the grammar engine: constrained
   // requests get a 400 saying so.
-  std::function<std::shared_ptr<const structured::TokenConstraint>(const structured::GrammarSpec&)>
-      compile_grammar;
+  structured::ConstraintCompileFn compile_grammar;
 
   const std::string& model_name() const { return options.model_names.front(); }
   const std::string& fingerprint(bool deterministic) const {

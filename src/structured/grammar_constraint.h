@@ -2,7 +2,6 @@
 // constrained request hands the engine (engine::Request::constraint). Backed by a Matcher.
 #pragma once
 
-#include <functional>
 #include <memory>
 
 #include "structured/compiler.h"
@@ -16,13 +15,10 @@ namespace detllm::structured {
 
 std::shared_ptr<const TokenConstraint> make_constraint(const CompiledGrammar& grammar);
 
-// spec -> a constraint at its start, for one served vocabulary: what `detllm serve`,
-// `detllm generate` and the Python API compile requests with. The compiler (and its cache of
-// compiled grammars) is built once here, from the tokenizer's vocabulary with `mask_width` ids
-// (the model's logit row), and shared by every call; calls may come from several threads.
-// Throws GrammarError for an invalid spec.
-using ConstraintCompileFn =
-    std::function<std::shared_ptr<const TokenConstraint>(const GrammarSpec& spec)>;
+// The ConstraintCompileFn (token_constraint.h) `detllm serve`, `detllm generate` and the Python
+// API compile requests with. The compiler (and its cache of compiled grammars) is built once
+// here, from the tokenizer's vocabulary with `mask_width` ids (the model's logit row), and
+// shared by every call; calls may come from several threads.
 ConstraintCompileFn make_constraint_compiler(const Tokenizer& tokenizer, int32_t mask_width);
 
 }  // namespace detllm::structured

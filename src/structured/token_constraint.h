@@ -12,8 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+
+#include "structured/grammar_spec.h"
 
 namespace detllm::structured {
 
@@ -39,6 +42,12 @@ class TokenConstraint {
   // An independent copy at the same state.
   virtual std::unique_ptr<TokenConstraint> fork() const = 0;
 };
+
+// spec -> a constraint at its start, for one served vocabulary (made by
+// structured::make_constraint_compiler, grammar_constraint.h); throws GrammarError for an
+// invalid spec. Empty where the build has no grammar engine.
+using ConstraintCompileFn =
+    std::function<std::shared_ptr<const TokenConstraint>(const GrammarSpec& spec)>;
 
 // Bit `id` of a bitmask of `width` ids (false for ids outside [0, width)).
 inline bool bitmask_allows(std::span<const uint32_t> words, int32_t width, int32_t id) {

@@ -57,7 +57,7 @@ SamplingParams params_of(float t, int32_t top_k, float top_p, float min_p, int32
 
 TEST(MaskedSample, MatchesTheSpecificationOnRandomRowsAndMasks) {
   std::mt19937 rng(7);
-  std::vector<float> scratch;
+  AllowedScratch scratch;
   const SamplingParams settings[] = {params_of(0.0f, 0, 1.0f, 0.0f, 3),
                                      params_of(1.0f, 0, 1.0f, 0.0f, 0),
                                      params_of(0.7f, 20, 0.9f, 0.0f, 5),
@@ -98,7 +98,7 @@ TEST(MaskedSample, MatchesTheSpecificationOnRandomRowsAndMasks) {
 TEST(MaskedSample, NeverDrawsADisallowedTokenAndTheMaskMatters) {
   // The negative control of this test: the same draws without the mask pick disallowed ids.
   std::mt19937 rng(11);
-  std::vector<float> scratch;
+  AllowedScratch scratch;
   const std::vector<float> x = random_logits(1000, rng);
   const Mask mask = random_mask(1000, 0.1, rng);
   int unmasked_outside = 0;
@@ -116,7 +116,7 @@ TEST(MaskedSample, AllowedIdsWithOnlyInfiniteLogitsGiveNoToken) {
   x[5] = kNegInf;
   Mask mask{std::vector<uint32_t>(2, 0u), 64};
   mask.words[0] = 1u << 5;
-  std::vector<float> scratch;
+  AllowedScratch scratch;
   const SampleResult got = sample_allowed(x, params_of(1.0f, 0, 1.0f, 0.0f, 0), 0, 0, mask.ids(),
                                           scratch);
   EXPECT_TRUE(got.none_allowed);
@@ -130,7 +130,7 @@ TEST(MaskedSample, AllowedIdsWithOnlyInfiniteLogitsGiveNoToken) {
 TEST(MaskedSample, RefusesABitmaskOfTheWrongSize) {
   std::vector<float> x(64, 0.0f);
   std::vector<uint32_t> words(1, ~0u);
-  std::vector<float> scratch;
+  AllowedScratch scratch;
   EXPECT_THROW(sample_allowed(x, SamplingParams{}, 0, 0, AllowedIds{words, 64}, scratch), Error);
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
+#include "server/api_error_expect.h"
 #include "server/openai_schema.h"
 
 namespace detllm::server {
@@ -23,25 +24,6 @@ CompletionRequest completion(const std::string& body) {
 ChatRequest chat(const std::string& body) {
   return parse_chat_request(parse_json_body(body), limits());
 }
-
-// The ApiError a call throws (status 0 when none).
-template <typename Fn>
-ApiError error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  return ApiError(0, "no error");
-}
-
-#define EXPECT_BAD(body_call, param_name, needle)                                   \
-  do {                                                                              \
-    const ApiError e_ = error_of([&] { (void)(body_call); });                       \
-    EXPECT_EQ(e_.status(), 400) << e_.what();                                       \
-    EXPECT_EQ(e_.param(), param_name) << e_.what();                                 \
-    EXPECT_NE(std::string(e_.what()).find(needle), std::string::npos) << e_.what(); \
-  } while (0)
 
 TEST(OpenAiSchema, CompletionDefaults) {
   const CompletionRequest c = completion(R"({"model": "m", "prompt": "hello"})");

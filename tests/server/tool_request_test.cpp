@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
+#include "server/api_error_expect.h"
 #include "server/openai_schema.h"
 
 namespace detllm::server {
@@ -13,24 +14,6 @@ namespace {
 ChatRequest chat(const std::string& body) {
   return parse_chat_body(body, RequestLimits{});
 }
-
-template <typename Fn>
-ApiError error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  return ApiError(0, "no error");
-}
-
-#define EXPECT_BAD(body_call, param_name, needle)                                   \
-  do {                                                                              \
-    const ApiError e_ = error_of([&] { (void)(body_call); });                       \
-    EXPECT_EQ(e_.status(), 400) << e_.what();                                       \
-    EXPECT_EQ(e_.param(), param_name) << e_.what();                                 \
-    EXPECT_NE(std::string(e_.what()).find(needle), std::string::npos) << e_.what(); \
-  } while (0)
 
 const std::string kUser = R"("messages": [{"role": "user", "content": "Weather?"}])";
 const std::string kTool = R"({"type": "function", "function": {"name": "get_weather",

@@ -11,7 +11,7 @@ namespace detllm {
 
 SampleResult sample_allowed(std::span<const float> logits, const SamplingParams& params,
                             int64_t position, uint32_t sample_index, AllowedIds allowed,
-                            std::vector<float>& scratch) {
+                            AllowedScratch& scratch) {
   check(allowed.width >= 0 &&
             allowed.words.size() == (static_cast<size_t>(allowed.width) + 31) / 32,
         "constrained sampling: a bitmask of {} words for {} ids", allowed.words.size(),
@@ -21,9 +21,9 @@ SampleResult sample_allowed(std::span<const float> logits, const SamplingParams&
   // after every finite logit, so the max, every prefix mass, the top-k / top-p / min-p
   // boundaries and the draw are those of the allowed ids alone; ties go to the lower id in
   // both, as the compact order keeps the ids' order. The cost follows the allowed count.
-  thread_local std::vector<int32_t> ids;
+  std::vector<int32_t>& ids = scratch.ids;
   ids.clear();
-  scratch.clear();
+  scratch.logits.clear();
   const size_t n = std::min(logits.size(), static_cast<size_t>(allowed.width));
   bool any = false;
   for (size_t w = 0; w * 32 < n; ++w) {
@@ -31,7 +31,7 @@ SampleResult sample_allowed(std::span<const float> logits, const SamplingParams&
       const size_t i = w * 32 + static_cast<size_t>(std::countr_zero(bits));
       if (i >= n) break;
       ids.push_back(static_cast<int32_t>(i));
-      scratch.push_back(logits[i]);
+      scratch.logits.push_back(logits[i]);
       any = any || std::isfinite(logits[i]);
     }
   }
@@ -43,7 +43,8 @@ SampleResult sample_allowed(std::span<const float> logits, const SamplingParams&
   }
   SamplingParams selection = params;
   selection.n_logprobs = 0;
-  result.token = ids[static_cast<size_t>(sample(scratch, selection, position, sample_index).token)];
+  result.token =
+      ids[static_cast<size_t>(sample(scratch.logits, selection, position, sample_index).token)];
   result.logprob = logprob_of(logits, result.token);
   result.top_logprobs = top_logprobs(logits, params.n_logprobs);
   return result;

@@ -26,9 +26,15 @@ struct AllowedIds {
   int32_t width = 0;
 };
 
-// The specification above. `scratch` is reused storage (the allowed ids' logits).
+// Reused storage of sample_allowed: the allowed ids and their logits (the compact row).
+struct AllowedScratch {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;
+};
+
+// The specification above.
 SampleResult sample_allowed(std::span<const float> logits, const SamplingParams& params,
                             int64_t position, uint32_t sample_index, AllowedIds allowed,
-                            std::vector<float>& scratch);
+                            AllowedScratch& scratch);
 
 }  // namespace detllm
