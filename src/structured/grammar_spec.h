@@ -18,7 +18,7 @@ struct GrammarSpec {
     kRegex,          // text: a regular expression the whole output must match
     kChoice,         // choices: the output is exactly one of them
     kEbnf,           // text: a GBNF-style EBNF grammar whose root rule is `root`
-    kStructuralTag,  // text: xgrammar's structural-tag JSON (tool calls; not yet used)
+    kStructuralTag,  // text: xgrammar's structural-tag JSON (no request field makes one yet)
   };
   Kind kind = Kind::kJsonObject;
   std::string text;

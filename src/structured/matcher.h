@@ -1,6 +1,6 @@
-// Matcher: one constrained output's position in its grammar. The engine (not yet wired, docs/
-// structured_output.md) asks it for the next token's bitmask before sampling, applies the mask
-// to the sampling row, and tells it the token drawn.
+// Matcher: one constrained output's position in its grammar. The engine reaches it through
+// the TokenConstraint interface (grammar_constraint.h, engine/grammar_cursor.h): it asks for the
+// next token's bitmask before sampling and tells it the tokens drawn (docs/structured_output.md).
 //
 // Determinism: a Matcher's state — and so every bitmask it fills — is a function of the
 // CompiledGrammar and the tokens accepted since reset, nothing else (no clock, no batch, no
