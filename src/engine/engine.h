@@ -142,17 +142,10 @@ class Engine {
     std::vector<int64_t> penalty_scratch;
     std::vector<float> host_rows;  // host sampling: (draws, vocab) the draws' rows, penalised
     // Constrained draws (the request has token rules): each one's bitmask over the vocabulary
-    // at mask_begin[i] of masks (-1: unconstrained). They are sampled on the host
-    // (sample_allowed); the others in one backend call over the compacted rows, params and
-    // penalties below.
-    std::vector<int64_t> mask_begin;  // (draws) -2: the rules allow nothing here
+    // at mask_begin[i] of masks (-1: unconstrained). Every draw is sampled in one backend call
+    // (Ops::sample_rows_masked when some draw has a mask), or on the host (sample_allowed).
+    std::vector<int64_t> mask_begin;  // (draws)
     std::vector<uint32_t> masks;
-    std::vector<int32_t> free_draws;  // draws without a grammar, when some have one
-    std::vector<int32_t> free_rows;
-    std::vector<SampleRowParams> free_params;
-    std::vector<SampleRowResult> free_results;
-    std::vector<LogitPenalty> free_penalties;
-    std::vector<float> row_scratch;
     AllowedScratch allowed_scratch;
   };
   // The mask of the next draw (position `position` of sample `sample_index` of r: its grammar's
@@ -161,8 +154,6 @@ class Engine {
   void add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t position);
   // Samples the step's draws (draws_: rows, params, penalties, masks) into draws_.results.
   void sample_draws();
-  // Constrained draw i on the host, over its row (penalised): sample_allowed.
-  SampleResult sample_allowed_row(std::span<const float> row, size_t i);
   // How a sample ends when its grammar allows no token: kStop when the grammar is complete
   // (its stop token was accepted under ignore_eos), kGrammar otherwise.
   static FinishReason grammar_end_reason(const SampleState& s);

@@ -1,7 +1,8 @@
 // The engine's draws (see engine.h): which (row, position, sample) each sampling row of a step
 // draws, the mask of each draw whose request has token rules (a grammar, allowed_token_ids,
-// bad_words, min_tokens), and the sampling itself — unconstrained draws in one backend call,
-// constrained ones on the host (kernels/sampling/masked_sample.h).
+// bad_words, min_tokens), and the sampling itself — every draw in one backend call
+// (Ops::sample_rows_masked for the masked ones, kernels/sampling/masked_sample.h), or on the
+// host with EngineConfig::host_sampling.
 #include <algorithm>
 
 #include "core/error.h"
@@ -76,12 +77,11 @@ void Engine::add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t 
   const size_t n_words = structured::TokenConstraint::bitmask_words(vocab);
   d.masks.resize(begin + n_words, 0u);
   const std::span<uint32_t> words = std::span<uint32_t>(d.masks).subspan(begin, n_words);
-  bool any = true;
   if (req.constraint) {
     // Before the fork every sample draws after the same (empty) generated prefix: sample 0's.
     SampleState& owner = r.samples[sample_index].grammar ? r.samples[sample_index] : r.samples[0];
     GrammarCursor& g = *owner.grammar;
-    any = g.mask_after(generated, words.first(g.mask_words()));  // ids past its width stay 0
+    g.mask_after(generated, words.first(g.mask_words()));  // ids past its width stay 0
   } else {
     std::fill(words.begin(), words.end(), ~0u);
     if (const int32_t rest = vocab % 32) words.back() = (uint32_t{1} << rest) - 1;
@@ -104,8 +104,9 @@ void Engine::add_mask(RequestState& r, int32_t sample_index, SeqId seq, int32_t 
     for (int32_t id : eos_ids_) clear(id);
     for (int32_t id : req.stop_token_ids) clear(id);
   }
-  any = any && std::any_of(words.begin(), words.end(), [](uint32_t w) { return w != 0; });
-  d.mask_begin.push_back(any ? static_cast<int64_t>(begin) : -2);  // -2: nothing allowed
+  // A mask that allows nothing (or only ids whose logits are -inf) gives the draw no token
+  // (SampleResult::none_allowed) on every path.
+  d.mask_begin.push_back(static_cast<int64_t>(begin));
 }
 
 void Engine::sample_draws() {
@@ -113,100 +114,47 @@ void Engine::sample_draws() {
   const size_t n = d.rows.size();
   d.results.resize(n);
   d.row_results.resize(n);
+  const bool masked =
+      std::any_of(d.mask_begin.begin(), d.mask_begin.end(), [](int64_t b) { return b >= 0; });
+  const int32_t vocab = model_.config().vocab_size;  // every mask spans the logit row
   if (config_.host_sampling) {
     // The reference path: every draw's row to the host, penalised there, and the host
     // sampler: the functions the host backends' ops run (kernels/sampling).
-    const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+    const size_t v = static_cast<size_t>(vocab);
     const std::span<const float> logits = runner_.host_logits(0, runner_.n_logit_rows());
-    d.host_rows.resize(n * vocab);
+    d.host_rows.resize(n * v);
     for (size_t i = 0; i < n; ++i) {
-      const std::span<const float> row =
-          logits.subspan(static_cast<size_t>(d.rows[i]) * vocab, vocab);
-      std::copy(row.begin(), row.end(), d.host_rows.begin() + static_cast<ptrdiff_t>(i * vocab));
+      const std::span<const float> row = logits.subspan(static_cast<size_t>(d.rows[i]) * v, v);
+      std::copy(row.begin(), row.end(), d.host_rows.begin() + static_cast<ptrdiff_t>(i * v));
     }
-    const int32_t rows = static_cast<int32_t>(n), v = static_cast<int32_t>(vocab);
-    if (!d.penalties.empty()) apply_logit_penalties_host(d.host_rows.data(), rows, v, d.penalties);
+    const int32_t rows = static_cast<int32_t>(n);
+    if (!d.penalties.empty()) {
+      apply_logit_penalties_host(d.host_rows.data(), rows, vocab, d.penalties);
+    }
+    const size_t n_words = structured::TokenConstraint::bitmask_words(vocab);
     for (size_t i = 0; i < n; ++i) {
-      const auto row = std::span<const float>(d.host_rows).subspan(i * vocab, vocab);
-      d.results[i] = d.mask_begin[i] == -1 ? sample_result_of(sample_row(row, d.params[i]))
-                                           : sample_allowed_row(row, i);
+      const auto row = std::span<const float>(d.host_rows).subspan(i * v, v);
+      const SampleRowParams& p = d.params[i];
+      d.results[i] =
+          d.mask_begin[i] < 0
+              ? sample_result_of(sample_row(row, p))
+              : sample_allowed(row, sampling_params_of(p), p.position, p.sample_index,
+                               AllowedIds{std::span<const uint32_t>(d.masks).subspan(
+                                              static_cast<size_t>(d.mask_begin[i]), n_words),
+                                          vocab},
+                               d.allowed_scratch);
     }
     return;
   }
-  if (std::all_of(d.mask_begin.begin(), d.mask_begin.end(), [](int64_t b) { return b == -1; })) {
-    runner_.sample(d.rows, d.params, d.row_results, d.penalties);
-    stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
-    for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
-    return;
-  }
-  // Draws without a grammar: one backend call over their rows (penalty rows renumbered).
-  d.free_draws.clear();
-  d.free_rows.clear();
-  d.free_params.clear();
-  d.free_penalties.clear();
-  std::vector<int32_t> compact(n, -1);
-  for (size_t i = 0; i < n; ++i) {
-    if (d.mask_begin[i] != -1) continue;
-    compact[i] = static_cast<int32_t>(d.free_draws.size());
-    d.free_draws.push_back(static_cast<int32_t>(i));
-    d.free_rows.push_back(d.rows[i]);
-    d.free_params.push_back(d.params[i]);
-  }
-  for (LogitPenalty e : d.penalties) {
-    if (compact[static_cast<size_t>(e.row)] < 0) continue;
-    e.row = compact[static_cast<size_t>(e.row)];
-    d.free_penalties.push_back(e);
-  }
-  if (!d.free_draws.empty()) {
-    d.free_results.resize(d.free_draws.size());
-    runner_.sample(d.free_rows, d.free_params, d.free_results, d.free_penalties);
-    stats_.n_rows_sampled_on_backend += static_cast<int64_t>(d.free_draws.size());
-    for (size_t j = 0; j < d.free_draws.size(); ++j) {
-      d.results[static_cast<size_t>(d.free_draws[j])] = sample_result_of(d.free_results[j]);
-    }
-  }
-  // Constrained draws on the host: the row (downloaded on a device backend), penalised.
-  const int32_t vocab = model_.config().vocab_size;
-  for (size_t i = 0; i < n; ++i) {
-    if (d.mask_begin[i] == -1) continue;
-    if (d.mask_begin[i] == -2) {  // nothing allowed: no row needed
-      d.results[i] = sample_allowed_row({}, i);
-      continue;
-    }
-    std::span<const float> row = runner_.host_logits(d.rows[i], 1);
-    const auto [lo, hi] = std::equal_range(
-        d.penalties.begin(), d.penalties.end(), LogitPenalty{static_cast<int32_t>(i)},
-        [](const LogitPenalty& a, const LogitPenalty& b) { return a.row < b.row; });
-    if (lo != hi) {
-      d.row_scratch.assign(row.begin(), row.end());
-      std::vector<LogitPenalty> entries(lo, hi);
-      for (LogitPenalty& e : entries) e.row = 0;
-      apply_logit_penalties_host(d.row_scratch.data(), 1, vocab, entries);
-      row = d.row_scratch;
-    }
-    d.results[i] = sample_allowed_row(row, i);
-  }
+  runner_.sample(d.rows, d.params, d.row_results, d.penalties,
+                 masked ? std::span<const uint32_t>(d.masks) : std::span<const uint32_t>(),
+                 masked ? std::span<const int64_t>(d.mask_begin) : std::span<const int64_t>());
+  stats_.n_rows_sampled_on_backend += static_cast<int64_t>(n);
+  for (size_t i = 0; i < n; ++i) d.results[i] = sample_result_of(d.row_results[i]);
 }
 
 FinishReason Engine::grammar_end_reason(const SampleState& s) {
   return s.grammar && s.grammar->complete() ? FinishReason::kStop : FinishReason::kGrammar;
-}
-
-SampleResult Engine::sample_allowed_row(std::span<const float> row, size_t i) {
-  StepDraws& d = draws_;
-  if (d.mask_begin[i] == -2) {
-    SampleResult none;
-    none.none_allowed = true;
-    return none;
-  }
-  const SampleRowParams& p = d.params[i];
-  const int32_t vocab = model_.config().vocab_size;  // every mask spans the logit row
-  const AllowedIds allowed{
-      std::span<const uint32_t>(d.masks).subspan(static_cast<size_t>(d.mask_begin[i]),
-                                                 structured::TokenConstraint::bitmask_words(vocab)),
-      vocab};
-  return sample_allowed(row, sampling_params_of(p), p.position, p.sample_index, allowed,
-                        d.allowed_scratch);
 }
 
 void Engine::add_penalties(int32_t draw, const SamplingParams& sampling, SeqId seq,

@@ -39,10 +39,18 @@ DecodeWarmupResult ModelRunner::warm_up(std::span<const NumericsMode> numerics, 
 }
 
 void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
-                         std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties) {
-  check(rows.size() == params.size() && rows.size() == out.size(),
-        "ModelRunner::sample: {} rows, {} params, {} results", rows.size(), params.size(),
-        out.size());
+                         std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties,
+                         std::span<const uint32_t> mask_words,
+                         std::span<const int64_t> mask_begin) {
+  check(rows.size() == params.size() && rows.size() == out.size() &&
+            (mask_begin.empty() || mask_begin.size() == rows.size()),
+        "ModelRunner::sample: {} rows, {} params, {} results, {} masks", rows.size(),
+        params.size(), out.size(), mask_begin.size());
+  const size_t n_words = (static_cast<size_t>(logits_.vocab) + 31) / 32;
+  for (int64_t b : mask_begin) {
+    check(b < 0 || static_cast<size_t>(b) + n_words <= mask_words.size(),
+          "ModelRunner::sample: a mask at word {} of {}", b, mask_words.size());
+  }
   const int32_t n = static_cast<int32_t>(rows.size());
   if (n == 0) return;
   for (int32_t r : rows) {
@@ -72,7 +80,12 @@ void ModelRunner::sample(std::span<const int32_t> rows, std::span<const SampleRo
     }
     src = gathered_.f32();
   }
-  ops.sample_rows(src, n, logits_.vocab, params.data(), out.data());
+  if (mask_begin.empty()) {
+    ops.sample_rows(src, n, logits_.vocab, params.data(), out.data());
+  } else {
+    ops.sample_rows_masked(src, n, logits_.vocab, params.data(),
+                           RowMasks{mask_words.data(), mask_begin.data()}, out.data());
+  }
   n_rows_sampled_ += n;
 }
 

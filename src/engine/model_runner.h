@@ -43,8 +43,11 @@ class ModelRunner {
   // (a copy on the backend). penalties (kernels/sampling/logit_penalties.h; entry row = index
   // i of rows) are applied first, to a copy of the rows (the step's logits stay the model's).
   // Throws detllm::Error like sample().
+  // masks.begin empty: no row has a token mask (Ops::sample_rows); else one entry a row, and
+  // the call is Ops::sample_rows_masked (applied after the penalties).
   void sample(std::span<const int32_t> rows, std::span<const SampleRowParams> params,
-              std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties = {});
+              std::span<SampleRowResult> out, std::span<const LogitPenalty> penalties = {},
+              std::span<const uint32_t> mask_words = {}, std::span<const int64_t> mask_begin = {});
 
   // Logit rows [first_row, first_row + n_rows) of this step on the host ((n_rows, vocab)
   // floats), downloaded on first use; valid until the next run().

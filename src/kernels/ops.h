@@ -17,6 +17,7 @@
 namespace detllm {
 struct SampleRowParams;  // kernels/sampling/sample_row.h
 struct SampleRowResult;
+struct RowMasks;
 struct LogitPenalty;  // kernels/sampling/logit_penalties.h
 }  // namespace detllm
 
@@ -215,6 +216,18 @@ class Ops {
   // Throws detllm::Error on invalid params or logits (NaN, +inf, all -inf).
   virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
                            const SampleRowParams* params, SampleRowResult* out);
+
+  // sample_rows() where some rows carry a token mask (structured output): row r with
+  // masks.begin[r] >= 0 gives sample_allowed()'s result (kernels/sampling/masked_sample.h: the
+  // token drawn among the allowed ids, logprob and top logprobs of the unmasked row), or status
+  // kNoneAllowed when no allowed id has a finite logit; a row without a mask gives
+  // sample_rows()'. masks are host memory. The host default runs sample_allowed on each masked
+  // row (downloading it on a device backend); CUDA masks a copy of the rows on the device,
+  // samples it, and scores the drawn tokens under the unmasked rows (a score_token row), so
+  // only results come back. Throws like sample_rows().
+  virtual void sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                                  const SampleRowParams* params, RowMasks masks,
+                                  SampleRowResult* out);
 
   // In place on logits (rows, vocab) (backend memory): the n entries (host, strictly
   // ascending by (row, token)) of the logit penalties, each logits[row, token] =

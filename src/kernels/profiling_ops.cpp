@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/sampling/sample_row.h"
+
 namespace detllm::kernels {
 
 void ProfilingOps::add_time(const std::string& key, double ms) {
@@ -99,6 +101,13 @@ void ProfilingOps::silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, v
 void ProfilingOps::sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out) {
   timed("sample_rows", [&] { inner_.sample_rows(logits, rows, vocab, params, out); });
+}
+
+void ProfilingOps::sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                                      const SampleRowParams* params, RowMasks masks,
+                                      SampleRowResult* out) {
+  timed("sample_rows_masked",
+        [&] { inner_.sample_rows_masked(logits, rows, vocab, params, masks, out); });
 }
 
 void ProfilingOps::apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,

@@ -68,6 +68,9 @@ class ProfilingOps final : public Ops {
                    float* out) override;
   void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
                    SampleRowResult* out) override;
+  void sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                          const SampleRowParams* params, RowMasks masks,
+                          SampleRowResult* out) override;
   void apply_logit_penalties(float* logits, int32_t rows, int32_t vocab,
                              const LogitPenalty* entries, int32_t n) override;
   DType gemm_input_dtype() const override;

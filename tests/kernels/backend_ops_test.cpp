@@ -34,6 +34,7 @@
 #include "core/error.h"
 #include "kernel_test_util.h"
 #include "kernels/fused_ops_checks.h"
+#include "kernels/masked_sampling_checks.h"
 #include "kernels/ops.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
@@ -700,6 +701,15 @@ std::vector<OpCase> op_cases() {
   for (const int vocab : {50, 1000, 49152}) {
     t.push_back({fmt::format("sample_rows_v{}", vocab),
                  [vocab](const Backend& b, Ops& o, Ops& r) { check_sample_rows(b, o, r, vocab); }});
+  }
+  for (const int vocab : {50, 1000, 49152}) {
+    t.push_back({fmt::format("sample_rows_masked_v{}", vocab),
+                 [vocab](const Backend&, Ops& o, Ops&) {
+                   testing::check_sample_rows_masked(o, vocab);
+                 }});
+    t.push_back({fmt::format("score_rows_v{}", vocab), [vocab](const Backend&, Ops& o, Ops&) {
+                   testing::check_score_rows(o, vocab);
+                 }});
   }
   for (const int vocab : {50, 49152}) {
     t.push_back(

@@ -449,6 +449,25 @@ TEST(Sampler, RejectsBadLogitsPositionsAndTokens) {
   EXPECT_THROW(top_logprobs(std::vector<float>{1.0f}, -1), Error);
 }
 
+TEST(Sampler, ScoringRowsNeedTemperatureZeroAndATokenInTheVocab) {
+  SampleRowParams row;
+  row.temperature = 0.0f;
+  row.score_token = 1;
+  EXPECT_EQ(sample_row(std::vector<float>{3.0f, 1.0f}, row).token, 1);
+  row.score_token = 2;
+  EXPECT_THROW(sample_row(std::vector<float>{3.0f, 1.0f}, row), Error);
+  row.score_token = -2;
+  EXPECT_THROW(row.validate(), Error);
+  row.score_token = 0;
+  row.temperature = 0.5f;
+  try {
+    row.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("score_token"), std::string::npos) << e.what();
+  }
+}
+
 // ---- The sampler's own exp and log ----
 
 int64_t ulp_distance(double a, double b) {

@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/logit_penalties.h"
+#include "kernels/cuda/masked_sampling.h"
 #include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
@@ -537,7 +538,12 @@ class CudaOps final : public Ops {
                    SampleRowResult* out) override {
     check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
     if (rows == 0) return;
-    for (int32_t r = 0; r < rows; ++r) params[r].validate();
+    for (int32_t r = 0; r < rows; ++r) {
+      params[r].validate();
+      check(params[r].score_token < vocab,
+            "sampling: score_token {} outside the vocabulary of {} ids", params[r].score_token,
+            vocab);
+    }
     const size_t params_bytes = sizeof(SampleRowParams) * static_cast<size_t>(rows);
     const size_t results_offset = (params_bytes + 255) / 256 * 256;
     const size_t results_bytes = sizeof(SampleRowResult) * static_cast<size_t>(rows);
@@ -564,6 +570,19 @@ class CudaOps final : public Ops {
             "CUDA sample_rows: internal error in row {} (token {}, {} top logprobs of {})", r,
             out[r].token, out[r].n_top, n_top);
     }
+  }
+
+  // Masked rows on the device (masked_sampling.h): the masks up, the results down.
+  void sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                          const SampleRowParams* params, RowMasks masks,
+                          SampleRowResult* out) override {
+    check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
+    if (std::none_of(masks.begin, masks.begin + rows, [](int64_t b) { return b >= 0; })) {
+      return sample_rows(logits, rows, vocab, params, out);
+    }
+    for (int32_t r = 0; r < rows; ++r) params[r].validate();
+    masked_sampling_.run(logits, rows, vocab, params, masks, out, sample_config_, sm_count_,
+                         stream_);
   }
 
   // Logit penalties on the device (logit_penalties.cu): the entries up, one thread each.
@@ -603,6 +622,7 @@ class CudaOps final : public Ops {
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)
   cuda::SampleRowsConfig sample_config_;   // CudaOptions::sample_*
   int sm_count_ = 1;                       // the device's SMs (sampling's blocks a row)
+  cuda::MaskedSampling masked_sampling_;           // sample_rows_masked
   Scratch penalty_io_;                              // apply_logit_penalties: (n) LogitPenalty
   std::unique_ptr<cuda::CudaGraphCapture> graphs_;  // CUDA graphs on stream_ (cuda_graph.h)
   std::vector<float> rope_host_;

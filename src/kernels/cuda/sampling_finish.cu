@@ -251,8 +251,8 @@ __global__ void __launch_bounds__(kThreads)
     out->n_top = 0;
   }
 
-  // The token (spec steps 1-5 of sampler.h).
-  int token = plan->argmax;
+  // The token (spec steps 1-5 of sampler.h), or a scoring row's own (temperature 0).
+  int token = p.score_token >= 0 ? p.score_token : plan->argmax;
   bool ok = true;
   if (p.temperature != 0.0f) {
     unsigned int n = static_cast<unsigned int>(vocab);

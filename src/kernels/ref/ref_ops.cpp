@@ -172,6 +172,22 @@ class RefOps final : public Ops {
       out[r] = sample_row_reference(row, params[r]);
     }
   }
+
+  void sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                          const SampleRowParams* params, RowMasks masks,
+                          SampleRowResult* out) override {
+    check(rows >= 0 && vocab > 0, "ref sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
+    const size_t n_words = (static_cast<size_t>(vocab) + 31) / 32;
+    for (int32_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(logits + static_cast<int64_t>(r) * vocab,
+                                       static_cast<size_t>(vocab));
+      out[r] = masks.begin[r] < 0
+                   ? sample_row_reference(row, params[r])
+                   : sample_row_masked_reference(
+                         row, params[r],
+                         std::span<const uint32_t>(masks.words + masks.begin[r], n_words));
+    }
+  }
 };
 
 }  // namespace

@@ -81,6 +81,19 @@ int32_t draw_token(std::span<const float> logits, const std::vector<int32_t>& ra
   return rank[j];
 }
 
+// Every token's logprob under the raw logits (max: their max, finite).
+std::vector<TokenLogprob> all_logprobs(std::span<const float> logits, float max) {
+  const size_t vocab = logits.size();
+  U128 z1;
+  for (size_t i = 0; i < vocab; ++i) z1 = sampler_math::add(z1, mass(logits[i], max, 1.0));
+  const double log_z1 = sampler_math::log_normalizer(z1);
+  std::vector<TokenLogprob> all(vocab);
+  for (size_t i = 0; i < vocab; ++i) {
+    all[i] = TokenLogprob{static_cast<int32_t>(i), logprob_from_gap(logits[i], max, log_z1)};
+  }
+  return all;
+}
+
 }  // namespace
 
 SampleResult sample_reference(std::span<const float> logits, const SamplingParams& params,
@@ -93,14 +106,7 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
   check(max > -std::numeric_limits<float>::infinity(),
         "sampling: every logit is -inf: no token can be chosen");
 
-  // Logprobs of the raw logits.
-  U128 z1;
-  for (size_t i = 0; i < vocab; ++i) z1 = sampler_math::add(z1, mass(logits[i], max, 1.0));
-  const double log_z1 = sampler_math::log_normalizer(z1);
-  std::vector<TokenLogprob> all(vocab);
-  for (size_t i = 0; i < vocab; ++i) {
-    all[i] = TokenLogprob{static_cast<int32_t>(i), logprob_from_gap(logits[i], max, log_z1)};
-  }
+  const std::vector<TokenLogprob> all = all_logprobs(logits, max);
   SampleResult result;
   std::vector<TokenLogprob> by_logprob = all;
   std::sort(by_logprob.begin(), by_logprob.end(), logprob_ranks_before);
@@ -116,8 +122,49 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
 }
 
 SampleRowResult sample_row_reference(std::span<const float> logits, const SampleRowParams& row) {
+  if (row.score_token >= 0) {  // nothing drawn: the token's logprob and the top logprobs
+    row.validate();
+    check(static_cast<size_t>(row.score_token) < logits.size(),
+          "sampling: score_token {} outside the vocabulary of {} ids", row.score_token,
+          logits.size());
+    SampleResult r =  // temperature 0 (validated): greedy, and the top logprobs
+        sample_reference(logits, sampling_params_of(row), row.position, row.sample_index);
+    const float max = *std::max_element(logits.begin(), logits.end());
+    r.token = row.score_token;
+    r.logprob = all_logprobs(logits, max)[static_cast<size_t>(row.score_token)].logprob;
+    return sample_row_result_of(r);
+  }
   return sample_row_result_of(
       sample_reference(logits, sampling_params_of(row), row.position, row.sample_index));
+}
+
+SampleRowResult sample_row_masked_reference(std::span<const float> logits,
+                                            const SampleRowParams& row,
+                                            std::span<const uint32_t> allowed) {
+  check(allowed.size() == (logits.size() + 31) / 32,
+        "sampling: a mask of {} words for {} logits", allowed.size(), logits.size());
+  std::vector<float> masked(logits.begin(), logits.end());
+  for (size_t i = 0; i < masked.size(); ++i) {
+    if (((allowed[i / 32] >> (i % 32)) & 1u) == 0) {
+      masked[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  SampleRowResult out;
+  if (*std::max_element(masked.begin(), masked.end()) ==
+      -std::numeric_limits<float>::infinity()) {
+    out.token = -1;
+    out.status = SampleRowStatus::kNoneAllowed;
+    return out;
+  }
+  SampleRowParams draw = row;
+  draw.n_logprobs = 0;
+  SampleRowParams score;  // temperature 0: greedy, nothing drawn
+  score.temperature = 0.0f;
+  score.position = row.position;
+  score.sample_index = row.sample_index;
+  score.n_logprobs = row.n_logprobs;
+  score.score_token = sample_row_reference(masked, draw).token;
+  return sample_row_reference(logits, score);
 }
 
 }  // namespace detllm

@@ -21,4 +21,12 @@ SampleResult sample_reference(std::span<const float> logits, const SamplingParam
 // One row of Ops::sample_rows through sample_reference (the reference backend's sample_rows).
 SampleRowResult sample_row_reference(std::span<const float> logits, const SampleRowParams& row);
 
+// A masked row (Ops::sample_rows_masked, kernels/sampling/masked_sample.h) the literal way: the
+// token drawn from a copy with every id outside `allowed` ((vocab + 31) / 32 words) at -inf,
+// then scored under the unmasked logits (a score_token row). kNoneAllowed when the copy is all
+// -inf.
+SampleRowResult sample_row_masked_reference(std::span<const float> logits,
+                                            const SampleRowParams& row,
+                                            std::span<const uint32_t> allowed);
+
 }  // namespace detllm

@@ -19,7 +19,11 @@ struct SampleRowParams {
   uint32_t position = 0;      // absolute position of the sampled token (Philox counter word 0)
   uint32_t sample_index = 0;  // Philox counter word 1
   int32_t n_logprobs = 0;     // 0 .. SamplingParams::kMaxLogprobs
-  int32_t reserved = 0;
+  // -1: the row draws its token (sampler.h). >= 0 (a scoring row; temperature must be 0):
+  // nothing is drawn, the result's token is score_token, its logprob and the top logprobs are
+  // the row's as for any draw (logprob_of, top_logprobs). The device path of a masked draw
+  // (Ops::sample_rows_masked) scores the masked draw's token under the unmasked row this way.
+  int32_t score_token = -1;
 
   // Throws detllm::Error naming the field, its value and the allowed range (the checks of
   // SamplingParams::validate for these fields, the same messages). The engine builds a
@@ -31,6 +35,17 @@ enum class SampleRowStatus : int32_t {
   kOk = 0,
   kNonFiniteLogit = 1,  // a logit is NaN or +inf
   kAllMasked = 2,       // every logit is -inf
+  // Ops::sample_rows_masked only: no id the row's mask allows has a finite logit (the engine
+  // ends the request, finish_reason "grammar"). Never an error.
+  kNoneAllowed = 3,
+};
+
+// The token masks of an Ops::sample_rows_masked call (host memory): row r may only draw an id
+// whose bit is set in its mask — bit id % 32 of words[begin[r] + id / 32], (vocab + 31) / 32
+// words — or any id when begin[r] == -1. Semantics: kernels/sampling/masked_sample.h.
+struct RowMasks {
+  const uint32_t* words = nullptr;
+  const int64_t* begin = nullptr;  // (rows)
 };
 
 struct SampleRowResult {

@@ -1,12 +1,14 @@
-// The host default of Ops::sample_rows (kernels/ops.h): each row through the CPU sampler
-// (kernels/sampling/sampler.h: sample_rows_host), downloading the row first when the backend's
-// memory is not host memory.
+// The host defaults of Ops::sample_rows and Ops::sample_rows_masked (kernels/ops.h): each row
+// through the CPU sampler (kernels/sampling/sampler.h: sample_rows_host; masked rows through
+// sample_allowed, kernels/sampling/masked_sample.h), downloading the row first when the
+// backend's memory is not host memory.
 // Device backends override it (kernels/cuda/sampling.cu). Test: tests/kernels/sampler_test.cpp.
 #include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "kernels/sampling/masked_sample.h"
 #include "kernels/sampling/sample_row.h"
 #include "kernels/sampling/sampler.h"
 
@@ -33,6 +35,36 @@ void Ops::sample_rows(const float* logits, int32_t rows, int32_t vocab,
     download(host_row.data(), logits + static_cast<size_t>(r) * static_cast<size_t>(vocab),
              sizeof(float) * host_row.size());
     out[r] = sample_row(std::span<const float>(host_row), params[r]);
+  }
+}
+
+void Ops::sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
+                             const SampleRowParams* params, RowMasks masks,
+                             SampleRowResult* out) {
+  check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
+  const size_t n = static_cast<size_t>(vocab);
+  const size_t n_words = (n + 31) / 32;
+  std::vector<float> host_row;
+  AllowedScratch scratch;
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* src = logits + static_cast<size_t>(r) * n;
+    if (!host_memory()) {
+      host_row.resize(n);
+      download(host_row.data(), src, sizeof(float) * n);
+      src = host_row.data();
+    }
+    const std::span<const float> row(src, n);
+    const SampleRowParams& p = params[r];
+    if (masks.begin[r] < 0) {
+      out[r] = sample_row(row, p);
+      continue;
+    }
+    p.validate();
+    check(p.score_token == -1, "sample_rows_masked: row {} is a scoring row", r);
+    const AllowedIds allowed{
+        std::span<const uint32_t>(masks.words + masks.begin[r], n_words), vocab};
+    out[r] = sample_row_result_of(
+        sample_allowed(row, sampling_params_of(p), p.position, p.sample_index, allowed, scratch));
   }
 }
 

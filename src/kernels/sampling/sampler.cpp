@@ -309,8 +309,21 @@ SampleResult sample(std::span<const float> logits, const SamplingParams& params,
 }
 
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row) {
+  if (row.score_token >= 0) return score_row(logits, row);
   return sample_row_result_of(
       sample(logits, sampling_params_of(row), row.position, row.sample_index));
+}
+
+SampleRowResult score_row(std::span<const float> logits, const SampleRowParams& row) {
+  row.validate();
+  check(row.score_token >= 0 && static_cast<size_t>(row.score_token) < logits.size(),
+        "sampling: score_token {} outside the vocabulary of {} ids", row.score_token,
+        logits.size());
+  SampleResult r;
+  r.token = row.score_token;
+  r.logprob = logprob_of(logits, row.score_token);
+  r.top_logprobs = top_logprobs(logits, row.n_logprobs);
+  return sample_row_result_of(r);
 }
 
 SampleRowResult sample_row_result_of(const SampleResult& r) {
@@ -318,6 +331,11 @@ SampleRowResult sample_row_result_of(const SampleResult& r) {
         "sampling: {} top logprobs do not fit a row result (at most {})", r.top_logprobs.size(),
         SamplingParams::kMaxLogprobs);
   SampleRowResult out;
+  if (r.none_allowed) {
+    out.token = -1;
+    out.status = SampleRowStatus::kNoneAllowed;
+    return out;
+  }
   out.token = r.token;
   out.logprob = r.logprob;
   out.status = SampleRowStatus::kOk;
@@ -334,6 +352,13 @@ SampleResult sample_result_of(const SampleRowResult& row) {
         "sampling: a row result has {} top logprobs (at most {})", row.n_top,
         SamplingParams::kMaxLogprobs);
   SampleResult out;
+  if (row.status == SampleRowStatus::kNoneAllowed) {
+    out.token = -1;
+    out.none_allowed = true;
+    return out;
+  }
+  check(row.status == SampleRowStatus::kOk, "sampling: a row result has status {}",
+        static_cast<int32_t>(row.status));
   out.token = row.token;
   out.logprob = row.logprob;
   out.top_logprobs.resize(static_cast<size_t>(row.n_top));

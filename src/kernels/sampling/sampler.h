@@ -103,6 +103,9 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
 // One row of a batched call (Ops::sample_rows' host default): sample() on logits (vocab,) with
 // the row's params and Philox counter, as a SampleRowResult. Throws like sample().
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row);
+// A scoring row (row.score_token >= 0): token = score_token, logprob = logprob_of(logits,
+// token), top logprobs = top_logprobs(logits, row.n_logprobs). sample_row() on such a row.
+SampleRowResult score_row(std::span<const float> logits, const SampleRowParams& row);
 // out[r] = sample_row(row r of logits (rows, vocab), params[r]) for host memory: what the host
 // backends' Ops::sample_rows runs, and the engine's host sampling (EngineConfig::host_sampling).
 void sample_rows_host(const float* logits, int32_t rows, int32_t vocab,

@@ -30,6 +30,10 @@ void check_sampler_fields(float temperature, int32_t top_k, float top_p, float m
 
 void SampleRowParams::validate() const {
   check_sampler_fields(temperature, top_k, top_p, min_p, n_logprobs);
+  check(score_token >= -1, "sampling: score_token must be a token id or -1, got {}", score_token);
+  check(score_token == -1 || temperature == 0.0f,
+        "sampling: a scoring row (score_token {}) draws nothing: its temperature must be 0, got {}",
+        score_token, temperature);
 }
 
 void SamplingParams::validate() const {
