@@ -24,6 +24,21 @@ void sample_rows_host(const float* logits, int32_t rows, int32_t vocab,
 }
 
 namespace kernels {
+namespace {
+
+// Row r of logits (rows, vocab) in ops' memory, readable on the host: in place when that memory
+// is the host's, else downloaded into `buffer`.
+std::span<const float> row_on_host(Ops& ops, const float* logits, int32_t r, int32_t vocab,
+                                   std::vector<float>& buffer) {
+  const size_t n = static_cast<size_t>(vocab);
+  const float* src = logits + static_cast<size_t>(r) * n;
+  if (ops.host_memory()) return {src, n};
+  buffer.resize(n);
+  ops.download(buffer.data(), src, sizeof(float) * n);
+  return buffer;
+}
+
+}  // namespace
 
 void Ops::sample_rows(const float* logits, int32_t rows, int32_t vocab,
                       const SampleRowParams* params, SampleRowResult* out) {
@@ -31,10 +46,7 @@ void Ops::sample_rows(const float* logits, int32_t rows, int32_t vocab,
   check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
   std::vector<float> host_row;
   for (int32_t r = 0; r < rows; ++r) {
-    host_row.resize(static_cast<size_t>(vocab));
-    download(host_row.data(), logits + static_cast<size_t>(r) * static_cast<size_t>(vocab),
-             sizeof(float) * host_row.size());
-    out[r] = sample_row(std::span<const float>(host_row), params[r]);
+    out[r] = sample_row(row_on_host(*this, logits, r, vocab, host_row), params[r]);
   }
 }
 
@@ -47,13 +59,7 @@ void Ops::sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
   std::vector<float> host_row;
   AllowedScratch scratch;
   for (int32_t r = 0; r < rows; ++r) {
-    const float* src = logits + static_cast<size_t>(r) * n;
-    if (!host_memory()) {
-      host_row.resize(n);
-      download(host_row.data(), src, sizeof(float) * n);
-      src = host_row.data();
-    }
-    const std::span<const float> row(src, n);
+    const std::span<const float> row = row_on_host(*this, logits, r, vocab, host_row);
     const SampleRowParams& p = params[r];
     if (masks.begin[r] < 0) {
       out[r] = sample_row(row, p);
