@@ -41,8 +41,9 @@ HttpReply handle_chat_completions(ServerContext& ctx, std::string_view body) {
   truncate_prompt(ctx, gen, p.ids);
   check_prompt(ctx, p.ids, "messages");
   const int32_t max_tokens = resolve_max_tokens(ctx, gen, p.ids.size(), /*fallback=*/0);
-  const BuiltRequests built = build_requests(ctx, gen, {p.ids}, max_tokens,
-                                             gen.vllm.prompt_logprobs.value_or(-1));
+  BuiltRequests built = build_requests(ctx, gen, {p.ids}, max_tokens,
+                                       gen.vllm.prompt_logprobs.value_or(-1));
+  start_grammar_after_reasoning(ctx, built);
 
   StreamSpec spec;
   spec.api = StreamSpec::Api::kChat;

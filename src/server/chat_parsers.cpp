@@ -30,6 +30,17 @@ void configure_chat_parsers(ServerContext& ctx) {
   ctx.tool_marker_ids = special_ids(ctx.tokenizer, tool_parser_markers(ctx.tool_parser));
   ctx.reasoning_marker_ids =
       special_ids(ctx.tokenizer, reasoning_parser_markers(ctx.reasoning_parser));
+  ctx.reasoning_end_ids.clear();
+  ctx.reasoning_open_ids.clear();
+  if (ctx.reasoning_parser == ReasoningParserKind::kNone || ctx.tokenizer == nullptr) return;
+  if (ctx.reasoning_parser == ReasoningParserKind::kQwen3) {
+    // Optional reasoning is told from the first token only where `<think>` is one token (the
+    // thinking models' special token); else the grammar applies from the first token.
+    std::vector<int32_t> open = ctx.tokenizer->encode("<think>", /*add_special_tokens=*/false);
+    if (open.size() != 1) return;
+    ctx.reasoning_open_ids = std::move(open);
+  }
+  ctx.reasoning_end_ids = ctx.tokenizer->encode("</think>", /*add_special_tokens=*/false);
 }
 
 }  // namespace detllm::server

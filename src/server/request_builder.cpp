@@ -7,6 +7,7 @@
 
 #include "engine/bad_words.h"
 #include "server/api_error.h"
+#include "structured/after_reasoning.h"
 #include "structured/compiler.h"
 
 namespace detllm::server {
@@ -114,13 +115,36 @@ std::shared_ptr<const structured::TokenConstraint> compile_constraint(const Serv
   }
 }
 
+// The prompt ends with the reasoning's end marker and blank text after it (Qwen3's template
+// with enable_thinking false): the output is no reasoning. A marker earlier in the prompt (a
+// past turn's reasoning in the history) closes nothing of this output.
+bool template_closed_the_reasoning(const ServerContext& ctx, std::span<const int32_t> prompt) {
+  const std::optional<size_t> end =
+      structured::AfterReasoning::end_of_last(prompt, ctx.reasoning_end_ids);
+  if (!end) return false;
+  const std::string rest =
+      ctx.tokenizer->decode(prompt.subspan(*end), /*skip_special_tokens=*/false);
+  return std::all_of(rest.begin(), rest.end(), [](unsigned char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+  });
+}
+
 }  // namespace
+
+void start_grammar_after_reasoning(const ServerContext& ctx, BuiltRequests& built) {
+  if (ctx.reasoning_end_ids.empty()) return;
+  for (engine::Request& r : built.requests) {
+    if (!r.constraint || template_closed_the_reasoning(ctx, r.prompt)) continue;
+    r.constraint = std::make_shared<structured::AfterReasoning>(
+        r.constraint->fork(), ctx.reasoning_end_ids, ctx.reasoning_open_ids);
+  }
+}
 
 void truncate_prompt(const ServerContext& ctx, const GenerationFields& gen,
                      std::vector<int32_t>& ids) {
   if (!gen.vllm.truncate_prompt_tokens) return;
   const int32_t k = *gen.vllm.truncate_prompt_tokens == -1 ? ctx.max_model_len - 1
-                                                            : *gen.vllm.truncate_prompt_tokens;
+                                                           : *gen.vllm.truncate_prompt_tokens;
   if (static_cast<int64_t>(ids.size()) > k) ids.erase(ids.begin(), ids.end() - k);
 }
 

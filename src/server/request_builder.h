@@ -37,6 +37,14 @@ struct BuiltRequests {
   std::string model;  // the name the request used (one of the served names), for the response
 };
 
+// Chat with a reasoning parser (vLLM's structured outputs on thinking models): each request's
+// grammar starts after the reasoning — after the first ctx.reasoning_end_ids in its output
+// (structured/after_reasoning.h); with qwen3 the reasoning is optional, and an output that does
+// not open with `<think>` is under the grammar from its first token. Unchanged when the prompt
+// ends with the end marker (the template closed the reasoning: Qwen3 with enable_thinking
+// false), and without a parser or a grammar.
+void start_grammar_after_reasoning(const ServerContext& ctx, BuiltRequests& built);
+
 // One engine request per prompt, sharing the sampling settings and the seed.
 BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
                              const std::vector<std::vector<int32_t>>& prompts,

@@ -61,6 +61,13 @@ struct ServerContext {
   ReasoningParserKind reasoning_parser = ReasoningParserKind::kNone;
   std::vector<int32_t> tool_marker_ids;
   std::vector<int32_t> reasoning_marker_ids;  // (set by configure_chat_parsers)
+  // The reasoning's end marker `</think>` as token ids, when a reasoning parser is on: a
+  // grammar starts after it (start_grammar_after_reasoning, request_builder.h).
+  std::vector<int32_t> reasoning_end_ids;
+  // `<think>` as its one token id when the reasoning is optional (qwen3: the output reasons only
+  // if it opens with it); empty when it reasons from the start (deepseek_r1). A qwen3 vocabulary
+  // without a one-token `<think>` gets no gate (both lists empty).
+  std::vector<int32_t> reasoning_open_ids;
   SeedSource seeds;
   Metrics metrics;
   std::atomic<bool> draining{false};  // SIGTERM received: new requests get 503

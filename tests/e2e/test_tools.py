@@ -235,3 +235,40 @@ def test_reasoning_whole_and_streamed(parsing_client):
         c.chat.completions.create(stream=True, **args))
     assert (content, streamed_reasoning, calls, finish) == (
         whole.message.content, reasoning, [], whole.finish_reason)
+
+
+@pytest.fixture(scope="module")
+def r1_client():
+    s = start_server("--reasoning-parser", "deepseek_r1")
+    try:
+        yield openai.OpenAI(base_url=s.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_structured_output_starts_after_the_reasoning(r1_client):
+    # With a reasoning parser the grammar applies after </think> (as vLLM's): the model thinks
+    # freely, then answers under the schema. Without the gate its first token would have to be
+    # "{" and no reasoning could come out.
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}},
+              "required": ["capital"], "additionalProperties": False}
+    args = dict(model="default", messages=THINK_MESSAGES, max_tokens=60, temperature=0, seed=7,
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "answer", "schema": schema}})
+    whole = r1_client.chat.completions.create(**args).choices[0]
+    reasoning = whole.message.model_extra["reasoning_content"]
+    assert "Paris" in reasoning, whole
+    answer = json.loads(whole.message.content)
+    assert set(answer) == {"capital"} and isinstance(answer["capital"], str)
+    again = r1_client.chat.completions.create(**args).choices[0]
+    assert again.message.model_dump() == whole.message.model_dump()
+
+
+def test_qwen3_without_a_think_token_constrains_from_the_first_token(parsing_client):
+    # SmolLM2 spells <think> with ordinary tokens, so under qwen3 the grammar holds at once: the
+    # few-shot thinking model answers with JSON and no reasoning.
+    args = dict(model="default", messages=THINK_MESSAGES, max_tokens=30, temperature=0, seed=7,
+                response_format={"type": "json_object"})
+    message = parsing_client.chat.completions.create(**args).choices[0].message
+    assert message.model_extra.get("reasoning_content") is None
+    assert message.content.lstrip().startswith("{")
