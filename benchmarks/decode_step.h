@@ -91,7 +91,7 @@ class DecodeStep {
   // greedy: temperature 0 (the argmax and its logprob); else temperature 0.8, top-p 0.95.
   double time_sampled_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs,
                          int warmup, int steps, bool greedy = false) {
-    SamplingParams p;
+    DrawParams p;
     p.temperature = greedy ? 0.0f : 0.8f;
     p.top_p = greedy ? 1.0f : 0.95f;
     p.seed = 1;

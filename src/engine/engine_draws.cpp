@@ -138,7 +138,7 @@ void Engine::sample_draws() {
       d.results[i] =
           d.mask_begin[i] < 0
               ? sample_result_of(sample_row(row, p))
-              : sample_allowed(row, sampling_params_of(p), p.position, p.sample_index,
+              : sample_allowed(row, p, p.position, p.sample_index,
                                AllowedIds{std::span<const uint32_t>(d.masks).subspan(
                                               static_cast<size_t>(d.mask_begin[i]), n_words),
                                           vocab},

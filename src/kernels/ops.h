@@ -213,7 +213,9 @@ class Ops {
   // with params[r] (host): token, logprob, top logprobs — bit-identical on every backend to
   // detllm::sample(). The host default downloads each row (when needed) and calls the CPU
   // sampler (kernels/sampling/sample_rows.cpp); CUDA samples on the device and downloads only results.
-  // Throws detllm::Error on invalid params or logits (NaN, +inf, all -inf).
+  // params[r] passed SampleRowParams::validate() (the engine validates a request's row once, when
+  // the request is added; a device backend does not check the fields again each step). Throws
+  // detllm::Error on invalid logits (NaN, +inf, all -inf) or a score_token outside the vocabulary.
   virtual void sample_rows(const float* logits, int32_t rows, int32_t vocab,
                            const SampleRowParams* params, SampleRowResult* out);
 

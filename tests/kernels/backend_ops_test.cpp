@@ -553,7 +553,7 @@ void check_sample_rows(const Backend& /*b*/, Ops& ops, Ops& /*ref*/, int vocab) 
     SCOPED_TRACE(::testing::Message() << "row " << r);
     const SampleResult want =
         sample(std::span<const float>(logits).subspan(static_cast<size_t>(r) * vocab, vocab),
-               sampling_params_of(params[r]), params[r].position, params[r].sample_index);
+               params[r], params[r].position, params[r].sample_index);
     const SampleResult got = sample_result_of(out[r]);
     EXPECT_EQ(got.token, want.token);
     EXPECT_EQ(std::memcmp(&got.logprob, &want.logprob, 4), 0) << got.logprob << " vs "

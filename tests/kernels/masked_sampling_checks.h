@@ -87,7 +87,7 @@ inline void check_sample_rows_masked(Ops& ops, int vocab) {
         begin[r] < 0
             ? sample_row(row, p)
             : sample_row_result_of(sample_allowed(
-                  row, sampling_params_of(p), p.position, p.sample_index,
+                  row, p, p.position, p.sample_index,
                   AllowedIds{std::span<const uint32_t>(words).subspan(
                                  static_cast<size_t>(begin[r]), n_words),
                              vocab},

@@ -669,7 +669,7 @@ TEST(Sampler, OpsSampleRowsHostDefaultEqualsSample) {
   ops->sample_rows(logits.data(), kRows, kVocab, params.data(), out.data());
   for (size_t r = 0; r < kRows; ++r) {
     const std::span<const float> row(logits.data() + r * kVocab, kVocab);
-    const SampleResult want = sample(row, sampling_params_of(params[r]), params[r].position, 0);
+    const SampleResult want = sample(row, params[r], params[r].position, 0);
     EXPECT_EQ(out[r].token, want.token) << r;
     EXPECT_EQ(bits_of(out[r].logprob), bits_of(want.logprob)) << r;
     ASSERT_EQ(out[r].n_top, static_cast<int32_t>(want.top_logprobs.size())) << r;

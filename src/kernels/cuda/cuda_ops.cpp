@@ -538,8 +538,7 @@ class CudaOps final : public Ops {
                    SampleRowResult* out) override {
     check(rows >= 0 && vocab > 0, "sample_rows: bad shape ({} rows, vocab {})", rows, vocab);
     if (rows == 0) return;
-    for (int32_t r = 0; r < rows; ++r) {
-      params[r].validate();
+    for (int32_t r = 0; r < rows; ++r) {  // the rows passed SampleRowParams::validate
       check(params[r].score_token < vocab,
             "sampling: score_token {} outside the vocabulary of {} ids", params[r].score_token,
             vocab);
@@ -580,7 +579,6 @@ class CudaOps final : public Ops {
     if (std::none_of(masks.begin, masks.begin + rows, [](int64_t b) { return b >= 0; })) {
       return sample_rows(logits, rows, vocab, params, out);
     }
-    for (int32_t r = 0; r < rows; ++r) params[r].validate();
     masked_sampling_.run(logits, rows, vocab, params, masks, out, sample_config_, sm_count_,
                          stream_);
   }

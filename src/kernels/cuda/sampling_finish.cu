@@ -17,7 +17,7 @@
 namespace detllm::kernels::cuda::sampling {
 namespace {
 
-constexpr int kMaxTop = SamplingParams::kMaxLogprobs;
+constexpr int kMaxTop = DrawParams::kMaxLogprobs;
 
 struct FinishShared {
   SelectShared select;

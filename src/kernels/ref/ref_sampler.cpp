@@ -41,7 +41,7 @@ std::vector<int32_t> rank_order(std::span<const float> logits) {
 
 // Spec steps 1-5 for T > 0 over the rank order.
 int32_t draw_token(std::span<const float> logits, const std::vector<int32_t>& rank, float max,
-                   const SamplingParams& params, int64_t position, uint32_t sample_index) {
+                   const DrawParams& params, int64_t position, uint32_t sample_index) {
   const size_t vocab = logits.size();
   const double temperature = static_cast<double>(params.temperature);
   // C[n] = mass of s(0) .. s(n-1), n = 0 .. V.
@@ -96,7 +96,7 @@ std::vector<TokenLogprob> all_logprobs(std::span<const float> logits, float max)
 
 }  // namespace
 
-SampleResult sample_reference(std::span<const float> logits, const SamplingParams& params,
+SampleResult sample_reference(std::span<const float> logits, const DrawParams& params,
                               int64_t position, uint32_t sample_index) {
   params.validate();
   check_sample_position(position);
@@ -128,14 +128,14 @@ SampleRowResult sample_row_reference(std::span<const float> logits, const Sample
           "sampling: score_token {} outside the vocabulary of {} ids", row.score_token,
           logits.size());
     SampleResult r =  // temperature 0 (validated): greedy, and the top logprobs
-        sample_reference(logits, sampling_params_of(row), row.position, row.sample_index);
+        sample_reference(logits, row, row.position, row.sample_index);
     const float max = *std::max_element(logits.begin(), logits.end());
     r.token = row.score_token;
     r.logprob = all_logprobs(logits, max)[static_cast<size_t>(row.score_token)].logprob;
     return sample_row_result_of(r);
   }
   return sample_row_result_of(
-      sample_reference(logits, sampling_params_of(row), row.position, row.sample_index));
+      sample_reference(logits, row, row.position, row.sample_index));
 }
 
 SampleRowResult sample_row_masked_reference(std::span<const float> logits,

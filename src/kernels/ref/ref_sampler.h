@@ -15,7 +15,7 @@ namespace detllm {
 
 // The token at absolute `position` for sample `sample_index`: sample()'s contract, result and
 // errors (invalid params, position or logits throw detllm::Error).
-SampleResult sample_reference(std::span<const float> logits, const SamplingParams& params,
+SampleResult sample_reference(std::span<const float> logits, const DrawParams& params,
                               int64_t position, uint32_t sample_index);
 
 // One row of Ops::sample_rows through sample_reference (the reference backend's sample_rows).

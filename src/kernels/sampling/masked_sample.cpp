@@ -9,7 +9,7 @@
 
 namespace detllm {
 
-SampleResult sample_allowed(std::span<const float> logits, const SamplingParams& params,
+SampleResult sample_allowed(std::span<const float> logits, const DrawParams& params,
                             int64_t position, uint32_t sample_index, AllowedIds allowed,
                             AllowedScratch& scratch) {
   check(allowed.width >= 0 &&
@@ -41,7 +41,7 @@ SampleResult sample_allowed(std::span<const float> logits, const SamplingParams&
     result.none_allowed = true;
     return result;
   }
-  SamplingParams selection = params;
+  DrawParams selection = params;
   selection.n_logprobs = 0;
   result.token =
       ids[static_cast<size_t>(sample(scratch.logits, selection, position, sample_index).token)];

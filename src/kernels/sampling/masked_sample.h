@@ -33,7 +33,7 @@ struct AllowedScratch {
 };
 
 // The specification above.
-SampleResult sample_allowed(std::span<const float> logits, const SamplingParams& params,
+SampleResult sample_allowed(std::span<const float> logits, const DrawParams& params,
                             int64_t position, uint32_t sample_index, AllowedIds allowed,
                             AllowedScratch& scratch);
 

@@ -1,33 +1,27 @@
 // One row of a batched sampling call (Ops::sample_rows, kernels/ops.h): a request's
-// SamplingParams plus its Philox counter, and the result that comes back (token, logprob, top
+// DrawParams plus its Philox counter, and the result that comes back (token, logprob, top
 // logprobs). Plain structs, the same layout in host and device code, so a device backend uploads
 // the parameters and downloads only the results — never the logits. Semantics: kernels/sampling/sampler.h.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/sampling/sampling_params.h"
+#include "kernels/sampling/draw_params.h"
 
 namespace detllm {
 
-struct SampleRowParams {
-  float temperature = 1.0f;  // SamplingParams fields, same meaning and ranges
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  uint64_t seed = 0;
+// DrawParams' fields (a request's, the same meaning and ranges) and the row's Philox counter.
+struct SampleRowParams : DrawParams {
   uint32_t position = 0;      // absolute position of the sampled token (Philox counter word 0)
   uint32_t sample_index = 0;  // Philox counter word 1
-  int32_t n_logprobs = 0;     // 0 .. SamplingParams::kMaxLogprobs
   // -1: the row draws its token (sampler.h). >= 0 (a scoring row; temperature must be 0):
   // nothing is drawn, the result's token is score_token, its logprob and the top logprobs are
   // the row's as for any draw (logprob_of, top_logprobs). The device path of a masked draw
   // (Ops::sample_rows_masked) scores the masked draw's token under the unmasked row this way.
   int32_t score_token = -1;
 
-  // Throws detllm::Error naming the field, its value and the allowed range (the checks of
-  // SamplingParams::validate for these fields, the same messages). The engine builds a
-  // request's row once, when the request is added, from its validated SamplingParams.
+  // DrawParams::validate() and score_token's rules. The engine validates a request's row once,
+  // when the request is added; Ops::sample_rows takes rows that passed it.
   void validate() const;
 };
 
@@ -53,32 +47,17 @@ struct SampleRowResult {
   float logprob = 0.0f;  // of `token`, under the raw logits
   SampleRowStatus status = SampleRowStatus::kOk;
   int32_t n_top = 0;  // valid entries of top_tokens / top_logprobs: min(n_logprobs, vocab)
-  int32_t top_tokens[SamplingParams::kMaxLogprobs] = {};  // (logprob desc, token asc)
-  float top_logprobs[SamplingParams::kMaxLogprobs] = {};
+  int32_t top_tokens[DrawParams::kMaxLogprobs] = {};  // (logprob desc, token asc)
+  float top_logprobs[DrawParams::kMaxLogprobs] = {};
 };
 
-inline SamplingParams sampling_params_of(const SampleRowParams& row) {
-  SamplingParams p;
-  p.temperature = row.temperature;
-  p.top_k = row.top_k;
-  p.top_p = row.top_p;
-  p.min_p = row.min_p;
-  p.seed = row.seed;
-  p.n_logprobs = row.n_logprobs;
-  return p;
-}
-
-inline SampleRowParams sample_row_params(const SamplingParams& p, uint32_t position,
+// The row of a request's draw at (position, sample_index): its DrawParams and that counter.
+inline SampleRowParams sample_row_params(const DrawParams& p, uint32_t position,
                                          uint32_t sample_index) {
   SampleRowParams row;
-  row.temperature = p.temperature;
-  row.top_k = p.top_k;
-  row.top_p = p.top_p;
-  row.min_p = p.min_p;
-  row.seed = p.seed;
+  static_cast<DrawParams&>(row) = p;
   row.position = position;
   row.sample_index = sample_index;
-  row.n_logprobs = p.n_logprobs;
   return row;
 }
 

@@ -65,12 +65,11 @@ void Ops::sample_rows_masked(const float* logits, int32_t rows, int32_t vocab,
       out[r] = sample_row(row, p);
       continue;
     }
-    p.validate();
     check(p.score_token == -1, "sample_rows_masked: row {} is a scoring row", r);
     const AllowedIds allowed{
         std::span<const uint32_t>(masks.words + masks.begin[r], n_words), vocab};
     out[r] = sample_row_result_of(
-        sample_allowed(row, sampling_params_of(p), p.position, p.sample_index, allowed, scratch));
+        sample_allowed(row, p, p.position, p.sample_index, allowed, scratch));
   }
 }
 

@@ -39,11 +39,11 @@ U128 sum_masses(std::span<const float> logits, float max, double temperature) {
 }
 
 // The draw's 53 random bits (spec step 5).
-uint64_t draw_bits(const SamplingParams& params, int64_t position, uint32_t sample_index) {
+uint64_t draw_bits(const DrawParams& params, int64_t position, uint32_t sample_index) {
   return sampler_math::draw_bits53(params.seed, static_cast<uint32_t>(position), sample_index);
 }
 
-double log_min_p_of(const SamplingParams& params) {
+double log_min_p_of(const DrawParams& params) {
   return sampler_math::log_positive(static_cast<double>(params.min_p));
 }
 
@@ -206,7 +206,7 @@ std::vector<TokenLogprob> top_logprobs_fast(std::span<const float> logits, RankO
 }
 
 // Spec steps 1-5 for T > 0.
-int32_t draw_token(std::span<const float> logits, const SamplingParams& params,
+int32_t draw_token(std::span<const float> logits, const DrawParams& params,
                    const LogitStats& stats, RankOrder& order, int64_t position,
                    uint32_t sample_index) {
   const size_t vocab = logits.size();
@@ -285,7 +285,7 @@ double sampler_log(double x) {
   return sampler_math::log_positive(x);
 }
 
-SampleResult sample(std::span<const float> logits, const SamplingParams& params, int64_t position,
+SampleResult sample(std::span<const float> logits, const DrawParams& params, int64_t position,
                     uint32_t sample_index) {
   params.validate();
   check_sample_position(position);
@@ -311,7 +311,7 @@ SampleResult sample(std::span<const float> logits, const SamplingParams& params,
 SampleRowResult sample_row(std::span<const float> logits, const SampleRowParams& row) {
   if (row.score_token >= 0) return score_row(logits, row);
   return sample_row_result_of(
-      sample(logits, sampling_params_of(row), row.position, row.sample_index));
+      sample(logits, row, row.position, row.sample_index));
 }
 
 SampleRowResult score_row(std::span<const float> logits, const SampleRowParams& row) {

@@ -86,7 +86,7 @@ struct SampleResult {
 // Samples the token that goes at absolute `position` (0 <= position < 2^32) for sample
 // `sample_index` of the request. logits: (vocab,). Validates `params`; throws detllm::Error on
 // invalid params, position or logits.
-SampleResult sample(std::span<const float> logits, const SamplingParams& params, int64_t position,
+SampleResult sample(std::span<const float> logits, const DrawParams& params, int64_t position,
                     uint32_t sample_index);
 
 // Throws detllm::Error unless 0 <= position < 2^32 (the Philox counter word it keys).

@@ -1,4 +1,4 @@
-// Validation of SamplingParams and of its per-row form SampleRowParams: every out-of-range or
+// Validation of DrawParams, SamplingParams and SampleRowParams: every out-of-range or
 // non-finite value is rejected with a message that names the field and the allowed range,
 // before any token is sampled.
 #include "kernels/sampling/sampling_params.h"
@@ -10,11 +10,7 @@
 
 namespace detllm {
 
-namespace {
-
-// The sampler's own fields, shared by SamplingParams and its per-row form SampleRowParams.
-void check_sampler_fields(float temperature, int32_t top_k, float top_p, float min_p,
-                          int32_t n_logprobs) {
+void DrawParams::validate() const {
   check(std::isfinite(temperature) && temperature >= 0.0f,
         "sampling: temperature must be a finite number >= 0 (0 = greedy), got {}", temperature);
   check(top_k >= -1, "sampling: top_k must be >= 1, or 0 / -1 to disable it, got {}", top_k);
@@ -22,14 +18,12 @@ void check_sampler_fields(float temperature, int32_t top_k, float top_p, float m
         "sampling: top_p must be in (0, 1] (1 = disabled), got {}", top_p);
   check(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f,
         "sampling: min_p must be in [0, 1] (0 = disabled), got {}", min_p);
-  check(n_logprobs >= 0 && n_logprobs <= SamplingParams::kMaxLogprobs,
-        "sampling: logprobs must be in [0, {}], got {}", SamplingParams::kMaxLogprobs, n_logprobs);
+  check(n_logprobs >= 0 && n_logprobs <= kMaxLogprobs,
+        "sampling: logprobs must be in [0, {}], got {}", kMaxLogprobs, n_logprobs);
 }
 
-}  // namespace
-
 void SampleRowParams::validate() const {
-  check_sampler_fields(temperature, top_k, top_p, min_p, n_logprobs);
+  DrawParams::validate();
   check(score_token >= -1, "sampling: score_token must be a token id or -1, got {}", score_token);
   check(score_token == -1 || temperature == 0.0f,
         "sampling: a scoring row (score_token {}) draws nothing: its temperature must be 0, got {}",
@@ -37,7 +31,7 @@ void SampleRowParams::validate() const {
 }
 
 void SamplingParams::validate() const {
-  check_sampler_fields(temperature, top_k, top_p, min_p, n_logprobs);
+  DrawParams::validate();
   check(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f,
         "sampling: presence_penalty must be in [-2, 2] (0 = off), got {}", presence_penalty);
   check(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f,
