@@ -107,6 +107,32 @@ void row_strip(const float* x, const typename WeightLoad<T>::Elem* w, int64_t k,
                   w + (j + pf_shift + 1 <= pf_limit ? j + pf_shift : j) * k);
 }
 
+// row_strip over `rows` (1..8) rows: the tile width each strip height runs with (8 and 7 rows:
+// 1 column; 6, 5: 2; 4: 3; 3: 4; 2: 6; 1: 12), so a shape always gets the same tiles.
+template <DType T>
+void row_strip_of(int64_t rows, const float* x, const typename WeightLoad<T>::Elem* w, int64_t k,
+                  const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1,
+                  int64_t pf_shift, int64_t pf_limit) {
+  switch (rows) {
+    case 8:
+      return row_strip<T, 8, 1>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 7:
+      return row_strip<T, 7, 1>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 6:
+      return row_strip<T, 6, 2>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 5:
+      return row_strip<T, 5, 2>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 4:
+      return row_strip<T, 4, 3>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 3:
+      return row_strip<T, 3, 4>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    case 2:
+      return row_strip<T, 2, 6>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+    default:
+      return row_strip<T, 1, 12>(x, w, k, bias, y, ldy, j0, j1, pf_shift, pf_limit);
+  }
+}
+
 // Micro-kernel shapes: every one holds 12 accumulators (R*C = 12), so a group of 12 columns
 // is covered by 12/C tiles for any R, and registers (R*C + R or C + 1 <= 16 ymm) never spill.
 constexpr int kRowsPerTile = 4;
@@ -137,32 +163,8 @@ void matmul_block(const float* x, const typename WeightLoad<T>::Elem* w, int64_t
         // The first strip of a chunk streams the group from DRAM: it prefetches the next
         // group; later strips find the group in L1 and prefetch nothing new.
         const int64_t shift = i == ic ? kGroupCols : 0;
-        switch (std::min<int64_t>(strip_rows, ie - i)) {
-          case 8:
-            row_strip<T, 8, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 7:
-            row_strip<T, 7, 1>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 6:
-            row_strip<T, 6, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 5:
-            row_strip<T, 5, 2>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 4:
-            row_strip<T, 4, 3>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 3:
-            row_strip<T, 3, 4>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          case 2:
-            row_strip<T, 2, 6>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-          default:
-            row_strip<T, 1, 12>(xr, w, k, bias, yr, n, jg, je, shift, j1);
-            break;
-        }
+        row_strip_of<T>(std::min<int64_t>(strip_rows, ie - i), xr, w, k, bias, yr, n, jg, je, shift,
+                        j1);
       }
     }
   }
@@ -189,12 +191,8 @@ inline void group_strips(const float* x, const float* w, int64_t k, int64_t n, c
   for (int64_t i = ic; i < ie; i += strip_rows) {
     const float* xr = x + i * k;
     float* yr = y + i * n + jg;
-    switch (std::min<int64_t>(strip_rows, ie - i)) {
-      case 4: row_strip<DType::kF32, 4, 3>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      case 3: row_strip<DType::kF32, 3, 4>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      case 2: row_strip<DType::kF32, 2, 6>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-      default: row_strip<DType::kF32, 1, 12>(xr, w, k, b, yr, n, 0, cols, 0, cols); break;
-    }
+    row_strip_of<DType::kF32>(std::min<int64_t>(strip_rows, ie - i), xr, w, k, b, yr, n, 0, cols, 0,
+                              cols);
   }
 }
 
@@ -259,18 +257,21 @@ void strip_block32(const float* x, const uint8_t* w, int64_t row_bytes, int64_t 
 }
 
 template <DType T>
-void matmul_block32_small(const float* x, const uint8_t* w, int64_t k, int64_t n,
-                          const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0,
-                          int64_t j1) {
+void matmul_block32_small(const float* x, const uint8_t* w, int64_t k, int64_t n, const float* bias,
+                          float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   if (i1 <= i0) return;
   const int64_t row_bytes = dtype_row_bytes(T, k);
   float* yr = y + i0 * n;
   const float* xr = x + i0 * k;
   switch (i1 - i0) {
-    case 4: return strip_block32<T, 4, 2>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
-    case 3: return strip_block32<T, 3, 3>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
-    case 2: return strip_block32<T, 2, 4>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
-    default: return strip_block32<T, 1, 4>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
+    case 4:
+      return strip_block32<T, 4, 2>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
+    case 3:
+      return strip_block32<T, 3, 3>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
+    case 2:
+      return strip_block32<T, 2, 4>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
+    default:
+      return strip_block32<T, 1, 4>(xr, w, row_bytes, k, bias, yr, n, j0, j1);
   }
 }
 

@@ -51,7 +51,7 @@ inline __m256i weight_quants(const uint8_t* block) {
     const __m128i bytes =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + (T == DType::kQ4_1 ? 4 : 2)));
     const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(bytes, mask);                      // elements 0..15
+    const __m128i lo = _mm_and_si128(bytes, mask);                     // elements 0..15
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // elements 16..31
     return _mm256_set_m128i(hi, lo);
   }
@@ -84,10 +84,10 @@ inline __m256i reduce8(const __m256i p[kCols]) {
 
 // Quantized activation rows (the layout the tiles read).
 struct Q8Rows {
-  const int8_t* q;       // (m, k)
-  const float* d;        // (m, nb)
-  const float* s;        // (m, nb)
-  const int32_t* sum;    // (m, nb)
+  const int8_t* q;     // (m, k)
+  const float* d;      // (m, nb)
+  const float* s;      // (m, nb)
+  const int32_t* sum;  // (m, nb)
   int64_t k, nb;
 };
 
@@ -108,6 +108,27 @@ void store_rows(const __m256 acc[R], int cols, const float* bias, float* y, int6
   }
 }
 
+// acc + row i's block b against the 8 columns' quants wq (scales dw, mins mw): the integer dots
+// summed exactly, then scaled in one fma (and the Q4_1 min term in a second). tile() and
+// tile_unpacked() both run it, so they give the same bits.
+template <DType T>
+inline __m256 add_block(const Q8Rows& x, int64_t i, int64_t b, const __m256i (&wq)[kCols],
+                        __m256 dw, __m256 mw, __m256 acc) {
+  const __m256i xq =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
+  __m256i p[kCols];
+  for (int c = 0; c < kCols; ++c) p[c] = block_dot<T>(wq[c], xq);
+  __m256i isum = reduce8(p);
+  if constexpr (T == DType::kQ4_0) {  // Σ (n - 8) x = Σ n x - 8 Σ x, exactly
+    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.sum[i * x.nb + b]));
+  }
+  const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i * x.nb + b]));
+  acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc);
+  if constexpr (T == DType::kQ4_1)
+    acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[i * x.nb + b]), acc);
+  return acc;
+}
+
 // R rows from `row` × the `cols` (1..8) columns at w (rows of row_bytes): y[r, 0..cols).
 // Meanwhile the pf_bytes at pf (a later tile's weights) are prefetched, spread over the blocks.
 template <DType T, int R>
@@ -126,21 +147,7 @@ void tile(const Q8Rows& x, int64_t row, const uint8_t* w, int64_t row_bytes, int
     for (int c = 0; c < kCols; ++c) wq[c] = weight_quants<T>(col[c] + b * bb);
     const __m256 dw = gather_f16(col, b * bb);
     const __m256 mw = T == DType::kQ4_1 ? gather_f16(col, b * bb + 2) : _mm256_setzero_ps();
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = row + r;
-      const __m256i xq =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
-      __m256i p[kCols];
-      for (int c = 0; c < kCols; ++c) p[c] = block_dot<T>(wq[c], xq);
-      __m256i isum = reduce8(p);
-      if constexpr (T == DType::kQ4_0) {  // Σ (n - 8) x = Σ n x - 8 Σ x, exactly
-        isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.sum[i * x.nb + b]));
-      }
-      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i * x.nb + b]));
-      acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[r]);
-      if constexpr (T == DType::kQ4_1)
-        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[i * x.nb + b]), acc[r]);
-    }
+    for (int r = 0; r < R; ++r) acc[r] = add_block<T>(x, row + r, b, wq, dw, mw, acc[r]);
   }
   store_rows<R>(acc, cols, bias, y + row * ldy, ldy);
 }
@@ -148,8 +155,8 @@ void tile(const Q8Rows& x, int64_t row, const uint8_t* w, int64_t row_bytes, int
 // A column tile's weights unpacked once for many rows: per block, the 8 columns' quants and
 // their scales (and mins) as tile() computes them.
 struct Unpacked {
-  std::vector<uint8_t> wq;     // (nb, 8 columns, 32 quants)
-  std::vector<float> dw, mw;   // (nb, 8 columns)
+  std::vector<uint8_t> wq;    // (nb, 8 columns, 32 quants)
+  std::vector<float> dw, mw;  // (nb, 8 columns)
 };
 
 template <DType T>
@@ -181,23 +188,10 @@ void tile_unpacked(const Q8Rows& x, int64_t row, const Unpacked& u, int cols, co
     const uint8_t* wb = u.wq.data() + b * kCols * kBlock;
     const __m256 dw = _mm256_loadu_ps(u.dw.data() + b * kCols);
     const __m256 mw = _mm256_loadu_ps(u.mw.data() + b * kCols);
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = row + r;
-      const __m256i xq =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
-      __m256i p[kCols];
-      for (int c = 0; c < kCols; ++c) {
-        p[c] = block_dot<T>(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * kBlock)), xq);
-      }
-      __m256i isum = reduce8(p);
-      if constexpr (T == DType::kQ4_0)
-        isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.sum[i * x.nb + b]));
-      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i * x.nb + b]));
-      acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc[r]);
-      if constexpr (T == DType::kQ4_1)
-        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[i * x.nb + b]), acc[r]);
-    }
+    __m256i wq[kCols];
+    for (int c = 0; c < kCols; ++c)
+      wq[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * kBlock));
+    for (int r = 0; r < R; ++r) acc[r] = add_block<T>(x, row + r, b, wq, dw, mw, acc[r]);
   }
   store_rows<R>(acc, cols, bias, y + row * ldy, ldy);
 }
@@ -229,10 +223,17 @@ void matmul_part(const Q8Rows& x, const uint8_t* w, int64_t n, const float* bias
         int64_t i = ic;
         for (; i + 4 <= ie; i += 4) tile_unpacked<T, 4>(x, i, u, cols, bj, yj, n);
         switch (ie - i) {
-          case 3: tile_unpacked<T, 3>(x, i, u, cols, bj, yj, n); break;
-          case 2: tile_unpacked<T, 2>(x, i, u, cols, bj, yj, n); break;
-          case 1: tile_unpacked<T, 1>(x, i, u, cols, bj, yj, n); break;
-          default: break;
+          case 3:
+            tile_unpacked<T, 3>(x, i, u, cols, bj, yj, n);
+            break;
+          case 2:
+            tile_unpacked<T, 2>(x, i, u, cols, bj, yj, n);
+            break;
+          case 1:
+            tile_unpacked<T, 1>(x, i, u, cols, bj, yj, n);
+            break;
+          default:
+            break;
         }
         continue;
       }
@@ -242,10 +243,17 @@ void matmul_part(const Q8Rows& x, const uint8_t* w, int64_t n, const float* bias
       }
       const int64_t pf_rest = i == ic ? pf_bytes : 0;
       switch (ie - i) {
-        case 3: tile<T, 3>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest); break;
-        case 2: tile<T, 2>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest); break;
-        case 1: tile<T, 1>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest); break;
-        default: break;
+        case 3:
+          tile<T, 3>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest);
+          break;
+        case 2:
+          tile<T, 2>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest);
+          break;
+        case 1:
+          tile<T, 1>(x, i, wj, row_bytes, cols, bj, yj, n, pf, pf_rest);
+          break;
+        default:
+          break;
       }
     }
   }
@@ -307,8 +315,8 @@ void quantize_row_q8_act(const float* x, int64_t k, int8_t* q, float* d, float* 
       const __m256i ordered =
           _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), ordered);
-      const __m256i t = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]),
-                                         _mm256_add_epi32(qi[2], qi[3]));
+      const __m256i t =
+          _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
       alignas(32) int32_t lanes[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), t);
       for (int l = 0; l < 8; ++l) total += lanes[l];
@@ -349,10 +357,14 @@ void matmul_q8(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix& 
       16);
   const Q8Rows rows{qp, dp, sp, sump, k, nb};
   switch (w.dtype) {
-    case DType::kQ4_0: return matmul_typed<DType::kQ4_0>(pool, rows, m, w, bias, y);
-    case DType::kQ4_1: return matmul_typed<DType::kQ4_1>(pool, rows, m, w, bias, y);
-    case DType::kQ8_0: return matmul_typed<DType::kQ8_0>(pool, rows, m, w, bias, y);
-    default: break;
+    case DType::kQ4_0:
+      return matmul_typed<DType::kQ4_0>(pool, rows, m, w, bias, y);
+    case DType::kQ4_1:
+      return matmul_typed<DType::kQ4_1>(pool, rows, m, w, bias, y);
+    case DType::kQ8_0:
+      return matmul_typed<DType::kQ8_0>(pool, rows, m, w, bias, y);
+    default:
+      break;
   }
   throw_error("matmul_q8: no q8-activation kernel for {} weights", dtype_name(w.dtype));
 }

@@ -199,7 +199,7 @@ cudaError_t launch_kv_append_bf16(const float* k, const float* v, const int32_t*
 // (rows, vocab) fp32 with params[r], bit for bit (token, logprob, top logprobs). params (rows)
 // and out (rows) are device memory. A row with a NaN/+inf or only -inf logits gets a non-kOk
 // status; token -1 or n_top -1 would mean an internal selection failure. Params must be valid
-// (SamplingParams::validate) — the launcher does not check them. A row is spread over
+// (SampleRowParams::validate) — the launcher does not check them. A row is spread over
 // blocks_per_row blocks in the full-vocabulary passes; no setting changes a bit.
 struct SampleRowsConfig {
   int blocks_per_row = 0;       // 0: chosen from the batch and the SM count; > 0: forced (tests)
@@ -221,5 +221,23 @@ SampleRowsPlan plan_sample_rows(int32_t rows, int32_t vocab, const SampleRowsCon
 cudaError_t launch_sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out,
                                const SampleRowsPlan& plan, void* scratch, cudaStream_t stream);
+
+// ---- token_mask.cu -------------------------------------------------------------------
+// The device path of Ops::sample_rows_masked (masked_sampling.h).
+// out (rows, vocab) = logits with every id outside row r's mask at -inf: row r's mask is
+// words + mask_of_row[r] * ((vocab + 31) / 32) (bit id % 32 of word id / 32), or none (a plain
+// copy) when mask_of_row[r] < 0. Each element is written once from its own input: no
+// arithmetic, so the bits are the input's or -inf.
+cudaError_t launch_mask_rows(const float* logits, int32_t rows, int32_t vocab,
+                             const int32_t* mask_of_row, const uint32_t* words, float* out,
+                             cudaStream_t stream);
+
+// The scoring rows that follow a masked draw: out[r] = a score_token row (temperature 0, filters
+// off, the Philox counter of params[r]) for the token drawn[r] (score_token -1 when drawn[r]
+// has no token), with params[r].n_logprobs top logprobs where mask_of_row[r] >= 0 and none
+// elsewhere (an unmasked row's result is the draw's own).
+cudaError_t launch_scoring_params(const SampleRowParams* params, const SampleRowResult* drawn,
+                                  const int32_t* mask_of_row, int32_t rows, SampleRowParams* out,
+                                  cudaStream_t stream);
 
 }  // namespace detllm::kernels::cuda

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/cuda/token_mask.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace detllm::kernels::cuda {
 namespace {

@@ -1,11 +1,11 @@
-// Token masks on the device (token_mask.h): the masked copy of the sampling rows and the
+// Token masks on the device (cuda_kernels.h): the masked copy of the sampling rows and the
 // scoring rows of the drawn tokens. Test: build/tests/test_cuda
 // --gtest_filter='*BackendOps*sample_rows_masked*:CudaMaskedSampling*'.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/token_mask.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/sampling/sample_row.h"
 
 namespace detllm::kernels::cuda {
