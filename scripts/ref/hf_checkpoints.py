@@ -22,7 +22,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-MODEL_TYPES = ["llama", "mistral", "qwen2", "qwen3"]
+MODEL_TYPES = ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe"]
 N_GREEDY = 16
 SEQ_LENS = [70, 33, 96]
 
@@ -46,7 +46,56 @@ CASES = {
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                   max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    # Mixture of experts: 16 experts, 4 per token, the top-k probabilities renormalised.
+    "qwen3_moe": dict(model_type="qwen3_moe", vocab_size=256, hidden_size=64,
+                      intermediate_size=96, moe_intermediate_size=32, num_experts=16,
+                      num_experts_per_tok=4, norm_topk_prob=True, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    # Exact ties in the router: router row e equals row e % 4 (tie_router below), so every
+    # token's logits come in 4 groups of 4 equal values and top-6 takes a whole group and 2 of
+    # the next: which 2 is the tie rule (lower expert index first). Not renormalised.
+    "qwen3_moe_ties": dict(model_type="qwen3_moe", vocab_size=256, hidden_size=64,
+                           intermediate_size=96, moe_intermediate_size=32, num_experts=16,
+                           num_experts_per_tok=6, norm_topk_prob=False, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           max_position_embeddings=256, rms_norm_eps=1e-6,
+                           tie_word_embeddings=False,
+                           rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    "mixtral": dict(model_type="mixtral", vocab_size=256, hidden_size=64, intermediate_size=32,
+                    num_local_experts=8, num_experts_per_tok=2, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                    rms_norm_eps=1e-5, tie_word_embeddings=False, sliding_window=None,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    # A shared expert beside 16 routed ones, scaled by sigmoid(shared_expert_gate · x).
+    "qwen2_moe": dict(model_type="qwen2_moe", vocab_size=256, hidden_size=64,
+                      intermediate_size=96, moe_intermediate_size=32,
+                      shared_expert_intermediate_size=48, num_experts=16, num_experts_per_tok=4,
+                      norm_topk_prob=False, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6,
+                      tie_word_embeddings=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
 }
+# Cases whose router rows repeat with this period (exact ties in the router logits).
+TIED_ROUTER_PERIOD = {"qwen3_moe_ties": 4}
+
+
+def stable_topk(x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk with the tie rule detllm documents: of equal values, the lower index first.
+    (torch.topk leaves the order of ties unspecified.) Used for the MoE routers' references."""
+    assert largest and dim in (-1, x.dim() - 1)
+    values, indices = torch.sort(x, dim=-1, descending=True, stable=True)
+    return values[..., :k], indices[..., :k]
+
+
+def tie_router(model, period):
+    """Router row e := row e % period in every layer, so the router logits tie exactly."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight") and p.dim() == 2:
+                for e in range(period, p.shape[0]):
+                    p[e].copy_(p[e % period])
 
 
 def write_defaults(out):
@@ -81,6 +130,8 @@ def write_case(out, name, kw, seed):
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     randomize(model, seed)
+    if name in TIED_ROUTER_PERIOD:
+        tie_router(model, TIED_ROUTER_PERIOD[name])
     model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(d, extra)):
@@ -116,6 +167,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.use_deterministic_algorithms(True)
     write_defaults(out)
+    torch.topk = stable_topk  # the MoE routers' only top-k: ties to the lower expert index
     for i, (name, kw) in enumerate(CASES.items()):
         write_case(out, name, kw, 1000 + i)
     print("transformers", transformers.__version__, "torch", torch.__version__, "->", out)

@@ -137,7 +137,7 @@ namespace {
 // CPU backend's own dispatch test, kernels/ref/q8_act_ref.h).
 bool has_q8_activation_matrix(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers)
-    for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+    for (const Linear* m : l.matrices())
       if (kernels::ref::q8_act_weight_dtype(m->w.dtype)) return true;
   return kernels::ref::q8_act_weight_dtype(w.lm_head_tensor().dtype);
 }

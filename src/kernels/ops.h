@@ -208,6 +208,36 @@ class Ops {
   // out (n, ffn) in gemm_input_dtype() = silu(gate) * up. = silu_mul() on the halves.
   virtual void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out);
 
+  // ---- mixture of experts (model/moe_ffn.h; host defaults: kernels/moe.cpp, reference:
+  // kernels/ref/moe_ref.h) ----------------------------------------------------------------
+  // Routing, per token, from its own row alone. logits (n, n_experts) fp32; experts (n, k) the
+  // k experts of the highest logits, highest first, equal logits in ascending expert index (a
+  // NaN logit ranks as -inf); weights (n, k) fp32: each chosen expert's softmax probability
+  // over all n_experts, or with `renormalize` the softmax over the k chosen logits (the same
+  // as the chosen probabilities divided by their sum). exp and sums in double with our own exp
+  // (kernels/sampling/sampler_math.h), each weight rounded once to fp32. All pointers are in
+  // backend memory.
+  virtual void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k,
+                         bool renormalize, int32_t* experts, float* weights);
+
+  // A grouped GEMM (a MoE layer's experts): for each group g, rows [offsets[g], offsets[g+1])
+  // of x (in gemm_input_dtype(), w[g]->cols wide) times w[g]ᵀ into columns [0, w[g]->rows) of
+  // the same rows of y (stride ldy); groups with no rows are skipped. offsets (n_groups + 1)
+  // and w (n_groups) are host arrays. = matmul_rounded() per group, so a row's bits are those
+  // of the row alone, whatever the group sizes (the default runs exactly that).
+  virtual void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                              const WeightMatrix* const* w, float* y, int64_t ldy,
+                              NumericsMode numerics = NumericsMode::kInvariant);
+
+  // The experts' outputs combined per token: out (n, dim) fp32, row t =
+  //   Σ_{r = 0…k-1, in this order} weights[t, r] · y[rows[t k + r], :]      (fp32, from 0)
+  //   + sigmoid(shared_gate[t]) · shared[t, :]    (when shared != nullptr; shared_gate (n))
+  // y: the experts' output rows; rows (n, k) where token t's rank-r output sits. Products and
+  // sums in fp32 without contraction; sigmoid in double with our own exp, rounded to fp32.
+  virtual void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n,
+                           int32_t k, int32_t dim, const float* shared, const float* shared_gate,
+                           float* out);
+
   // ---- sampling (kernels/sampling/sampler.h) ----------------------------------------------------
   // out[r] (host) = the sampler's result for row r of logits (rows, vocab) (backend memory)
   // with params[r] (host): token, logprob, top logprobs — bit-identical on every backend to

@@ -14,6 +14,9 @@ std::string_view model_arch_name(ModelArch arch) {
     case ModelArch::kMistral: return "mistral";
     case ModelArch::kQwen2: return "qwen2";
     case ModelArch::kQwen3: return "qwen3";
+    case ModelArch::kQwen3Moe: return "qwen3_moe";
+    case ModelArch::kMixtral: return "mixtral";
+    case ModelArch::kQwen2Moe: return "qwen2_moe";
   }
   return "?";
 }
@@ -35,6 +38,16 @@ void ModelConfig::validate(const std::string& source) const {
   check(head_dim % 2 == 0 && head_dim <= 512, "{}: unsupported head_dim {}", source, head_dim);
   check(vocab_size <= (1 << 24) && dim <= (1 << 16) && ffn_dim <= (1 << 18) && n_layers <= 1024,
         "{}: model dimensions out of the supported range", source);
+  if (moe.active()) {
+    check(moe.n_experts <= 1024 && moe.n_experts_used >= 1 && moe.n_experts_used <= moe.n_experts,
+          "{}: a mixture of {} experts using {} per token is not supported (1 <= used <= "
+          "experts <= 1024)",
+          source, moe.n_experts, moe.n_experts_used);
+    check(moe.expert_ffn_dim > 0 && moe.expert_ffn_dim <= (1 << 18) &&
+              moe.shared_expert_ffn_dim >= 0 && moe.shared_expert_ffn_dim <= (1 << 18),
+          "{}: expert sizes {} / {} (shared) out of the supported range", source,
+          moe.expert_ffn_dim, moe.shared_expert_ffn_dim);
+  }
   check(std::isfinite(rms_eps) && rms_eps > 0 && rms_eps < 1, "{}: bad rms_norm_eps {}", source,
         rms_eps);
   check(std::isfinite(rope_theta) && rope_theta > 1, "{}: bad rope_theta {}", source, rope_theta);

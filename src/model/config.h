@@ -1,7 +1,8 @@
 // ModelConfig: the one description of a Llama-family model (Llama 2/3/3.1, SmolLM2, Mistral,
-// Qwen2/2.5, Qwen3), read from GGUF metadata (config_gguf.cpp) or a Hugging Face config.json in
-// either transformers format (config_hf.cpp) and validated once at load. A setting that changes
-// numerics and that is not implemented is refused by name, never defaulted (docs/models.md).
+// Qwen2/2.5, Qwen3, and the mixture-of-experts Qwen3-MoE, Mixtral, Qwen2-MoE), read from GGUF
+// metadata (config_gguf.cpp) or a Hugging Face config.json in either transformers format
+// (config_hf.cpp) and validated once at load. A setting that changes numerics and that is not
+// implemented is refused by name, never defaulted (docs/models.md).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -15,7 +16,7 @@ namespace detllm {
 
 class GgufFile;
 
-enum class ModelArch : uint8_t { kLlama, kMistral, kQwen2, kQwen3 };
+enum class ModelArch : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral, kQwen2Moe };
 
 std::string_view model_arch_name(ModelArch arch);
 
@@ -27,6 +28,24 @@ struct RopeScaling {
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int32_t original_max_position = 8192;
+};
+
+// Mixture of experts (model/moe_ffn.h): every layer's MLP is n_experts SwiGLU experts of
+// expert_ffn_dim, of which each token uses the n_experts_used with the highest router logits
+// (ties: the lower expert index), weighted by their softmax probabilities (kernels/ops.h
+// Ops::moe_route). n_experts == 0: a dense model.
+struct MoeConfig {
+  int32_t n_experts = 0;
+  int32_t n_experts_used = 0;  // top-k
+  int32_t expert_ffn_dim = 0;
+  // The k weights renormalised to sum 1 (Mixtral always; Qwen: norm_topk_prob), else the
+  // chosen experts' probabilities over all experts.
+  bool renormalize = false;
+  // Qwen2-MoE: a shared SwiGLU expert of this size on every token, scaled by
+  // sigmoid(shared_expert_gate · x); 0: none.
+  int32_t shared_expert_ffn_dim = 0;
+
+  bool active() const { return n_experts > 0; }
 };
 
 struct ModelConfig {
@@ -49,6 +68,7 @@ struct ModelConfig {
   // to the window, where full attention and sliding-window attention are the same function.
   int32_t sliding_window = 0;
   std::string checkpoint_dtype;  // config.json dtype/torch_dtype as written ("" = not given)
+  MoeConfig moe;                 // n_experts == 0: dense
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -120,8 +120,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   }
   for (const char* k : {"expert_count", "expert_used_count"}) {
     if (r.has(k) && r.integer(k, 0, kMaxInt) != 0) {
-      r.refuse(k, std::to_string(r.integer(k, 0, kMaxInt)), "mixture-of-experts models are not "
-               "supported");
+      r.refuse(k, std::to_string(r.integer(k, 0, kMaxInt)),
+               "mixture-of-experts GGUF files are not "
+               "supported yet (load the model's Hugging Face checkpoint instead)");
     }
   }
   if (r.has("attention.causal") && !g.get_bool(r.key("attention.causal"))) {

@@ -38,7 +38,7 @@ struct ArchDefaults {
   bool qk_norm;
 };
 
-constexpr std::array<ArchDefaults, 4> kDefaults{{
+constexpr std::array<ArchDefaults, 7> kDefaults{{
     {"llama", ModelArch::kLlama, 32000, 4096, 11008, 32, 32, -1, -1, 2048, 1e-6, 10000.0, 0, 0,
      false, false},
     {"mistral", ModelArch::kMistral, 32000, 4096, 14336, 32, 32, 8, -1, 4096 * 32, 1e-6, 10000.0,
@@ -47,29 +47,103 @@ constexpr std::array<ArchDefaults, 4> kDefaults{{
      28, true, false},
     {"qwen3", ModelArch::kQwen3, 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, 4096,
      28, false, true},
+    {"qwen3_moe", ModelArch::kQwen3Moe, 151936, 2048, 6144, 24, 32, 4, -1, 32768, 1e-6, 10000.0, 0,
+     28, false, true},
+    {"mixtral", ModelArch::kMixtral, 32000, 4096, 14336, 32, 32, 8, -1, 131072, 1e-5, 1000000.0, 0,
+     0, false, false},
+    {"qwen2_moe", ModelArch::kQwen2Moe, 151936, 2048, 5632, 24, 16, 16, -1, 32768, 1e-6, 10000.0, 0,
+     28, true, false},
+}};
+
+// The mixture-of-experts defaults (configuration_{qwen3_moe,mixtral,qwen2_moe}.py).
+// expert_ffn -1: Mixtral's experts are intermediate_size wide (no moe_intermediate_size key).
+struct MoeDefaults {
+  ModelArch arch;
+  int64_t n_experts, n_experts_used, expert_ffn, shared_expert_ffn;
+  bool norm_topk_prob;  // the default of norm_topk_prob; Mixtral has no key and always renormalises
+};
+constexpr std::array<MoeDefaults, 3> kMoeDefaults{{
+    {ModelArch::kQwen3Moe, 128, 8, 768, 0, false},
+    {ModelArch::kMixtral, 8, 2, -1, 0, true},
+    {ModelArch::kQwen2Moe, 60, 4, 1408, 5632, false},
 }};
 
 // Keys that do not change the forward pass: generation defaults, token ids, training-only
 // settings, bookkeeping. Anything not read below and not listed here is refused.
 const std::set<std::string_view> kIgnoredKeys = {
-    "architectures", "transformers_version", "_name_or_path", "name_or_path", "model_type",
-    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "initializer_range", "use_cache", "attention_dropout", "pretraining_tp",
-    "output_attentions", "output_hidden_states", "return_dict", "use_return_dict",
-    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "chunk_size_feed_forward",
-    "is_encoder_decoder", "is_decoder", "add_cross_attention", "tie_encoder_decoder",
-    "cross_attention_hidden_size", "problem_type", "id2label", "label2id", "finetuning_task",
-    "tokenizer_class", "prefix", "task_specific_params", "_attn_implementation",
-    "_attn_implementation_autoset", "attn_implementation", "_commit_hash",
+    "architectures",
+    "transformers_version",
+    "_name_or_path",
+    "name_or_path",
+    "model_type",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "initializer_range",
+    "use_cache",
+    "attention_dropout",
+    "pretraining_tp",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "use_return_dict",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "pruned_heads",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "is_decoder",
+    "add_cross_attention",
+    "tie_encoder_decoder",
+    "cross_attention_hidden_size",
+    "problem_type",
+    "id2label",
+    "label2id",
+    "finetuning_task",
+    "tokenizer_class",
+    "prefix",
+    "task_specific_params",
+    "_attn_implementation",
+    "_attn_implementation_autoset",
+    "attn_implementation",
+    "_commit_hash",
     // Generation defaults of old configs: requests carry their own sampling parameters.
-    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
-    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
-    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
-    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
-    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens",
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    // Mixture-of-experts training settings: the auxiliary load-balancing loss, returning router
+    // logits, and the router input jitter that transformers applies only in training mode.
+    "router_aux_loss_coef",
+    "output_router_logits",
+    "router_jitter_noise",
     // Fine-tuning tools' stamps.
-    "unsloth_version", "unsloth_fixed",
+    "unsloth_version",
+    "unsloth_fixed",
 };
 
 std::string value_text(const json& v) {
@@ -323,13 +397,15 @@ std::string read_dtype(HfConfigReader& r) {
 // sliding-window attention for sequences no longer than the window: the usable context is
 // capped to the window (from_hf_config), so no result differs from the reference.
 int64_t read_sliding_window(HfConfigReader& r, const ArchDefaults& d, int64_t n_layers) {
-  const bool qwen = d.arch == ModelArch::kQwen2 || d.arch == ModelArch::kQwen3;
-  bool use = d.arch == ModelArch::kMistral;
+  const bool qwen = d.arch == ModelArch::kQwen2 || d.arch == ModelArch::kQwen3 ||
+                    d.arch == ModelArch::kQwen2Moe || d.arch == ModelArch::kQwen3Moe;
+  bool use = d.arch == ModelArch::kMistral || d.arch == ModelArch::kMixtral;
   if (qwen) use = r.boolean("use_sliding_window", false);
-  // Absent: the architecture's default window; JSON null: none.
+  // Absent: the architecture's default window; JSON null or 0 (transformers tests its
+  // truthiness; Qwen2-MoE writes 0): none.
   int64_t window = d.sliding_window;
   if (const json* raw = r.raw("sliding_window")) {
-    window = raw->is_null() ? 0 : r.integer_value(*raw, "sliding_window", 1, int64_t{1} << 31);
+    window = raw->is_null() ? 0 : r.integer_value(*raw, "sliding_window", 0, int64_t{1} << 31);
   }
   if (d.arch == ModelArch::kLlama && window > 0) {
     r.refuse("sliding_window", *r.raw("sliding_window"),
@@ -355,6 +431,52 @@ int64_t read_sliding_window(HfConfigReader& r, const ArchDefaults& d, int64_t n_
   return any_sliding ? window : 0;
 }
 
+// The mixture-of-experts keys of a MoE architecture. Layers are all sparse here: a dense MLP
+// between them (decoder_sparse_step > 1, mlp_only_layers) is refused by name.
+MoeConfig read_moe(HfConfigReader& r, ModelArch arch, int64_t ffn_dim) {
+  const auto* d = std::find_if(kMoeDefaults.begin(), kMoeDefaults.end(),
+                               [&](const MoeDefaults& m) { return m.arch == arch; });
+  MoeConfig m;
+  if (d == kMoeDefaults.end()) return m;
+  // transformers >= 5 writes num_local_experts for Qwen3-MoE, the hub's configs num_experts.
+  const json* a = r.find("num_experts");
+  const json* b = r.find("num_local_experts");
+  if (a && b && *a != *b) {
+    r.refuse("num_experts", *a, "num_local_experts says " + value_text(*b) + "; remove one");
+  }
+  const int64_t n_experts =
+      r.integer(a ? "num_experts" : "num_local_experts", d->n_experts, 1, 1024);
+  m.n_experts = static_cast<int32_t>(n_experts);
+  m.n_experts_used =
+      static_cast<int32_t>(r.integer("num_experts_per_tok", d->n_experts_used, 1, n_experts));
+  if (arch == ModelArch::kMixtral) {
+    m.expert_ffn_dim = static_cast<int32_t>(ffn_dim);
+    m.renormalize = true;  // softmax over the chosen experts' logits
+    return m;
+  }
+  m.expert_ffn_dim =
+      static_cast<int32_t>(r.integer("moe_intermediate_size", d->expert_ffn, 1, 1 << 18));
+  m.renormalize = r.boolean("norm_topk_prob", d->norm_topk_prob);
+  if (const int64_t step = r.integer("decoder_sparse_step", 1, 1, 1024); step != 1) {
+    r.refuse("decoder_sparse_step", json(step),
+             "layers with a dense MLP between the sparse ones "
+             "are not implemented (supported: 1, every layer a mixture of experts)");
+  }
+  if (const json* v = r.find("mlp_only_layers"); v && !(v->is_array() && v->empty())) {
+    r.refuse("mlp_only_layers", *v,
+             "dense-MLP layers in a mixture-of-experts model are not "
+             "implemented (supported: [])");
+  }
+  if (arch == ModelArch::kQwen2Moe) {
+    m.shared_expert_ffn_dim = static_cast<int32_t>(
+        r.integer("shared_expert_intermediate_size", d->shared_expert_ffn, 1, 1 << 18));
+    if (const json* v = r.find("qkv_bias"); v && *v != json(true)) {
+      r.refuse("qkv_bias", *v, "Qwen2-MoE here has its q/k/v biases (supported: true)");
+    }
+  }
+  return m;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) {
@@ -365,8 +487,10 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   const auto* d = std::find_if(kDefaults.begin(), kDefaults.end(),
                                [&](const ArchDefaults& a) { return a.model_type == type; });
   if (d == kDefaults.end()) {
-    throw_error("{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3)", path,
-                type);
+    throw_error(
+        "{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, "
+        "qwen3_moe, mixtral, qwen2_moe)",
+        path, type);
   }
   ModelConfig c;
   c.arch = d->arch;
@@ -404,7 +528,8 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   // fixed by the architecture), so there they change nothing.
   const bool attention_bias = r.boolean("attention_bias", false);
   const bool mlp_bias = r.boolean("mlp_bias", false);
-  if (attention_bias && (d->arch == ModelArch::kLlama || d->arch == ModelArch::kQwen3)) {
+  if (attention_bias && (d->arch == ModelArch::kLlama || d->arch == ModelArch::kQwen3 ||
+                         d->arch == ModelArch::kQwen3Moe)) {
     r.refuse("attention_bias", json(true), "a bias on the attention output projection is not "
              "implemented");
   }
@@ -424,6 +549,7 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   if (const json* v = r.find("auto_map")) {
     r.refuse("auto_map", *v, "the checkpoint brings its own modelling code");
   }
+  c.moe = read_moe(r, d->arch, c.ffn_dim);
   const int64_t window = read_sliding_window(r, *d, c.n_layers);
   c.sliding_window = static_cast<int32_t>(std::min<int64_t>(window, kMaxInt));
   if (window > 0 && window < c.max_position) c.max_position = static_cast<int32_t>(window);

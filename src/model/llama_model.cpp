@@ -132,6 +132,10 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
           tp_.rank, tp_.degree, tp_.local.o, tp_.local.ffn, tp_.chunks.o, tp_.chunks.ffn,
           tp_.exchange ? "an" : "no");
   }
+  if (config.moe.active()) {
+    check(!tp_.active(), "tensor parallelism does not support mixture-of-experts models yet");
+    moe_ = std::make_unique<MoeFfn>(config_, ops);  // refuses a backend that cannot run it
+  }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
     // With the canonical chunks the row-parallel layers run their chunks alone: o and down are
@@ -144,6 +148,25 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
     layers_.push_back(layer_view(
         l, [&](const std::vector<float>& t) { return place(t); }, lin,
         [&](std::initializer_list<const Linear*> parts) { return place(parts); }));
+    if (moe_) {
+      MoeLayerView& m = layers_.back().moe;
+      m.router = place(l.router.w);
+      for (const MlpWeights& e : l.experts) {
+        m.gate.push_back(place(e.w_gate.w));
+        m.up.push_back(place(e.w_up.w));
+        m.down.push_back(place(e.w_down.w));
+      }
+      if (!l.shared_expert_gate.w.empty()) {
+        m.shared_gate = place(l.shared_expert.w_gate.w);
+        m.shared_up = place(l.shared_expert.w_up.w);
+        m.shared_down = place(l.shared_expert.w_down.w);
+        m.shared_expert_gate = place(l.shared_expert_gate.w);
+      }
+      check(m.gate.size() == static_cast<size_t>(config.moe.n_experts) && !l.router.w.empty() &&
+                (m.shared_expert_gate.data != nullptr) == (config.moe.shared_expert_ffn_dim > 0),
+            "mixture-of-experts weights do not match the config ({} experts{})",
+            config.moe.n_experts, config.moe.shared_expert_ffn_dim > 0 ? ", a shared expert" : "");
+    }
     if (tp_.active()) {
       layers_.back().wo_chunks = place_col_chunks(l.wo.w, tp_.local.o);
       layers_.back().down_chunks = place_col_chunks(l.w_down.w, tp_.local.ffn);
@@ -162,6 +185,9 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
       rope_(config.rope_table()),
       ws_(std::make_unique<Workspace>()) {
   const auto& c = config;
+  check(!c.moe.active(),
+        "mixture-of-experts models are built from host weights "
+        "(make_synthetic_weights), not from a recipe in backend memory");
   const bool shapes_match =
       r.layers.size() == static_cast<size_t>(c.n_layers) && r.tok_embd.rows == c.vocab_size &&
       r.tok_embd.cols == c.dim && r.lm_head.empty() == c.tied_embeddings &&
@@ -454,6 +480,14 @@ void LlamaModel::prepare_rank_gemms(int32_t max_rows) const {
   }
   for (const Projection* p : {&l.qkv, &l.gate_up})
     for (const Projection::Part& part : p->parts) weights.push_back(&part.lin.w);
+  if (moe_) {  // every expert has the shapes of expert 0
+    weights.push_back(&l.moe.router);
+    weights.insert(weights.end(), {&l.moe.gate.at(0), &l.moe.down.at(0)});
+    if (l.moe.shared_expert_gate.data != nullptr)
+      weights.insert(weights.end(),
+                     {&l.moe.shared_gate, &l.moe.shared_down, &l.moe.shared_expert_gate});
+  }
+  std::erase_if(weights, [](const kernels::WeightMatrix* w) { return w->rows == 0; });
   std::vector<std::pair<int64_t, int64_t>> seen;
   for (const kernels::WeightMatrix* w : weights) {
     const std::pair<int64_t, int64_t> shape{w->rows, w->cols};
@@ -548,8 +582,9 @@ void LlamaModel::grow_activations(Workspace& ws, int32_t n, int32_t n_out) const
     ws.q = {ops_, un * c.q_dim() * f};
     ws.att = {ops_, un * c.q_dim() * f};
     ws.proj = {ops_, un * c.dim * f};
-    ws.gate_up = {ops_, un * 2 * c.ffn_dim * f};
-    ws.h = {ops_, un * c.ffn_dim * f};
+    const size_t ffn = c.moe.active() ? 0 : static_cast<size_t>(c.ffn_dim);  // MoE: MoeFfn's
+    ws.gate_up = {ops_, un * 2 * ffn * f};
+    ws.h = {ops_, un * ffn * f};
     if (tp_.active()) {
       const size_t local = static_cast<size_t>(std::max(tp_.local.o, tp_.local.ffn));
       const size_t total = static_cast<size_t>(std::max(tp_.chunks.o, tp_.chunks.ffn));
@@ -636,6 +671,10 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     else
       ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim, numerics);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
+    if (moe_) {
+      moe_->forward(xb, n, l.moe, proj, numerics);
+      continue;
+    }
     project(xb, n, l.gate_up, gate_up, numerics);
     ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
     if (tp_.active())

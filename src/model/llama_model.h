@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/kv_storage.h"
 #include "model/llama_weights.h"
+#include "model/moe_ffn.h"
 #include "model/step_padding.h"
 #include "model/tensor_parallel.h"
 
@@ -64,8 +65,9 @@ class LlamaModel {
   // capture (Ops::graph_capture()), except on a rank of a tensor-parallel group of several —
   // its exchange is a rendezvous of host threads, which a graph cannot hold, so those steps run
   // eagerly (the same bits, V8). nullptr: no graphs.
+  // A mixture-of-experts model runs eagerly too: its routing is read on the host between ops.
   kernels::GraphCapture* graph_capture() const {
-    return tp_.exchange != nullptr ? nullptr : ops_.graph_capture();
+    return tp_.exchange != nullptr || moe_ != nullptr ? nullptr : ops_.graph_capture();
   }
 
   // The logits of one step, left in backend memory: (n_rows, vocab) fp32, row r for entry r of
@@ -159,8 +161,9 @@ class LlamaModel {
     const float* attn_norm;  // (dim)
     Projection qkv;          // [q | k | v] (q_dim + 2 kv_dim, dim)
     LinearView wo;
-    Projection gate_up;      // [gate | up] (2 ffn_dim, dim)
+    Projection gate_up;  // [gate | up] (2 ffn_dim, dim); no parts in a MoE layer
     LinearView w_down;
+    MoeLayerView moe;       // the experts of a MoE layer (ModelConfig::moe), else empty
     const float* q_norm;    // (head_dim) or nullptr
     const float* k_norm;    // (head_dim) or nullptr
     const float* ffn_norm;  // (dim)
@@ -180,8 +183,10 @@ class LlamaModel {
     v.q_norm = l.q_norm.empty() ? nullptr : vec(l.q_norm);
     v.k_norm = l.k_norm.empty() ? nullptr : vec(l.k_norm);
     v.ffn_norm = vec(l.ffn_norm);
-    v.gate_up = proj({&l.w_gate, &l.w_up});
-    v.w_down = lin(l.w_down);
+    if (!l.w_gate.w.empty()) {  // a mixture-of-experts layer has none (its experts: moe)
+      v.gate_up = proj({&l.w_gate, &l.w_up});
+      v.w_down = lin(l.w_down);
+    }
     return v;
   }
   // Runs y (n, p.cols) = x · [parts]ᵀ with the step's GEMM numerics; x in the backend's GEMM
@@ -244,6 +249,7 @@ class LlamaModel {
   const float* out_norm_ = nullptr;     // (dim)
   kernels::WeightMatrix lm_head_;       // (vocab, dim)
   std::unique_ptr<Workspace> ws_;
+  std::unique_ptr<MoeFfn> moe_;                 // the experts' scratch: MoE models only
   mutable std::unique_ptr<GraphState> graphs_;  // created by the first padded step
   mutable StepStats stats_;
 };

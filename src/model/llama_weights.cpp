@@ -175,7 +175,36 @@ void unpermute_rows(HostTensor& t, int32_t n_heads, int32_t head_dim) {
   }
 }
 
+// The Hugging Face names of a mixture-of-experts layer's tensors under model.layers.N.
+struct MoeNames {
+  std::string block;             // "mlp" / "block_sparse_moe"
+  const char *gate, *up, *down;  // an expert's projections
+};
+MoeNames moe_names(ModelArch arch) {
+  if (arch == ModelArch::kMixtral) return {"block_sparse_moe", "w1", "w3", "w2"};
+  return {"mlp", "gate_proj", "up_proj", "down_proj"};
+}
+
+template <typename L>
+std::vector<L*> layer_matrices(auto& l) {
+  std::vector<L*> out{&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down};
+  if (!l.router.w.empty()) out.push_back(&l.router);
+  for (auto& e : l.experts) out.insert(out.end(), {&e.w_gate, &e.w_up, &e.w_down});
+  if (!l.shared_expert.w_gate.w.empty()) {
+    auto& s = l.shared_expert;
+    out.insert(out.end(), {&s.w_gate, &s.w_up, &s.w_down, &l.shared_expert_gate});
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<const Linear*> LayerWeights::matrices() const {
+  return layer_matrices<const Linear>(*this);
+}
+std::vector<Linear*> LayerWeights::matrices() {
+  return layer_matrices<Linear>(*this);
+}
 
 ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
                           const ModelConfig& c, const std::function<void(size_t, size_t)>& cb,
@@ -216,9 +245,32 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
       ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.head_dim, &l.k_norm);
     }
     ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim, &l.ffn_norm);
-    linear(l.w_gate, i, "ffn_gate", "mlp.gate_proj", c.ffn_dim, c.dim, false);
-    linear(l.w_up, i, "ffn_up", "mlp.up_proj", c.ffn_dim, c.dim, false);
-    linear(l.w_down, i, "ffn_down", "mlp.down_proj", c.dim, c.ffn_dim, false);
+    if (c.moe.active()) {
+      check(!gguf, "{}: mixture-of-experts GGUF files are not supported yet", source.path());
+      const MoeNames mn = moe_names(c.arch);
+      const int64_t fe = c.moe.expert_ffn_dim;
+      auto hf = [&](const std::string& rest) { return fmt::format("model.layers.{}.{}", i, rest); };
+      auto mlp = [&](MlpWeights& m, const std::string& prefix, const char* g, const char* u,
+                     const char* d, int64_t ffn) {
+        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, g)), {ffn, c.dim}, &m.w_gate.w);
+        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, u)), {ffn, c.dim}, &m.w_up.w);
+        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, d)), {c.dim, ffn}, &m.w_down.w);
+      };
+      ld.tensor(hf(mn.block + ".gate.weight"), {c.moe.n_experts, c.dim}, &l.router.w);
+      l.experts.resize(static_cast<size_t>(c.moe.n_experts));  // no resize below (jobs)
+      for (int32_t e = 0; e < c.moe.n_experts; ++e) {
+        mlp(l.experts[e], fmt::format("{}.experts.{}", mn.block, e), mn.gate, mn.up, mn.down, fe);
+      }
+      if (c.moe.shared_expert_ffn_dim > 0) {
+        mlp(l.shared_expert, "mlp.shared_expert", "gate_proj", "up_proj", "down_proj",
+            c.moe.shared_expert_ffn_dim);
+        ld.tensor(hf("mlp.shared_expert_gate.weight"), {1, c.dim}, &l.shared_expert_gate.w);
+      }
+    } else {
+      linear(l.w_gate, i, "ffn_gate", "mlp.gate_proj", c.ffn_dim, c.dim, false);
+      linear(l.w_up, i, "ffn_up", "mlp.up_proj", c.ffn_dim, c.dim, false);
+      linear(l.w_down, i, "ffn_down", "mlp.down_proj", c.dim, c.ffn_dim, false);
+    }
   }
   ld.vec(n.global("output_norm.weight", "model.norm.weight"), c.dim, &w.out_norm);
   const std::string head = n.global("output.weight", "lm_head.weight");
@@ -234,8 +286,7 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
 void dequantize_weights(ModelWeights& w) {
   dequantize_tensor(w.tok_embd);
   for (LayerWeights& l : w.layers) {
-    for (Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      dequantize_tensor(lin->w);
+    for (Linear* lin : l.matrices()) dequantize_tensor(lin->w);
   }
   dequantize_tensor(w.lm_head.w);
 }

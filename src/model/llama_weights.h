@@ -23,6 +23,13 @@ struct Linear {
   const float* bias_ptr() const { return bias.empty() ? nullptr : bias.data(); }
 };
 
+// One SwiGLU MLP: down(silu(gate x) * up x).
+struct MlpWeights {
+  Linear w_gate;  // (ffn, dim)
+  Linear w_up;    // (ffn, dim)
+  Linear w_down;  // (dim, ffn)
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;  // (dim)
   Linear wq;                     // (n_heads * head_dim, dim)
@@ -35,6 +42,16 @@ struct LayerWeights {
   Linear w_gate;                 // (ffn_dim, dim)
   Linear w_up;                   // (ffn_dim, dim)
   Linear w_down;                 // (dim, ffn_dim)
+  // Mixture of experts (ModelConfig::moe active): these replace w_gate/w_up/w_down (empty).
+  Linear router;                    // (n_experts, dim)
+  std::vector<MlpWeights> experts;  // (n_experts), each of expert_ffn_dim
+  MlpWeights shared_expert;         // Qwen2-MoE: of shared_expert_ffn_dim; else empty
+  Linear shared_expert_gate;        // Qwen2-MoE: (1, dim); else empty
+
+  // Every matrix of the layer that is present, in a fixed order (attention, MLP, router,
+  // experts, shared expert, its gate).
+  std::vector<const Linear*> matrices() const;
+  std::vector<Linear*> matrices();
 };
 
 struct ModelWeights {

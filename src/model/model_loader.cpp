@@ -49,6 +49,19 @@ uint64_t hash_weights(const ModelWeights& w) {
     mat(l.w_gate.w);
     mat(l.w_up.w);
     mat(l.w_down.w);
+    // Mixture of experts: nothing is added for dense layers, so their digests do not change.
+    if (!l.router.w.empty()) mat(l.router.w);
+    for (const MlpWeights& e : l.experts) {
+      mat(e.w_gate.w);
+      mat(e.w_up.w);
+      mat(e.w_down.w);
+    }
+    if (!l.shared_expert_gate.w.empty()) {
+      mat(l.shared_expert.w_gate.w);
+      mat(l.shared_expert.w_up.w);
+      mat(l.shared_expert.w_down.w);
+      mat(l.shared_expert_gate.w);
+    }
   }
   vec(w.out_norm);
   mat(w.lm_head.w);

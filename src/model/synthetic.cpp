@@ -52,12 +52,13 @@ Linear host_linear(const SyntheticLinear& l) {
 }  // namespace
 
 std::vector<std::string_view> synthetic_config_names() {
-  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "llama-3.1-8b"};
+  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe", "llama-3.1-8b"};
 }
 
 ModelConfig synthetic_config(std::string_view name) {
   ModelConfig c;
-  if (name == "tiny-llama" || name == "tiny-qwen2" || name == "tiny-qwen3") {
+  if (name == "tiny-llama" || name == "tiny-qwen2" || name == "tiny-qwen3" ||
+      name == "tiny-qwen3-moe") {
     c.vocab_size = 512;
     c.dim = 64;
     c.n_layers = 2;
@@ -73,10 +74,15 @@ ModelConfig synthetic_config(std::string_view name) {
       c.arch = ModelArch::kQwen2;
       c.qkv_bias = true;
       c.tied_embeddings = false;
-    } else if (name == "tiny-qwen3") {
+    } else if (name == "tiny-qwen3" || name == "tiny-qwen3-moe") {
       c.arch = ModelArch::kQwen3;
       c.qk_norm = true;
       c.head_dim = 32;  // != dim / n_heads, as in Qwen3
+    }
+    if (name == "tiny-qwen3-moe") {
+      c.arch = ModelArch::kQwen3Moe;
+      c.tied_embeddings = false;
+      c.moe = {.n_experts = 16, .n_experts_used = 4, .expert_ffn_dim = 32, .renormalize = true};
     }
   } else if (name == "llama-3.1-8b") {
     c.vocab_size = 128256;
@@ -93,7 +99,7 @@ ModelConfig synthetic_config(std::string_view name) {
   } else {
     throw_error(
         "unknown synthetic model '{}' (known: tiny-llama, tiny-qwen2, tiny-qwen3, "
-        "llama-3.1-8b)",
+        "tiny-qwen3-moe, llama-3.1-8b)",
         name);
   }
   c.validate(std::string(name));
@@ -107,7 +113,8 @@ size_t SyntheticWeights::bytes(size_t matrix_bytes) const {
   size_t n = m(tok_embd) + v(out_norm) + m(lm_head);
   for (const SyntheticLayer& l : layers) {
     n += v(l.attn_norm) + lin(l.wq) + lin(l.wk) + lin(l.wv) + lin(l.wo) + v(l.q_norm) +
-         v(l.k_norm) + v(l.ffn_norm) + lin(l.w_gate) + lin(l.w_up) + lin(l.w_down);
+         v(l.k_norm) + v(l.ffn_norm) + lin(l.w_gate) + lin(l.w_up) + lin(l.w_down) + m(l.router);
+    for (const SyntheticExpert& e : l.experts) n += lin(e.w_gate) + lin(e.w_up) + lin(e.w_down);
   }
   return n;
 }
@@ -130,6 +137,17 @@ SyntheticWeights synthetic_recipe(const ModelConfig& c, uint64_t seed) {
       l.k_norm = g.norm(c.head_dim);
     }
     l.ffn_norm = g.norm(c.dim);
+    if (c.moe.active()) {
+      const int64_t f = c.moe.expert_ffn_dim;
+      l.router = g.matrix(kSyntheticRouterPeriod, c.dim);
+      l.experts.resize(static_cast<size_t>(c.moe.n_experts));
+      for (SyntheticExpert& e : l.experts) {
+        e.w_gate = g.linear(f, c.dim, false);
+        e.w_up = g.linear(f, c.dim, false);
+        e.w_down = g.linear(c.dim, f, false);
+      }
+      continue;
+    }
     l.w_gate = g.linear(c.ffn_dim, c.dim, false);
     l.w_up = g.linear(c.ffn_dim, c.dim, false);
     l.w_down = g.linear(c.dim, c.ffn_dim, false);
@@ -165,6 +183,17 @@ ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
     l.w_gate = host_linear(s.w_gate);
     l.w_up = host_linear(s.w_up);
     l.w_down = host_linear(s.w_down);
+    if (s.experts.empty()) continue;
+    // The router's rows repeat with period kSyntheticRouterPeriod (exact ties).
+    const std::vector<float> base = synthetic_values(s.router);
+    l.router.w.shape = {static_cast<int64_t>(s.experts.size()), c.dim};
+    for (size_t e = 0; e < s.experts.size(); ++e) {
+      const size_t from = (e % static_cast<size_t>(kSyntheticRouterPeriod)) * c.dim;
+      l.router.w.data.insert(l.router.w.data.end(), base.begin() + from,
+                             base.begin() + from + c.dim);
+    }
+    for (const SyntheticExpert& se : s.experts)
+      l.experts.push_back({host_linear(se.w_gate), host_linear(se.w_up), host_linear(se.w_down)});
   }
   w.out_norm = synthetic_values(r.out_norm);
   if (!r.lm_head.empty()) w.lm_head.w = host_matrix(r.lm_head);

@@ -18,7 +18,9 @@
 namespace detllm {
 
 // Names: "tiny-llama" (GQA, tied embeddings), "tiny-qwen2" (qkv bias), "tiny-qwen3" (q/k norm,
-// head_dim != dim / n_heads), "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
+// head_dim != dim / n_heads), "tiny-qwen3-moe" (tiny-qwen3's attention, 16 experts of 32, top-4
+// renormalised, router rows repeating so that routing ties happen: kSyntheticRouterPeriod),
+// "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
 // Throws detllm::Error listing the names for an unknown one.
 ModelConfig synthetic_config(std::string_view name);
 std::vector<std::string_view> synthetic_config_names();
@@ -41,12 +43,23 @@ struct SyntheticLinear {
   SyntheticTensor bias;  // (out_features, 1) or empty
 };
 
+struct SyntheticExpert {
+  SyntheticLinear w_gate, w_up, w_down;  // as MlpWeights
+};
+
+// A synthetic MoE router has this many distinct rows: row e is row e % period, so every
+// token's router logits hold exact ties (groups of 4 and 3 equal logits among 16 experts) and
+// the tie rule (lower expert index first) decides routing in every step.
+inline constexpr int32_t kSyntheticRouterPeriod = 5;
+
 struct SyntheticLayer {
   SyntheticTensor attn_norm;       // (dim, 1)
   SyntheticLinear wq, wk, wv, wo;  // as LayerWeights
   SyntheticTensor q_norm, k_norm;  // (head_dim, 1), Qwen3 only
   SyntheticTensor ffn_norm;        // (dim, 1)
-  SyntheticLinear w_gate, w_up, w_down;
+  SyntheticLinear w_gate, w_up, w_down;  // dense layers
+  SyntheticTensor router;                // MoE: (kSyntheticRouterPeriod, dim), rows repeated
+  std::vector<SyntheticExpert> experts;  // MoE: (n_experts)
 };
 
 // Every tensor of a synthetic model, mirroring ModelWeights.

@@ -133,6 +133,10 @@ std::vector<int32_t> allowed_degrees(const ModelConfig& c, TpChunks chunks) {
 }  // namespace
 
 TpPartition tp_partition(const ModelConfig& c, int32_t degree, TpChunks chunks) {
+  check(!c.moe.active(),
+        "tensor parallelism does not support mixture-of-experts models yet "
+        "({}): run it without --tensor-parallel",
+        model_arch_name(c.arch));
   std::optional<TpPartition> p = tp_try_partition(c, degree, chunks);
   if (!p) {
     std::string allowed;

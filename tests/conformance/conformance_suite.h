@@ -52,7 +52,7 @@ inline void quantize_matrices(ModelWeights& w, const std::string& name) {
   q(w.tok_embd);
   q(w.lm_head.w);
   for (auto& l : w.layers)
-    for (Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) q(m->w);
+    for (Linear* m : l.matrices()) q(m->w);
 }
 
 Execution exec(std::string label, int n_threads = 2) {

@@ -48,10 +48,11 @@ TEST_P(Conformance, NumericsClassOfTheParameter) {
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                          ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-llama@q4_1", "tiny-qwen2@q8_0",
-                                           "tiny-qwen3@q4_0", "tiny-llama@q4_1+q8",
-                                           "tiny-qwen2@q8_0+q8", "tiny-qwen3@q4_0+q8",
-                                           "tiny-llama#tp2", "tiny-qwen2#tp2", "tiny-qwen3#tp2"),
+                                           "tiny-llama@q4_1", "tiny-qwen2@q8_0", "tiny-qwen3@q4_0",
+                                           "tiny-llama@q4_1+q8", "tiny-qwen2@q8_0+q8",
+                                           "tiny-qwen3@q4_0+q8", "tiny-llama#tp2", "tiny-qwen2#tp2",
+                                           "tiny-qwen3#tp2", "tiny-qwen3-moe",
+                                           "tiny-qwen3-moe@q8_0"),
                          suite_param_name);
 
 }  // namespace

@@ -18,6 +18,10 @@
 //                                                                     by default where the
 //                                                                     backend has them)
 //   threads            rmsnorm when the backend has > 1 thread        V11
+//   moe-group-matmul   the experts' grouped GEMM, rows of groups      V1 (MoE models)
+//                      of > 1 row (group-size dependent)
+//   moe-tie-arrival    MoE routing ties broken by arrival order (a    V2, V3 (MoE models)
+//                      scan starting at the token's row in the step)
 //
 // `graph-replay` gives the CPU a GraphCapture that records ops closures and replays them
 // (what a CUDA graph does, on host memory); `graph-replay-exact` is the same without the fault,
@@ -26,6 +30,7 @@
 // suite can be run against each.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -284,10 +289,53 @@ class ThreadDependentOps final : public DelegatingOps {
   int n_threads_;
 };
 
+// The experts' grouped GEMM nudges every row of a group of more than one row — like a grouped
+// GEMM that picks another tile shape (and K split) when an expert receives more tokens.
+class GroupSizeExpertOps final : public DelegatingOps {
+ public:
+  explicit GroupSizeExpertOps(int n_threads) : DelegatingOps(n_threads, "fault:moe-group-matmul") {}
+  void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                      const kernels::WeightMatrix* const* w, float* y, int64_t ldy,
+                      NumericsMode numerics) override {
+    Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
+    for (int32_t g = 0; g < n_groups; ++g) {
+      if (offsets[g + 1] - offsets[g] <= 1) continue;
+      for (int32_t r = offsets[g]; r < offsets[g + 1]; ++r) nudge(y + r * ldy, w[g]->rows);
+    }
+  }
+};
+
+// MoE routing whose ties go to the expert met first in a scan that starts at expert
+// (token's row in the step) mod n_experts — like a kernel whose lanes visit the experts from a
+// per-token offset and keep the first of equal values: ties resolve by arrival order, not by
+// index. Equal logits have equal weights, so only the chosen ids differ.
+class ArrivalTieRouteOps final : public DelegatingOps {
+ public:
+  explicit ArrivalTieRouteOps(int n_threads) : DelegatingOps(n_threads, "fault:moe-tie-arrival") {}
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override {
+    Ops::moe_route(logits, n, n_experts, k, renormalize, experts, weights);
+    for (int32_t t = 0; t < n; ++t) {
+      const float* l = logits + int64_t{t} * n_experts;
+      int32_t* ids = experts + int64_t{t} * k;
+      int32_t n_kept = 0;
+      for (int32_t i = 0; i < n_experts; ++i) {
+        const int32_t j = (t + i) % n_experts;
+        int32_t pos = n_kept;
+        while (pos > 0 && l[j] > l[ids[pos - 1]]) --pos;
+        if (pos >= k) continue;
+        for (int32_t q = std::min(n_kept, k - 1); q > pos; --q) ids[q] = ids[q - 1];
+        ids[pos] = j;
+        if (n_kept < k) ++n_kept;
+      }
+    }
+  }
+};
+
 // The faults by name, in the table's order.
 inline std::vector<std::string> fault_names() {
-  return {"batch-matmul", "qlen-attention", "layout-attention", "kv-reuse",
-          "recompute",    "graph-replay",   "threads"};
+  return {"batch-matmul", "qlen-attention", "layout-attention", "kv-reuse",       "recompute",
+          "graph-replay", "threads",        "moe-group-matmul", "moe-tie-arrival"};
 }
 
 // A backend with fault `name` (fault_names(), or "graph-replay-exact"); throws for another.
@@ -300,6 +348,8 @@ inline std::unique_ptr<kernels::Ops> make_fault_ops(std::string_view name, int n
   if (name == "graph-replay") return std::make_unique<CpuGraphOps>(n_threads, true);
   if (name == "graph-replay-exact") return std::make_unique<CpuGraphOps>(n_threads, false);
   if (name == "threads") return std::make_unique<ThreadDependentOps>(n_threads);
+  if (name == "moe-group-matmul") return std::make_unique<GroupSizeExpertOps>(n_threads);
+  if (name == "moe-tie-arrival") return std::make_unique<ArrivalTieRouteOps>(n_threads);
   std::string known;
   for (const std::string& n : fault_names()) known += " " + n;
   throw Error(fmt::format("unknown fault '{}': use one of{} or graph-replay-exact", name, known));

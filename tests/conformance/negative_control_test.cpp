@@ -20,7 +20,7 @@ namespace {
 class NegativeControl : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_ = synthetic_config("tiny-llama");
+    config_ = synthetic_config(model_);
     weights_ = make_synthetic_weights(config_, 42);
   }
   Target target(const std::string& fault) const {
@@ -55,6 +55,7 @@ class NegativeControl : public ::testing::Test {
     ADD_FAILURE() << "no variation " << id;
     return {};
   }
+  std::string model_ = "tiny-llama";  // the synthetic model the controls run on
   ModelConfig config_;
   ModelWeights weights_;
 };
@@ -115,6 +116,43 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& ch : n) ch = ch == '-' ? '_' : ch;
       return n;
     });
+
+// The mixture-of-experts faults, on the tiny MoE model (whose router ties in every step):
+// an expert GEMM that depends on its group size fails V1 (neighbours share experts); a tie
+// rule by arrival order fails V2 (other rows in the step) and V3 (chunks move the rows).
+class MoeFaultFails : public NegativeControl, public ::testing::WithParamInterface<FaultCase> {
+ protected:
+  MoeFaultFails() { model_ = "tiny-qwen3-moe"; }
+};
+
+TEST_P(MoeFaultFails, ItsVariation) {
+  const FaultCase fc = GetParam();
+  const CellResult c = run_cell(fc.fault, fc.variation);
+  std::printf("%s × %s (tiny-qwen3-moe): %s\n", fc.fault, fc.variation, c.text().c_str());
+  EXPECT_EQ(c.state, CellResult::State::kFails) << c.text();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, MoeFaultFails,
+                         ::testing::Values(FaultCase{"moe-group-matmul", "V1"},
+                                           FaultCase{"moe-tie-arrival", "V2"},
+                                           FaultCase{"moe-tie-arrival", "V3"}),
+                         [](const ::testing::TestParamInfo<FaultCase>& info) {
+                           std::string n =
+                               fmt::format("{}_{}", info.param.fault, info.param.variation);
+                           for (char& ch : n) ch = ch == '-' ? '_' : ch;
+                           return n;
+                         });
+
+// Both MoE faults leave a fresh engine running the same schedule alone (V9): what they break
+// is the variation, and the tiny MoE model holds V9 under them.
+TEST_F(NegativeControl, MoeFaultsLeaveAFreshEngineAlone) {
+  model_ = "tiny-qwen3-moe";
+  SetUp();
+  for (const char* fault : {"moe-group-matmul", "moe-tie-arrival"}) {
+    const CellResult c = run_cell(fault, "V9");
+    EXPECT_EQ(c.state, CellResult::State::kHolds) << fault << ": " << c.text();
+  }
+}
 
 // Every fault is a pure function of the schedule (no randomness): V9 (a fresh engine running
 // the same schedule) holds under each, so what the controls catch is the variation.

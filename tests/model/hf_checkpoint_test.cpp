@@ -4,7 +4,11 @@
 // same saved file at every position and over the whole vocabulary, greedy continuations agree,
 // and the same checkpoint with its config rewritten into the earlier format (rope_theta +
 // rope_scaling, torch_dtype) gives bit-identical logits. Also: our table of architecture
-// defaults equals the defaults transformers writes. Run: build/tests/test_model
+// defaults equals the defaults transformers writes. The mixture-of-experts cases: Qwen3-MoE
+// (16 experts, top-4, renormalised), Qwen3-MoE with exact router ties (router rows repeating
+// with period 4, top-6: the reference breaks ties by the lower expert index, as detllm does;
+// the other rule moves its logits by 0.016, far outside the tolerance), Mixtral (8 experts,
+// top-2) and Qwen2-MoE (a sigmoid-gated shared expert). Run: build/tests/test_model
 // --gtest_filter='HfCheckpoint*'
 #include <gtest/gtest.h>
 
@@ -27,7 +31,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kData = fs::path(DETLLM_SOURCE_DIR) / "tests" / "data" / "loaders";
-const char* const kCases[] = {"llama31", "qwen2_linear", "qwen3"};
+const char* const kCases[] = {"llama31",        "qwen2_linear", "qwen3",    "qwen3_moe",
+                              "qwen3_moe_ties", "mixtral",      "qwen2_moe"};
 
 // |ours - transformers| <= kAbsTol + kRelTol * |theirs|. Both sides run fp32 on bf16-exact
 // weights through 2 layers, reducing in different orders. The worst difference measured over
@@ -186,11 +191,37 @@ TEST(HfCheckpoint, EarlierConfigFormatGivesIdenticalLogits) {
   }
 }
 
+// The ties case really ties: its router rows repeat with period 4 in every layer, and every
+// MoE case loads as the mixture its config declares.
+TEST(HfCheckpoint, MoeCasesLoadTheirExperts) {
+  const Loaded ties = load(kData / "hf_v5" / "qwen3_moe_ties");
+  const ModelConfig& c = ties.model->config;
+  EXPECT_EQ(c.moe.n_experts, 16);
+  EXPECT_EQ(c.moe.n_experts_used, 6);
+  EXPECT_FALSE(c.moe.renormalize);
+  for (const LayerWeights& l : ties.model->weights.layers) {
+    ASSERT_EQ(l.router.w.shape, (std::vector<int64_t>{16, c.dim}));
+    const size_t row = l.router.w.n_bytes() / 16;
+    const auto* bytes = static_cast<const uint8_t*>(l.router.w.ptr());
+    for (size_t e = 4; e < 16; ++e)
+      EXPECT_EQ(std::memcmp(bytes + e * row, bytes + (e % 4) * row, row), 0) << "router row " << e;
+  }
+  const Loaded mixtral = load(kData / "hf_v5" / "mixtral");
+  EXPECT_EQ(mixtral.model->config.arch, ModelArch::kMixtral);
+  EXPECT_TRUE(mixtral.model->config.moe.renormalize);
+  EXPECT_EQ(mixtral.model->config.moe.expert_ffn_dim, mixtral.model->config.ffn_dim);
+  const Loaded qwen2 = load(kData / "hf_v5" / "qwen2_moe");
+  EXPECT_EQ(qwen2.model->config.moe.shared_expert_ffn_dim, 48);
+  EXPECT_EQ(qwen2.model->weights.layers[0].shared_expert_gate.w.shape,
+            (std::vector<int64_t>{1, 64}));
+}
+
 // Each architecture's default config, as transformers writes it whole, parses; and a config of
 // model_type alone gives the values transformers' defaults hold.
 TEST(HfCheckpoint, DefaultsEqualTheOnesTransformersWrites) {
   const json d = read_json(kData / "hf_config_defaults.json");
-  for (const char* mt : {"llama", "mistral", "qwen2", "qwen3"}) {
+  for (const char* mt :
+       {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe"}) {
     SCOPED_TRACE(mt);
     const json& ref = d[mt];
     ASSERT_TRUE(ref.is_object());
@@ -223,6 +254,18 @@ TEST(HfCheckpoint, DefaultsEqualTheOnesTransformersWrites) {
       EXPECT_EQ(c->sliding_window, window);
       const int64_t max_pos = ref["max_position_embeddings"].get<int64_t>();
       EXPECT_EQ(c->max_position, window > 0 ? std::min(window, max_pos) : max_pos);
+      if (!ref.contains("num_experts_per_tok")) {
+        EXPECT_FALSE(c->moe.active());
+        continue;
+      }
+      const json& n_experts =
+          ref.contains("num_experts") ? ref["num_experts"] : ref["num_local_experts"];
+      EXPECT_EQ(c->moe.n_experts, n_experts.get<int32_t>());
+      EXPECT_EQ(c->moe.n_experts_used, ref["num_experts_per_tok"].get<int32_t>());
+      EXPECT_EQ(c->moe.expert_ffn_dim,
+                ref.value("moe_intermediate_size", ref["intermediate_size"].get<int32_t>()));
+      EXPECT_EQ(c->moe.renormalize, ref.value("norm_topk_prob", true));
+      EXPECT_EQ(c->moe.shared_expert_ffn_dim, ref.value("shared_expert_intermediate_size", 0));
     }
   }
 }

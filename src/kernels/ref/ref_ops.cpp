@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "kernels/ops.h"
+#include "kernels/ref/moe_ref.h"
 #include "kernels/ref/ref_sampler.h"
 
 namespace detllm::kernels {
@@ -187,6 +188,16 @@ class RefOps final : public Ops {
                          row, params[r],
                          std::span<const uint32_t>(masks.words + masks.begin[r], n_words));
     }
+  }
+
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override {
+    ref::moe_route(logits, n, n_experts, k, renormalize, experts, weights);
+  }
+  void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n, int32_t k,
+                   int32_t dim, const float* shared, const float* shared_gate,
+                   float* out) override {
+    ref::moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out);
   }
 };
 

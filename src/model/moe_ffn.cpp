@@ -1,0 +1,103 @@
+// The mixture-of-experts MLP (see moe_ffn.h).
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace detllm {
+
+MoeFfn::MoeFfn(const ModelConfig& config, kernels::Ops& ops) : config_(config), ops_(ops) {
+  check(ops.host_memory(),
+        "mixture-of-experts models run on the CPU backend only for now "
+        "(backend {}): use --backend cpu",
+        ops.name());
+  check(ops.gemm_input_dtype() == DType::kF32,
+        "mixture of experts: backend {} has GEMM inputs "
+        "of {}, the expert rows are gathered as fp32",
+        ops.name(), dtype_name(ops.gemm_input_dtype()));
+}
+
+void MoeFfn::grow(int32_t n) {
+  if (n <= capacity_) return;
+  const MoeConfig& m = config_.moe;
+  const size_t un = static_cast<size_t>(std::max(n, 2 * capacity_));
+  const size_t uk = un * static_cast<size_t>(m.n_experts_used);
+  const size_t dim = static_cast<size_t>(config_.dim), f = sizeof(float);
+  const size_t ffn = static_cast<size_t>(m.expert_ffn_dim);
+  const size_t shared = static_cast<size_t>(m.shared_expert_ffn_dim);
+  logits_ = {ops_, un * static_cast<size_t>(m.n_experts) * f};
+  experts_ = {ops_, uk * sizeof(int32_t)};
+  weights_ = {ops_, uk * f};
+  src_row_ = {ops_, uk * sizeof(int32_t)};
+  rows_ = {ops_, uk * sizeof(int32_t)};
+  xs_ = {ops_, uk * dim * f};
+  gate_up_ = {ops_, std::max(uk * 2 * ffn, un * 2 * shared) * f};
+  h_ = {ops_, std::max(uk * ffn, un * shared) * f};
+  ys_ = {ops_, uk * dim * f};
+  if (shared > 0) {
+    shared_ = {ops_, un * dim * f};
+    shared_g_ = {ops_, un * f};
+  }
+  capacity_ = static_cast<int32_t>(un);
+}
+
+void MoeFfn::forward(const void* x, int32_t n, const MoeLayerView& l, float* out,
+                     NumericsMode numerics) {
+  const MoeConfig& m = config_.moe;
+  const int32_t k = m.n_experts_used, n_experts = m.n_experts, dim = config_.dim;
+  const int32_t ffn = m.expert_ffn_dim;
+  grow(n);
+  // Routing: the router is one more projection (the same invariant GEMM), top-k per row.
+  ops_.matmul_rounded(x, n, l.router, nullptr, logits_.f32(), n_experts, numerics);
+  ops_.moe_route(logits_.f32(), n, n_experts, k, m.renormalize, experts_.i32(), weights_.f32());
+
+  // Group the (token, rank) pairs by expert, tokens in order within a group (counting sort on
+  // the host: the CPU backends' memory). The order within a group changes no bit.
+  const int32_t* chosen = experts_.i32();
+  const int32_t nk = n * k;
+  offsets_.assign(static_cast<size_t>(n_experts) + 1, 0);
+  for (int32_t i = 0; i < nk; ++i) ++offsets_[static_cast<size_t>(chosen[i]) + 1];
+  for (int32_t e = 0; e < n_experts; ++e) offsets_[e + 1] += offsets_[e];
+  cursor_.assign(offsets_.begin(), offsets_.end() - 1);
+  int32_t* src_row = src_row_.i32();
+  int32_t* rows = rows_.i32();
+  for (int32_t i = 0; i < nk; ++i) {
+    const int32_t row = cursor_[static_cast<size_t>(chosen[i])]++;
+    src_row[row] = i / k;
+    rows[i] = row;
+  }
+
+  // The experts: each group through its expert's SwiGLU MLP.
+  std::vector<const kernels::WeightMatrix*> gate(n_experts), up(n_experts), down(n_experts);
+  for (int32_t e = 0; e < n_experts; ++e) {
+    gate[e] = &l.gate[e];
+    up[e] = &l.up[e];
+    down[e] = &l.down[e];
+  }
+  ops_.gather_rows(static_cast<const float*>(x), dim, src_row, nk, xs_.f32());
+  float* gate_up = gate_up_.f32();
+  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, gate.data(), gate_up, 2 * ffn,
+                      numerics);
+  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, up.data(), gate_up + ffn, 2 * ffn,
+                      numerics);
+  ops_.silu_mul_rows(gate_up, nk, ffn, h_.data());
+  ops_.matmul_grouped(h_.data(), offsets_.data(), n_experts, down.data(), ys_.f32(), dim, numerics);
+
+  // Qwen2-MoE's shared expert on every token, and its gate logit.
+  const float* shared = nullptr;
+  const float* shared_g = nullptr;
+  if (m.shared_expert_ffn_dim > 0) {
+    const int32_t fs = m.shared_expert_ffn_dim;
+    ops_.matmul_rounded(x, n, l.shared_gate, nullptr, gate_up, 2 * fs, numerics);
+    ops_.matmul_rounded(x, n, l.shared_up, nullptr, gate_up + fs, 2 * fs, numerics);
+    ops_.silu_mul_rows(gate_up, n, fs, h_.data());
+    ops_.matmul_rounded(h_.data(), n, l.shared_down, nullptr, shared_.f32(), dim, numerics);
+    ops_.matmul_rounded(x, n, l.shared_expert_gate, nullptr, shared_g_.f32(), 1, numerics);
+    shared = shared_.f32();
+    shared_g = shared_g_.f32();
+  }
+  ops_.moe_combine(ys_.f32(), rows, weights_.f32(), n, k, dim, shared, shared_g, out);
+}
+
+}  // namespace detllm

@@ -1,0 +1,68 @@
+// The mixture-of-experts MLP of a layer (Qwen3-MoE, Mixtral, Qwen2-MoE), on kernels::Ops:
+//
+//   router logits (n, n_experts) = x · routerᵀ                  the invariant GEMM
+//   experts, weights (n, k)      = Ops::moe_route                top-k in fp32, ties → lower index
+//   group the (token, rank) pairs by expert:  xs = x[src_row]    rows of expert 0, then 1, …
+//   ys = down_e(silu(gate_e xs) * up_e xs)  per expert group     Ops::matmul_grouped
+//   out[t] = Σ_r weights[t, r] ys[rows[t, r]]  (+ shared expert) Ops::moe_combine, rank order
+//
+// Invariance: a token's output depends on its own row alone. Its routing is per row; each
+// expert's GEMM gives a row the bits it has alone (the K order is fixed by the weight's shape,
+// not by the group size); the combine sums in the fixed rank order, in fp32, with no atomics.
+// How many tokens chose an expert, or which, changes the groups' sizes, never a bit.
+// Host-memory backends only for now (the routing is read on the host to form the groups);
+// LlamaModel refuses a MoE model on another backend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace detllm {
+
+// One layer's expert weights in backend memory. shared_* have data == nullptr when the
+// architecture has no shared expert.
+struct MoeLayerView {
+  kernels::WeightMatrix router;                       // (n_experts, dim)
+  std::vector<kernels::WeightMatrix> gate, up, down;  // (n_experts): (F, dim), (F, dim), (dim, F)
+  kernels::WeightMatrix shared_gate, shared_up;       // (Fs, dim)
+  kernels::WeightMatrix shared_down;                  // (dim, Fs)
+  kernels::WeightMatrix shared_expert_gate;           // (1, dim)
+};
+
+class MoeFfn {
+ public:
+  MoeFfn(const ModelConfig& config, kernels::Ops& ops);
+  MoeFfn(const MoeFfn&) = delete;
+  MoeFfn& operator=(const MoeFfn&) = delete;
+
+  // out (n, dim) fp32 = the layer's MLP of x (n, dim) in the backend's GEMM input dtype. Every
+  // GEMM runs with `numerics` (the step's).
+  void forward(const void* x, int32_t n, const MoeLayerView& layer, float* out,
+               NumericsMode numerics);
+
+ private:
+  void grow(int32_t n);
+
+  const ModelConfig& config_;
+  kernels::Ops& ops_;
+  int32_t capacity_ = 0;  // tokens
+  // Backend memory, sized for capacity_ tokens (F: expert_ffn_dim, Fs: shared_expert_ffn_dim):
+  kernels::Buffer logits_;        // (n, n_experts) router logits
+  kernels::Buffer experts_;       // (n, k) int32 chosen experts, best first
+  kernels::Buffer weights_;       // (n, k) their weights
+  kernels::Buffer src_row_;       // (n k) int32: the token of each grouped row
+  kernels::Buffer rows_;          // (n, k) int32: the grouped row of (token, rank)
+  kernels::Buffer xs_;            // (n k, dim) the tokens' inputs, grouped by expert
+  kernels::Buffer gate_up_;       // (n k, 2 F) then, for the shared expert, (n, 2 Fs)
+  kernels::Buffer h_;             // (n k, F) / (n, Fs)
+  kernels::Buffer ys_;            // (n k, dim) the experts' outputs, grouped
+  kernels::Buffer shared_;        // (n, dim) the shared expert's output
+  kernels::Buffer shared_g_;      // (n) its gate logit
+  std::vector<int32_t> offsets_;  // (n_experts + 1) host: first grouped row of each expert
+  std::vector<int32_t> cursor_;   // (n_experts) host scratch
+};
+
+}  // namespace detllm
