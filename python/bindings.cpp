@@ -111,6 +111,7 @@ NB_MODULE(_core, m) {
       .def_rw("stop", &GenerateRequest::stop)
       .def_rw("ignore_eos", &GenerateRequest::ignore_eos)
       .def_rw("prompt_logprobs", &GenerateRequest::prompt_logprobs)
+      .def_rw("return_routed_experts", &GenerateRequest::return_routed_experts)
       .def_rw("min_tokens", &GenerateRequest::min_tokens)
       .def_rw("allowed_token_ids", &GenerateRequest::allowed_token_ids)
       .def_rw("bad_words", &GenerateRequest::bad_words)
@@ -125,7 +126,8 @@ NB_MODULE(_core, m) {
       .def_ro("position", &detllm::engine::PromptLogprob::position)
       .def_ro("token", &detllm::engine::PromptLogprob::token)
       .def_ro("logprob", &detllm::engine::PromptLogprob::logprob)
-      .def_ro("top_logprobs", &detllm::engine::PromptLogprob::top_logprobs);
+      .def_ro("top_logprobs", &detllm::engine::PromptLogprob::top_logprobs)
+      .def_ro("routed_experts", &detllm::engine::PromptLogprob::routed_experts);
   nb::class_<detllm::engine::Usage>(m, "Usage")
       .def_ro("prompt_tokens", &detllm::engine::Usage::prompt_tokens)
       .def_ro("completion_tokens", &detllm::engine::Usage::completion_tokens)
@@ -135,6 +137,7 @@ NB_MODULE(_core, m) {
       .def_ro("token_ids", &SampleOutput::token_ids)
       .def_ro("logprobs", &SampleOutput::logprobs)
       .def_ro("top_logprobs", &SampleOutput::top_logprobs)
+      .def_ro("routed_experts", &SampleOutput::routed_experts)
       .def_ro("text", &SampleOutput::text)
       .def_ro("finish_reason", &SampleOutput::finish_reason)
       .def_ro("usage", &SampleOutput::usage);
@@ -238,6 +241,8 @@ NB_MODULE(_core, m) {
                      d["max_position"] = c.max_position;
                      d["tied_embeddings"] = c.tied_embeddings;
                      d["qkv_bias"] = c.qkv_bias;
+                     d["n_experts"] = c.moe.n_experts;            // 0: no experts
+                     d["n_experts_used"] = c.moe.n_experts_used;  // top-k
                      return d;
                    })
       .def("encode",

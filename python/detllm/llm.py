@@ -159,10 +159,13 @@ class LLM:
                     prompt=text,
                     prompt_token_ids=list(r.prompt_token_ids),
                     prompt_logprobs=self._prompt_logprob_dicts(r) if sp.prompt_logprobs is not None else None,
-                    outputs=[self._completion(k, s, sp.logprobs) for k, s in enumerate(r.outputs)],
+                    outputs=[self._completion(k, s, sp) for k, s in enumerate(r.outputs)],
                     seed=r.seed,
                     fingerprint=fp,
                     weight_version=ver,
+                    prompt_routed_experts=(
+                        self._routed([p.routed_experts for p in r.prompt_logprobs])
+                        if sp.return_routed_experts and sp.prompt_logprobs is not None else None),
                 )
             )
         return out
@@ -268,7 +271,13 @@ class LLM:
     def _token_text(self, t: int) -> str:
         return self._s.token_text(int(t))
 
-    def _completion(self, k: int, s, n_logprobs: Optional[int]) -> CompletionOutput:
+    def _routed(self, rows) -> np.ndarray:
+        """(n, n_layers, k) int32 from n flat rows of n_layers × k expert ids."""
+        c = self.config
+        return np.array(rows, dtype=np.int32).reshape(len(rows), c["n_layers"], c["n_experts_used"])
+
+    def _completion(self, k: int, s, sp: SamplingParams) -> CompletionOutput:
+        n_logprobs = sp.logprobs
         lp = np.array(s.logprobs, dtype=np.float32)
         dicts = None
         if n_logprobs is not None:
@@ -282,6 +291,7 @@ class LLM:
             logprobs=dicts,
             finish_reason=s.finish_reason,
             cached_tokens=s.usage.cached_tokens,
+            routed_experts=self._routed(list(s.routed_experts)) if sp.return_routed_experts else None,
         )
 
     def _logprob_dict(self, token: int, logprob: float, top) -> Dict[int, Logprob]:

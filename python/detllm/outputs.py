@@ -27,6 +27,9 @@ class CompletionOutput:
     logprobs: Optional[List[Dict[int, Logprob]]]  # per token (vLLM's form) when logprobs=k
     finish_reason: str  # "length" | "stop" | "abort"
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    # SamplingParams.return_routed_experts: (len(token_ids), n_layers, k) int32, row i the
+    # experts (best first, per layer) of the token before token i; None when not asked for.
+    routed_experts: Optional[np.ndarray] = None
 
     def finished(self) -> bool:
         return self.finish_reason != "abort"
@@ -43,6 +46,9 @@ class RequestOutput:
     fingerprint: str
     weight_version: str
     finished: bool = True
+    # return_routed_experts with prompt_logprobs: (len(prompt_token_ids) - 1, n_layers, k)
+    # int32, row i the experts of prompt token i (the row that scores token i + 1).
+    prompt_routed_experts: Optional[np.ndarray] = None
 
 
 @dataclasses.dataclass

@@ -76,6 +76,11 @@ class SamplingParams:
     end-of-text or stop id, no stop string before that many tokens), ``allowed_token_ids``,
     ``bad_words`` (strings the output never completes), and ``structured_outputs`` (a
     ``StructuredOutputsParams``; vLLM's older ``guided_decoding`` is the same field).
+
+    ``return_routed_experts`` (mixture-of-experts models; a dense model refuses it): each
+    generated token's ``CompletionOutput.routed_experts`` row — and, with ``prompt_logprobs``,
+    ``RequestOutput.prompt_routed_experts`` — holds the experts every layer chose for the token
+    before it (the row that produced its logprob), for routing replay in training.
     """
 
     n: int = 1
@@ -99,6 +104,7 @@ class SamplingParams:
     bad_words: Optional[Sequence[str]] = None
     structured_outputs: Optional[StructuredOutputsParams] = None
     guided_decoding: Optional[StructuredOutputsParams] = None
+    return_routed_experts: bool = False
 
     def __post_init__(self) -> None:
         if self.guided_decoding is not None:
@@ -160,6 +166,7 @@ class SamplingParams:
         r.stop_token_ids = [int(t) for t in (self.stop_token_ids or [])]
         r.ignore_eos = bool(self.ignore_eos)
         r.prompt_logprobs = -1 if self.prompt_logprobs is None else int(self.prompt_logprobs)
+        r.return_routed_experts = bool(self.return_routed_experts)
         r.min_tokens = int(self.min_tokens)
         r.allowed_token_ids = [int(t) for t in (self.allowed_token_ids or [])]
         r.bad_words = list(self.bad_words or [])

@@ -7,7 +7,9 @@ Writes, under OUT (default tests/data/loaders):
                             checks our defaults table against it and parses each one whole;
   hf_v5/<case>/             tiny random checkpoints saved by save_pretrained (bf16 safetensors,
                             config.json in the transformers >= 5 format: rope_parameters, dtype),
-                            with golden.json (token ids, greedy continuations) and logits.f32
+                            with golden.json (token ids, greedy continuations; for MoE cases
+                            each token's routed experts, (tokens, layers, k) from transformers'
+                            router logits, ties to the lower index) and logits.f32
                             (fp32 logits of every position of every sequence, row-major), the
                             reference forward run in fp32 on the saved file.
 Deterministic (fixed seeds). Needs torch and transformers >= 5 (the H200 machine has both):
@@ -89,6 +91,14 @@ def stable_topk(x, k, dim=-1, largest=True, sorted=True):
     return values[..., :k], indices[..., :k]
 
 
+def routed_experts(router_logits, k):
+    """(tokens, layers, k) expert ids from transformers' router logits (one (tokens, experts)
+    tensor a layer, output_router_logits=True): the top k of each row, highest first, ties to
+    the lower index (stable_topk) — the experts each token was routed to."""
+    per_layer = [stable_topk(l.float(), k)[1] for l in router_logits]  # (tokens, k) each
+    return torch.stack(per_layer, dim=1).tolist()
+
+
 def tie_router(model, period):
     """Router row e := row e % period in every layer, so the router logits tie exactly."""
     with torch.no_grad():
@@ -144,14 +154,21 @@ def write_case(out, name, kw, seed):
     with torch.no_grad():
         for n in SEQ_LENS:
             ids = rng.integers(0, config.vocab_size, size=n).tolist()
-            logits = ref(torch.tensor([ids])).logits[0].float()
+            moe = hasattr(config, "num_experts_per_tok")
+            res = ref(torch.tensor([ids]), output_router_logits=moe) if moe else ref(
+                torch.tensor([ids]))
+            logits = res.logits[0].float()
             blobs.append(logits.numpy().astype("<f4"))
+            seq = {"tokens": ids}
+            if moe:
+                seq["routed_experts"] = routed_experts(res.router_logits, config.num_experts_per_tok)
             cur, greedy = list(ids), []
             for _ in range(N_GREEDY):
                 nxt = int(ref(torch.tensor([cur])).logits[0, -1].float().argmax())
                 greedy.append(nxt)
                 cur.append(nxt)
-            seqs.append({"tokens": ids, "greedy": greedy})
+            seq["greedy"] = greedy
+            seqs.append(seq)
     np.concatenate(blobs).tofile(os.path.join(d, "logits.f32"))
     with open(os.path.join(d, "golden.json"), "w") as f:
         json.dump({"transformers_version": transformers.__version__, "case": name,

@@ -245,6 +245,7 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
       req.stop = std::move(g.stop);
       req.ignore_eos = g.ignore_eos;
       req.prompt_logprobs = g.prompt_logprobs;
+      req.return_routed_experts = g.return_routed_experts;
       req.min_tokens = g.min_tokens;
       req.allowed_token_ids = std::move(g.allowed_token_ids);
       if (!g.bad_words.empty()) {
@@ -258,6 +259,7 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
         s.token_ids.push_back(e.token);
         s.logprobs.push_back(e.logprob);
         s.top_logprobs.push_back(e.top_logprobs);
+        if (!e.routed_experts.empty()) s.routed_experts.push_back(e.routed_experts);
       };
       cb.on_prompt_logprobs = [&r](std::span<const engine::PromptLogprob> lp) {
         r.prompt_logprobs.assign(lp.begin(), lp.end());

@@ -55,6 +55,8 @@ struct GenerateRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t prompt_logprobs = -1;      // >= 0: score the prompt with this many top logprobs
+  // Mixture-of-experts models: each token's routed experts (engine::Request's field).
+  bool return_routed_experts = false;
   // vLLM's token rules (engine::Request): bad_words are strings, tokenized by the session.
   int32_t min_tokens = 0;
   std::vector<int32_t> allowed_token_ids;
@@ -70,6 +72,9 @@ struct SampleOutput {
   std::vector<int32_t> token_ids;
   std::vector<float> logprobs;                               // (tokens) the engine's bits
   std::vector<std::vector<detllm::TokenLogprob>> top_logprobs;  // (tokens)
+  // (tokens) (n_layers × k) when asked for: the experts of the token before each one
+  // (engine::TokenEvent::routed_experts).
+  std::vector<std::vector<int32_t>> routed_experts;
   std::string text;  // decoded token_ids (special tokens skipped)
   std::string finish_reason;                                 // length | stop | abort
   engine::Usage usage;

@@ -159,6 +159,7 @@ int run_serve(ServeOptions& o) {
   ctx.tokenizer = b.tokenizer.get();
   ctx.loop = &loop;
   ctx.vocab_size = b.model->config.vocab_size;
+  ctx.n_experts_used = b.model->config.moe.active() ? b.model->config.moe.n_experts_used : 0;
   ctx.max_model_len = cfg.max_model_len;
   ctx.deterministic_by_default = cfg.policy.deterministic_by_default;
   ctx.mode = cfg.policy.mode;

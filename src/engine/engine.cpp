@@ -29,6 +29,9 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   request.validate(model_.config().vocab_size, config_.max_model_len);
   check(request.stop.empty() || tokenizer_ != nullptr,
         "stop strings need a tokenizer; this engine has none");
+  check(!request.return_routed_experts || model_.has_experts(),
+        "return_routed_experts: this model has no experts to report (it is not a "
+        "mixture-of-experts model)");
   if (!deterministic_allowed() && is_deterministic(request)) {
     throw SelfCheckRefusal(config_.self_check.refusal_message());
   }
@@ -220,12 +223,13 @@ void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
       // The verdict's tokens are emitted as any committed token (callbacks, stop rules).
       class Sink final : public VerdictSink {
        public:
-        Sink(Engine& e, RequestId rid, RequestState& r, int32_t k) : e_(e), rid_(rid), r_(r), k_(k) {}
+        Sink(Engine& e, RequestId rid, RequestState& r, int32_t k, const ScheduledSeq& s)
+            : e_(e), rid_(rid), r_(r), k_(k), s_(s) {}
         bool emit_committed(int32_t row, int32_t position, const SampleResult& draw) override {
-          return e_.emit_committed(rid_, r_, k_, row, position, draw);
+          return e_.emit_committed(rid_, r_, k_, s_, row, position, draw);
         }
         void sample(int32_t row, int32_t position, std::span<const SampleResult> d) override {
-          e_.handle_sample(rid_, r_, k_, row, position, d);
+          e_.handle_sample(rid_, r_, k_, s_, row, position, d);
         }
 
        private:
@@ -233,7 +237,8 @@ void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
         RequestId rid_;
         RequestState& r_;
         int32_t k_;
-      } sink(*this, rid, r, sample_index);
+        const ScheduledSeq& s_;
+      } sink(*this, rid, r, sample_index, s);
       verifier_->verify_rows(s, draws, sink);
     } else if (s.sample) {
       handle_candidate(rid, r, sample_index, draws[0]);
@@ -242,7 +247,19 @@ void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
   }
   if (!s.sample) return;
   const int32_t row = s.logit_row(s.first_pos + s.n_tokens - 1);
-  handle_sample(rid, r, sample_index, row, s.first_pos + s.n_tokens, draws);
+  handle_sample(rid, r, sample_index, s, row, s.first_pos + s.n_tokens, draws);
+}
+
+std::vector<int32_t> Engine::routed_experts_of(const RequestState& r, const ScheduledSeq& s,
+                                               int32_t position) const {
+  if (!r.req.return_routed_experts) return {};
+  // The row that predicts `position` read the token at position − 1 (TokenEvent).
+  const int32_t j = position - 1 - s.first_pos;
+  check(j >= 0 && j < s.n_tokens,
+        "engine: internal error: position {} is not predicted by this step's rows [{}, {})",
+        position, s.first_pos + 1, s.first_pos + s.n_tokens + 1);
+  const std::span<const int32_t> ids = model_.routed_experts(s.token_begin + j);
+  return {ids.begin(), ids.end()};
 }
 
 // ---- the verified mode's hooks ----
@@ -274,8 +291,9 @@ void Engine::handle_candidate(RequestId rid, RequestState& r, int32_t sample_ind
   if (ready) verifier_->park(st.seq);
 }
 
-bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
-                            int32_t position, const SampleResult& res) {
+bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index,
+                            const ScheduledSeq& s, int32_t row, int32_t position,
+                            const SampleResult& res) {
   SampleState& st = r.samples[sample_index];
   if (res.none_allowed) {  // no token here, so no logits of one either
     finish_sample(rid, r, sample_index, grammar_end_reason(st));
@@ -288,7 +306,8 @@ bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index
   ++stats_.n_generated_tokens;
   ++stats_.n_committed_tokens;
   if (r.cb.on_token) {
-    r.cb.on_token({sample_index, position, res.token, res.logprob, res.top_logprobs});
+    r.cb.on_token({sample_index, position, res.token, res.logprob, res.top_logprobs,
+                   routed_experts_of(r, s, position)});
   }
   const FinishReason reason = stop_reason(r, st, res.token);
   if (reason == FinishReason::kNone) return false;
@@ -320,6 +339,7 @@ void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s) {
       lp.rank = 1 + static_cast<int32_t>(std::count_if(row.begin(), row.end(),
                                                        [x](float v) { return v > x; }));
       lp.top_logprobs = top_logprobs(row, r.req.prompt_logprobs);
+      lp.routed_experts = routed_experts_of(r, s, target);
     }
   };
   // Each row's logprobs depend on that row alone, so a large scoring step (teacher forcing a
@@ -351,8 +371,9 @@ void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s) {
   }
 }
 
-void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
-                           int32_t position, std::span<const SampleResult> draws) {
+void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
+                           const ScheduledSeq& s, int32_t row, int32_t position,
+                           std::span<const SampleResult> draws) {
   if (r.cached_tokens == 0 && r.samples[sample_index].seq >= 0) {
     r.cached_tokens = scheduler_.sequence(r.samples[sample_index].seq).n_cached_tokens;
   }
@@ -379,6 +400,7 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
   const bool capture = r.req.capture_logits && static_cast<bool>(r.cb.on_logits);
   const std::span<const float> row_logits =
       capture ? runner_.host_logits(row, 1) : std::span<const float>{};
+  const std::vector<int32_t> routed = routed_experts_of(r, s, position);  // shared by the group
   for (size_t j = 0; j < group.size(); ++j) {
     const int32_t k = group[j];
     SampleState& st = r.samples[k];
@@ -392,7 +414,9 @@ void Engine::handle_sample(RequestId rid, RequestState& r, int32_t sample_index,
     st.generated.push_back(res.token);
     ++stats_.n_generated_tokens;
     if (r.speculative) ++stats_.n_committed_tokens;
-    if (r.cb.on_token) r.cb.on_token({k, position, res.token, res.logprob, res.top_logprobs});
+    if (r.cb.on_token) {
+      r.cb.on_token({k, position, res.token, res.logprob, res.top_logprobs, routed});
+    }
     const FinishReason reason = stop_reason(r, st, res.token);
     if (reason != FinishReason::kNone) finish_sample(rid, r, k, reason);
   }

@@ -187,8 +187,12 @@ class Engine {
   // Number of the scheduled rows of s whose logits score a prompt token (prompt logprobs).
   int32_t n_prompt_rows(const RequestState& r, const ScheduledSeq& s) const;
   void handle_prompt_rows(RequestState& r, const ScheduledSeq& s);
-  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
-                     int32_t position, std::span<const SampleResult> draws);
+  void handle_sample(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
+                     int32_t row, int32_t position, std::span<const SampleResult> draws);
+  // The experts of the token before `position` (the one s's row that predicts `position`
+  // read), when r asked for them (Request::return_routed_experts); empty otherwise.
+  std::vector<int32_t> routed_experts_of(const RequestState& r, const ScheduledSeq& s,
+                                         int32_t position) const;
   // ---- the verified mode's hooks (verifier_) ----
   bool verified() const { return verifier_.has_value(); }
   // A candidate from a fast row: appended uncommitted; a full window (or one a candidate
@@ -196,8 +200,8 @@ class Engine {
   void handle_candidate(RequestId rid, RequestState& r, int32_t sample_index,
                         const SampleResult& draw);
   // Emits one committed token (callbacks, stop rules); true when the sample finished.
-  bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, int32_t row,
-                      int32_t position, const SampleResult& res);
+  bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
+                      int32_t row, int32_t position, const SampleResult& res);
   void forget_window(SeqId seq) {
     if (verifier_) verifier_->forget(seq);
   }

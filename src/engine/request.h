@@ -44,6 +44,11 @@ struct Request {
   int32_t prompt_logprobs = -1;
   // Conformance / audit: deliver the fp32 logits of every output position via on_logits.
   bool capture_logits = false;
+  // Mixture-of-experts models: return the experts each token was routed to (routing replay in
+  // RL training) in TokenEvent::routed_experts and, with prompt_logprobs, in
+  // PromptLogprob::routed_experts. Off by default: it costs n_layers × k ints a token. A model
+  // without experts refuses it (Engine::add_request).
+  bool return_routed_experts = false;
   // Structured output: the grammar every generated token must match, at its start (nothing
   // accepted). Each sample draws under the bitmask of its own generated prefix
   // (kernels/sampling/masked_sample.h; logprobs stay the model's); a position where the grammar
@@ -58,12 +63,20 @@ struct Request {
 enum class FinishReason : uint8_t { kNone, kLength, kStop, kAbort, kGrammar };
 std::string_view finish_reason_name(FinishReason r);  // "length", "stop", "abort", "grammar"
 
+// Routed experts (Request::return_routed_experts) ride with the logprobs, on the token their
+// forward row predicts: the entry of the token at position p holds the experts the token at
+// p − 1 was routed to — the row whose logits gave p's logprob. (n_layers × k) int32, layer
+// by layer, each layer's k ids best first (ties to the lower index, docs/models.md). So prompt
+// entries (positions 1…n−1) and generated ones cover every token the model read, 0 … end − 1;
+// the last generated token is never read, as in vLLM's and SGLang's [0, seq_len − 1). Empty
+// when not asked for.
 struct TokenEvent {
   int32_t sample_index = 0;
   int32_t position = 0;  // absolute position of the new token in its sequence
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
+  std::vector<int32_t> routed_experts;  // (n_layers, k) of the token at position − 1
 };
 
 // Logprob of prompt token `position` given the tokens before it (position 0 has none).
@@ -73,6 +86,7 @@ struct PromptLogprob {
   float logprob = 0.0f;
   int32_t rank = 0;  // 1 + the ids with a higher logit (vLLM's rank: 1 = the most likely)
   std::vector<TokenLogprob> top_logprobs;
+  std::vector<int32_t> routed_experts;  // (n_layers, k) of the token at position − 1
 };
 
 struct Usage {

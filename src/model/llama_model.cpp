@@ -672,7 +672,7 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
       ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim, numerics);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
     if (moe_) {
-      moe_->forward(xb, n, l.moe, proj, numerics);
+      moe_->forward(xb, n, li, l.moe, proj, numerics);
       continue;
     }
     project(xb, n, l.gate_up, gate_up, numerics);

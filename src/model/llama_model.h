@@ -105,6 +105,14 @@ class LlamaModel {
   void download_logits(const StepLogits& logits, int32_t first_row, int32_t n_rows,
                        float* dst) const;
 
+  // The experts token row `row` of the last forward was routed to: (n_layers, k) int32, each
+  // layer's k ids best first (MoeFfn::routed). Host memory; valid until the next forward. A
+  // model without experts has none: an empty span.
+  std::span<const int32_t> routed_experts(int32_t row) const {
+    return moe_ ? moe_->routed(row) : std::span<const int32_t>{};
+  }
+  bool has_experts() const { return moe_ != nullptr; }
+
   // Counters of how steps ran (tests check that padding / graphs were really exercised, and
   // that a step whose logits nobody reads downloads none).
   struct StepStats {

@@ -18,6 +18,21 @@ MoeFfn::MoeFfn(const ModelConfig& config, kernels::Ops& ops) : config_(config), 
         ops.name(), dtype_name(ops.gemm_input_dtype()));
 }
 
+void MoeFfn::record_routing(int32_t n, int32_t layer_index) {
+  const size_t k = static_cast<size_t>(config_.moe.n_experts_used);
+  const size_t width = static_cast<size_t>(config_.n_layers) * k;
+  if (layer_index == 0) {
+    routed_.resize(static_cast<size_t>(n) * width);
+    routed_rows_ = n;
+  }
+  check(n == routed_rows_, "routed experts: layer {} ran {} rows, layer 0 {}", layer_index, n,
+        routed_rows_);
+  const int32_t* chosen = experts_.i32();  // host memory (the constructor's check)
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    std::copy_n(chosen + t * k, k, routed_.data() + t * width + layer_index * k);
+  }
+}
+
 void MoeFfn::grow(int32_t n) {
   if (n <= capacity_) return;
   const MoeConfig& m = config_.moe;
@@ -42,8 +57,15 @@ void MoeFfn::grow(int32_t n) {
   capacity_ = static_cast<int32_t>(un);
 }
 
-void MoeFfn::forward(const void* x, int32_t n, const MoeLayerView& l, float* out,
-                     NumericsMode numerics) {
+std::span<const int32_t> MoeFfn::routed(int32_t row) const {
+  check(row >= 0 && row < routed_rows_, "routed experts: row {} outside the step's {} rows", row,
+        routed_rows_);
+  const size_t width = static_cast<size_t>(config_.n_layers) * config_.moe.n_experts_used;
+  return std::span<const int32_t>(routed_).subspan(static_cast<size_t>(row) * width, width);
+}
+
+void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLayerView& l,
+                     float* out, NumericsMode numerics) {
   const MoeConfig& m = config_.moe;
   const int32_t k = m.n_experts_used, n_experts = m.n_experts, dim = config_.dim;
   const int32_t ffn = m.expert_ffn_dim;
@@ -51,6 +73,7 @@ void MoeFfn::forward(const void* x, int32_t n, const MoeLayerView& l, float* out
   // Routing: the router is one more projection (the same invariant GEMM), top-k per row.
   ops_.matmul_rounded(x, n, l.router, nullptr, logits_.f32(), n_experts, numerics);
   ops_.moe_route(logits_.f32(), n, n_experts, k, m.renormalize, experts_.i32(), weights_.f32());
+  record_routing(n, layer_index);
 
   // Group the (token, rank) pairs by expert, tokens in order within a group (counting sort on
   // the host: the CPU backends' memory). The order within a group changes no bit.

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -38,13 +39,22 @@ class MoeFfn {
   MoeFfn(const MoeFfn&) = delete;
   MoeFfn& operator=(const MoeFfn&) = delete;
 
-  // out (n, dim) fp32 = the layer's MLP of x (n, dim) in the backend's GEMM input dtype. Every
-  // GEMM runs with `numerics` (the step's).
-  void forward(const void* x, int32_t n, const MoeLayerView& layer, float* out,
+  // out (n, dim) fp32 = the MLP of layer `layer_index` of x (n, dim) in the backend's GEMM
+  // input dtype. Every GEMM runs with `numerics` (the step's). The experts each row chose are
+  // kept in routed() (layer 0 starts a new step's table).
+  void forward(const void* x, int32_t n, int32_t layer_index, const MoeLayerView& layer, float* out,
                NumericsMode numerics);
+
+  // The last step's routing, on the host: (n, n_layers, k) int32 expert ids, row t of the step
+  // then layer, each layer's k ids best first (Ops::moe_route's order). What a caller returns
+  // as a token's routed experts (engine Request::return_routed_experts); valid until the next
+  // step. Recording it is a copy of k ints per row and layer, beside expert GEMMs of F·dim.
+  std::span<const int32_t> routed(int32_t row) const;
 
  private:
   void grow(int32_t n);
+  // Copies this layer's chosen experts (experts_) into routed_.
+  void record_routing(int32_t n, int32_t layer_index);
 
   const ModelConfig& config_;
   kernels::Ops& ops_;
@@ -63,6 +73,8 @@ class MoeFfn {
   kernels::Buffer shared_g_;      // (n) its gate logit
   std::vector<int32_t> offsets_;  // (n_experts + 1) host: first grouped row of each expert
   std::vector<int32_t> cursor_;   // (n_experts) host scratch
+  std::vector<int32_t> routed_;   // (n, n_layers, k) host: the last step's chosen experts
+  int32_t routed_rows_ = 0;       // n of the last step
 };
 
 }  // namespace detllm

@@ -99,7 +99,8 @@ class GenerationStream final : public ResponseStream {
     const std::span<const engine::TokenEvent> tokens =
         std::span(c.tokens).subspan(c.n_tokens_sent);
     const bool finishing = c.finish.has_value() && !c.finish_sent;
-    if (text.empty() && (!spec_.logprobs || tokens.empty()) && !finishing) return;
+    const bool routed = meta_.routed_experts_k > 0;
+    if (text.empty() && ((!spec_.logprobs && !routed) || tokens.empty()) && !finishing) return;
     json lp = nullptr;
     if (spec_.logprobs) {
       CompletionLogprobs b(tokenizer_, c.text_offset, meta_.tokens_as_ids);
@@ -108,6 +109,7 @@ class GenerationStream final : public ResponseStream {
       lp = b.take();
     }
     json choice = {{"index", c.index}, {"text", text}, {"logprobs", std::move(lp)}};
+    if (routed) choice["routed_experts"] = routed_experts_json(tokens, meta_.routed_experts_k);
     choice["finish_reason"] = finishing ? finish_reason_json(c.finish) : json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : json(nullptr);
     emit(out, std::move(choice));
@@ -134,7 +136,7 @@ class GenerationStream final : public ResponseStream {
       d.tool_calls = std::move(last.tool_calls);
     }
     const bool has_text = !d.reasoning.empty() || !d.content.empty();
-    const bool has_logprobs = spec_.logprobs && !tokens.empty();
+    const bool has_logprobs = (spec_.logprobs || meta_.routed_experts_k > 0) && !tokens.empty();
     const bool calls = !d.tool_calls.empty();
     auto choice_of = [&](json delta, json lp, bool last) {
       json choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
@@ -149,7 +151,11 @@ class GenerationStream final : public ResponseStream {
       if (!d.content.empty() || (!finishing && d.reasoning.empty())) delta["content"] = d.content;
       json lp = spec_.logprobs ? chat_logprobs(tokenizer_, tokens, meta_.tokens_as_ids)
                                : json(nullptr);
-      emit(out, choice_of(std::move(delta), std::move(lp), finishing && !calls));
+      json choice = choice_of(std::move(delta), std::move(lp), finishing && !calls);
+      if (meta_.routed_experts_k > 0) {
+        choice["routed_experts"] = routed_experts_json(tokens, meta_.routed_experts_k);
+      }
+      emit(out, std::move(choice));
     }
     for (size_t k = 0; k < d.tool_calls.size(); ++k) {
       const ToolCall& call = d.tool_calls[k];

@@ -64,6 +64,9 @@ struct GenerationFields {
   // response_format / structured_outputs / guided_*: the grammar the output must match.
   std::optional<StructuredOutput> structured;
   VllmFields vllm;  // min_tokens, bad_words, skip_special_tokens, prompt_logprobs, ...
+
+  // Extension (mixture-of-experts models): each token's routed experts in the response.
+  bool return_routed_experts = false;
 };
 
 struct CompletionRequest {

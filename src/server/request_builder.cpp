@@ -164,6 +164,11 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
   }
   b.deterministic =
       gen.determinism_mode.has_value() || gen.deterministic.value_or(ctx.deterministic_by_default);
+  if (gen.return_routed_experts && ctx.n_experts_used == 0) {
+    throw_bad_request("return_routed_experts",
+                      "'return_routed_experts': the served model is not a mixture-of-experts "
+                      "model, so its tokens are routed to no experts; drop the field");
+  }
   const std::shared_ptr<const structured::TokenConstraint> constraint =
       compile_constraint(ctx, gen);
   for (const auto& ids : prompts) {
@@ -196,6 +201,7 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
     r.bad_words = engine::bad_word_token_ids(*ctx.tokenizer, gen.vllm.bad_words);
     r.deterministic = b.deterministic;
     r.prompt_logprobs = prompt_logprobs;
+    r.return_routed_experts = gen.return_routed_experts;
     r.sampling.temperature = gen.temperature;
     r.sampling.top_p = gen.top_p;
     r.sampling.top_k = gen.top_k;

@@ -149,6 +149,32 @@ json chunk_envelope(const ResponseMeta& meta, std::string_view object, json choi
   return j;
 }
 
+namespace {
+
+// (n_layers × k) ids → [[k ids] per layer].
+json per_layer(std::span<const int32_t> ids, int32_t k) {
+  json layers = json::array();
+  for (size_t i = 0; i + static_cast<size_t>(k) <= ids.size(); i += static_cast<size_t>(k)) {
+    layers.push_back(std::vector<int32_t>(ids.begin() + i, ids.begin() + i + k));
+  }
+  return layers;
+}
+
+}  // namespace
+
+json routed_experts_json(std::span<const engine::TokenEvent> tokens, int32_t k) {
+  json out = json::array();
+  for (const engine::TokenEvent& t : tokens) out.push_back(per_layer(t.routed_experts, k));
+  return out;
+}
+
+json prompt_routed_experts_json(const PromptState& p, int32_t k) {
+  if (p.logprobs.empty()) return nullptr;
+  json out = json::array({nullptr});
+  for (const engine::PromptLogprob& lp : p.logprobs) out.push_back(per_layer(lp.routed_experts, k));
+  return out;
+}
+
 json completion_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
                          bool echo, bool logprobs) {
   json choices = json::array();
@@ -168,6 +194,13 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
                        {"stop_reason", stop_reason_json(c)}});
     if (meta.prompt_logprobs) {
       choices.back()["prompt_logprobs"] = prompt_logprobs_json(tokenizer, p, meta.tokens_as_ids);
+    }
+    if (meta.routed_experts_k > 0) {
+      choices.back()["routed_experts"] = routed_experts_json(c.tokens, meta.routed_experts_k);
+      if (!p.logprobs.empty()) {
+        choices.back()["prompt_routed_experts"] =
+            prompt_routed_experts_json(p, meta.routed_experts_k);
+      }
     }
   }
   json j = envelope(meta, "text_completion");
@@ -221,11 +254,18 @@ json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tok
           logprobs ? chat_logprobs(tokenizer, c.tokens, meta.tokens_as_ids) : json(nullptr)},
          {"finish_reason", chat_finish_reason_json(c.finish, split.called())},
          {"stop_reason", stop_reason_json(c)}});
+    if (meta.routed_experts_k > 0) {
+      choices.back()["routed_experts"] = routed_experts_json(c.tokens, meta.routed_experts_k);
+    }
   }
   json j = envelope(meta, "chat.completion");
   j["choices"] = std::move(choices);
   if (meta.prompt_logprobs) {
     j["prompt_logprobs"] = prompt_logprobs_json(tokenizer, g.prompts().front(), meta.tokens_as_ids);
+    if (meta.routed_experts_k > 0) {
+      j["prompt_routed_experts"] =
+          prompt_routed_experts_json(g.prompts().front(), meta.routed_experts_k);
+    }
   }
   j["usage"] = usage_json(g);
   return j;

@@ -27,6 +27,9 @@ struct ResponseMeta {
   bool tokens_as_ids = false;
   // vLLM's prompt_logprobs: the response carries each prompt token's logprob.
   bool prompt_logprobs = false;
+  // return_routed_experts: the model's experts per token (k), by which the response nests each
+  // token's ids into per-layer lists; 0 when not asked for.
+  int32_t routed_experts_k = 0;
 };
 
 // "stop", "length", "abort"; null while running.
@@ -42,6 +45,13 @@ std::string token_text(const Tokenizer& tokenizer, int32_t id, bool as_id = fals
 // {logprob, rank, decoded_token} holding the token itself and the top alternatives.
 nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer, const PromptState& p,
                                     bool tokens_as_ids);
+
+// return_routed_experts: one entry per token, each a list per layer of its k expert ids (best
+// first) — the experts of the token *before* it (engine::TokenEvent::routed_experts).
+nlohmann::json routed_experts_json(std::span<const engine::TokenEvent> tokens, int32_t k);
+// The prompt's, aligned as prompt_logprobs: null for the first token, then for token i the
+// experts of token i − 1; null when the prompt was not scored.
+nlohmann::json prompt_routed_experts_json(const PromptState& p, int32_t k);
 
 // Completions "logprobs" object, built token by token: tokens, token_logprobs, top_logprobs,
 // text_offset, and the extension token_ids (the ids themselves, to replay or compare exactly).

@@ -44,6 +44,9 @@ struct ServerContext {
   const ChatPrompt* chat = nullptr;  // nullptr: the model has no chat template
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;  // prompt + output tokens
+  // The served model's experts per token (top-k) — 0 for a model without experts, which
+  // refuses return_routed_experts with a 400.
+  int32_t n_experts_used = 0;
   bool deterministic_by_default = true;
   DeterminismMode mode = DeterminismMode::kInvariant;  // detllm serve --mode (docs/modes.md)
   std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests

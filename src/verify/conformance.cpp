@@ -2,6 +2,7 @@
 #include "verify/conformance.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -160,6 +161,7 @@ engine::RequestCallbacks trace_callbacks(RequestTrace& t, size_t index, int32_t 
   t.tokens.assign(n_samples, {});
   t.logprobs.assign(n_samples, {});
   t.top_logprobs.assign(n_samples, {});
+  t.routed_experts.assign(n_samples, {});
   t.finish.assign(n_samples, engine::FinishReason::kNone);
   t.usage.assign(n_samples, {});
   t.cached_tokens.assign(n_samples, 0);
@@ -168,6 +170,7 @@ engine::RequestCallbacks trace_callbacks(RequestTrace& t, size_t index, int32_t 
     t.tokens[e.sample_index].push_back(e.token);
     t.logprobs[e.sample_index].push_back(e.logprob);
     t.top_logprobs[e.sample_index].push_back(e.top_logprobs);
+    t.routed_experts[e.sample_index].push_back(e.routed_experts);
   };
   cb.on_logits = [&t, index, &exec](int32_t sample, int32_t pos, std::span<const float> logits) {
     auto [it, inserted] = t.logits.try_emplace({sample, pos}, logits.begin(), logits.end());
@@ -262,10 +265,23 @@ RunResult run(const Target& target, const Execution& exec,
   run_arrivals(eng, exec, n, [&](size_t i) {
     engine::Request r = requests[i];
     r.capture_logits = true;
+    r.return_routed_experts = model.has_experts();
     engine::RequestCallbacks cb = trace_callbacks(res.traces[i], i, r.n, exec);
     recorder.trace(eng.add_request(std::move(r), std::move(cb)), i);
   });
   check_kv_released(eng, exec.label);
+  // A model with experts reports them with every token (else comparing them proves nothing).
+  const size_t routed_width = model.has_experts() ? static_cast<size_t>(target.config->n_layers) *
+                                                        target.config->moe.n_experts_used
+                                                  : 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& sample : res.traces[i].routed_experts) {
+      for (const auto& ids : sample) {
+        check(ids.size() == routed_width, "{}: request {}: {} routed expert ids, expected {}",
+              exec.label, i, ids.size(), routed_width);
+      }
+    }
+  }
   const RunCounters after = counters_of(eng, model);
   res.n_steps = eng.stats().n_steps;
   res.n_preemptions = after.preemptions - warmup.preemptions;
@@ -324,6 +340,15 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
         if (!d.empty()) return Mismatch{fmt::format("sample {} token {}: {}", s, i, d)};
       }
     }
+    if (a.routed_experts.size() == a.tokens.size() && b.routed_experts.size() == b.tokens.size()) {
+      for (size_t i = 0; i < ta.size(); ++i) {
+        if (a.routed_experts[s][i] != b.routed_experts[s][i]) {
+          return Mismatch{fmt::format("sample {} token {}: routed experts differ: {} vs {}", s, i,
+                                      fmt::join(a.routed_experts[s][i], ","),
+                                      fmt::join(b.routed_experts[s][i], ","))};
+        }
+      }
+    }
     if (s < a.finish.size() && s < b.finish.size() && a.finish[s] != b.finish[s]) {
       return Mismatch{fmt::format("sample {}: finish reason {} vs {}", s,
                                   engine::finish_reason_name(a.finish[s]),
@@ -376,6 +401,11 @@ std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b) {
     const std::string d = top_difference(pa.top_logprobs, pb.top_logprobs);
     if (!d.empty()) {
       return Mismatch{fmt::format("prompt logprob at position {}: {}", pa.position, d)};
+    }
+    if (pa.routed_experts != pb.routed_experts) {
+      return Mismatch{fmt::format("prompt position {}: routed experts differ: {} vs {}",
+                                  pa.position, fmt::join(pa.routed_experts, ","),
+                                  fmt::join(pb.routed_experts, ","))};
     }
   }
   return std::nullopt;
@@ -452,6 +482,18 @@ std::optional<Mismatch> compare_generation_scoring(const std::vector<engine::Req
         if (std::memcmp(&lp_gen, &lp_score, 4) != 0) {
           return fail(fmt::format("request {} sample {} position {}: logprob {:.9g} vs {:.9g}", i,
                                   k, pos, lp_gen, lp_score));
+        }
+        // The experts of the token before pos: generation's decode row vs scoring's prompt row.
+        static const std::vector<int32_t> kNone;
+        const bool traced = k < g.routed_experts.size() && t < g.routed_experts[k].size();
+        const std::vector<int32_t>& re_gen = traced ? g.routed_experts[k][t] : kNone;
+        const std::vector<int32_t>& re_score =
+            st.prompt_logprobs[static_cast<size_t>(pos - 1)].routed_experts;
+        if (traced && re_gen != re_score) {
+          return fail(
+              fmt::format("request {} sample {} position {}: routed experts {} generated "
+                          "vs {} scored",
+                          i, k, pos, fmt::join(re_gen, ","), fmt::join(re_score, ",")));
         }
         ++n;
       }

@@ -75,6 +75,9 @@ struct RequestTrace {
   std::vector<std::vector<float>> logprobs;  // (n samples) logprob of each generated token
   // (n samples, generated tokens) the top logprobs reported with each generated token.
   std::vector<std::vector<std::vector<TokenLogprob>>> top_logprobs;
+  // (n samples, generated tokens) the routed experts reported with each generated token
+  // (n_layers × k ids; empty vectors for a model without experts).
+  std::vector<std::vector<std::vector<int32_t>>> routed_experts;
   // (sample, position) → the logits (vocab) that predicted that position's token.
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> logits;
   std::vector<engine::PromptLogprob> prompt_logprobs;
@@ -132,7 +135,8 @@ class StepListener {
   virtual void on_step(const StepInfo& step) = 0;
 };
 
-// Runs `requests` (capture_logits is forced on) to completion under `exec`. Throws
+// Runs `requests` (capture_logits is forced on, and return_routed_experts on a model with
+// experts) to completion under `exec`. Throws
 // detllm::Error on KV accounting breaches or leaks (every block must be free or cached-idle
 // at the end).
 RunResult run(const Target& target, const Execution& exec,
@@ -144,8 +148,9 @@ struct Mismatch {
 
 // First difference between two traces of the same request: sample counts, token ids, logprobs
 // and top logprobs (bits), finish reasons and usage (prompt and completion tokens; cached tokens
-// and preemptions are execution facts), logits bit for bit at every position both saw (and the
-// set of positions), then prompt logprobs and their top logprobs (bits).
+// and preemptions are execution facts), routed experts, logits bit for bit at every position
+// both saw (and the set of positions), then prompt logprobs, their top logprobs (bits) and
+// routed experts.
 std::optional<Mismatch> compare(const RequestTrace& a, const RequestTrace& b);
 
 // The first deterministic request (reqs[i].deterministic unset or true) whose traces differ,

@@ -1,7 +1,7 @@
 """What users expect of an OpenAI(-compatible) server beyond the basics, against the real
 binary (docs/server.md): `stop_reason` as vLLM returns it, chat `echo`, GET /v1/models/{id},
-opt-in CORS, and the latency histograms in /metrics (queue, time to first token, time per
-output token, end to end)."""
+opt-in CORS, the latency histograms in /metrics (queue, time to first token, time per
+output token, end to end), and return_routed_experts refused by a dense model."""
 import json
 
 import pytest
@@ -64,6 +64,15 @@ def test_chat_echo_continues_the_assistant_message(server):
                         {"messages": messages[:1], "max_tokens": 4, "temperature": 0}).json()
     assert user_last["choices"][0]["message"]["content"] == \
         again["choices"][0]["message"]["content"]
+
+
+def test_routed_experts_are_refused_by_a_dense_model(client):
+    openai = pytest.importorskip("openai")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="default", prompt="Hi", max_tokens=2,
+                                  extra_body={"return_routed_experts": True})
+    assert e.value.param == "return_routed_experts", str(e.value)
+    assert "not a mixture-of-experts model" in str(e.value)
 
 
 def test_model_by_id(server):

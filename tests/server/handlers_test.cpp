@@ -264,6 +264,57 @@ TEST(Handlers, DeterminismModeMustBeTheServers) {
   EXPECT_EQ(json::parse(body_of(r))["system_fingerprint"], s.ctx->fingerprint_deterministic);
 }
 
+// return_routed_experts: per choice, one entry per generated token of per-layer lists of k ids;
+// with echo + logprobs the prompt's too (null first, as prompt logprobs); streamed chunks carry
+// the same entries; a dense model answers 400 naming the field.
+TEST(Handlers, RoutedExpertsOnMoeAndRefusedOnDense) {
+  TinyServer dense;
+  try {
+    (void)handle_completions(
+        *dense.ctx, R"({"prompt": [1, 2], "max_tokens": 2, "return_routed_experts": true})");
+    ADD_FAILURE() << "a dense model returned routed experts";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "return_routed_experts");
+  }
+  TinyServer moe(TinyServer::default_engine(), "tiny-qwen3-moe");
+  const json req = {{"prompt", {5, 6, 7, 8, 9}},
+                    {"max_tokens", 4},
+                    {"ignore_eos", true},
+                    {"echo", true},
+                    {"logprobs", 0},
+                    {"temperature", 0},
+                    {"return_routed_experts", true}};
+  HttpReply whole = handle_completions(*moe.ctx, req.dump());
+  const json c = json::parse(body_of(whole))["choices"][0];
+  ASSERT_EQ(c["routed_experts"].size(), 4u);
+  for (const json& token : c["routed_experts"]) {
+    ASSERT_EQ(token.size(), static_cast<size_t>(moe.config.n_layers));
+    for (const json& layer : token) {
+      ASSERT_EQ(layer.size(), static_cast<size_t>(moe.config.moe.n_experts_used));
+      for (const json& e : layer) {
+        EXPECT_TRUE(e.get<int>() >= 0 && e.get<int>() < moe.config.moe.n_experts);
+      }
+    }
+  }
+  ASSERT_EQ(c["prompt_routed_experts"].size(), 5u);
+  EXPECT_TRUE(c["prompt_routed_experts"][0].is_null());
+  json streamed_req = req;
+  streamed_req["stream"] = true;
+  HttpReply stream = handle_completions(*moe.ctx, streamed_req.dump());
+  const std::string sse = body_of(stream);
+  json streamed = json::array();
+  for (size_t at = sse.find("data: {"); at != std::string::npos; at = sse.find("data: {", at + 1)) {
+    const json chunk = json::parse(sse.substr(at + 6, sse.find("\n\n", at) - at - 6));
+    for (const json& ch : chunk["choices"]) {
+      if (ch.contains("routed_experts")) {
+        for (const json& t : ch["routed_experts"]) streamed.push_back(t);
+      }
+    }
+  }
+  EXPECT_EQ(streamed, c["routed_experts"]);
+}
+
 TEST(Handlers, ClientGoneAbortsAndFreesKv) {
   TinyServer s;
   HttpReply r = handle_completions(*s.ctx, json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8, 9}},

@@ -95,8 +95,10 @@ struct TinyServer {
   std::unique_ptr<EngineLoop> loop;
   std::unique_ptr<ServerContext> ctx;
 
-  explicit TinyServer(engine::EngineConfig ec = default_engine()) {
-    config = synthetic_config("tiny-llama");
+  // model: a synthetic config name (model/synthetic.h), e.g. "tiny-qwen3-moe".
+  explicit TinyServer(engine::EngineConfig ec = default_engine(),
+                      const std::string& model_name = "tiny-llama") {
+    config = synthetic_config(model_name);
     weights = make_synthetic_weights(config, 42);
     ops = kernels::make_cpu_ops(2);
     model = std::make_unique<LlamaModel>(config, weights, *ops);
@@ -107,6 +109,7 @@ struct TinyServer {
     ctx->tokenizer = tokenizer.get();
     ctx->loop = loop.get();
     ctx->vocab_size = config.vocab_size;
+    ctx->n_experts_used = config.moe.active() ? config.moe.n_experts_used : 0;
     ctx->max_model_len = loop->config().max_model_len;
     ctx->fingerprint_deterministic = "fp_det";
     ctx->fingerprint_other = "fp_other";
