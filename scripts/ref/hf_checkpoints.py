@@ -24,7 +24,8 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-MODEL_TYPES = ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe"]
+MODEL_TYPES = ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe",
+               "olmoe"]
 N_GREEDY = 16
 SEQ_LENS = [70, 33, 96]
 
@@ -78,6 +79,13 @@ CASES = {
                       num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6,
                       tie_word_embeddings=False,
                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    # OLMoE: q_norm over the whole q projection (hidden_size) and k_norm over the whole k
+    # projection, not per head; 16 experts as wide as intermediate_size, top-4, not renormalised.
+    "olmoe": dict(model_type="olmoe", vocab_size=256, hidden_size=64, intermediate_size=32,
+                  num_experts=16, num_experts_per_tok=4, norm_topk_prob=False,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
 }
 # Cases whose router rows repeat with this period (exact ties in the router logits).
 TIED_ROUTER_PERIOD = {"qwen3_moe_ties": 4}

@@ -56,8 +56,10 @@ std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights* w
     lin(p + "self_attn.v_proj", l ? &l->wv : nullptr, kv, dim, P::kWv, P::kBv, c.qkv_bias);
     // o_proj, gate/up/down have no bias in the Llama family (LlamaModel ignores none it has).
     tensor(p + "self_attn.o_proj.weight", l ? &l->wo.w : nullptr, {dim, q}, P::kWo, i);
-    vec(p + "self_attn.q_norm.weight", l ? &l->q_norm : nullptr, c.head_dim, c.qk_norm, P::kQNorm, i);
-    vec(p + "self_attn.k_norm.weight", l ? &l->k_norm : nullptr, c.head_dim, c.qk_norm, P::kKNorm, i);
+    vec(p + "self_attn.q_norm.weight", l ? &l->q_norm : nullptr, c.q_norm_dim(), c.qk_norm,
+        P::kQNorm, i);
+    vec(p + "self_attn.k_norm.weight", l ? &l->k_norm : nullptr, c.k_norm_dim(), c.qk_norm,
+        P::kKNorm, i);
     vec(p + "post_attention_layernorm.weight", l ? &l->ffn_norm : nullptr, dim, true, P::kFfnNorm, i);
     tensor(p + "mlp.gate_proj.weight", l ? &l->w_gate.w : nullptr, {c.ffn_dim, dim}, P::kGate, i);
     tensor(p + "mlp.up_proj.weight", l ? &l->w_up.w : nullptr, {c.ffn_dim, dim}, P::kUp, i);

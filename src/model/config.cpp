@@ -17,6 +17,7 @@ std::string_view model_arch_name(ModelArch arch) {
     case ModelArch::kQwen3Moe: return "qwen3_moe";
     case ModelArch::kMixtral: return "mixtral";
     case ModelArch::kQwen2Moe: return "qwen2_moe";
+    case ModelArch::kOlmoe: return "olmoe";
   }
   return "?";
 }

@@ -16,7 +16,16 @@ namespace detllm {
 
 class GgufFile;
 
-enum class ModelArch : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral, kQwen2Moe };
+enum class ModelArch : uint8_t {
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kQwen3Moe,
+  kMixtral,
+  kQwen2Moe,
+  kOlmoe
+};
 
 std::string_view model_arch_name(ModelArch arch);
 
@@ -64,6 +73,11 @@ struct ModelConfig {
   bool tied_embeddings = false;  // lm_head shares the token embedding
   bool qkv_bias = false;         // Qwen2/2.5
   bool qk_norm = false;          // Qwen3: RMSNorm on each q/k head before RoPE
+  // OLMoE: the q/k RMSNorm spans the whole projection — q_norm (q_dim), k_norm (kv_dim), one
+  // RMS over all heads of a token — instead of each head (needs qk_norm).
+  bool qk_norm_full = false;
+  int32_t q_norm_dim() const { return qk_norm_full ? q_dim() : head_dim; }
+  int32_t k_norm_dim() const { return qk_norm_full ? kv_dim() : head_dim; }
   // The checkpoint's sliding window, 0 if none. Attention here is full; max_position is capped
   // to the window, where full attention and sliding-window attention are the same function.
   int32_t sliding_window = 0;

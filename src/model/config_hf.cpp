@@ -38,7 +38,7 @@ struct ArchDefaults {
   bool qk_norm;
 };
 
-constexpr std::array<ArchDefaults, 7> kDefaults{{
+constexpr std::array<ArchDefaults, 8> kDefaults{{
     {"llama", ModelArch::kLlama, 32000, 4096, 11008, 32, 32, -1, -1, 2048, 1e-6, 10000.0, 0, 0,
      false, false},
     {"mistral", ModelArch::kMistral, 32000, 4096, 14336, 32, 32, 8, -1, 4096 * 32, 1e-6, 10000.0,
@@ -53,19 +53,23 @@ constexpr std::array<ArchDefaults, 7> kDefaults{{
      0, false, false},
     {"qwen2_moe", ModelArch::kQwen2Moe, 151936, 2048, 5632, 24, 16, 16, -1, 32768, 1e-6, 10000.0, 0,
      28, true, false},
+    {"olmoe", ModelArch::kOlmoe, 50304, 2048, 2048, 16, 16, -1, -1, 4096, 1e-5, 10000.0, 0, 0,
+     false, true},
 }};
 
-// The mixture-of-experts defaults (configuration_{qwen3_moe,mixtral,qwen2_moe}.py).
-// expert_ffn -1: Mixtral's experts are intermediate_size wide (no moe_intermediate_size key).
+// The mixture-of-experts defaults (configuration_{qwen3_moe,mixtral,qwen2_moe,olmoe}.py).
+// expert_ffn -1: Mixtral's and OLMoE's experts are intermediate_size wide (no
+// moe_intermediate_size key).
 struct MoeDefaults {
   ModelArch arch;
   int64_t n_experts, n_experts_used, expert_ffn, shared_expert_ffn;
   bool norm_topk_prob;  // the default of norm_topk_prob; Mixtral has no key and always renormalises
 };
-constexpr std::array<MoeDefaults, 3> kMoeDefaults{{
+constexpr std::array<MoeDefaults, 4> kMoeDefaults{{
     {ModelArch::kQwen3Moe, 128, 8, 768, 0, false},
     {ModelArch::kMixtral, 8, 2, -1, 0, true},
     {ModelArch::kQwen2Moe, 60, 4, 1408, 5632, false},
+    {ModelArch::kOlmoe, 64, 8, -1, 0, false},
 }};
 
 // Keys that do not change the forward pass: generation defaults, token ids, training-only
@@ -454,6 +458,11 @@ MoeConfig read_moe(HfConfigReader& r, ModelArch arch, int64_t ffn_dim) {
     m.renormalize = true;  // softmax over the chosen experts' logits
     return m;
   }
+  if (arch == ModelArch::kOlmoe) {  // every layer sparse, experts intermediate_size wide
+    m.expert_ffn_dim = static_cast<int32_t>(ffn_dim);
+    m.renormalize = r.boolean("norm_topk_prob", d->norm_topk_prob);
+    return m;
+  }
   m.expert_ffn_dim =
       static_cast<int32_t>(r.integer("moe_intermediate_size", d->expert_ffn, 1, 1 << 18));
   m.renormalize = r.boolean("norm_topk_prob", d->norm_topk_prob);
@@ -489,12 +498,13 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   if (d == kDefaults.end()) {
     throw_error(
         "{}: unsupported model_type '{}' (supported: llama, mistral, qwen2, qwen3, "
-        "qwen3_moe, mixtral, qwen2_moe)",
+        "qwen3_moe, mixtral, qwen2_moe, olmoe)",
         path, type);
   }
   ModelConfig c;
   c.arch = d->arch;
   c.qk_norm = d->qk_norm;
+  c.qk_norm_full = d->arch == ModelArch::kOlmoe;
   c.qkv_bias = d->qkv_bias;
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   c.vocab_size = static_cast<int32_t>(r.integer("vocab_size", d->vocab_size, 1, 1 << 24));
@@ -529,7 +539,7 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   const bool attention_bias = r.boolean("attention_bias", false);
   const bool mlp_bias = r.boolean("mlp_bias", false);
   if (attention_bias && (d->arch == ModelArch::kLlama || d->arch == ModelArch::kQwen3 ||
-                         d->arch == ModelArch::kQwen3Moe)) {
+                         d->arch == ModelArch::kQwen3Moe || d->arch == ModelArch::kOlmoe)) {
     r.refuse("attention_bias", json(true), "a bias on the attention output projection is not "
              "implemented");
   }
@@ -548,6 +558,18 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   }
   if (const json* v = r.find("auto_map")) {
     r.refuse("auto_map", *v, "the checkpoint brings its own modelling code");
+  }
+  if (d->arch == ModelArch::kOlmoe) {
+    // OLMoE clamps q, k and v to ±clip_qkv when set (null: off).
+    if (const json* v = r.find("clip_qkv")) {
+      r.refuse("clip_qkv", *v, "clipping q/k/v is not implemented (supported: null)");
+    }
+    // Its q_norm is hidden_size wide, so the heads must fill hidden_size exactly.
+    if (c.q_dim() != c.dim) {
+      r.refuse("head_dim", json(c.head_dim),
+               "OLMoE's q norm spans hidden_size, so num_attention_heads × head_dim must equal "
+               "hidden_size");
+    }
   }
   c.moe = read_moe(r, d->arch, c.ffn_dim);
   const int64_t window = read_sliding_window(r, *d, c.n_layers);

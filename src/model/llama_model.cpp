@@ -194,7 +194,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
       (r.layers.empty() ||
        (r.layers[0].wq.w.rows == c.q_dim() && r.layers[0].wk.w.rows == c.kv_dim() &&
         r.layers[0].w_gate.w.rows == c.ffn_dim &&
-        r.layers[0].q_norm.rows == (c.qk_norm ? c.head_dim : 0) &&
+        r.layers[0].q_norm.rows == (c.qk_norm ? c.q_norm_dim() : 0) &&
         r.layers[0].wq.bias.empty() != c.qkv_bias));
   check(shapes_match,
         "synthetic recipe does not match the model config ({} layers, dim {}, vocab {}): build "
@@ -664,7 +664,20 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     // The previous layer's MLP residual joins the attention norm (none before layer 0).
     ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.qkv, qkv, numerics);
-    ops_.qkv_rope_append(qkv, n, c.n_heads, l.q_norm, l.k_norm, c.rms_eps, rope_, batch, cache, q);
+    if (c.qk_norm_full) {
+      // OLMoE: one RMSNorm over each token's whole q (q_dim) and whole k (kv_dim), in place in
+      // the fused rows — Ops::rmsnorm on one row at a time (a row's bits are its own).
+      const size_t width = static_cast<size_t>(c.q_dim() + 2 * c.kv_dim());
+      for (int32_t t = 0; t < n; ++t) {
+        float* row = qkv + static_cast<size_t>(t) * width;
+        ops_.rmsnorm(row, l.q_norm, 1, c.q_dim(), c.rms_eps, row);
+        ops_.rmsnorm(row + c.q_dim(), l.k_norm, 1, c.kv_dim(), c.rms_eps, row + c.q_dim());
+      }
+    }
+    const float* head_q_norm = c.qk_norm_full ? nullptr : l.q_norm;
+    const float* head_k_norm = c.qk_norm_full ? nullptr : l.k_norm;
+    ops_.qkv_rope_append(qkv, n, c.n_heads, head_q_norm, head_k_norm, c.rms_eps, rope_, batch,
+                         cache, q);
     ops_.attention_rounded(q, cache, batch, c.n_heads, scale, att);
     if (tp_.active())
       row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj, numerics);
@@ -774,8 +787,8 @@ LlamaModel::PlacedTensor LlamaModel::placed(Param param, int32_t layer) const {
     case Param::kBk: return part(v.qkv, {q, kv, kv}, 1, true);
     case Param::kBv: return part(v.qkv, {q, kv, kv}, 2, true);
     case Param::kWo: return matrix(v.wo.w);
-    case Param::kQNorm: return vector(v.q_norm, c.head_dim);
-    case Param::kKNorm: return vector(v.k_norm, c.head_dim);
+    case Param::kQNorm: return vector(v.q_norm, c.q_norm_dim());
+    case Param::kKNorm: return vector(v.k_norm, c.k_norm_dim());
     case Param::kFfnNorm: return vector(v.ffn_norm, c.dim);
     case Param::kGate: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 0, false);
     case Param::kUp: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 1, false);

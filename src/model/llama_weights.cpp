@@ -241,8 +241,10 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
     linear(l.wv, i, "attn_v", "self_attn.v_proj", c.kv_dim(), c.dim, c.qkv_bias);
     linear(l.wo, i, "attn_output", "self_attn.o_proj", c.dim, c.q_dim(), false);
     if (c.qk_norm) {
-      ld.vec(n.layer(i, "attn_q_norm.weight", "self_attn.q_norm.weight"), c.head_dim, &l.q_norm);
-      ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.head_dim, &l.k_norm);
+      ld.vec(n.layer(i, "attn_q_norm.weight", "self_attn.q_norm.weight"), c.q_norm_dim(),
+             &l.q_norm);
+      ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.k_norm_dim(),
+             &l.k_norm);
     }
     ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim, &l.ffn_norm);
     if (c.moe.active()) {

@@ -448,7 +448,13 @@ SelfCheckOptions self_check_options_for(const ModelConfig& c, int32_t block_size
   add_gemm(o.gemms, "lm_head", c.vocab_size, c.dim, 16, false);
   o.attention.push_back({c.n_heads, c.n_kv_heads, c.head_dim, block_size, 300});
   o.rmsnorm_dims.push_back(c.dim);
-  if (c.qk_norm && c.head_dim != c.dim) o.rmsnorm_dims.push_back(c.head_dim);
+  // The q/k norms: per head, or (OLMoE) over the whole q (q_dim == dim) and k projections.
+  for (int32_t d : {c.q_norm_dim(), c.k_norm_dim()}) {
+    if (c.qk_norm &&
+        std::find(o.rmsnorm_dims.begin(), o.rmsnorm_dims.end(), d) == o.rmsnorm_dims.end()) {
+      o.rmsnorm_dims.push_back(d);
+    }
+  }
   return o;
 }
 

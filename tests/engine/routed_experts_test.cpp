@@ -70,7 +70,7 @@ std::vector<std::vector<int32_t>> routed_of_every_token(Engine& engine,
 }
 
 TEST(RoutedExperts, EqualTransformersRoutingOnEveryMoeCheckpoint) {
-  for (const char* name : {"qwen3_moe", "qwen3_moe_ties", "mixtral", "qwen2_moe"}) {
+  for (const char* name : {"qwen3_moe", "qwen3_moe_ties", "mixtral", "qwen2_moe", "olmoe"}) {
     SCOPED_TRACE(name);
     Served s = serve(kData / name);
     const ModelConfig& c = s.loaded->config;

@@ -8,7 +8,8 @@
 // (16 experts, top-4, renormalised), Qwen3-MoE with exact router ties (router rows repeating
 // with period 4, top-6: the reference breaks ties by the lower expert index, as detllm does;
 // the other rule moves its logits by 0.016, far outside the tolerance), Mixtral (8 experts,
-// top-2) and Qwen2-MoE (a sigmoid-gated shared expert). Run: build/tests/test_model
+// top-2), Qwen2-MoE (a sigmoid-gated shared expert) and OLMoE (q/k RMSNorm over the whole q
+// and k projections, not per head). Run: build/tests/test_model
 // --gtest_filter='HfCheckpoint*'
 #include <gtest/gtest.h>
 
@@ -31,8 +32,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kData = fs::path(DETLLM_SOURCE_DIR) / "tests" / "data" / "loaders";
-const char* const kCases[] = {"llama31",        "qwen2_linear", "qwen3",    "qwen3_moe",
-                              "qwen3_moe_ties", "mixtral",      "qwen2_moe"};
+const char* const kCases[] = {"llama31",        "qwen2_linear", "qwen3",     "qwen3_moe",
+                              "qwen3_moe_ties", "mixtral",      "qwen2_moe", "olmoe"};
 
 // |ours - transformers| <= kAbsTol + kRelTol * |theirs|. Both sides run fp32 on bf16-exact
 // weights through 2 layers, reducing in different orders. The worst difference measured over
@@ -221,7 +222,7 @@ TEST(HfCheckpoint, MoeCasesLoadTheirExperts) {
 TEST(HfCheckpoint, DefaultsEqualTheOnesTransformersWrites) {
   const json d = read_json(kData / "hf_config_defaults.json");
   for (const char* mt :
-       {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe"}) {
+       {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "qwen2_moe", "olmoe"}) {
     SCOPED_TRACE(mt);
     const json& ref = d[mt];
     ASSERT_TRUE(ref.is_object());

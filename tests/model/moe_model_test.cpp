@@ -107,6 +107,35 @@ TEST(MoeConfig, RefusesQwen2MoeWithoutItsBias) {
   expect_refused(j, {"qkv_bias", "false"});
 }
 
+// OLMoE: q/k norms over the whole projections; what it has and this engine does not run —
+// clip_qkv, attention biases, heads that do not fill hidden_size (its q norm is hidden_size
+// wide) — is refused by name.
+TEST(MoeConfig, OlmoeNormsSpanTheWholeProjectionAndItsExtrasAreRefused) {
+  const json base = config_of("olmoe");
+  const ModelConfig c = ModelConfig::from_hf_config(base, "olmoe");
+  EXPECT_EQ(c.arch, ModelArch::kOlmoe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.qk_norm_full);
+  EXPECT_EQ(c.q_norm_dim(), c.n_heads * c.head_dim);
+  EXPECT_EQ(c.k_norm_dim(), c.n_kv_heads * c.head_dim);
+  EXPECT_EQ(c.moe.n_experts, 16);
+  EXPECT_EQ(c.moe.n_experts_used, 4);
+  EXPECT_EQ(c.moe.expert_ffn_dim, c.ffn_dim);  // no moe_intermediate_size
+  EXPECT_FALSE(c.moe.renormalize);
+  json j = base;
+  j["clip_qkv"] = 8.0;
+  expect_refused(j, {"clip_qkv", "8"});
+  j = base;
+  j["clip_qkv"] = nullptr;  // off
+  EXPECT_NO_THROW((void)ModelConfig::from_hf_config(j, "olmoe"));
+  j = base;
+  j["attention_bias"] = true;
+  expect_refused(j, {"attention_bias"});
+  j = base;
+  j["head_dim"] = 32;
+  expect_refused(j, {"head_dim", "hidden_size"});
+}
+
 TEST(MoeConfig, RefusesMoeKeysOnADenseArchitecture) {
   json j = config_of("qwen3_moe");
   j["model_type"] = "qwen3";
