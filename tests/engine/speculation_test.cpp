@@ -1,12 +1,13 @@
 // Speculative decoding in the Engine (engine_speculation.cpp, docs/speculative.md) on a
 // synthetic tiny model: a stop string inside an accepted window ends the request there, an abort in
 // the middle of a window (verified over several steps) frees its KV, the per-request switch,
-// and the configurations refused by name. Bit equality across models and executions is the
-// conformance suite's (tests/conformance/speculation_checks.h).
+// constrained requests left out, and the configurations refused by name. Bit equality across models
+// and executions is the conformance suite's (tests/conformance/speculation_checks.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -190,6 +191,43 @@ TEST_F(SpeculationTest, AbortInTheMiddleOfAWindow) {
 TEST_F(SpeculationTest, RequestCanOptOut) {
   Request r = request(20);
   r.speculation = false;
+  EngineStats stats;
+  const Output spec = run(engine_config(4), r, &stats);
+  EXPECT_EQ(stats.n_draft_tokens, 0);
+  expect_same(run(engine_config(0), r), spec);
+}
+
+// A grammar that allows every id of the vocabulary and never ends.
+class AnyToken final : public structured::TokenConstraint {
+ public:
+  explicit AnyToken(int32_t width) : width_(width) {}
+  int32_t mask_width() const override { return width_; }
+  bool fill_next_token_bitmask(std::span<uint32_t> words) override {
+    std::fill(words.begin(), words.end(), ~0u);
+    if (const int32_t rest = width_ % 32) words.back() = (uint32_t{1} << rest) - 1;
+    return true;
+  }
+  bool accept_token(int32_t) override {
+    ++n_;
+    return true;
+  }
+  void rollback(int32_t n) override { n_ -= n; }
+  int32_t n_accepted() const override { return n_; }
+  bool is_terminated() const override { return false; }
+  std::unique_ptr<TokenConstraint> fork() const override {
+    return std::make_unique<AnyToken>(*this);
+  }
+
+ private:
+  int32_t width_;
+  int32_t n_ = 0;
+};
+
+// Structured output is excluded: a request with a grammar is never drafted for (and decodes as
+// it would without speculation).
+TEST_F(SpeculationTest, ConstrainedRequestsAreNotDraftedFor) {
+  Request r = request(20);
+  r.constraint = std::make_shared<AnyToken>(config_.vocab_size);
   EngineStats stats;
   const Output spec = run(engine_config(4), r, &stats);
   EXPECT_EQ(stats.n_draft_tokens, 0);
