@@ -13,6 +13,7 @@
 #include "cli/grammar_setup.h"
 #include "cli/penalty_flags.h"
 #include "cli/progress.h"
+#include "cli/speculative_flags.h"
 #include "cli/structured_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -38,6 +39,7 @@ struct GenerateOptions {
   bool print_token_ids = false;
   bool self_check = true;  // the startup self-check (--no-self-check turns it off)
   BackendOptions backend;  // --backend, --numerics, --device
+  engine::SpeculativeConfig speculative;  // --speculative-method, --num-speculative-tokens, ...
 };
 
 int run_generate(const GenerateOptions& o) {
@@ -48,6 +50,7 @@ int run_generate(const GenerateOptions& o) {
   // request non-deterministic as --numerics fast does.
   const std::optional<DeterminismMode> det_mode = selected_mode(o.backend);
   engine::EngineConfig cfg;
+  cfg.speculative = o.speculative;
   if (det_mode) {
     cfg.scheduler.max_seqs = 1;  // one sequence: the padded mode's fixed decode shape is 1 row
     apply_mode(*det_mode, cfg);
@@ -141,6 +144,13 @@ int run_generate(const GenerateOptions& o) {
                req.prompt.size(), n_generated ? req.prompt.size() / prefill_s : 0.0,
                prefill_s * 1e3, n_generated, n_generated > 1 ? (n_generated - 1) / decode_s : 0.0,
                finish.c_str(), o.threads, tp_note.c_str(), fingerprint.c_str());
+  if (cfg.speculative.enabled()) {
+    const engine::EngineStats& st = eng.stats();
+    std::fprintf(stderr, "[detllm] speculative %s: %lld of %lld drafts accepted, %lld steps\n",
+                 std::string(engine::speculative_method_name(cfg.speculative.method)).c_str(),
+                 static_cast<long long>(st.n_accepted_draft_tokens),
+                 static_cast<long long>(st.n_draft_tokens), static_cast<long long>(st.n_steps));
+  }
   return 0;
 }
 
@@ -197,6 +207,7 @@ Command add_generate_command(CLI::App& app) {
                       "request) or fast (cuda: default cuBLAS GEMM, no guarantee: the request "
                       "is not deterministic). The CPU runs the same kernels for both");
   add_tensor_parallel_option(*cmd, o->backend);
+  add_speculative_options(*cmd, o->speculative);
   cmd->add_flag_function(
       "--no-self-check", [o](std::int64_t) { o->self_check = false; },
       "Skip the startup self-check (bit-invariance of the kernels on this "

@@ -17,6 +17,7 @@
 #include "cli/grammar_setup.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/speculative_flags.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "model/bundle.h"
@@ -352,6 +353,7 @@ VerifyOptionFlags add_engine_options(CLI::App& cmd, const std::shared_ptr<ServeO
                  "Longest prompt + output in tokens (0 = the model's context)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
+  add_speculative_options(cmd, e.speculative);
   CLI::Option* vw = cmd.add_option("--verify-window", e.verify.window,
                                    "--mode verified: candidate tokens per verification window")
                         ->check(CLI::Range(1, 1 << 16))

@@ -44,6 +44,9 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   // Verified mode: deterministic requests decode fast and verify (their trusted KV is
   // invariant: class of the invariant numerics); the others run fast, never verified.
   opts.speculative = verified() && is_deterministic(request);
+  // Speculative decoding keeps its drafts as the scheduler's uncommitted tokens.
+  const bool drafting = drafts_for(request);
+  opts.speculative = opts.speculative || drafting;
   // padded (CoRun): deterministic requests prefill alone and decode at the fixed shape; the
   // others are scheduled around them as usual.
   opts.isolated = mode_info(config_.policy.mode).isolate_prefill && is_deterministic(request);
@@ -58,13 +61,14 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.samples[0].seq = seq;
   if (r.req.constraint) r.samples[0].grammar.emplace(r.req.constraint->fork());
   if (!r.req.allowed_token_ids.empty()) {
-    r.allowed_words.assign(
-        structured::TokenConstraint::bitmask_words(model_.config().vocab_size), 0u);
+    r.allowed_words.assign(structured::TokenConstraint::bitmask_words(model_.config().vocab_size),
+                           0u);
     for (int32_t id : r.req.allowed_token_ids) {
       r.allowed_words[static_cast<size_t>(id) >> 5] |= uint32_t{1} << (id & 31);
     }
   }
-  r.speculative = opts.speculative;
+  r.speculative = verified() && is_deterministic(r.req);
+  r.drafting = drafting;
   r.n_live = r.req.n;
   if (r.req.prompt_logprobs >= 0) {
     r.prompt_logprobs.resize(r.req.prompt.size() - 1);
@@ -126,7 +130,9 @@ bool Engine::step() {
   count_step(plan, cls);
   if (step_observer_) observe_step(plan);
   runner_.run(plan, cls.fixed_shape);  // the logits stay in backend memory
-  scheduler_.complete_step(plan, cls.numerics == NumericsMode::kInvariant);
+  // Trusted KV: the verified mode's invariant steps; every step elsewhere (a drafting
+  // sequence's KV is its request's own numerics; only committed tokens' KV is published).
+  scheduler_.complete_step(plan, !verifier_ || cls.numerics == NumericsMode::kInvariant);
   ++stats_.n_steps;
   stats_.n_computed_tokens += plan.n_tokens();
   const int64_t downloaded = runner_.n_logit_rows_downloaded();
@@ -148,6 +154,7 @@ bool Engine::step() {
 }
 
 StepPlan Engine::schedule_step() {
+  if (config_.speculative.enabled()) propose_drafts();
   if (verifier_) verifier_->release_groups(/*force=*/false);
   StepPlan plan = scheduler_.schedule();
   if (!verifier_) return plan;
@@ -218,28 +225,14 @@ void Engine::observe_step(const StepPlan& plan) {
 void Engine::handle_rows(RequestId rid, RequestState& r, int32_t sample_index,
                          const ScheduledSeq& s, std::span<const SampleResult> draws) {
   if (s.all_logits && s.logits_begin >= 0) handle_prompt_rows(r, s);
+  if (r.drafting && r.req.max_tokens > 0) {
+    handle_draft_rows(rid, r, sample_index, s, draws);
+    return;
+  }
   if (r.speculative && r.req.max_tokens > 0) {
     if (verifier_->verifies_rows(s)) {
-      // The verdict's tokens are emitted as any committed token (callbacks, stop rules).
-      class Sink final : public VerdictSink {
-       public:
-        Sink(Engine& e, RequestId rid, RequestState& r, int32_t k, const ScheduledSeq& s)
-            : e_(e), rid_(rid), r_(r), k_(k), s_(s) {}
-        bool emit_committed(int32_t row, int32_t position, const SampleResult& draw) override {
-          return e_.emit_committed(rid_, r_, k_, s_, row, position, draw);
-        }
-        void sample(int32_t row, int32_t position, std::span<const SampleResult> d) override {
-          e_.handle_sample(rid_, r_, k_, s_, row, position, d);
-        }
-
-       private:
-        Engine& e_;
-        RequestId rid_;
-        RequestState& r_;
-        int32_t k_;
-        const ScheduledSeq& s_;
-      } sink(*this, rid, r, sample_index, s);
-      verifier_->verify_rows(s, draws, sink);
+      with_sink(rid, r, sample_index, s,
+                [&](VerdictSink& sink) { verifier_->verify_rows(s, draws, sink); });
     } else if (s.sample) {
       handle_candidate(rid, r, sample_index, draws[0]);
     }
@@ -260,6 +253,29 @@ std::vector<int32_t> Engine::routed_experts_of(const RequestState& r, const Sche
         position, s.first_pos + 1, s.first_pos + s.n_tokens + 1);
   const std::span<const int32_t> ids = model_.routed_experts(s.token_begin + j);
   return {ids.begin(), ids.end()};
+}
+
+void Engine::with_sink(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
+                       const std::function<void(VerdictSink&)>& apply) {
+  class Sink final : public VerdictSink {
+   public:
+    Sink(Engine& e, RequestId rid, RequestState& r, int32_t k, const ScheduledSeq& s)
+        : e_(e), rid_(rid), r_(r), k_(k), s_(s) {}
+    bool emit_committed(int32_t row, int32_t position, const SampleResult& draw) override {
+      return e_.emit_committed(rid_, r_, k_, s_, row, position, draw);
+    }
+    void sample(int32_t row, int32_t position, std::span<const SampleResult> d) override {
+      e_.handle_sample(rid_, r_, k_, s_, row, position, d);
+    }
+
+   private:
+    Engine& e_;
+    RequestId rid_;
+    RequestState& r_;
+    int32_t k_;
+    const ScheduledSeq& s_;
+  } sink(*this, rid, r, sample_index, s);
+  apply(sink);
 }
 
 // ---- the verified mode's hooks ----
@@ -304,7 +320,7 @@ bool Engine::emit_committed(RequestId rid, RequestState& r, int32_t sample_index
   }
   st.generated.push_back(res.token);
   ++stats_.n_generated_tokens;
-  ++stats_.n_committed_tokens;
+  if (r.speculative) ++stats_.n_committed_tokens;
   if (r.cb.on_token) {
     r.cb.on_token({sample_index, position, res.token, res.logprob, res.top_logprobs,
                    routed_experts_of(r, s, position)});
@@ -336,8 +352,8 @@ void Engine::handle_prompt_rows(RequestState& r, const ScheduledSeq& s) {
       lp.token = r.req.prompt[target];
       lp.logprob = logprob_of(row, lp.token);
       const float x = row[static_cast<size_t>(lp.token)];
-      lp.rank = 1 + static_cast<int32_t>(std::count_if(row.begin(), row.end(),
-                                                       [x](float v) { return v > x; }));
+      lp.rank = 1 + static_cast<int32_t>(
+                        std::count_if(row.begin(), row.end(), [x](float v) { return v > x; }));
       lp.top_logprobs = top_logprobs(row, r.req.prompt_logprobs);
       lp.routed_experts = routed_experts_of(r, s, target);
     }

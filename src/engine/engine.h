@@ -10,6 +10,10 @@
 //                 on the fast numerics into candidate windows verified on the invariant
 //                 numerics and rolled back at the first mismatch; callbacks see committed
 //                 tokens only — the `invariant` mode's bits.
+// Speculative decoding (EngineConfig::speculative, engine_speculation.cpp): an n-gram drafter
+// proposes tokens before a decode step; the step computes them with the last token and each is
+// kept only where it equals the token plain decoding draws there (draft_verdict.h), so the
+// output is the same bits as without speculation (docs/speculative.md).
 #pragma once
 
 #include <functional>
@@ -121,6 +125,7 @@ class Engine {
     std::vector<SampleState> samples;  // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
+    bool drafting = false;  // speculative decoding: n-gram drafts + exact acceptance
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;
@@ -199,6 +204,22 @@ class Engine {
   // would stop) is parked for its verification group.
   void handle_candidate(RequestId rid, RequestState& r, int32_t sample_index,
                         const SampleResult& draw);
+  // Runs `apply` with a VerdictSink that emits the verdict's tokens on sample `sample_index`
+  // of r whose rows are s's (emit_committed, handle_sample): the verified mode's and the
+  // drafts' verdicts.
+  void with_sink(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
+                 const std::function<void(VerdictSink&)>& apply);
+  // ---- speculative decoding (engine_speculation.cpp, docs/speculative.md) ----
+  // The request's samples are drafted for: speculation on, the request does not opt out, and
+  // no grammar (a draft the grammar refuses would have no mask after it; excluded).
+  bool drafts_for(const Request& req) const;
+  // Before schedule(): every drafting sample whose next step is a plain decode (only its last
+  // committed token to compute) gets up to num_speculative_tokens n-gram drafts after it.
+  void propose_drafts();
+  // After the forward: the verdict on a drafting sample's rows (accepted drafts, the draw at
+  // the first mismatch, or the next token after a fully accepted window).
+  void handle_draft_rows(RequestId rid, RequestState& r, int32_t sample_index,
+                         const ScheduledSeq& s, std::span<const SampleResult> draws);
   // Emits one committed token (callbacks, stop rules); true when the sample finished.
   bool emit_committed(RequestId rid, RequestState& r, int32_t sample_index, const ScheduledSeq& s,
                       int32_t row, int32_t position, const SampleResult& res);

@@ -20,6 +20,25 @@ void VerifyConfig::validate() const {
   check(max_wait_steps >= 0, "verify.max_wait_steps must be >= 0 (got {})", max_wait_steps);
 }
 
+std::string_view speculative_method_name(SpeculativeMethod m) {
+  return m == SpeculativeMethod::kNgram ? "ngram" : "none";
+}
+
+SpeculativeMethod parse_speculative_method(std::string_view name) {
+  if (name == "none") return SpeculativeMethod::kNone;
+  if (name == "ngram") return SpeculativeMethod::kNgram;
+  throw_error("unknown speculative method '{}' (expected none or ngram)", name);
+}
+
+void SpeculativeConfig::validate() const {
+  if (!enabled()) return;
+  check(num_speculative_tokens >= 1, "num_speculative_tokens must be >= 1 (got {})",
+        num_speculative_tokens);
+  check(prompt_lookup_min >= 1 && prompt_lookup_max >= prompt_lookup_min,
+        "need 1 <= prompt_lookup_min ({}) <= prompt_lookup_max ({})", prompt_lookup_min,
+        prompt_lookup_max);
+}
+
 EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
   EngineConfig c = *this;
   check(c.kv_cache_tokens > 0 || c.scheduler.kv.n_blocks > 0,
@@ -45,6 +64,15 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
         c.decode_fixed_rows, decode_row_buckets().back());
   c.policy.validate();
   c.verify.validate();
+  c.speculative.validate();
+  // verified: its windows already hold the speculative tokens; padded (CoRun): a draft window
+  // is several rows of one sequence, which its scheduler would run as an isolated prefill at
+  // another GEMM shape than its decode steps.
+  check(!c.speculative.enabled() || (c.policy.mode != DeterminismMode::kVerified &&
+                                     c.policy.mode != DeterminismMode::kPadded),
+        "speculative decoding ({}) is not supported in the '{}' mode; use fast, invariant or "
+        "bi-naive, or turn speculation off",
+        speculative_method_name(c.speculative.method), determinism_mode_name(c.policy.mode));
   if (!c.policy.self_check) c.self_check = SelfCheckVerdict::disabled();
   return c;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "determinism/policy.h"
 #include "determinism/self_check_verdict.h"
@@ -39,6 +40,24 @@ struct VerifyConfig {
   void validate() const;  // throws detllm::Error
 };
 
+// Speculative decoding that changes no bit (docs/speculative.md): before a decode step a
+// drafter proposes up to num_speculative_tokens tokens; the step computes the last token and
+// the drafts together on the request's own numerics, and a draft is kept only where it equals
+// the token plain decoding draws there. vLLM's names. Modes: fast, invariant and bi-naive;
+// `verified` and `padded` refuse it (resolved()).
+enum class SpeculativeMethod : uint8_t { kNone, kNgram };
+std::string_view speculative_method_name(SpeculativeMethod m);      // "none", "ngram"
+SpeculativeMethod parse_speculative_method(std::string_view name);  // throws detllm::Error
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  int32_t num_speculative_tokens = 5;  // K: drafts per step at most (>= 1)
+  int32_t prompt_lookup_min = 1;       // n-gram: shortest suffix that may match (>= 1)
+  int32_t prompt_lookup_max = 4;       // n-gram: longest suffix compared (>= prompt_lookup_min)
+  bool enabled() const { return method != SpeculativeMethod::kNone; }
+  void validate() const;  // throws detllm::Error
+};
+
 struct EngineConfig {
   SchedulerConfig scheduler;       // kv.n_blocks == 0: derived from kv_cache_tokens
   int32_t kv_cache_tokens = 8192;  // KV pool capacity in tokens when kv.n_blocks == 0
@@ -69,6 +88,8 @@ struct EngineConfig {
   SelfCheckVerdict self_check;
   // Verification windows and groups; used only when policy.mode is `verified`.
   VerifyConfig verify;
+  // Speculative decoding (off by default); a request may opt out (Request::speculation).
+  SpeculativeConfig speculative;
 
   // Fills derived fields (n_blocks, max_model_len) for `model` and validates everything.
   // Throws detllm::Error naming the bad setting.

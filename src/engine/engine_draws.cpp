@@ -16,6 +16,12 @@ std::optional<int32_t> Engine::first_draw_position(const RequestState& r,
   // Trusted rows of a speculative sequence: one draw per candidate they verify, then the
   // sampling row's (if the rows reach it).
   if (r.speculative && verifier_->verifies_rows(s)) return verifier_->first_verified_position(s);
+  // A drafting sequence: one draw per draft its rows score, then the sampling row's.
+  if (r.drafting) {
+    const int32_t first = first_verified_position(scheduler_.sequence(s.id), s);
+    if (first <= s.first_pos + s.n_tokens) return first;
+    return std::nullopt;
+  }
   if (s.sample) return s.first_pos + s.n_tokens;
   return std::nullopt;
 }

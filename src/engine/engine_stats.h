@@ -1,6 +1,6 @@
 // EngineStats: what an Engine has done since it was built (steps, tokens, sampling, the
-// numerics of its steps, the verified mode's windows and rollbacks). Read by the benchmarks,
-// the server's /metrics and the conformance harness.
+// numerics of its steps, the verified mode's windows and rollbacks, speculative drafts). Read by
+// the benchmarks, the server's /metrics and the conformance harness.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,11 @@ struct EngineStats {
   int64_t n_committed_tokens = 0;    // generated tokens of deterministic requests, verified
   int64_t n_rollbacks = 0;           // verifications that found a mismatch
   int64_t n_rolled_back_tokens = 0;  // candidates discarded (at and after a mismatch)
+  // Speculative decoding (EngineConfig::speculative; vLLM's spec_decode metrics): drafts
+  // proposed, and of them the ones accepted (equal to the token plain decoding drew).
+  int64_t n_draft_tokens = 0;
+  int64_t n_accepted_draft_tokens = 0;
+  int64_t n_draft_windows = 0;  // steps × sequences that scored drafts
   // Share of all computed tokens that were verification recompute.
   double verify_share() const {
     return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;

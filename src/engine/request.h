@@ -39,6 +39,9 @@ struct Request {
   std::vector<int32_t> allowed_token_ids;
   std::vector<std::vector<int32_t>> bad_words;
   std::optional<bool> deterministic;   // unset: the policy's default
+  // false: no speculative decoding for this request even when the engine has it on
+  // (EngineConfig::speculative). Either way the output is the same bits.
+  bool speculation = true;
   // >= 0: return each prompt token's logprob (and this many top logprobs): scoring / teacher
   // forcing through the same path as generation (design.md V4). -1: off.
   int32_t prompt_logprobs = -1;

@@ -343,6 +343,20 @@ void Scheduler::rewind(SeqId id) {
   s.held = false;
 }
 
+void Scheduler::append_drafts(SeqId id, std::span<const int32_t> drafts) {
+  Sequence& s = seq(id);
+  check(s.options.speculative && s.status == SeqStatus::kRunning && s.n_in_flight == 0 &&
+            s.n_uncomputed() == 1 && s.n_committed == s.n_tokens(),
+        "scheduler: sequence {} cannot take drafts (needs a running speculative sequence with "
+        "only its last committed token to compute)",
+        id);
+  check(s.n_generated() + static_cast<int32_t>(drafts.size()) < s.options.max_new_tokens,
+        "scheduler: sequence {}: {} drafts after {} generated tokens leave no room below "
+        "max_new_tokens = {}",
+        id, drafts.size(), s.n_generated(), s.options.max_new_tokens);
+  s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.end());
+}
+
 void Scheduler::set_held(SeqId id, bool held) {
   Sequence& s = seq(id);
   check(s.options.speculative && (s.status == SeqStatus::kRunning || !held),

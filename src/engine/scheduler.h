@@ -44,6 +44,8 @@
 // makes its untrusted KV "not computed" so the window's inputs are scheduled like a prefill
 // chunk, with a logit row per position from the last committed token on; commit() and
 // rollback() apply the verdict; preemption drops the candidates (tokens past n_committed).
+// N-gram speculation (engine/speculation.h) uses the same bookkeeping: append_drafts() puts
+// drafts after the last committed token, still uncomputed, so that one chunk computes both.
 //
 // n samples per prompt: fork(parent) after the prompt is computed. The child shares the
 // parent's blocks (ref counts); the shared partial last block is copied on the first write
@@ -171,6 +173,12 @@ class Scheduler {
   // Treats the untrusted KV as not computed (n_computed = n_trusted; tokens kept): the next
   // schedule() recomputes the window's inputs like a prefill chunk. Releases a held sequence.
   void rewind(SeqId id);
+  // Appends drafts (uncommitted tokens) after the committed tokens of a running speculative
+  // sequence whose last token is the only one to compute (no candidate pending, not in
+  // flight): the next schedule() computes that token and the drafts like a prefill chunk, with
+  // a logit row per position. Leaves room for the draw after them: n_generated + drafts <
+  // max_new_tokens.
+  void append_drafts(SeqId id, std::span<const int32_t> drafts);
   // A held sequence is not scheduled (a full window waiting for its verification group).
   void set_held(SeqId id, bool held);
   void finish(SeqId id);  // done (stop condition met): releases its blocks, forgets it

@@ -34,7 +34,8 @@ struct SequenceOptions {
   // The `verified` mode's deterministic sequences: tokens past n_committed are candidates
   // (decoded on the fast numerics, not yet verified) and KV past n_trusted was computed on
   // the fast numerics or from candidates. Only trusted KV enters the prefix cache; a
-  // preemption drops the candidates. See Sequence::n_committed.
+  // preemption drops the candidates. See Sequence::n_committed. N-gram speculation
+  // (engine/speculation.h) marks its sequences so too: its candidates are drafts.
   bool speculative = false;
   // The `padded` mode's deterministic sequences (CoRun, determinism/modes.h): the prefill runs
   // alone and whole, decode rows only in decode-only steps, never a prefix-cache hit (see

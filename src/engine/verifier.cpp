@@ -80,40 +80,15 @@ bool Verifier::verifies_rows(const ScheduledSeq& s) const {
 }
 
 int32_t Verifier::first_verified_position(const ScheduledSeq& s) const {
-  return std::max(s.first_pos + 1, scheduler_.sequence(s.id).n_committed);
+  return engine::first_verified_position(scheduler_.sequence(s.id), s);
 }
 
 void Verifier::verify_rows(const ScheduledSeq& s, std::span<const SampleResult> draws,
                            VerdictSink& sink) {
-  const Sequence& q = scheduler_.sequence(s.id);
-  const int32_t n_tokens = q.n_tokens();
-  size_t d = 0;
-  // Row for position t - 1 predicts token t: a candidate while t < n_tokens, else new.
-  for (int32_t t = first_verified_position(s); t <= s.first_pos + s.n_tokens; ++t) {
-    const int32_t row = s.logit_row(t - 1);
-    if (t == n_tokens) {
-      sink.sample(row, t, draws.subspan(d));
-      return;
-    }
-    const SampleResult& v = draws[d++];
-    if (v.none_allowed) {  // a constrained sample whose grammar ends here: drop the rest
-      scheduler_.rollback(s.id, t);
-      sink.emit_committed(row, t, v);
-      return;
-    }
-    if (v.token == q.tokens[static_cast<size_t>(t)]) {
-      scheduler_.commit(s.id, t + 1);
-      if (sink.emit_committed(row, t, v)) return;
-      continue;
-    }
-    // First mismatch: the verifier's token is committed at t, the candidates from t on are
-    // dropped with their KV; decoding resumes from there.
+  const Verdict v = apply_verdict(scheduler_, s, draws, sink);
+  if (v.mismatch) {
     ++stats_.n_rollbacks;
-    stats_.n_rolled_back_tokens += n_tokens - t;
-    scheduler_.rollback(s.id, t);
-    scheduler_.append_token(s.id, v.token, /*committed=*/true);
-    sink.emit_committed(row, t, v);
-    return;
+    stats_.n_rolled_back_tokens += v.n_dropped;
   }
 }
 

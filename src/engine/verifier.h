@@ -4,7 +4,8 @@
 // numerics; the verdict commits the matching candidates and rolls back at the first mismatch.
 // The Engine owns one Verifier in the verified mode (none otherwise) and calls its hooks at
 // fixed points of Engine::step; the scheduler keeps only the token bookkeeping any speculative
-// scheme needs (SequenceOptions::speculative: commit, rollback, rewind, hold).
+// scheme needs (SequenceOptions::speculative: commit, rollback, rewind, hold), and the verdict
+// itself is engine/draft_verdict.h, shared with the n-gram drafts.
 #pragma once
 
 #include <cstdint>
@@ -12,26 +13,13 @@
 #include <vector>
 
 #include "determinism/policy.h"
+#include "engine/draft_verdict.h"
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
 #include "engine/scheduler.h"
 #include "kernels/sampling/sampler.h"
 
 namespace detllm::engine {
-
-// Where the verdict's tokens go: the engine's emission (callbacks, stop rules, finish).
-class VerdictSink {
- public:
-  // A committed token at `position` (logits in `row`): a verified candidate or, at a mismatch,
-  // the verifier's own token. True when it finished the sample (nothing more may follow).
-  virtual bool emit_committed(int32_t row, int32_t position, const SampleResult& draw) = 0;
-  // Every candidate matched and the rows reached the end of the sequence: the sampling row's
-  // draws (one per sample before the fork, as for any sampled row).
-  virtual void sample(int32_t row, int32_t position, std::span<const SampleResult> draws) = 0;
-
- protected:
-  ~VerdictSink() = default;
-};
 
 class Verifier {
  public:

@@ -224,6 +224,8 @@ void EngineLoop::publish(double step_seconds, bool stepped) {
   out.prefix_hit_tokens = kv.n_hit_tokens;
   out.n_prompt_tokens = es.n_prompt_tokens;
   out.n_generated_tokens = es.n_generated_tokens;
+  out.n_draft_tokens = es.n_draft_tokens;
+  out.n_accepted_draft_tokens = es.n_accepted_draft_tokens;
   out.n_steps = es.n_steps;
   out.n_aborted = n_aborted_;
   out.n_engine_errors = n_engine_errors_;

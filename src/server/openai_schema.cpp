@@ -211,6 +211,7 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
   }
   g.ignore_eos = r.get_bool("ignore_eos").value_or(false);
   g.return_routed_experts = r.get_bool("return_routed_experts").value_or(false);
+  g.speculative = r.get_bool("speculative").value_or(true);
   (void)r.get_string("user", limits.max_string_bytes);  // accepted, unused: but a string, bounded
   if (auto v = r.get_float("presence_penalty", -2.0f, 2.0f)) g.presence_penalty = *v;
   if (auto v = r.get_float("frequency_penalty", -2.0f, 2.0f)) g.frequency_penalty = *v;

@@ -56,6 +56,9 @@ struct GenerationFields {
   std::optional<DeterminismMode> determinism_mode;
   bool ignore_eos = false;  // extension (as vLLM)
   int32_t logprobs = -1;    // top logprobs per token; -1 = no logprobs at all
+  // Extension: false turns the server's speculative decoding (detllm serve
+  // --speculative-method) off for this request; the output is the same bits either way.
+  bool speculative = true;
   // Logit penalties (kernels/sampling/logit_penalties.h); the neutral values are off.
   float presence_penalty = 0.0f;      // [-2, 2] (OpenAI)
   float frequency_penalty = 0.0f;     // [-2, 2] (OpenAI)

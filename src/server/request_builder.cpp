@@ -200,6 +200,7 @@ BuiltRequests build_requests(ServerContext& ctx, const GenerationFields& gen,
     }
     r.bad_words = engine::bad_word_token_ids(*ctx.tokenizer, gen.vllm.bad_words);
     r.deterministic = b.deterministic;
+    r.speculation = gen.speculative;
     r.prompt_logprobs = prompt_logprobs;
     r.return_routed_experts = gen.return_routed_experts;
     r.sampling.temperature = gen.temperature;

@@ -3,7 +3,7 @@
 // backend, and instantiates the suite (tests/conformance: CPU; tests/cuda: the GPU). Every
 // deterministic request's fp32 logits at every output position, its tokens and logprobs are
 // compared bit for bit between executions that differ in one variation — and, in the property
-// test, in many at once — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
+// test, in many at once — and with speculative decoding on — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
 // q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
 // 64). Backend-specific checks (V11 threads on the CPU) live in the including file.
@@ -25,6 +25,7 @@
 #include "core/quant.h"
 #include "model/synthetic.h"
 #include "model/tp_group.h"
+#include "conformance/speculation_checks.h"
 #include "verify/conformance.h"
 
 namespace detllm::conformance {
@@ -361,6 +362,18 @@ TEST_P(Conformance, V10_NondeterministicNeighbours) {
   Expect want;
   want.requests_in_step = static_cast<int32_t>(reqs.size());  // all in the first step
   expect_exercised(want, reqs, got, "with non-deterministic neighbours");
+}
+
+// Speculative decoding (n-gram drafts, exact acceptance) on repetitive prompts: the same bits
+// as without it, at several K, chunked and under preemption (speculation_checks.h); drafts
+// were proposed, accepted and rejected.
+TEST_P(Conformance, Speculation_NgramDraftsChangeNoBit) {
+  for (uint64_t seed : {21, 22}) {
+    const auto reqs = repetitive_workload(seed, config_.vocab_size, 6);
+    const SpeculationVerdict v = check_speculation(target_, reqs);
+    ASSERT_FALSE(v.mismatch.has_value()) << "seed " << seed << ": " << v.mismatch->what;
+    EXPECT_FALSE(v.not_exercised.has_value()) << "seed " << seed << ": " << *v.not_exercised;
+  }
 }
 
 // Property-based: random workloads and random executions mixing every variation at once.

@@ -1,20 +1,22 @@
 // Conformance on the real default model (SmolLM2-135M-Instruct, GGUF Q4_1 dequantized), shared
 // by every backend like conformance_suite.h: the variations most likely to expose a real-shape
 // kernel problem — batching (V1), chunking (V3), generation vs scoring (V4), preemption with
-// shuffled blocks (V6, V7) and, on the CPU, threads (V11) — compared bit for bit. Skipped, with
-// the reason, when the model is not installed (scripts/setup.sh installs it; DETLLM_DEFAULT_MODEL
-// points elsewhere), when DETLLM_DEFAULT_MODEL names a missing file, or when the backend cannot
-// run. Included by tests/conformance/default_model_test.cpp
+// shuffled blocks (V6, V7), on the CPU threads (V11), and speculative decoding — compared bit
+// for bit. Skipped, with the reason, when the model is not installed (scripts/setup.sh installs
+// it; DETLLM_DEFAULT_MODEL points elsewhere), when DETLLM_DEFAULT_MODEL names a missing file, or
+// when the backend cannot run. Included by tests/conformance/default_model_test.cpp
 // (CPU) and tests/cuda/cuda_default_model_test.cpp (GPU).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "conformance/speculation_checks.h"
 #include "model/model_loader.h"
 #include "verify/conformance.h"
 
@@ -153,6 +155,27 @@ TEST_F(DefaultModelConformance, GenerationLogitsEqualScoringLogits) {
       const float lg = gen.traces[i].logprobs[0][t];
       const float ls = sc.traces[0].prompt_logprobs[pos - 1].logprob;
       ASSERT_EQ(0, std::memcmp(&lg, &ls, 4)) << "logprob at position " << pos;
+    }
+  }
+}
+
+// Speculative decoding (docs/speculative.md) on the real model: repetitive prompts, which a
+// trained model continues by copying, so n-gram drafts are accepted; tokens, logprobs, top
+// logprobs and logits the same bits as without speculation, whole and chunked.
+TEST_F(DefaultModelConformance, SpeculativeDecodingChangesNoBit) {
+  auto reqs = repetitive_workload(31, model_->config.vocab_size, 3);
+  for (auto& r : reqs) r.max_tokens = std::min(r.max_tokens, 16);
+  const RunResult ref = run(target_, exec("no speculation"), reqs);
+  for (const int32_t chunk : {0, 3}) {
+    Execution e = exec("ngram K=4, chunk " + std::to_string(chunk));
+    e.engine.speculative.method = engine::SpeculativeMethod::kNgram;
+    e.engine.speculative.num_speculative_tokens = 4;
+    e.engine.scheduler.chunk_size = chunk;
+    const RunResult got = run(target_, e, reqs);
+    expect_same(ref, got, e.label);
+    EXPECT_GT(got.engine_stats.n_accepted_draft_tokens, 0) << e.label << ": no draft accepted";
+    if (chunk == 0) {  // (chunks add prefill steps)
+      EXPECT_LT(got.n_steps, ref.n_steps) << e.label;
     }
   }
 }

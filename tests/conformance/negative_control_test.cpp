@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "conformance/fault_ops.h"
+#include "conformance/speculation_checks.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
 #include "verify/guarantee_matrix.h"
@@ -88,6 +89,20 @@ TEST_F(NegativeControl, ChunkingIsCaught) {
   chunked.engine.scheduler.chunk_size = 1;  // prompt one token per step: m == 1 throughout
   const auto m = compare(run(t, whole, {r}).traces[0], run(t, chunked, {r}).traces[0]);
   EXPECT_TRUE(m.has_value()) << "the harness missed a chunk-dependent kernel";
+}
+
+// Speculative decoding is free only because a row's bits do not depend on how many query rows
+// its sequence has in the step: attention that does (qlen-attention: a draft window's k + 1
+// rows perturbed, a plain decode's one row not) must fail the speculation check.
+TEST_F(NegativeControl, QueryLengthDependenceFailsSpeculation) {
+  const auto reqs = repetitive_workload(21, config_.vocab_size, 6);
+  const SpeculationVerdict v = check_speculation(target("qlen-attention"), reqs);
+  ASSERT_TRUE(v.mismatch.has_value()) << "the speculation check missed a query-length fault";
+  std::printf("caught: %s\n", v.mismatch->what.c_str());
+  // The same check on the exact backend holds (the fault, not the check, makes the difference).
+  Target exact = target("qlen-attention");
+  exact.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
+  EXPECT_FALSE(check_speculation(exact, reqs).mismatch.has_value());
 }
 
 // Each fault makes the matrix cell of the variation it breaks FAIL (not "not exercised": the

@@ -658,5 +658,72 @@ TEST(Scheduler, SpeculativePreemptionDropsCandidates) {
   EXPECT_TRUE(preempted);
 }
 
+// Speculative decoding's drafts (Scheduler::append_drafts): put after the last committed token
+// while it is the only token to compute, scheduled with it as one chunk with a logit row per
+// position, never published before they are committed, dropped by a rollback or a preemption.
+TEST(Scheduler, DraftsAfterTheLastCommittedToken) {
+  Scheduler s(make_config(32, /*block_size=*/4));
+  SequenceOptions o = gen(12);
+  o.speculative = true;
+  const SeqId id = s.add(iota_tokens(7), o);
+  StepPlan p = s.schedule();
+  s.complete_step(p);
+  const std::vector<int32_t> drafts{21, 22, 23};
+  EXPECT_THROW(s.append_drafts(id, drafts), Error);  // nothing to compute: sample first
+  s.append_token(id, 20);                            // position 7, committed
+  s.append_drafts(id, drafts);                       // positions 8, 9, 10
+  const Sequence& q = s.sequence(id);
+  EXPECT_EQ(q.n_tokens(), 11);
+  EXPECT_EQ(q.n_committed, 8);
+  EXPECT_THROW(s.append_drafts(id, drafts), Error);  // drafts pending
+  p = s.schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].first_pos, 7);
+  EXPECT_EQ(p.seqs[0].n_tokens, 4);
+  EXPECT_EQ(p.seqs[0].logits_pos, 7);
+  EXPECT_EQ(p.logit_rows, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(p.seqs[0].sample);
+  s.complete_step(p);
+  EXPECT_EQ(q.n_computed, 11);
+  // Positions 0-7 are committed: blocks 0-3 and 4-7 cached, not 8-11 (drafts).
+  EXPECT_EQ(s.kv_cache().stats().n_cached, 2);
+  s.commit(id, 9);  // draft 21 accepted, 22 rejected: roll back to 9, the draw committed
+  s.rollback(id, 9);
+  s.append_token(id, 30, /*committed=*/true);
+  EXPECT_EQ(q.n_tokens(), 10);
+  EXPECT_EQ(q.n_computed, 9);
+  EXPECT_EQ(q.n_committed, 10);
+  s.check_consistency();
+  // Room below max_new_tokens (12) for the drafts and the draw after them: 3 generated so far,
+  // so at most 8 drafts.
+  EXPECT_THROW(s.append_drafts(id, std::vector<int32_t>(9, 5)), Error);
+  s.append_drafts(id, std::vector<int32_t>(8, 5));
+  s.check_consistency();
+}
+
+TEST(Scheduler, PreemptionDropsDrafts) {
+  // 3 blocks of 4, all held after the prompts (b: 8 tokens, a: 4); b's next token needs a new
+  // block, so a — the newer, with drafts — is preempted and loses them, keeping its committed
+  // tokens.
+  Scheduler s(make_config(3, /*block_size=*/4, /*budget=*/64, /*max_seqs=*/4));
+  const SeqId b = s.add(iota_tokens(8, 200), gen(4));
+  SequenceOptions o = gen(8);
+  o.speculative = true;
+  const SeqId a = s.add(iota_tokens(4), o);
+  StepPlan p = s.schedule();
+  s.complete_step(p);
+  s.append_token(b, 1);
+  s.append_token(a, 2);
+  s.append_drafts(a, std::vector<int32_t>{3, 4, 5});
+  p = s.schedule();
+  ASSERT_EQ(p.preempted, (std::vector<SeqId>{a}));
+  const Sequence& qa = s.sequence(a);
+  EXPECT_EQ(qa.status, SeqStatus::kWaiting);
+  EXPECT_EQ(qa.n_tokens(), 5);  // prompt + the committed token
+  EXPECT_EQ(qa.n_committed, 5);
+  s.complete_step(p);
+  s.check_consistency();
+}
+
 }  // namespace
 }  // namespace detllm::engine

@@ -51,7 +51,7 @@ TEST(OpenAiSchema, CompletionAllFields) {
     "stream": true, "stream_options": {"include_usage": true}, "logprobs": 5, "echo": true,
     "user": "u", "deterministic": false, "ignore_eos": true, "stop_token_ids": [9],
     "frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {}, "best_of": 3,
-    "suffix": null})");
+    "suffix": null, "speculative": false})");
   EXPECT_EQ(c.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(*c.gen.max_tokens, 7);
   EXPECT_EQ(c.gen.temperature, 0.5f);
@@ -68,6 +68,8 @@ TEST(OpenAiSchema, CompletionAllFields) {
   EXPECT_EQ(c.gen.deterministic, false);
   EXPECT_TRUE(c.gen.ignore_eos);
   EXPECT_EQ(c.gen.stop_token_ids, (std::vector<int32_t>{9}));
+  EXPECT_FALSE(c.gen.speculative);
+  EXPECT_TRUE(completion(R"({"prompt": "x"})").gen.speculative);
 }
 
 TEST(OpenAiSchema, PromptForms) {
