@@ -79,6 +79,7 @@ EngineRun::EngineRun(CheckContext& ctx, const EngineShape& shape) : ctx_(ctx), s
   engine::EngineConfig config;
   config.scheduler.kv.block_size = b.block_size;
   config.scheduler.kv.n_blocks = b.n_blocks;
+  config.scheduler.kv.enable_prefix_cache = b.prefix_cache;
   config.scheduler.max_tokens_per_step = shape.max_tokens_per_step;
   config.scheduler.chunk_size = shape.chunk_size;
   config.scheduler.max_seqs = 8;
@@ -195,9 +196,10 @@ std::optional<std::string> EngineRun::apply(const Event& e) {
           return "liveness: the engine has work but its step ran nothing (stuck)";
         return check_step();
     }
+    if (auto v = check_blocks()) return v;
     if (violation_) return violation_;
     if (auto v = check_kv()) return v;
-    return check_blocks();
+    return check_engine_consistency();
   } catch (const Error& err) {
     return fmt::format("the engine threw: {}", err.what());
   }
@@ -216,7 +218,10 @@ std::optional<std::string> EngineRun::drain(std::vector<std::string>& trace) {
   return check_end();
 }
 
+// Structure first (the cause: a block shared by two prefixes), then values (its symptom: a row
+// that read the wrong KV), then the engine's own accounting checks.
 std::optional<std::string> EngineRun::check_step() {
+  if (auto v = check_blocks()) return v;
   // Rows of an invariant step read KV bound to their prefix: their values are the reference's.
   if (step_numerics_ == NumericsMode::kInvariant) {
     const std::span<const uint64_t> got = ctx_.ops().logit_values();
@@ -233,8 +238,17 @@ std::optional<std::string> EngineRun::check_step() {
   }
   if (violation_) return violation_;  // emitted tokens, checked by the callbacks
   if (auto v = check_kv()) return v;
-  if (auto v = check_blocks()) return v;
-  return check_cached_blocks();
+  if (auto v = check_cached_blocks()) return v;
+  return check_engine_consistency();
+}
+
+std::optional<std::string> EngineRun::check_engine_consistency() const {
+  try {
+    engine_->scheduler().check_consistency();
+  } catch (const Error& err) {
+    return fmt::format("engine consistency check: {}", err.what());
+  }
+  return std::nullopt;
 }
 
 std::pair<int32_t, int32_t> EngineRun::owner(SeqId id) const {
@@ -330,12 +344,6 @@ std::optional<std::string> EngineRun::check_blocks() const {
   if (n_free + n_idle + n_held != n) {
     return fmt::format("{} free + {} evictable + {} held blocks of {}: a block is lost", n_free,
                        n_idle, n_held, n);
-  }
-  // Last, the engine's own accounting checks (the ones above are the checker's, independent).
-  try {
-    sch.check_consistency();
-  } catch (const Error& err) {
-    return fmt::format("engine consistency check: {}", err.what());
   }
   return std::nullopt;
 }

@@ -76,6 +76,8 @@ class EngineRun {
   std::optional<std::string> check_kv() const;
   std::optional<std::string> check_cached_blocks() const;
   std::optional<std::string> check_end() const;
+  // Scheduler::check_consistency (KvCacheManager's included), after the checker's own checks.
+  std::optional<std::string> check_engine_consistency() const;
   // The request (index into the bound) a sequence belongs to, and its sample rank.
   std::pair<int32_t, int32_t> owner(engine::SeqId id) const;
 

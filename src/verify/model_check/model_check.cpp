@@ -20,12 +20,13 @@ std::string EngineShape::name() const {
 
 namespace {
 // Three requests over a shared prefix [1 2 3 4] (two blocks of 2): R0 plain, R1 two samples
-// (a fork, copy-on-write of the partial block), R2 shorter with stop tokens. Together they need
-// more than 8 blocks of 2: preemptions and evictions.
+// (a fork; their first tokens differ, at the end of the partial block they share, so a missing
+// copy-on-write is visible), R2 shorter with stop tokens. Together they need more than 8 blocks
+// of 2: preemptions and evictions.
 std::vector<CheckRequest> shared_prefix_requests() {
   return {
       {{1, 2, 3, 4, 5}, 4, 1, {}, 11},
-      {{1, 2, 3, 4, 6}, 3, 2, {}, 12},
+      {{1, 2, 3, 4, 6}, 3, 2, {}, 10},
       {{1, 2, 7}, 4, 1, {0, 5}, 13},
   };
 }
@@ -75,9 +76,11 @@ ModelCheckBounds large_bounds() {
 
 std::string ModelCheckBounds::describe() const {
   std::string s = fmt::format(
-      "{} requests, KV pool of {} blocks of {} tokens, {} layer(s), paths of up to {} events "
-      "(arrivals, steps, up to {} abort(s)) each drained to the end (at most {} steps)\n",
-      requests.size(), n_blocks, block_size, n_layers, max_events, max_aborts, drain_steps);
+      "{} requests, KV pool of {} blocks of {} tokens (prefix cache {}), {} layer(s), paths of "
+      "up to {} events (arrivals, steps, up to {} abort(s)) each drained to the end (at most {} "
+      "steps)\n",
+      requests.size(), n_blocks, block_size, prefix_cache ? "on" : "off", n_layers, max_events,
+      max_aborts, drain_steps);
   for (size_t k = 0; k < requests.size(); ++k) {
     const CheckRequest& r = requests[k];
     s += fmt::format("  R{}: prompt [{}], max_tokens {}, n {}, stop ids [{}], seed {}\n", k,

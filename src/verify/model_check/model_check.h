@@ -50,6 +50,7 @@ struct ModelCheckBounds {
   int32_t block_size = 2;
   int32_t n_blocks = 8;
   int32_t n_layers = 1;
+  bool prefix_cache = true;     // off: every prompt computed, no block keyed
   int32_t max_events = 10;      // events per explored path (arrivals, steps, aborts)
   int32_t max_aborts = 1;       // aborts per path
   int32_t drain_steps = 200;    // steps a drained path may take to finish (liveness bound)
