@@ -2,7 +2,11 @@
 // self-check (design.md Rule 3, verify/self_check.h) on its backend with its shapes,
 // printing one line per check; exit code 0 when every check passed, 1 otherwise. Also defines
 // startup_self_check(), the same check as `detllm serve` and `detllm generate` run it.
-// Tests: tests/e2e/test_check.py (the command), tests/conformance/self_check_test.cpp (checks).
+// `detllm check --proof` instead runs the bounded model checker of the engine
+// (verify/model_check/model_check.h: scheduling and the paged, prefix-sharing KV cache preserve
+// every row's prefix) and prints what it proved, within which bounds, or a counterexample.
+// Tests: tests/e2e/test_check.py (the command), tests/conformance/self_check_test.cpp (checks),
+// tests/model_check (the checker).
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -13,6 +17,7 @@
 #include "core/error.h"
 #include "kernels/attention_plan.h"
 #include "model/bundle.h"
+#include "verify/model_check/model_check.h"
 #include "verify/self_check.h"
 
 namespace detllm::cli {
@@ -22,8 +27,22 @@ struct CheckOptions {
   std::string model;
   int block_size = engine::EngineConfig{}.scheduler.kv.block_size;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  BackendOptions backend;  // --backend, --numerics, --device
+  BackendOptions backend;          // --backend, --numerics, --device
+  bool proof = false;              // --proof: the bounded model checker instead
+  std::string proof_bound = "ci";  // ci | large
+  int proof_events = 0;            // > 0: paths of this many events instead of the bound's
 };
+
+// `detllm check --proof`: the bounded model checker; exit code 0 when nothing was found.
+int run_proof(const CheckOptions& o) {
+  model_check::ModelCheckBounds bounds =
+      o.proof_bound == "large" ? model_check::large_bounds() : model_check::ci_bounds();
+  if (o.proof_events > 0) bounds.max_events = o.proof_events;
+  std::fprintf(stderr, "detllm check --proof: exploring (%s bound)...\n", o.proof_bound.c_str());
+  const model_check::ModelCheckResult r = model_check::run_model_check(bounds);
+  std::fputs(model_check::format_result(bounds, r).c_str(), stdout);
+  return r.ok() ? 0 : 1;
+}
 
 // The CUDA backend's tensor-core attention plans (kernels/attention_plan.h) for the model's heads
 // at a few representative steps, on stderr (stdout is the check table). Host logic: printed
@@ -146,7 +165,18 @@ Command add_check_command(CLI::App& app) {
   add_backend_options(*cmd, o->backend,
                       "Numerics path to check: invariant (what deterministic requests run) or "
                       "fast (cuda: default cuBLAS GEMM; expected to fail, a demonstration)");
-  return {cmd, [o] { return run_check(*o); }};
+  cmd->add_flag("--proof", o->proof,
+                "Instead: run the bounded model checker of the engine (scheduler, paged KV, "
+                "prefix cache, verified mode over an abstract hash backend) and print what is "
+                "proved, within which bounds, and what is assumed; or the shortest "
+                "counterexample (docs/contract.md, \"What is proved\")");
+  cmd->add_option("--proof-bound", o->proof_bound, "The checker's bound: ci or large")
+      ->check(CLI::IsMember({"ci", "large"}))
+      ->capture_default_str();
+  cmd->add_option("--proof-events", o->proof_events,
+                  "Events per explored path (default: the bound's)")
+      ->check(CLI::Range(1, 64));
+  return {cmd, [o] { return o->proof ? run_proof(*o) : run_check(*o); }};
 }
 
 }  // namespace detllm::cli

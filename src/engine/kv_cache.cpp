@@ -365,6 +365,28 @@ void KvCacheManager::mark_computed(SeqId id, std::span<const int32_t> tokens, in
   t.n_blocks_published = std::max(t.n_blocks_published, n_full);
 }
 
+// ---- introspection ----
+
+KvCacheManager::CachedBlock KvCacheManager::cached_block(int32_t block) const {
+  check(is_cached(block), "kv cache: block {} is not cached", block);
+  const BlockInfo& info = blocks_[block];
+  const int32_t bs = config_.block_size;
+  return {info.key, info.parent,
+          std::span<const int32_t>(block_tokens_.data() + static_cast<size_t>(block) * bs,
+                                   static_cast<size_t>(bs))};
+}
+
+int32_t KvCacheManager::find_cached(const BlockHash& key) const {
+  auto it = index_.find(key);
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::vector<int32_t> KvCacheManager::lru_order() const {
+  std::vector<int32_t> order;
+  for (int32_t b = lru_head_; b >= 0; b = blocks_[b].lru_next) order.push_back(b);
+  return order;
+}
+
 // ---- accounting ----
 
 KvCacheStats KvCacheManager::stats() const {

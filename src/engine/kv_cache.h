@@ -133,6 +133,23 @@ class KvCacheManager {
   bool is_cached(int32_t block) const;
   KvCacheStats stats() const;
 
+  // ---- read-only introspection (verify/model_check: the bounded checker rebuilds the prefix a
+  // cached block holds and hashes the allocator's state) ----
+  // A cached block's entry: its key, the key of the block before it (kRootBlockHash for a
+  // sequence's first block) and its block_size tokens. Throws when `block` is not cached.
+  struct CachedBlock {
+    BlockHash key;
+    BlockHash parent;
+    std::span<const int32_t> tokens;
+  };
+  CachedBlock cached_block(int32_t block) const;
+  // The cached block under `key`, -1 when none.
+  int32_t find_cached(const BlockHash& key) const;
+  // The free list (the next block taken is its back, unless shuffled) and the evictable blocks
+  // from least to most recently released.
+  std::span<const int32_t> free_list() const { return free_; }
+  std::vector<int32_t> lru_order() const;
+
   // Verifies all accounting; throws detllm::Error naming the first broken invariant.
   // O(n_blocks * block_size); for tests and debug builds.
   void check_consistency() const;

@@ -1,6 +1,7 @@
 """The startup self-check from the outside (design.md Rule 3): `detllm check` on the default
 model prints one line per check and exits 0; `detllm serve` reports the result on stderr and in
-/metrics and /health; --no-self-check shows as "disabled".
+/metrics and /health; --no-self-check shows as "disabled". `detllm check --proof` runs the
+bounded model checker of the engine (src/verify/model_check) and says what it proved.
 (A failing check cannot be injected into the binary; tests/server/self_check_server_test.cpp
 covers the refusal and its HTTP 503 at the handler level.)
 """
@@ -40,6 +41,21 @@ def test_check_help_explains_it():
     r = run_detllm("check", "--help", timeout=30)
     assert r.returncode == 0
     assert "self-check" in r.stdout and "exit code" in r.stdout
+
+
+def test_check_proof_proves_the_ci_bound():
+    r = run_detllm("check", "--proof", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("Proved"), r.stdout
+    assert "complete (no path reached the event bound)" in r.stdout, r.stdout
+    assert "bounded (paths cut" not in r.stdout, r.stdout
+    assert "Assumed (not proved here)" in r.stdout, r.stdout
+
+
+def test_check_proof_says_when_the_event_bound_cut_paths():
+    r = run_detllm("check", "--proof", "--proof-events", "3", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "bounded (paths cut at the event bound)" in r.stdout, r.stdout
 
 
 def test_serve_reports_passed(server):
