@@ -289,12 +289,9 @@ TEST(CudaSampling, BadLogitsThrow) {
             << layout.name() << " vocab " << vocab << " bad " << bad;
       }
     }
-    SampleRowParams bad;
-    bad.top_p = 1.5f;
-    DeviceArray<float> d(*ops, std::vector<float>{1.0f, 2.0f});
-    SampleRowResult out;
-    EXPECT_THROW(ops->sample_rows(d.data(), 1, 2, &bad, &out), Error);
   }
+  // Invalid parameters are refused once, when the engine adds the request
+  // (SampleRowParams::validate, kernels/ops.h): sample_rows does not check them again.
 }
 
 // The timed parameter sets (docs/cuda.md "Sampling on the device", Speed).
