@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int max_tokens = 96;
   int k = 5;
-  int lookup_min = 2;
-  int lookup_max = 4;
+  int lookup_min = 0;  // 0: the engine's default (SpeculativeConfig)
+  int lookup_max = 0;
   int repeats = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model"))

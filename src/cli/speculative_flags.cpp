@@ -20,13 +20,13 @@ void add_speculative_options(CLI::App& cmd, engine::SpeculativeConfig& config) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd.add_option("--prompt-lookup-min", config.prompt_lookup_min,
-                 "--speculative-method ngram: shortest suffix that may match")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+                 "--speculative-method ngram: shortest suffix that may match (as vLLM: 5 when "
+                 "neither bound is given, else the other bound's value)")
+      ->check(CLI::Range(1, 1024));
   cmd.add_option("--prompt-lookup-max", config.prompt_lookup_max,
-                 "--speculative-method ngram: longest suffix compared")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+                 "--speculative-method ngram: longest suffix compared (as vLLM: 5 when neither "
+                 "bound is given, else the other bound's value)")
+      ->check(CLI::Range(1, 1024));
 }
 
 }  // namespace detllm::cli

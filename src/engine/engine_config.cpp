@@ -30,6 +30,19 @@ SpeculativeMethod parse_speculative_method(std::string_view name) {
   throw_error("unknown speculative method '{}' (expected none or ngram)", name);
 }
 
+SpeculativeConfig SpeculativeConfig::with_defaults() const {
+  constexpr int32_t kLookupDefault = 5;  // vLLM's, when neither bound is given
+  SpeculativeConfig c = *this;
+  if (c.prompt_lookup_min == 0 && c.prompt_lookup_max == 0) {
+    c.prompt_lookup_min = c.prompt_lookup_max = kLookupDefault;
+  } else if (c.prompt_lookup_min == 0) {
+    c.prompt_lookup_min = c.prompt_lookup_max;
+  } else if (c.prompt_lookup_max == 0) {
+    c.prompt_lookup_max = c.prompt_lookup_min;
+  }
+  return c;
+}
+
 void SpeculativeConfig::validate() const {
   if (!enabled()) return;
   check(num_speculative_tokens >= 1, "num_speculative_tokens must be >= 1 (got {})",
@@ -64,6 +77,7 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
         c.decode_fixed_rows, decode_row_buckets().back());
   c.policy.validate();
   c.verify.validate();
+  c.speculative = c.speculative.with_defaults();
   c.speculative.validate();
   // verified: its windows already hold the speculative tokens; padded (CoRun): a draft window
   // is several rows of one sequence, which its scheduler would run as an isolated prefill at

@@ -52,9 +52,13 @@ SpeculativeMethod parse_speculative_method(std::string_view name);  // throws de
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
   int32_t num_speculative_tokens = 5;  // K: drafts per step at most (>= 1)
-  int32_t prompt_lookup_min = 1;       // n-gram: shortest suffix that may match (>= 1)
-  int32_t prompt_lookup_max = 4;       // n-gram: longest suffix compared (>= prompt_lookup_min)
+  // n-gram: the shortest suffix that may match and the longest compared (1 <= min <= max).
+  // 0 = unset, filled as vLLM fills them: both unset → 5 and 5; one unset → the other's value.
+  int32_t prompt_lookup_min = 0;
+  int32_t prompt_lookup_max = 0;
   bool enabled() const { return method != SpeculativeMethod::kNone; }
+  // The unset lookup bounds filled (above); validate() then checks the result.
+  SpeculativeConfig with_defaults() const;
   void validate() const;  // throws detllm::Error
 };
 
