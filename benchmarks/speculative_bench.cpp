@@ -113,9 +113,13 @@ int main(int argc, char** argv) {
         fmt::format("Rewrite the following text exactly, word for word.\n\n{}", kText),
         "Write a short story about a lighthouse keeper who finds a message in a bottle."};
     const char* names[2] = {"repetitive (rewrite a text)", "non-repetitive (a story)"};
+    engine::SpeculativeConfig shown;  // the bounds the engine runs with (0: its default)
+    shown.prompt_lookup_min = lookup_min;
+    shown.prompt_lookup_max = lookup_max;
+    shown = shown.with_defaults();
     fmt::print(
         "batch 1, greedy, {} new tokens, {} threads, n-gram K = {} (lookup {}..{}), best of {}\n",
-        max_tokens, threads, k, lookup_min, lookup_max, repeats);
+        max_tokens, threads, k, shown.prompt_lookup_min, shown.prompt_lookup_max, repeats);
     for (int p = 0; p < 2; ++p) {
       // Plain and speculative runs alternate; each keeps its fastest (a shared machine's
       // noise only slows a run down).

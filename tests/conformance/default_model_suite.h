@@ -170,6 +170,8 @@ TEST_F(DefaultModelConformance, SpeculativeDecodingChangesNoBit) {
     Execution e = exec("ngram K=4, chunk " + std::to_string(chunk));
     e.engine.speculative.method = engine::SpeculativeMethod::kNgram;
     e.engine.speculative.num_speculative_tokens = 4;
+    e.engine.speculative.prompt_lookup_min = 1;  // short outputs: match from one token on
+    e.engine.speculative.prompt_lookup_max = 4;
     e.engine.scheduler.chunk_size = chunk;
     const RunResult got = run(target_, e, reqs);
     expect_same(ref, got, e.label);

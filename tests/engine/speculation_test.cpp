@@ -264,5 +264,21 @@ TEST_F(SpeculationTest, RefusedModesAndSettingsByName) {
   EXPECT_THROW(parse_speculative_method("eagle"), Error);
 }
 
+// The lookup bounds default as vLLM's: both unset → 5 and 5; one unset → the other's value.
+TEST(SpeculationConfig, LookupBoundsDefaultAsVllm) {
+  const auto bounds = [](int32_t lo, int32_t hi) {
+    SpeculativeConfig c;
+    c.method = SpeculativeMethod::kNgram;
+    c.prompt_lookup_min = lo;
+    c.prompt_lookup_max = hi;
+    const SpeculativeConfig d = c.with_defaults();
+    return std::pair{d.prompt_lookup_min, d.prompt_lookup_max};
+  };
+  EXPECT_EQ(bounds(0, 0), (std::pair{5, 5}));
+  EXPECT_EQ(bounds(0, 3), (std::pair{3, 3}));
+  EXPECT_EQ(bounds(2, 0), (std::pair{2, 2}));
+  EXPECT_EQ(bounds(2, 4), (std::pair{2, 4}));
+}
+
 }  // namespace
 }  // namespace detllm::engine
