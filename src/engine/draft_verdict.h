@@ -1,6 +1,6 @@
 // The verdict on speculative tokens, shared by every speculative scheme of the engine: the
 // `verified` mode's candidate windows (engine/verifier.h) and the n-gram drafts
-// (engine/speculation.h). A speculative sequence (SequenceOptions::speculative) holds
+// (engine_speculation.cpp). A speculative sequence (SequenceOptions::speculative) holds
 // uncommitted tokens after its committed ones; rows computed on the request's own numerics
 // over them give one draw per position (same Philox stream as plain decoding: seed, position,
 // sample index). Each token that equals its draw is committed in order; at the first mismatch

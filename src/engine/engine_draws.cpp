@@ -15,7 +15,9 @@ std::optional<int32_t> Engine::first_draw_position(const RequestState& r,
   if (r.req.max_tokens == 0) return std::nullopt;  // scoring only, nothing to draw
   // Trusted rows of a speculative sequence: one draw per candidate they verify, then the
   // sampling row's (if the rows reach it).
-  if (r.speculative && verifier_->verifies_rows(s)) return verifier_->first_verified_position(s);
+  if (r.speculative && verifier_->verifies_rows(s)) {
+    return first_verified_position(scheduler_.sequence(s.id), s);
+  }
   // A drafting sequence: one draw per draft its rows score, then the sampling row's.
   if (r.drafting) {
     const int32_t first = first_verified_position(scheduler_.sequence(s.id), s);

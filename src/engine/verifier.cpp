@@ -79,10 +79,6 @@ bool Verifier::verifies_rows(const ScheduledSeq& s) const {
   return scheduler_.sequence(s.id).n_trusted >= s.first_pos + s.n_tokens;
 }
 
-int32_t Verifier::first_verified_position(const ScheduledSeq& s) const {
-  return engine::first_verified_position(scheduler_.sequence(s.id), s);
-}
-
 void Verifier::verify_rows(const ScheduledSeq& s, std::span<const SampleResult> draws,
                            VerdictSink& sink) {
   const Verdict v = apply_verdict(scheduler_, s, draws, sink);

@@ -44,13 +44,10 @@ class Verifier {
 
   // ---- after the forward, per scheduled speculative sequence (one that draws tokens) ----
   // Its rows ran over trusted KV (the invariant numerics): they verify the candidates from
-  // first_verified_position(s) on, then sample the next token. Otherwise, a sampled row is a
-  // fast decode whose token becomes a candidate (add_candidate).
+  // first_verified_position (draft_verdict.h) on, then sample the next token. Otherwise, a
+  // sampled row is a fast decode whose token becomes a candidate (add_candidate).
   bool verifies_rows(const ScheduledSeq& s) const;
-  // The first position whose token these rows predict (a candidate or the next token): each
-  // position from here to s.first_pos + s.n_tokens gets a draw from the row before it.
-  int32_t first_verified_position(const ScheduledSeq& s) const;
-  // Applies the verdict of draws (one per position from first_verified_position(s), the last
+  // Applies the verdict of draws (one per position from first_verified_position, the last
   // position's being the sampling row's): candidates that equal their draw are committed in
   // order; at the first mismatch the draw replaces the candidate and the rest is rolled back.
   void verify_rows(const ScheduledSeq& s, std::span<const SampleResult> draws, VerdictSink& sink);

@@ -69,15 +69,15 @@ void Ops::moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k
 }
 
 void Ops::matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
-                         const WeightMatrix* const* w, float* y, int64_t ldy,
+                         const WeightMatrix* w, float* y, int64_t ldy,
                          NumericsMode numerics) {
   const size_t esz = dtype_size(gemm_input_dtype());
   for (int32_t g = 0; g < n_groups; ++g) {
     const int32_t first = offsets[g], rows = offsets[g + 1] - offsets[g];
     check(rows >= 0, "matmul_grouped: group {} has {} rows", g, rows);
     if (rows == 0) continue;
-    const auto* xg = static_cast<const char*>(x) + static_cast<size_t>(first) * w[g]->cols * esz;
-    matmul_rounded(xg, rows, *w[g], nullptr, y + int64_t{first} * ldy, ldy, numerics);
+    const auto* xg = static_cast<const char*>(x) + static_cast<size_t>(first) * w[g].cols * esz;
+    matmul_rounded(xg, rows, w[g], nullptr, y + int64_t{first} * ldy, ldy, numerics);
   }
 }
 

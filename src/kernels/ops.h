@@ -221,12 +221,12 @@ class Ops {
                          bool renormalize, int32_t* experts, float* weights);
 
   // A grouped GEMM (a MoE layer's experts): for each group g, rows [offsets[g], offsets[g+1])
-  // of x (in gemm_input_dtype(), w[g]->cols wide) times w[g]ᵀ into columns [0, w[g]->rows) of
+  // of x (in gemm_input_dtype(), w[g].cols wide) times w[g]ᵀ into columns [0, w[g].rows) of
   // the same rows of y (stride ldy); groups with no rows are skipped. offsets (n_groups + 1)
   // and w (n_groups) are host arrays. = matmul_rounded() per group, so a row's bits are those
   // of the row alone, whatever the group sizes (the default runs exactly that).
   virtual void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
-                              const WeightMatrix* const* w, float* y, int64_t ldy,
+                              const WeightMatrix* w, float* y, int64_t ldy,
                               NumericsMode numerics = NumericsMode::kInvariant);
 
   // The experts' outputs combined per token: out (n, dim) fp32, row t =

@@ -92,20 +92,14 @@ void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLay
   }
 
   // The experts: each group through its expert's SwiGLU MLP.
-  std::vector<const kernels::WeightMatrix*> gate(n_experts), up(n_experts), down(n_experts);
-  for (int32_t e = 0; e < n_experts; ++e) {
-    gate[e] = &l.gate[e];
-    up[e] = &l.up[e];
-    down[e] = &l.down[e];
-  }
   ops_.gather_rows(static_cast<const float*>(x), dim, src_row, nk, xs_.f32());
   float* gate_up = gate_up_.f32();
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, gate.data(), gate_up, 2 * ffn,
+  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.gate.data(), gate_up, 2 * ffn,
                       numerics);
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, up.data(), gate_up + ffn, 2 * ffn,
+  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.up.data(), gate_up + ffn, 2 * ffn,
                       numerics);
   ops_.silu_mul_rows(gate_up, nk, ffn, h_.data());
-  ops_.matmul_grouped(h_.data(), offsets_.data(), n_experts, down.data(), ys_.f32(), dim, numerics);
+  ops_.matmul_grouped(h_.data(), offsets_.data(), n_experts, l.down.data(), ys_.f32(), dim, numerics);
 
   // Qwen2-MoE's shared expert on every token, and its gate logit.
   const float* shared = nullptr;

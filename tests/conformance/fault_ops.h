@@ -295,12 +295,12 @@ class GroupSizeExpertOps final : public DelegatingOps {
  public:
   explicit GroupSizeExpertOps(int n_threads) : DelegatingOps(n_threads, "fault:moe-group-matmul") {}
   void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
-                      const kernels::WeightMatrix* const* w, float* y, int64_t ldy,
+                      const kernels::WeightMatrix* w, float* y, int64_t ldy,
                       NumericsMode numerics) override {
     Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
     for (int32_t g = 0; g < n_groups; ++g) {
       if (offsets[g + 1] - offsets[g] <= 1) continue;
-      for (int32_t r = offsets[g]; r < offsets[g + 1]; ++r) nudge(y + r * ldy, w[g]->rows);
+      for (int32_t r = offsets[g]; r < offsets[g + 1]; ++r) nudge(y + r * ldy, w[g].rows);
     }
   }
 };

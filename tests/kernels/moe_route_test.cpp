@@ -189,14 +189,13 @@ TEST(MoeGroupedMatmul, ARowIsTheRowAloneWhateverItsGroup) {
     for (float& v : d) v = normal(rng);
     w.push_back({d.data(), DType::kF32, out, k_in});
   }
-  const WeightMatrix* wp[] = {&w[0], &w[1], &w[2]};
   const std::vector<int32_t> offsets = {0, 1, 1, 9};  // sizes 1, 0, 8
   std::vector<float> x(9 * k_in);
   for (float& v : x) v = normal(rng);
   for (auto& ops : backends()) {
     SCOPED_TRACE(ops->name());
     std::vector<float> y(9 * out);
-    ops->matmul_grouped(x.data(), offsets.data(), n_groups, wp, y.data(), out);
+    ops->matmul_grouped(x.data(), offsets.data(), n_groups, w.data(), y.data(), out);
     for (int32_t row = 0; row < 9; ++row) {
       const int32_t g = row == 0 ? 0 : 2;
       std::vector<float> alone(out);
