@@ -14,7 +14,6 @@
 
 #include "core/error.h"
 #include "core/mmap_file.h"
-#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -239,7 +238,6 @@ const char* value_kind(const GgufValue& v) {
 }  // namespace
 
 struct GgufFile::Impl : TensorTable<GgufTensorInfo> {
-  std::string path;
   MappedFile map;  // empty when parsed from memory
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -417,22 +415,11 @@ GgufFile::GgufFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GgufFile::~GgufFile() = default;
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  auto impl = std::make_unique<Impl>();
-  impl->path = path;
-  impl->map = MappedFile::open(path);
-  impl->data = impl->map.data();
-  impl->size = impl->map.size();
-  impl->parse();
-  return std::unique_ptr<GgufFile>(new GgufFile(std::move(impl)));
+  return std::unique_ptr<GgufFile>(new GgufFile(from_file<Impl>(path)));
 }
 
 std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
-  auto impl = std::make_unique<Impl>();
-  impl->path = std::move(name);
-  impl->data = data;
-  impl->size = size;
-  impl->parse();
-  return std::unique_ptr<GgufFile>(new GgufFile(std::move(impl)));
+  return std::unique_ptr<GgufFile>(new GgufFile(from_bytes<Impl>(data, size, std::move(name))));
 }
 
 uint32_t GgufFile::version() const {
@@ -515,28 +502,12 @@ const std::vector<GgufTensorInfo>& GgufFile::tensor_infos() const {
   return impl_->tensors;
 }
 
-const GgufTensorInfo& GgufFile::tensor_info(const std::string& name) const {
-  return impl_->tensor_at(impl_->path, name);
+const TensorTable<GgufTensorInfo>& GgufFile::table() const {
+  return *impl_;
 }
 
 const uint8_t* GgufFile::tensor_data(const std::string& name) const {
   return impl_->data + tensor_info(name).offset;
-}
-
-const std::string& GgufFile::path() const {
-  return impl_->path;
-}
-
-std::vector<std::string> GgufFile::tensor_names() const {
-  return impl_->names();
-}
-
-bool GgufFile::has_tensor(const std::string& name) const {
-  return impl_->contains(name);
-}
-
-std::vector<int64_t> GgufFile::tensor_shape(const std::string& name) const {
-  return tensor_info(name).shape;
 }
 
 namespace {

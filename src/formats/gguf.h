@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "formats/dequant.h"  // GgmlType, GgmlTypeInfo
-#include "formats/tensor_source.h"
+#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -35,7 +35,7 @@ struct GgufTensorInfo {
   uint64_t n_bytes = 0;        // size of the data (validated against the file size)
 };
 
-class GgufFile final : public TensorSource {
+class GgufFile final : public TableSource<GgufTensorInfo> {
  public:
   // Opens, maps and validates the header, metadata and tensor infos. Throws detllm::Error.
   static std::unique_ptr<GgufFile> open(const std::string& path);
@@ -57,8 +57,6 @@ class GgufFile final : public TensorSource {
   std::vector<int64_t> get_int_array(const std::string& key) const;
   std::vector<double> get_float_array(const std::string& key) const;
   const std::vector<GgufTensorInfo>& tensor_infos() const;  // in file order
-  // Throws detllm::Error naming the tensor and the file when missing.
-  const GgufTensorInfo& tensor_info(const std::string& name) const;
   // The tensor's raw bytes inside the mapping (n_bytes long, no alignment guaranteed when
   // parsed from memory); for kernels that consume quantized blocks directly.
   const uint8_t* tensor_data(const std::string& name) const;
@@ -66,16 +64,13 @@ class GgufFile final : public TensorSource {
   uint64_t data_offset() const;  // absolute offset of the (aligned) tensor data section
 
   // TensorSource
-  const std::string& path() const override;
-  std::vector<std::string> tensor_names() const override;
-  bool has_tensor(const std::string& name) const override;
-  std::vector<int64_t> tensor_shape(const std::string& name) const override;
   HostTensor load_f32(const std::string& name) const override;
   HostTensor load_stored(const std::string& name) const override;
 
  private:
   struct Impl;
   explicit GgufFile(std::unique_ptr<Impl> impl);
+  const TensorTable<GgufTensorInfo>& table() const override;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "core/mmap_file.h"
 #include "formats/dequant.h"
-#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -74,7 +73,6 @@ uint64_t json_u64(const json& j, const std::string& what) {
 
 // tensors: sorted by offset.
 struct SafetensorsFile::Impl : TensorTable<SafetensorsTensorInfo> {
-  std::string path;
   MappedFile map;  // empty when parsed from memory
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -181,23 +179,13 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<Impl> impl) : impl_(std::move(i
 SafetensorsFile::~SafetensorsFile() = default;
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  auto impl = std::make_unique<Impl>();
-  impl->path = path;
-  impl->map = MappedFile::open(path);
-  impl->data = impl->map.data();
-  impl->size = impl->map.size();
-  impl->parse();
-  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(std::move(impl)));
+  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(from_file<Impl>(path)));
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size,
                                                         std::string name) {
-  auto impl = std::make_unique<Impl>();
-  impl->path = std::move(name);
-  impl->data = data;
-  impl->size = size;
-  impl->parse();
-  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(std::move(impl)));
+  return std::unique_ptr<SafetensorsFile>(
+      new SafetensorsFile(from_bytes<Impl>(data, size, std::move(name))));
 }
 
 const std::map<std::string, std::string>& SafetensorsFile::metadata() const {
@@ -207,8 +195,8 @@ const std::vector<SafetensorsTensorInfo>& SafetensorsFile::tensor_infos() const 
   return impl_->tensors;
 }
 
-const SafetensorsTensorInfo& SafetensorsFile::tensor_info(const std::string& name) const {
-  return impl_->tensor_at(impl_->path, name);
+const TensorTable<SafetensorsTensorInfo>& SafetensorsFile::table() const {
+  return *impl_;
 }
 
 RawTensorView SafetensorsFile::raw_view(const std::string& name) const {
@@ -219,22 +207,6 @@ RawTensorView SafetensorsFile::raw_view(const std::string& name) const {
                 impl_->path, name, t.dtype);
   }
   return RawTensorView{dtype, t.shape, impl_->data + t.offset, t.n_bytes};
-}
-
-const std::string& SafetensorsFile::path() const {
-  return impl_->path;
-}
-
-std::vector<std::string> SafetensorsFile::tensor_names() const {
-  return impl_->names();
-}
-
-bool SafetensorsFile::has_tensor(const std::string& name) const {
-  return impl_->contains(name);
-}
-
-std::vector<int64_t> SafetensorsFile::tensor_shape(const std::string& name) const {
-  return tensor_info(name).shape;
 }
 
 HostTensor SafetensorsFile::load_f32(const std::string& name) const {

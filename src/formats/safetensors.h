@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "formats/tensor_source.h"
+#include "formats/tensor_table.h"
 
 namespace detllm {
 
@@ -37,7 +37,7 @@ struct RawTensorView {
 //   [ header_len:u64 LE | JSON header (header_len bytes) | byte buffer ]
 // header: {"__metadata__": {str: str}, name: {"dtype", "shape", "data_offsets": [b, e]}}
 // with offsets relative to the byte buffer, which the tensors must cover without gaps.
-class SafetensorsFile final : public TensorSource {
+class SafetensorsFile final : public TableSource<SafetensorsTensorInfo> {
  public:
   // Maps and validates `path`. Throws detllm::Error naming the problem and the file.
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
@@ -47,21 +47,16 @@ class SafetensorsFile final : public TensorSource {
 
   const std::map<std::string, std::string>& metadata() const;      // "__metadata__"
   const std::vector<SafetensorsTensorInfo>& tensor_infos() const;  // in data-offset order
-  // Throws detllm::Error naming the tensor and the file when missing.
-  const SafetensorsTensorInfo& tensor_info(const std::string& name) const;
   // Throws for dtypes other than F32/F16/BF16.
   RawTensorView raw_view(const std::string& name) const;
 
   // TensorSource
-  const std::string& path() const override;
-  std::vector<std::string> tensor_names() const override;
-  bool has_tensor(const std::string& name) const override;
-  std::vector<int64_t> tensor_shape(const std::string& name) const override;
   HostTensor load_f32(const std::string& name) const override;
 
  private:
   struct Impl;
   explicit SafetensorsFile(std::unique_ptr<Impl> impl);
+  const TensorTable<SafetensorsTensorInfo>& table() const override;
   std::unique_ptr<Impl> impl_;
 };
 

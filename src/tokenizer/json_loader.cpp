@@ -110,16 +110,22 @@ std::shared_ptr<const Regex> read_pattern(const Reader& r, const json& v, const 
   r.fail(where, "expected {\"String\": ...} or {\"Regex\": ...}");
 }
 
+// A "Sequence" entry's list v[key]: f(element, its place "where.key[i]") for each, in order.
+template <class F>
+void for_each_in(const Reader& r, const json& v, const char* key, const std::string& where, F f) {
+  const std::string at = where + "." + key;
+  const json& list = r.array(r.need(v, key, where), at);
+  for (size_t i = 0; i < list.size(); ++i) f(list[i], fmt::format("{}[{}]", at, i));
+}
+
 void read_normalizer(const Reader& r, const json& n, const std::string& where,
                      std::vector<NormalizerStep>& steps) {
   const std::string type = r.type_of(n, where);
   NormalizerStep step;
   using K = NormalizerStep::Kind;
   if (type == "Sequence") {
-    const json& list = r.array(r.need(n, "normalizers", where), where + ".normalizers");
-    for (size_t i = 0; i < list.size(); ++i) {
-      read_normalizer(r, list[i], fmt::format("{}.normalizers[{}]", where, i), steps);
-    }
+    for_each_in(r, n, "normalizers", where,
+                [&](const json& e, const std::string& at) { read_normalizer(r, e, at, steps); });
     return;
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     step.kind = K::kUnicode;
@@ -177,10 +183,8 @@ void read_pre_tokenizer(const Reader& r, const json& p, const std::string& where
   PreTokenizerStep step;
   using K = PreTokenizerStep::Kind;
   if (type == "Sequence") {
-    const json& list = r.array(r.need(p, "pretokenizers", where), where + ".pretokenizers");
-    for (size_t i = 0; i < list.size(); ++i) {
-      read_pre_tokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", where, i), steps);
-    }
+    for_each_in(r, p, "pretokenizers", where,
+                [&](const json& e, const std::string& at) { read_pre_tokenizer(r, e, at, steps); });
     return;
   } else if (type == "Split") {
     step.kind = K::kSplit;
@@ -213,10 +217,8 @@ void read_decoder(const Reader& r, const json& d, const std::string& where,
   DecoderStep step;
   using K = DecoderStep::Kind;
   if (type == "Sequence") {
-    const json& list = r.array(r.need(d, "decoders", where), where + ".decoders");
-    for (size_t i = 0; i < list.size(); ++i) {
-      read_decoder(r, list[i], fmt::format("{}.decoders[{}]", where, i), steps);
-    }
+    for_each_in(r, d, "decoders", where,
+                [&](const json& e, const std::string& at) { read_decoder(r, e, at, steps); });
     return;
   } else if (type == "ByteLevel") {
     step.kind = K::kByteLevel;
@@ -266,13 +268,12 @@ void read_post_processor(const Reader& r, const json& p, const std::string& wher
                          std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
   const std::string type = r.type_of(p, where);
   if (type == "Sequence") {
-    const json& list = r.array(r.need(p, "processors", where), where + ".processors");
-    for (size_t i = 0; i < list.size(); ++i) {
+    for_each_in(r, p, "processors", where, [&](const json& e, const std::string& at) {
       std::vector<int32_t> pre, suf;
-      read_post_processor(r, list[i], fmt::format("{}.processors[{}]", where, i), pre, suf);
+      read_post_processor(r, e, at, pre, suf);
       prefix.insert(prefix.begin(), pre.begin(), pre.end());
       suffix.insert(suffix.end(), suf.begin(), suf.end());
-    }
+    });
   } else if (type == "ByteLevel") {
     // Only adjusts offsets; ids are unchanged.
   } else if (type == "TemplateProcessing") {

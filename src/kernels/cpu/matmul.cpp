@@ -40,6 +40,18 @@ struct WeightLoad<DType::kF16> {
   static __m256 tail(const uint16_t* p, int n) { return load_tail(p, n, DType::kF16); }
 };
 
+// The tiles' end: y[r * ldy + c] = hsum8(acc[r][c]) (+ bias[c]).
+template <int R, int C>
+inline void store_tile(const __m256 (&acc)[R][C], const float* bias, float* y, int64_t ldy) {
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      float s = hsum8(acc[r][c]);
+      if (bias != nullptr) s += bias[c];
+      y[r * ldy + c] = s;
+    }
+  }
+}
+
 // The micro-kernel: y[r, c] for R rows of x (stride k) and C rows of W (stride k).
 //   x (R, k) at stride k, w (C, k) at stride k, bias (C) or null, y (R, ·) at stride ldy,
 //   pf (C, k): weights to prefetch into L1 meanwhile (the next column group's), or w itself.
@@ -84,13 +96,7 @@ inline void tile(const float* x, const typename WeightLoad<T>::Elem* w, int64_t 
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      float s = hsum8(acc[r][c]);
-      if (bias != nullptr) s += bias[c];
-      y[r * ldy + c] = s;
-    }
-  }
+  store_tile<R, C>(acc, bias, y, ldy);
 }
 
 // Columns [j0, j1) of R rows: C-wide tiles, then single columns for the remainder. Each tile
@@ -223,13 +229,7 @@ inline void tile_block32(const float* x, const uint8_t* w, int64_t row_bytes, in
           acc[r][c] = _mm256_fmadd_ps(load8(x + r * k + 32 * b + 8 * g), wv[g], acc[r][c]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      float s = hsum8(acc[r][c]);
-      if (bias != nullptr) s += bias[c];
-      y[r * ldy + c] = s;
-    }
-  }
+  store_tile<R, C>(acc, bias, y, ldy);
 }
 
 // Columns [j0, j1) of R <= 4 rows through tile_block32: C-wide tiles, then single columns.

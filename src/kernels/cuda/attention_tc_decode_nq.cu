@@ -190,10 +190,8 @@ __global__ void __launch_bounds__(W * 32)
   constexpr int CPT = Ring::CPT;
   static_assert(CPT == 2 * PARTS, "K then V chunks");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  pdl_wait();  // launched with PDL when a.pdl (pdl.cuh)
-  pdl_release();
+  const DecodeItem it = start_decode_warp<W>(a, splits_per_warp, n_zc);
   const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
-  const DecodeItem it = this_warps_item<W>(a, splits_per_warp, n_zc);
   if (!it.ok) return;  // warp-uniform
   Ring ring(smem_raw, a, it, lane);
 

@@ -47,10 +47,13 @@ __device__ __forceinline__ DecodeItem decode_item(const AttentionArgs& a, int64_
   return it;
 }
 
-// This thread's warp's item in a CTA of W warps.
+// The decode kernels' start: waits for the kernel before (launched with PDL when a.pdl:
+// pdl.cuh), lets the next one launch, and returns this thread's warp's item in a CTA of W warps.
 template <int W>
-__device__ __forceinline__ DecodeItem this_warps_item(const AttentionArgs& a, int splits_per_warp,
-                                                      int n_zc) {
+__device__ __forceinline__ DecodeItem start_decode_warp(const AttentionArgs& a, int splits_per_warp,
+                                                        int n_zc) {
+  pdl_wait();
+  pdl_release();
   return decode_item(a, static_cast<int64_t>(blockIdx.x) * W + (threadIdx.x >> 5), splits_per_warp,
                      n_zc);
 }

@@ -167,6 +167,25 @@ __device__ inline void compute_stage(const unsigned char* stage, int warp_m, int
   }
 }
 
+// Calls f(i, j, e, row, col) for each element acc[i][j][e] of this thread's accumulator
+// fragments (the mma.m16n8k16 C layout: g = lane / 4 picks the row, lane % 4 the column pair)
+// that lies inside the m × n output.
+template <class C, class F>
+__device__ __forceinline__ void for_each_output(const GemmParams& p, int m0, int n0, int warp_m,
+                                                int warp_n, int lane, F&& f) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + warp_m * C::WTM + i * 16 + g + (e >= 2 ? 8 : 0);
+        const int col = n0 + warp_n * C::WTN + j * 8 + 2 * tq + (e & 1);
+        if (row < p.m && col < p.n) f(i, j, e, row, col);
+      }
+}
+
 template <class C, bool MULTI>
 __global__ void __launch_bounds__(C::kThreads) gemm_kernel(const GemmParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -216,23 +235,13 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(const GemmParams p) {
   }
   cp_async_wait<0>();
 
-  const int g = lane >> 2, tq = lane & 3;
   if (!p.split_blocks) {  // every split ran here: write y = merged + bias
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-      for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = m0 + warp_m * C::WTM + i * 16 + g + (e >= 2 ? 8 : 0);
-          const int col = n0 + warp_n * C::WTN + j * 8 + 2 * tq + (e & 1);
-          if (row < p.m && col < p.n) {
-            float v;
-            if constexpr (MULTI) v = res[i][j][e]; else v = acc[i][j][e];
-            if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
-            p.y[static_cast<int64_t>(row) * p.n + col] = v;
-          }
-        }
+    for_each_output<C>(p, m0, n0, warp_m, warp_n, lane, [&](int i, int j, int e, int row, int col) {
+      float v;
+      if constexpr (MULTI) v = res[i][j][e]; else v = acc[i][j][e];
+      if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
+      p.y[static_cast<int64_t>(row) * p.n + col] = v;
+    });
     return;
   }
 
@@ -240,16 +249,9 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(const GemmParams p) {
   // the partials in split order 0, 1, …, S-1 (the same sequence as the MULTI path above).
   const int64_t plane = static_cast<int64_t>(p.m) * p.n;
   float* part = p.partials + blockIdx.z * plane;
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-    for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = m0 + warp_m * C::WTM + i * 16 + g + (e >= 2 ? 8 : 0);
-        const int col = n0 + warp_n * C::WTN + j * 8 + 2 * tq + (e & 1);
-        if (row < p.m && col < p.n) part[static_cast<int64_t>(row) * p.n + col] = acc[i][j][e];
-      }
+  for_each_output<C>(p, m0, n0, warp_m, warp_n, lane, [&](int i, int j, int e, int row, int col) {
+    part[static_cast<int64_t>(row) * p.n + col] = acc[i][j][e];
+  });
   __threadfence();
   __syncthreads();
   __shared__ int is_last;
@@ -258,22 +260,13 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(const GemmParams p) {
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-    for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = m0 + warp_m * C::WTM + i * 16 + g + (e >= 2 ? 8 : 0);
-        const int col = n0 + warp_n * C::WTN + j * 8 + 2 * tq + (e & 1);
-        if (row < p.m && col < p.n) {
-          const int64_t off = static_cast<int64_t>(row) * p.n + col;
-          float v = __ldcg(p.partials + off);
-          for (int s = 1; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partials + s * plane + off));
-          if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
-          p.y[off] = v;
-        }
-      }
+  for_each_output<C>(p, m0, n0, warp_m, warp_n, lane, [&](int, int, int, int row, int col) {
+    const int64_t off = static_cast<int64_t>(row) * p.n + col;
+    float v = __ldcg(p.partials + off);
+    for (int s = 1; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partials + s * plane + off));
+    if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
+    p.y[off] = v;
+  });
   if (threadIdx.x == 0) p.counters[tile_id] = 0;  // ready for the next call
 }
 
