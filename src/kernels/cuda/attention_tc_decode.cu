@@ -37,26 +37,23 @@ namespace {
 
 using namespace tc;
 
-// A chunk of the ring (attention_tc_decode_warp.cuh) is a whole K or V tile (12 / NBUF warps),
-// or with HALF half of one, 32 positions (24 / NBUF warps: twice the warps computing beside each
-// other for the same shared memory; the scores and the P·V k-steps of the tile are made half by
-// half, in the same order: tile_qk_part, tile_values_part). NBUF, HALF and the prefetch are
-// free (same bits); the one configuration launched is the chosen one: half tiles (measured
-// 1–10% faster than whole tiles where this warp runs), a ring of 3 (8 warps), the prefetch.
+// A chunk of the ring (attention_tc_decode_warp.cuh) is half a K or V tile, 32 positions: the
+// scores and the P·V k-steps of a tile are made half by half, in the same order as whole
+// (tile_qk_part, tile_values_part). The chunk size, the ring depth and the copies' prefetch are
+// free (same bits); the configuration compiled is the one chosen by measurement: half tiles
+// (1–10% faster than whole tiles where this warp runs), a ring of 3 (8 warps), the prefetch.
 constexpr int kDecDefaultRing = 3;
+constexpr int kChunkRows = kKvTile / 2;
 
-template <bool HALF>
-constexpr int kChunkRows = HALF ? kKvTile / 2 : kKvTile;
-
-// grid attention_decode_grid (the plan), block W = kDecWarps<NBUF, ROWS> warps; warp w runs decode_item(w).
-template <int HD, int NBUF, int PREFETCH, bool HALF>
-__global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
+// grid attention_decode_grid (the plan), block W = kDecWarps<NBUF, kChunkRows> warps; warp w
+// runs decode_item(w).
+template <int HD, int NBUF>
+__global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows> * 32)
     attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                int max_splits, int splits_per_warp, int n_zc) {
-  constexpr int ROWS = kChunkRows<HALF>;  // K/V rows of one chunk
-  constexpr int W = kDecWarps<NBUF, ROWS>;
-  using Ring = DecodeRing<HD, NBUF, ROWS, PREFETCH>;
-  constexpr int CPT = Ring::CPT;  // whole: 2f K, 2f + 1 V; HALF: 4f, 4f + 1 K, 4f + 2, 4f + 3 V
+  constexpr int W = kDecWarps<NBUF, kChunkRows>;
+  using Ring = DecodeRing<HD, NBUF, kChunkRows, kDecDefaultPrefetch>;
+  constexpr int CPT = Ring::CPT;  // tile f: chunks 4f, 4f + 1 of K, 4f + 2, 4f + 3 of V
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const DecodeItem it = start_decode_warp<W>(a, splits_per_warp, n_zc);
   const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
@@ -83,23 +80,15 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
   for (int f = 0; f < it.n_tiles; ++f) {
     const int start = it.range_begin + f * kKvTile;
     if (start % kTcSplit == 0) st.reset();  // a split starts: its state from zero
-    if constexpr (HALF) {
-      tile_qk_part<HD, 0, NT / 2>(ring.ready(CPT * f), qf, s);
-      __syncwarp();  // each buffer is free for the chunk NBUF − 1 after it
-      tile_qk_part<HD, NT / 2, NT / 2>(ring.ready(CPT * f + 1), qf, s);
-      __syncwarp();
-      tile_softmax<HD, true>(start, lim, scale_log2, st, s);
-      tile_values_part<HD, 0, KS / 2>(ring.ready(CPT * f + 2), s, st);
-      __syncwarp();
-      tile_values_part<HD, KS / 2, KS / 2>(ring.ready(CPT * f + 3), s, st);
-      __syncwarp();
-    } else {
-      tile_scores<HD>(ring.ready(CPT * f), qf, start, lim, scale_log2, st,
-                      s);
-      __syncwarp();  // the K buffer is free for the chunk after next
-      tile_values<HD>(ring.ready(CPT * f + 1), s, st);
-      __syncwarp();
-    }
+    tile_qk_part<HD, 0, NT / 2>(ring.ready(CPT * f), qf, s);
+    __syncwarp();  // each buffer is free for the chunk NBUF − 1 after it
+    tile_qk_part<HD, NT / 2, NT / 2>(ring.ready(CPT * f + 1), qf, s);
+    __syncwarp();
+    tile_softmax<HD, true>(start, lim, scale_log2, st, s);
+    tile_values_part<HD, 0, KS / 2>(ring.ready(CPT * f + 2), s, st);
+    __syncwarp();
+    tile_values_part<HD, KS / 2, KS / 2>(ring.ready(CPT * f + 3), s, st);
+    __syncwarp();
     if ((start + kKvTile) % kTcSplit != 0 && f + 1 < it.n_tiles) continue;
     const int z = start / kTcSplit;  // the end of split z: store its state
 #pragma unroll
@@ -120,10 +109,10 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows<HALF>> * 32)
 template <int HD>
 cudaError_t launch_halves(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                           cudaStream_t stream) {
-  constexpr int NBUF = kDecDefaultRing, ROWS = kChunkRows<true>;
-  constexpr int W = kDecWarps<NBUF, ROWS>;
-  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS>(),
-                             attention_tc_decode_kernel<HD, NBUF, kDecDefaultPrefetch, true>>(
+  constexpr int NBUF = kDecDefaultRing;
+  constexpr int W = kDecWarps<NBUF, kChunkRows>;
+  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, kChunkRows>(),
+                             attention_tc_decode_kernel<HD, NBUF>>(
       a, scratch, p, stream);
 }
 
