@@ -1,7 +1,9 @@
-// A synthetic decode step for the GPU benchmarks (cuda_e2e_bench, cuda_step_profile_bench):
-// `batch` sequences whose next token is at position `context`, each owning its own KV blocks
-// (contents: zeros); the step writes K/V at `context`. Optionally a prompt chunk beside them (a
-// mixed step). Times LlamaModel::forward over it.
+// A synthetic decode step for the GPU benchmarks (cuda_e2e_bench, cuda_step_profile_bench,
+// cuda_verify_cost_bench): `batch` sequences whose next token is at position `context`, each
+// owning its own KV blocks (contents: zeros); the step writes K/V at `context`. Optionally a
+// prompt chunk beside them (a mixed step), or `window` tokens per sequence at positions
+// context … context + window − 1, each a logit row (a speculative verify step). Times
+// LlamaModel::forward over it.
 #pragma once
 
 #include <algorithm>
@@ -29,20 +31,26 @@ class DecodeStep {
   // prefill > 0: one more sequence's first `prefill` tokens (positions 0…prefill − 1) after the
   // decode rows, in the same step — a mixed step, as the engine schedules a prompt chunk beside
   // the running sequences under load. Its last token's logits are a logit row too.
-  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context, int prefill = 0)
-      : blocks_per_seq_(std::max((context + 1 + kBlock - 1) / kBlock, (prefill + kBlock - 1) / kBlock)),
+  // window > 1: each sequence's next `window` tokens (a verify step), every one a logit row.
+  DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context, int prefill = 0,
+             int window = 1)
+      : blocks_per_seq_(std::max((context + window + kBlock - 1) / kBlock,
+                                 (prefill + kBlock - 1) / kBlock)),
         kv_(ops, c, (batch + (prefill > 0 ? 1 : 0)) * blocks_per_seq_, kBlock, max_pad_rows()) {
     const int n_seqs = batch + (prefill > 0 ? 1 : 0);
     tables_.resize(static_cast<size_t>(n_seqs) * blocks_per_seq_);
     std::iota(tables_.begin(), tables_.end(), 0);
     for (int s = 0; s < batch; ++s) {
-      tokens_.push_back(static_cast<int32_t>((uint64_t{2654435761u} * (s + 1)) % c.vocab_size));
-      positions_.push_back(context);
-      seqs_.push_back(s);
-      slots_.push_back(tables_[static_cast<size_t>(s) * blocks_per_seq_ + context / kBlock] *
-                           kBlock +
-                       context % kBlock);
-      rows_.push_back(s);
+      for (int w = 0; w < window; ++w) {
+        const int pos = context + w;
+        rows_.push_back(static_cast<int32_t>(tokens_.size()));
+        tokens_.push_back(
+            static_cast<int32_t>((uint64_t{2654435761u} * (s + 1) + w) % c.vocab_size));
+        positions_.push_back(pos);
+        seqs_.push_back(s);
+        slots_.push_back(tables_[static_cast<size_t>(s) * blocks_per_seq_ + pos / kBlock] * kBlock +
+                         pos % kBlock);
+      }
     }
     for (int i = 0; i < prefill; ++i) {
       tokens_.push_back(static_cast<int32_t>((uint64_t{40503u} * (i + 7)) % c.vocab_size));
@@ -51,7 +59,7 @@ class DecodeStep {
       slots_.push_back(tables_[static_cast<size_t>(batch) * blocks_per_seq_ + i / kBlock] * kBlock +
                        i % kBlock);
     }
-    if (prefill > 0) rows_.push_back(batch + prefill - 1);
+    if (prefill > 0) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
     batch_ = {static_cast<int32_t>(tokens_.size()),
               positions_.data(),
               seqs_.data(),
@@ -60,7 +68,8 @@ class DecodeStep {
               blocks_per_seq_,
               tables_.data()};
   }
-  // The step's logit rows: every decode row, then the prefill's last token.
+  // The step's logit rows: every decode row (window of them per sequence), then the prefill's
+  // last token.
   std::span<const int32_t> logit_rows() const { return rows_; }
   // Mean ms of `steps` forwards after `warmup` ones; forward() ends with a blocking download.
   double time_ms(const LlamaModel& m, std::span<const int32_t> rows, GraphMode graphs, int warmup,
