@@ -126,7 +126,7 @@ def concat(events):
 
 def stream_body(i, deterministic=True):
     body = {"prompt": f"{PREFIX} a {['cat', 'dog', 'fox', 'owl'][i % 4]} number {i}",
-            "max_tokens": 40, "temperature": 0.8, "seed": 77 + i, "stream": True,
+            "max_tokens": 24, "temperature": 0.8, "seed": 77 + i, "stream": True,
             "ignore_eos": True}
     if i % 2 == 0:
         body["logprobs"] = 0  # the odd ones: the router asks for token ids itself
@@ -168,13 +168,14 @@ def test_killed_replica_streams_resume_with_the_same_tokens(replicas, server):
     for t in threads:
         t.join(300)
 
-    for i in range(n):
+    with ThreadPoolExecutor(n) as pool:  # the uninterrupted runs, on the single engine
+        refs = list(pool.map(lambda i: post(server.base, "/v1/completions", dict(
+            stream_body(i), stream=False, logprobs=0)).json()["choices"][0], range(n)))
+    for i, ref in enumerate(refs):
         ev = results[i]
         assert ev[-1] == "[DONE]", ev[-3:]
         assert not any("error" in e for e in ev if e != "[DONE]"), ev
         ids, lps, text, finish, reps = concat(ev)
-        body = dict(stream_body(i), stream=False, logprobs=0)
-        ref = post(server.base, "/v1/completions", body).json()["choices"][0]
         assert text == ref["text"]
         assert finish == ref["finish_reason"] == "length"
         if i % 2 == 0:
@@ -193,10 +194,11 @@ def test_killed_replica_streams_resume_with_the_same_tokens(replicas, server):
     assert whole.status_code == 200, whole.text
     assert whole.json()["replica"] != victim
 
-    # The replica comes back (restarted on its node) and is readmitted after its fingerprint
-    # check by the router's health loop.
+    # The replica comes back (restarted on its node, on a new port) and is readmitted after
+    # its fingerprint check.
     replicas.restart(victim)
-    assert wait_until(lambda: all(b["state"] == "up" for b in router.status()["replicas"]), 60)
+    assert all(b["state"] == "up" for b in router.status()["replicas"])
+    assert post(replicas.url, "/v1/completions", {"prompt": "x", "max_tokens": 1}).ok
     router.nondeterministic = "fail"
 
 
@@ -256,3 +258,40 @@ def test_replica_on_other_weights_is_refused_by_name(replicas, tmp_path):
         assert "odd" not in replicas.router.status()["replicas"]
     finally:
         proc.stop()
+
+
+def test_weight_update_under_load_has_one_version_per_response(replicas, tmp_path):
+    from detllm.ray import LLMPool
+
+    pool = LLMPool.from_replicas(replicas)
+    old_fp = replicas.router.status()["fingerprint"]
+    seen, stop = [], threading.Event()
+
+    def load(k):
+        i = 0
+        while not stop.is_set():
+            out = pool.generate([f"Load {k}.{i}:"], max_tokens=4, seed=i)[0]
+            seen.append((out["weight_version"], out["fingerprint"], out["replica"]))
+            i += 1
+
+    threads = [threading.Thread(target=load, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    assert wait_until(lambda: len(seen) >= 4, 120)
+    new_fp = pool.update_weights(other_weights(tmp_path), version="1")
+    n_before = len(seen)
+    assert wait_until(lambda: len(seen) >= n_before + 4, 120)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    assert new_fp != old_fp
+    # Every response names one version, and its fingerprint is that version's.
+    assert {v for v, _, _ in seen} == {"0", "1"}
+    for version, fp, _ in seen:
+        assert fp == (old_fp if version == "0" else new_fp)
+    # After the barrier every replica serves version 1 with one fingerprint.
+    st = replicas.router.status()
+    assert {(b["weight_version"], b["fingerprint"], b["state"]) for b in st["replicas"]} == \
+        {("1", new_fp, "up")}
+    after = pool.generate(["After the update:"], max_tokens=2, seed=3)[0]
+    assert (after["weight_version"], after["fingerprint"]) == ("1", new_fp)

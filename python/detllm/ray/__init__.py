@@ -12,7 +12,8 @@
 """
 from .cluster import ReplicaSet, init_ray
 from .fingerprint import FingerprintMismatch, ReplicaIdentity, fetch_identity
+from .pool import LLMPool
 from .router import Router
 
-__all__ = ["ReplicaSet", "Router", "FingerprintMismatch", "ReplicaIdentity", "fetch_identity",
+__all__ = ["ReplicaSet", "LLMPool", "Router", "FingerprintMismatch", "ReplicaIdentity", "fetch_identity",
            "init_ray"]

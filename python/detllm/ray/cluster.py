@@ -122,6 +122,8 @@ class ReplicaSet:
         args = None if serve_args is None else self.serve_args + serve_args
         info = ray.get(self.actors[name].restart.remote(args, weight_version))
         self.infos[name] = info
+        self.router.update_replica(name, info["url"], info["weight_version"],
+                                   ReplicaIdentity(**info["identity"]))
         return info
 
     def shutdown(self) -> None:

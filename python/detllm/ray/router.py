@@ -109,6 +109,25 @@ class Router:
             self.lock.notify_all()
             return b
 
+    def update_replica(self, name: str, url: str, weight_version: Optional[str] = None,
+                       identity: Optional[ReplicaIdentity] = None) -> None:
+        """A restarted replica (new process, new port): checked like a new one, then up."""
+        identity = identity or fetch_identity(url, self.upstream_api_key)
+        with self.lock:
+            ref = self.reference
+            others = [b for b in self.backends.values() if b.name != name]
+            if ref is not None and (others or ref[0] != name):
+                check_same(ref[0], ref[1], name, identity)
+            else:
+                self.reference = (name, identity)
+            b = self.backends[name]
+            u = urllib.parse.urlsplit(url)
+            b.url, b.host, b.port, b.identity = url, u.hostname, u.port, identity
+            if weight_version is not None:
+                b.weight_version = weight_version
+            b.state = "up"
+            self.lock.notify_all()
+
     def remove_replica(self, name: str) -> None:
         with self.lock:
             self.backends.pop(name, None)
