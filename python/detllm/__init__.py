@@ -18,14 +18,32 @@ import pkgutil as _pkgutil
 # tree: PYTHONPATH=python:<build>/python); an installed package has both in one place.
 __path__ = _pkgutil.extend_path(__path__, __name__)
 
-from ._core import Error  # noqa: E402  (engine errors: a RuntimeError with the engine's message)
-from .llm import LLM  # noqa: E402
-from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput  # noqa: E402
-from .sampling_params import (  # noqa: E402
-    GuidedDecodingParams,
-    SamplingParams,
-    StructuredOutputsParams,
-)
+# The engine's names are imported on first use (PEP 562), not with the package: detllm.ray
+# drives `detllm serve` processes over HTTP and must import where the compiled module is not
+# built (a Ray worker, a router host). `detllm.LLM` and `from detllm import LLM` work as before.
+_EXPORTS = {
+    "Error": "._core",  # engine errors: a RuntimeError with the engine's message
+    "LLM": ".llm",
+    "CompletionOutput": ".outputs",
+    "Logprob": ".outputs",
+    "RequestOutput": ".outputs",
+    "ScoreOutput": ".outputs",
+    "GuidedDecodingParams": ".sampling_params",
+    "SamplingParams": ".sampling_params",
+    "StructuredOutputsParams": ".sampling_params",
+}
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'detllm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "LLM",

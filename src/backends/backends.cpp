@@ -151,14 +151,21 @@ void check_activations_apply(const Backend& backend, const ModelWeights& weights
         "--activations q8, or use a GGUF quantized to Q4_0/Q4_1/Q8_0");
 }
 
-std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
-                                const DeterminismPolicy& policy, bool deterministic) {
+FingerprintInputs backend_fingerprint_inputs(const Backend& backend, uint64_t weights_hash,
+                                             const DeterminismPolicy& policy,
+                                             bool deterministic) {
   FingerprintInputs in;
   in.weights_hash = weights_hash;
   in.backend = backend.fingerprint_name;
   in.backend_build = backend.build;
   in.numerics_mode = std::string(fingerprint_mode_name(policy, deterministic));
-  return numerics_fingerprint(in);
+  return in;
+}
+
+std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
+                                const DeterminismPolicy& policy, bool deterministic) {
+  return numerics_fingerprint(
+      backend_fingerprint_inputs(backend, weights_hash, policy, deterministic));
 }
 
 void install_backend(ModelBundle& bundle, Backend& backend) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "determinism/fingerprint.h"
 #include "determinism/modes.h"
 #include "determinism/policy.h"
 #include "kernels/ops.h"
@@ -78,6 +79,10 @@ std::string gemm_plan_summary(const kernels::Ops& ops);
 // install_backend, whose tensor parallelism it includes — with these weights and policy.
 std::string backend_fingerprint(const Backend& backend, uint64_t weights_hash,
                                 const DeterminismPolicy& policy, bool deterministic);
+// ... and what it hashes (fingerprint_fields names them, GET /v1/models publishes them).
+FingerprintInputs backend_fingerprint_inputs(const Backend& backend, uint64_t weights_hash,
+                                             const DeterminismPolicy& policy,
+                                             bool deterministic);
 
 // Throws, saying what to do, when `backend` runs --activations q8 and `weights` hold no
 // Q4_0/Q4_1/Q8_0 matrix: the fingerprint would name a rounding that never happens.

@@ -166,6 +166,8 @@ int run_serve(ServeOptions& o) {
   ctx.mode = cfg.policy.mode;
   ctx.fingerprint_deterministic =
       backends::backend_fingerprint(backend, b.model->weights_hash, cfg.policy, true);
+  ctx.fingerprint_fields = fingerprint_fields(
+      backends::backend_fingerprint_inputs(backend, b.model->weights_hash, cfg.policy, true));
   ctx.fingerprint_other =
       backends::backend_fingerprint(backend, b.model->weights_hash, cfg.policy, false);
   ctx.policy_description = cfg.policy.describe();

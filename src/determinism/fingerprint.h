@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/version.h"
 
@@ -23,6 +25,12 @@ struct FingerprintInputs {
   std::string numerics_mode;  // the mode that served the request
   int32_t numerics_revision = kNumericsRevision;  // core/version.h: the kernels' numerics
 };
+
+// The fields the fingerprint hashes, as (name, value) in the hashed order: detllm (engine
+// version), numerics, weights (16 hex digits), backend, build, libc, mode. Published beside the
+// fingerprint (GET /v1/models) so that two replicas whose fingerprints differ can be told which
+// of them differ (docs/ray.md); the hash is over exactly these, so the two cannot drift apart.
+std::vector<std::pair<std::string, std::string>> fingerprint_fields(const FingerprintInputs& in);
 
 // "fp_" + 16 hex digits of XXH3 over every input; stable across runs and machines.
 std::string numerics_fingerprint(const FingerprintInputs& in);

@@ -22,13 +22,16 @@ HttpReply json_reply(const json& j, int status = 200) {
 }
 
 json model_card(const ServerContext& ctx, const std::string& name) {
+  json fields = json::object();
+  for (const auto& [field, value] : ctx.fingerprint_fields) fields[field] = value;
   return {{"id", name},
           {"object", "model"},
           {"created", ctx.started_at},
           {"owned_by", "detllm"},
           {"root", ctx.model_name()},
           {"max_model_len", ctx.max_model_len},
-          {"system_fingerprint", ctx.fingerprint_deterministic}};
+          {"system_fingerprint", ctx.fingerprint_deterministic},
+          {"fingerprint_fields", std::move(fields)}};
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "determinism/fingerprint.h"
 #include "determinism/policy.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
@@ -51,6 +52,9 @@ struct ServerContext {
   DeterminismMode mode = DeterminismMode::kInvariant;  // detllm serve --mode (docs/modes.md)
   std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests
   std::string fingerprint_other;          // ... of the others
+  // What fingerprint_deterministic hashes, by name (fingerprint_fields): GET /v1/models
+  // publishes it so that a router can name the fields in which two replicas differ.
+  std::vector<std::pair<std::string, std::string>> fingerprint_fields;
   std::string policy_description;         // X-Detllm-Determinism
   std::string backend_description;        // X-Detllm-Backend
   // The startup self-check (self_check_state_name of EngineConfig::self_check): "passed",
