@@ -108,6 +108,8 @@ struct MoeGgufOptions {
   DType expert_type = DType::kF32;
   // Extra metadata under the architecture's namespace, e.g. {"expert_weights_norm", false}.
   std::vector<std::pair<std::string, GgufMetaValue>> extra;
+  // Mixtral: permute q/k rows as llama.cpp's converter does (false: a negative control).
+  bool permute_qk = true;
   // Drops or edits tensors before writing (malformed-file tests).
   std::function<void(std::vector<GgufOutTensor>&)> edit;
 };
@@ -186,7 +188,7 @@ inline std::vector<uint8_t> moe_gguf_bytes(const ModelConfig& c, const ModelWeig
 
   std::vector<GgufOutTensor> ts;
   ts.push_back(matrix_tensor("token_embd.weight", w.tok_embd));
-  const bool permute = c.arch == ModelArch::kMixtral;
+  const bool permute = c.arch == ModelArch::kMixtral && opt.permute_qk;
   for (int i = 0; i < c.n_layers; ++i) {
     const LayerWeights& l = w.layers[static_cast<size_t>(i)];
     auto n = [i](const char* s) { return fmt::format("blk.{}.{}", i, s); };

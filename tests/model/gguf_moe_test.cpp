@@ -6,7 +6,8 @@
 // matmul, kept as blocks) the logits stay within a stated tolerance and greedy tokens agree.
 // Also: the older one-tensor-per-expert layout, the weights digest over quantized experts,
 // the synthetic tiny-qwen3-moe@q8_0 of the conformance suite loaded back from GGUF with the
-// same bits, and malformed files refused with clear errors.
+// same bits, negative controls (two experts swapped, Mixtral's q/k left unpermuted: the
+// logits change), and malformed files refused with clear errors.
 // Run: build/tests/test_model --gtest_filter='GgufMoe*'
 #include <gtest/gtest.h>
 
@@ -282,6 +283,40 @@ TEST(GgufMoe, SyntheticQuantizedModelRoundTripsThroughGguf) {
   const std::vector<float> x = r.feed(ids, true), y = gg.logits(ids);
   ASSERT_EQ(x.size(), y.size());
   EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+// Negative controls: the bit-exact comparison above sees a layout mistake. Two experts swapped
+// inside a stacked tensor, or Mixtral's q/k rows left in Hugging Face order, change the logits.
+TEST(GgufMoe, LayoutMistakesChangeTheLogits) {
+  for (const char* c : {"qwen3_moe", "mixtral"}) {
+    SCOPED_TRACE(c);
+    const Runner hf(load_model((kHf / c).string()));
+    const std::vector<int32_t> ids = {1, 17, 42, 99, 3, 250, 7, 7, 7, 64};
+    const std::vector<float> x = hf.logits(ids);
+    MoeGgufOptions swapped;
+    swapped.edit = [](std::vector<GgufOutTensor>& ts) {
+      for (GgufOutTensor& t : ts) {
+        if (t.name != "blk.0.ffn_up_exps.weight") continue;
+        const size_t per = t.bytes.size() / static_cast<size_t>(t.shape[0]);
+        std::swap_ranges(t.bytes.begin(), t.bytes.begin() + per, t.bytes.begin() + per);
+      }
+    };
+    std::vector<MoeGgufOptions> mistakes = {swapped};
+    if (std::string(c) == "mixtral") {
+      MoeGgufOptions unpermuted;
+      unpermuted.permute_qk = false;
+      mistakes.push_back(unpermuted);
+    }
+    for (const MoeGgufOptions& opt : mistakes) {
+      const TempGguf f("mistake", testing::moe_gguf_bytes(hf.model->config, hf.model->weights,
+                                                          opt));
+      const Runner gg(load_model(f.path.string()));
+      const std::vector<float> y = gg.logits(ids);
+      ASSERT_EQ(x.size(), y.size());
+      EXPECT_NE(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
+          << "a layout mistake went unseen";
+    }
+  }
 }
 
 // --- malformed files ---
