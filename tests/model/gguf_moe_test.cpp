@@ -4,7 +4,7 @@
 // file gives the Hugging Face directory's logits bit for bit, and so transformers' golden
 // logits within hf_checkpoint_test's tolerance; with Q8_0 experts (run by the quantized CPU
 // matmul, kept as blocks) the logits stay within a stated tolerance and greedy tokens agree.
-// Also: the older one-tensor-per-expert layout, the weights digest over quantized experts,
+// Also: Q4_K/Q6_K experts with the fp32 load's bits, the older one-tensor-per-expert layout, the weights digest over quantized experts,
 // the synthetic tiny-qwen3-moe@q8_0 of the conformance suite loaded back from GGUF with the
 // same bits, negative controls (two experts swapped, Mixtral's q/k left unpermuted: the
 // logits change), and malformed files refused with clear errors.
@@ -317,6 +317,65 @@ TEST(GgufMoe, LayoutMistakesChangeTheLogits) {
           << "a layout mistake went unseen";
     }
   }
+}
+
+// Random but valid k-quant blocks (d, dmin as small f16 powers of two, the rest random bytes):
+// Q4_K 144 bytes and Q6_K 210 bytes per 256 elements, llama.cpp's block_q4_K / block_q6_K.
+HostTensor random_k_quant(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  HostTensor h;
+  h.shape = {rows, cols};
+  h.dtype = t;
+  h.raw.resize(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
+  uint32_t x = seed * 2654435761u + 1;
+  for (uint8_t& b : h.raw) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+  const size_t block = static_cast<size_t>(dtype_row_bytes(t, 256));
+  for (size_t at = 0; at < h.raw.size(); at += block) {
+    auto f16 = [&](size_t off, uint16_t v) { std::memcpy(h.raw.data() + at + off, &v, 2); };
+    if (t == DType::kQ4_K) {
+      f16(0, 0x1400);  // d = 2^-10
+      f16(2, 0x1000);  // dmin = 2^-11
+    } else {
+      f16(block - 2, 0x0C00);  // Q6_K's d (last) = 2^-12
+    }
+  }
+  return h;
+}
+
+// Experts in k-quant types (Q4_K gate/up, Q6_K down: rows of 256, so a tiny-qwen3-moe of dim
+// 256 and experts of 256) are kept as blocks and decoded by the default CPU numerics with the
+// fp32 load's bits: the logits equal those of the same experts widened to fp32.
+TEST(GgufMoe, KQuantExpertsRunWithTheFp32LoadsBits) {
+  ModelConfig c = synthetic_config("tiny-qwen3-moe");
+  c.dim = 256;
+  c.moe.expert_ffn_dim = 256;
+  c.validate("k-quant test");
+  ModelWeights w = make_synthetic_weights(c, 7);
+  uint32_t seed = 1;
+  for (LayerWeights& l : w.layers)
+    for (MlpWeights& e : l.experts) {
+      e.w_gate.w = random_k_quant(DType::kQ4_K, 256, 256, seed++);
+      e.w_up.w = random_k_quant(DType::kQ4_K, 256, 256, seed++);
+      e.w_down.w = random_k_quant(DType::kQ6_K, 256, 256, seed++);
+    }
+  const TempGguf f("kquant", testing::moe_gguf_bytes(c, w));
+  const Runner gg(load_model(f.path.string()));
+  EXPECT_EQ(gg.model->weights.layers[1].experts[3].w_up.w.dtype, DType::kQ4_K);
+  EXPECT_EQ(gg.model->weights.layers[1].experts[3].w_down.w.dtype, DType::kQ6_K);
+  ModelWeights widened = w;
+  dequantize_weights(widened);
+  auto ops = kernels::make_cpu_ops(2);
+  LlamaModel ref(c, widened, *ops);
+  SoloRunner r(ref, 9);
+  const std::vector<int32_t> ids = {5, 300, 77, 12, 499, 5, 5, 64};
+  const std::vector<float> x = r.feed(ids, true), y = gg.logits(ids);
+  ASSERT_EQ(x.size(), y.size());
+  for (float v : y) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
 }
 
 // --- malformed files ---
