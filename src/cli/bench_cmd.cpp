@@ -115,6 +115,9 @@ std::unique_ptr<Tokenizer> length_tokenizer(const std::string& path_in, std::str
 struct ModelSource {
   std::optional<ModelConfig> synthetic_config;
   std::optional<SyntheticWeights> recipe;
+  // A synthetic MoE model or a quantized one ("@q8_0"): weights made on the host (LlamaModel
+  // builds MoE layers from host weights only), in place of the recipe.
+  std::optional<ModelWeights> host_weights;
   std::optional<ModelBundle> bundle;  // a real model: weights on the host, rebuilt per mode
 
   const ModelConfig& config() const {
@@ -135,7 +138,9 @@ ModeModel build_mode_model(ModelSource& src, Backend& backend) {
           "--tensor-parallel: a synthetic model is generated in the backend's memory, the "
           "ranks slice host weights; use a GGUF or Hugging Face model (the default one, say)");
     m.ops = std::move(backend.ops);
-    m.llama = std::make_unique<LlamaModel>(*src.synthetic_config, *src.recipe, *m.ops);
+    m.llama = src.host_weights
+                  ? std::make_unique<LlamaModel>(*src.synthetic_config, *src.host_weights, *m.ops)
+                  : std::make_unique<LlamaModel>(*src.synthetic_config, *src.recipe, *m.ops);
     m.ops->synchronize();
     m.model = m.llama.get();
   } else {
@@ -215,20 +220,48 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
   ModelSource src;
   rep.model = o.model.empty() ? std::string("default") : o.model;
   if (o.model.starts_with(kSyntheticPrefix)) {
-    const std::string name = o.model.substr(kSyntheticPrefix.size());
+    // "synthetic:NAME[@BLOCK]": BLOCK (q8_0, q4_0, q4_1) holds every matrix as that GGUF type.
+    const std::string spec = o.model.substr(kSyntheticPrefix.size());
+    const std::string name = spec.substr(0, spec.find('@'));
+    const std::string block = spec.find('@') == std::string::npos ? "" : spec.substr(spec.find('@') + 1);
     const ModelConfig c = synthetic_config(name);  // lists the names when unknown
     const bool big = name == "llama-3.1-8b";
     check(!big || o.backend.backend == "cuda" || o.save_only,
           "synthetic:llama-3.1-8b needs --backend cuda: its fp32 weights would take 32 GB of "
           "host memory and hours per run on the CPU (use synthetic:tiny-llama for a CPU run; "
           "--save-requests FILE --save-only makes its requests on the CPU without weights)");
+    std::optional<DType> block_type;
+    if (!block.empty()) {
+      for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1})
+        if (dtype_name(d) == block) block_type = d;
+      check(block_type.has_value(),
+            "--model {}: unknown block type '{}' (synthetic models quantize to q8_0, q4_0 or q4_1)",
+            o.model, block);
+      check(!big, "--model {}: synthetic:llama-3.1-8b is generated in device memory and cannot "
+            "be quantized", o.model);
+    }
     src.synthetic_config = c;
-    src.recipe = synthetic_recipe(c, kSyntheticWeightSeed);
+    if ((c.moe.active() || block_type) && !o.save_only) {
+      check(o.backend.backend != "cuda",
+            "--model {}: synthetic mixture-of-experts and quantized models are made on the host "
+            "for the CPU backend (use --backend cpu)", o.model);
+      src.host_weights = make_synthetic_weights(c, kSyntheticWeightSeed);
+      if (block_type) quantize_synthetic_weights(*src.host_weights, *block_type);
+    } else {
+      src.recipe = synthetic_recipe(c, kSyntheticWeightSeed);
+    }
+    const std::string moe =
+        c.moe.active() ? fmt::format(", {} experts of {}, top-{}", c.moe.n_experts,
+                                     c.moe.expert_ffn_dim, c.moe.n_experts_used)
+                       : "";
     rep.model_description = fmt::format(
-        "synthetic {} ({}, {} layers, dim {}, {} heads / {} KV heads, vocab {}, context {}), "
-        "weights generated from seed {} in backend memory; no tokenizer (token ids)",
-        name, model_arch_name(c.arch), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.vocab_size,
-        c.max_position, kSyntheticWeightSeed);
+        "synthetic {} ({}, {} layers, dim {}, {} heads / {} KV heads{}, vocab {}, context {}), "
+        "weights generated from seed {}{}; no tokenizer (token ids)",
+        name, model_arch_name(c.arch), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, moe,
+        c.vocab_size, c.max_position, kSyntheticWeightSeed,
+        src.host_weights ? (block_type ? fmt::format(" on the host, every matrix {}", block)
+                                       : std::string(" on the host"))
+                         : std::string(" in backend memory"));
     return src;
   }
   if (o.save_only) {

@@ -1,7 +1,7 @@
 // ModelConfig::from_gguf: GGUF metadata under the architecture's namespace ("llama.", "qwen2.",
 // ...). Every key there is read, skipped by name, or refused by name: a setting that changes
-// numerics and that is not implemented (sliding windows, soft-capping, partial RoPE, MoE,
-// ALiBi, yarn) is never defaulted. Integers are range-checked in 64 bits before narrowing.
+// numerics and that is not implemented (sliding windows, soft-capping, partial RoPE, sigmoid
+// expert gating, ALiBi, yarn) is never defaulted. Integers are range-checked in 64 bits before narrowing.
 // Other namespaces (general., tokenizer., quantize.) describe the file, not the forward pass.
 #include <fmt/format.h>
 
@@ -24,7 +24,9 @@ const std::set<std::string_view> kKnownArchKeys = {
     "attention.key_length", "attention.value_length", "rope.freq_base", "rope.dimension_count",
     "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
     "rope.scaling.finetuned", "vocab_size", "expert_count", "expert_used_count",
-    "attention.causal",
+    "attention.causal", "expert_feed_forward_length", "expert_shared_feed_forward_length",
+    "expert_weights_norm", "expert_weights_scale", "expert_gating_func",
+    "leading_dense_block_count",
 };
 
 class GgufConfigReader {
@@ -41,6 +43,8 @@ class GgufConfigReader {
   int64_t integer_or(std::string_view k, int64_t fallback, int64_t lo, int64_t hi) const {
     return has(k) ? integer(k, lo, hi) : fallback;
   }
+  bool boolean(std::string_view k) const { return g_.get_bool(key(k)); }
+  const std::string& path() const { return g_.path(); }
   double number(std::string_view k) const {
     const double v = g_.get_float(key(k));
     check(std::isfinite(v), "{}: GGUF metadata {} is not finite", g_.path(), key(k));
@@ -69,6 +73,93 @@ class GgufConfigReader {
   std::string arch_;
 };
 
+// Mixture of experts, as llama.cpp reads it (src/models/<arch>.cpp there): expert_count and
+// expert_used_count; the experts' width from expert_feed_forward_length (qwen2moe, qwen3moe;
+// absent: llama.cpp's fallback feed_forward_length / expert_used_count) or
+// feed_forward_length (llama = Mixtral, olmoe); Qwen2-MoE's shared expert from
+// expert_shared_feed_forward_length (absent: feed_forward_length). Whether the k weights are
+// renormalised is fixed by the architecture in llama.cpp — qwen3moe and llama yes, qwen2moe
+// and olmoe no — and its converters do not write expert_weights_norm for these; a file that
+// states the opposite of the fixed rule is refused (llama.cpp would ignore the key).
+void read_gguf_moe(const GgufConfigReader& r, ModelConfig& c) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  const bool moe_arch = c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kQwen2Moe ||
+                        c.arch == ModelArch::kOlmoe;
+  const int64_t n_experts = r.integer_or("expert_count", 0, 0, kMaxInt);
+  const int64_t n_used = r.integer_or("expert_used_count", 0, 0, kMaxInt);
+  if (n_experts == 0 && !moe_arch) {
+    if (n_used != 0) {
+      r.refuse("expert_used_count", std::to_string(n_used), "the file declares no experts");
+    }
+    return;  // a dense model
+  }
+  if (c.arch == ModelArch::kMistral) {
+    r.refuse("expert_count", std::to_string(n_experts),
+             "mixture-of-experts files of the mistral architecture are not supported (llama.cpp "
+             "writes Mixtral as llama)");
+  }
+  if (c.arch == ModelArch::kLlama) c.arch = ModelArch::kMixtral;
+  check(n_experts >= 1 && n_experts <= 1024, "{}: GGUF metadata {} = {} is out of the supported "
+        "range [1, 1024] for the mixture-of-experts architecture {}", r.path(),
+        r.key("expert_count"), n_experts, model_arch_name(c.arch));
+  if (n_used < 1 || n_used > n_experts) {
+    r.refuse("expert_used_count", std::to_string(n_used),
+             fmt::format("each token uses between 1 and expert_count = {} experts", n_experts));
+  }
+  MoeConfig& m = c.moe;
+  m.n_experts = static_cast<int32_t>(n_experts);
+  m.n_experts_used = static_cast<int32_t>(n_used);
+  const bool qwen = c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kQwen2Moe;
+  m.expert_ffn_dim = static_cast<int32_t>(
+      qwen ? r.integer_or("expert_feed_forward_length", c.ffn_dim / n_used, 1, 1 << 18)
+           : c.ffn_dim);
+  if (!qwen && r.has("expert_feed_forward_length") &&
+      r.integer("expert_feed_forward_length", 1, 1 << 18) != c.ffn_dim) {
+    r.refuse("expert_feed_forward_length",
+             std::to_string(r.integer("expert_feed_forward_length", 1, 1 << 18)),
+             fmt::format("{}'s experts are feed_forward_length = {} wide in llama.cpp",
+                         model_arch_name(c.arch), c.ffn_dim));
+  }
+  if (c.arch == ModelArch::kQwen2Moe) {
+    m.shared_expert_ffn_dim = static_cast<int32_t>(
+        r.integer_or("expert_shared_feed_forward_length", c.ffn_dim, 1, 1 << 18));
+  } else if (r.has("expert_shared_feed_forward_length")) {
+    r.refuse("expert_shared_feed_forward_length",
+             std::to_string(r.integer("expert_shared_feed_forward_length", 0, kMaxInt)),
+             fmt::format("{} has no shared expert", model_arch_name(c.arch)));
+  }
+  m.renormalize = c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kMixtral;
+  if (r.has("expert_weights_norm") && r.boolean("expert_weights_norm") != m.renormalize) {
+    r.refuse("expert_weights_norm", m.renormalize ? "false" : "true",
+             fmt::format("llama.cpp {} the k expert weights of {} whatever this key says, so the "
+                         "file is ambiguous (the architecture's rule: {})",
+                         m.renormalize ? "renormalises" : "does not renormalise",
+                         model_arch_name(c.arch), m.renormalize ? "true" : "false"));
+  }
+  if (r.has("expert_weights_scale")) {
+    const double s = r.number("expert_weights_scale");
+    if (s != 0.0 && s != 1.0) {  // llama.cpp: 0 means unset, i.e. 1
+      r.refuse("expert_weights_scale", fmt::format("{}", s),
+               "scaled expert weights are not implemented (supported: 1)");
+    }
+  }
+  if (r.has("expert_gating_func")) {
+    const int64_t f = r.integer("expert_gating_func", 0, kMaxInt);
+    if (f != 1) {  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
+      r.refuse("expert_gating_func", std::to_string(f),
+               "only the softmax router (1) is implemented (2 is sigmoid)");
+    }
+  }
+  if (r.has("leading_dense_block_count")) {
+    const int64_t d = r.integer("leading_dense_block_count", 0, kMaxInt);
+    if (d != 0) {
+      r.refuse("leading_dense_block_count", std::to_string(d),
+               "dense-MLP layers in a mixture-of-experts model are not implemented (supported: "
+               "0, every layer a mixture of experts)");
+    }
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
@@ -84,9 +175,21 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   } else if (arch == "qwen3") {
     c.arch = ModelArch::kQwen3;
     c.qk_norm = true;
+  } else if (arch == "qwen3moe") {
+    c.arch = ModelArch::kQwen3Moe;
+    c.qk_norm = true;
+  } else if (arch == "qwen2moe") {
+    c.arch = ModelArch::kQwen2Moe;
+    c.qkv_bias = true;
+  } else if (arch == "olmoe") {
+    c.arch = ModelArch::kOlmoe;
+    c.qk_norm = true;
+    c.qk_norm_full = true;
   } else {
-    throw_error("{}: unsupported architecture '{}' (supported: llama, mistral, qwen2, qwen3)",
-                g.path(), arch);
+    throw_error(
+        "{}: unsupported architecture '{}' (supported: llama (Mixtral when it has "
+        "expert_count), mistral, qwen2, qwen3, qwen3moe, qwen2moe, olmoe)",
+        g.path(), arch);
   }
   const GgufConfigReader r(g, arch);
   r.refuse_unknown();
@@ -118,13 +221,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
                            c.head_dim));
     }
   }
-  for (const char* k : {"expert_count", "expert_used_count"}) {
-    if (r.has(k) && r.integer(k, 0, kMaxInt) != 0) {
-      r.refuse(k, std::to_string(r.integer(k, 0, kMaxInt)),
-               "mixture-of-experts GGUF files are not "
-               "supported yet (load the model's Hugging Face checkpoint instead)");
-    }
-  }
+  read_gguf_moe(r, c);
   if (r.has("attention.causal") && !g.get_bool(r.key("attention.causal"))) {
     r.refuse("attention.causal", "false", "only causal attention is implemented");
   }

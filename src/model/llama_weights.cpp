@@ -1,4 +1,5 @@
-// Maps file tensor names to LayerWeights, validates shapes, un-permutes GGUF q/k rows.
+// Maps file tensor names to LayerWeights, validates shapes, un-permutes GGUF q/k rows, cuts
+// llama.cpp's stacked expert tensors into one matrix per expert.
 #include "model/llama_weights.h"
 
 #include <fmt/format.h>
@@ -43,13 +44,23 @@ class Loader {
     check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
           source_.path(), name);
     planned_.insert(name);
-    jobs_.push_back({name, std::move(shape), out, nullptr, std::move(fixup)});
+    jobs_.push_back({name, std::move(shape), out, nullptr, std::move(fixup), {}});
+  }
+  // A 3-D tensor (n, rows, cols) — llama.cpp's stacked experts, "blk.N.ffn_up_exps.weight" —
+  // read once and cut into n matrices (rows, cols), kept in the stored type: every expert's
+  // rows are whole rows of whole blocks, so slicing moves bytes and changes no value.
+  void stacked(const std::string& name, int64_t rows, int64_t cols, std::vector<HostTensor*> out) {
+    check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
+          source_.path(), name);
+    planned_.insert(name);
+    const int64_t n = static_cast<int64_t>(out.size());
+    jobs_.push_back({name, {n, rows, cols}, nullptr, nullptr, {}, std::move(out)});
   }
   void vec(const std::string& name, int64_t n, std::vector<float>* out) {
     check(source_.has_tensor(name), "{}: missing tensor '{}' (is this a complete model?)",
           source_.path(), name);
     planned_.insert(name);
-    jobs_.push_back({name, {n}, nullptr, out, {}});
+    jobs_.push_back({name, {n}, nullptr, out, {}, {}});
   }
   bool has(const std::string& name) const { return source_.has_tensor(name); }
 
@@ -93,24 +104,48 @@ class Loader {
     HostTensor* tensor;         // destination of a matrix, or
     std::vector<float>* vector;  // of a vector
     std::function<void(HostTensor&)> fixup;
+    std::vector<HostTensor*> slices;  // a stacked tensor's matrices, or empty
   };
 
   void run_job(Job& job) const {
-    HostTensor t = job.tensor != nullptr && storage_ == WeightStorage::kStored
-                       ? source_.load_stored(job.name)
-                       : source_.load_f32(job.name);
-    // A 1-D GGUF vector may be stored as (1, n); normalise by element count for vectors.
+    const bool matrix = job.tensor != nullptr || !job.slices.empty();
+    HostTensor t = matrix && storage_ == WeightStorage::kStored ? source_.load_stored(job.name)
+                                                                : source_.load_f32(job.name);
+    // A 1-D GGUF vector may be stored as (1, n); normalise by element count for vectors. A
+    // (1, n) matrix may be stored as a vector (llama.cpp's ffn_gate_inp_shexp).
     const auto& shape = job.shape;
-    const bool same = t.shape == shape ||
-                      (shape.size() == 1 && t.numel() == shape[0] && t.shape.size() <= 2);
+    const bool same =
+        t.shape == shape || (shape.size() == 1 && t.numel() == shape[0] && t.shape.size() <= 2) ||
+        (shape.size() == 2 && shape[0] == 1 && t.shape.size() == 1 && t.shape[0] == shape[1]);
     check(same, "{}: tensor '{}' has shape {}, expected {}", source_.path(), job.name,
           fmt::join(t.shape, "x"), fmt::join(shape, "x"));
     t.shape = shape;
+    if (!job.slices.empty()) {
+      slice(t, job.slices);
+      return;
+    }
     if (job.fixup) job.fixup(t);
     if (job.tensor != nullptr) {
       *job.tensor = std::move(t);
     } else {
       *job.vector = std::move(t.data);
+    }
+  }
+
+  static void slice(const HostTensor& t, const std::vector<HostTensor*>& out) {
+    const int64_t rows = t.shape[1], cols = t.shape[2];
+    const size_t bytes = static_cast<size_t>(rows * dtype_row_bytes(t.dtype, cols));
+    const auto* p = static_cast<const uint8_t*>(t.ptr());
+    for (size_t e = 0; e < out.size(); ++e) {
+      HostTensor& m = *out[e];
+      m.shape = {rows, cols};
+      m.dtype = t.dtype;
+      if (t.dtype == DType::kF32) {
+        const float* f = t.data.data() + e * static_cast<size_t>(rows * cols);
+        m.data.assign(f, f + rows * cols);
+      } else {
+        m.raw.assign(p + e * bytes, p + (e + 1) * bytes);
+      }
     }
   }
 
@@ -185,6 +220,42 @@ MoeNames moe_names(ModelArch arch) {
   return {"mlp", "gate_proj", "up_proj", "down_proj"};
 }
 
+// A GGUF mixture-of-experts layer in llama.cpp's layout: the router blk.N.ffn_gate_inp
+// (n_experts, dim); the experts stacked, blk.N.ffn_{gate,up}_exps (n_experts, ffn, dim) and
+// blk.N.ffn_down_exps (n_experts, dim, ffn) — or, in files written before llama.cpp stacked
+// them, one tensor per expert, blk.N.ffn_{gate,up,down}.E; Qwen2-MoE's shared expert
+// blk.N.ffn_{gate,up,down}_shexp and its gate blk.N.ffn_gate_inp_shexp (dim).
+void load_gguf_experts(Loader& ld, const ModelConfig& c, int i, LayerWeights& l) {
+  const int64_t fe = c.moe.expert_ffn_dim, dim = c.dim;
+  auto name = [i](const std::string& rest) { return fmt::format("blk.{}.{}", i, rest); };
+  ld.tensor(name("ffn_gate_inp.weight"), {c.moe.n_experts, dim}, &l.router.w);
+  l.experts.resize(static_cast<size_t>(c.moe.n_experts));  // no resize below (jobs)
+  auto part = [&](Linear MlpWeights::*lin) {
+    std::vector<HostTensor*> out;
+    for (MlpWeights& e : l.experts) out.push_back(&(e.*lin).w);
+    return out;
+  };
+  if (ld.has(name("ffn_gate_exps.weight")) || !ld.has(name("ffn_gate.0.weight"))) {
+    ld.stacked(name("ffn_gate_exps.weight"), fe, dim, part(&MlpWeights::w_gate));
+    ld.stacked(name("ffn_up_exps.weight"), fe, dim, part(&MlpWeights::w_up));
+    ld.stacked(name("ffn_down_exps.weight"), dim, fe, part(&MlpWeights::w_down));
+  } else {
+    for (int32_t e = 0; e < c.moe.n_experts; ++e) {
+      MlpWeights& m = l.experts[static_cast<size_t>(e)];
+      ld.tensor(name(fmt::format("ffn_gate.{}.weight", e)), {fe, dim}, &m.w_gate.w);
+      ld.tensor(name(fmt::format("ffn_up.{}.weight", e)), {fe, dim}, &m.w_up.w);
+      ld.tensor(name(fmt::format("ffn_down.{}.weight", e)), {dim, fe}, &m.w_down.w);
+    }
+  }
+  if (c.moe.shared_expert_ffn_dim > 0) {
+    const int64_t fs = c.moe.shared_expert_ffn_dim;
+    ld.tensor(name("ffn_gate_shexp.weight"), {fs, dim}, &l.shared_expert.w_gate.w);
+    ld.tensor(name("ffn_up_shexp.weight"), {fs, dim}, &l.shared_expert.w_up.w);
+    ld.tensor(name("ffn_down_shexp.weight"), {dim, fs}, &l.shared_expert.w_down.w);
+    ld.tensor(name("ffn_gate_inp_shexp.weight"), {1, dim}, &l.shared_expert_gate.w);
+  }
+}
+
 template <typename L>
 std::vector<L*> layer_matrices(auto& l) {
   std::vector<L*> out{&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down};
@@ -226,8 +297,10 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   ld.tensor(n.global("token_embd.weight", "model.embed_tokens.weight"), {c.vocab_size, c.dim},
             &w.tok_embd);
   w.layers.resize(c.n_layers);  // no resize below: jobs hold pointers into it
-  // GGUF "llama" files store q/k rows permuted for llama.cpp's interleaved RoPE.
-  const bool permuted = gguf && (c.arch == ModelArch::kLlama || c.arch == ModelArch::kMistral);
+  // GGUF "llama" files (Mixtral included) store q/k rows permuted for llama.cpp's interleaved
+  // RoPE; llama.cpp runs qwen2/qwen3/qwen2moe/qwen3moe/olmoe with NeoX RoPE, unpermuted.
+  const bool permuted = gguf && (c.arch == ModelArch::kLlama || c.arch == ModelArch::kMistral ||
+                                 c.arch == ModelArch::kMixtral);
   std::function<void(HostTensor&)> unpermute_q, unpermute_k;
   if (permuted) {
     unpermute_q = [&c](HostTensor& t) { unpermute_rows(t, c.n_heads, c.head_dim); };
@@ -247,8 +320,9 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
              &l.k_norm);
     }
     ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim, &l.ffn_norm);
-    if (c.moe.active()) {
-      check(!gguf, "{}: mixture-of-experts GGUF files are not supported yet", source.path());
+    if (c.moe.active() && gguf) {
+      load_gguf_experts(ld, c, i, l);
+    } else if (c.moe.active()) {
       const MoeNames mn = moe_names(c.arch);
       const int64_t fe = c.moe.expert_ffn_dim;
       auto hf = [&](const std::string& rest) { return fmt::format("model.layers.{}.{}", i, rest); };

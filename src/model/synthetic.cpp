@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "kernels/synthetic_values.h"
 
 namespace detllm {
@@ -52,7 +53,8 @@ Linear host_linear(const SyntheticLinear& l) {
 }  // namespace
 
 std::vector<std::string_view> synthetic_config_names() {
-  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe", "llama-3.1-8b"};
+  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe", "mini-olmoe",
+          "llama-3.1-8b"};
 }
 
 ModelConfig synthetic_config(std::string_view name) {
@@ -84,6 +86,23 @@ ModelConfig synthetic_config(std::string_view name) {
       c.tied_embeddings = false;
       c.moe = {.n_experts = 16, .n_experts_used = 4, .expert_ffn_dim = 32, .renormalize = true};
     }
+  } else if (name == "mini-olmoe") {
+    // OLMoE-1B-7B's mixture (64 experts, top-8, not renormalised, experts half the hidden
+    // size, q/k norms over the whole projections) at a size a CPU decodes in seconds.
+    c.arch = ModelArch::kOlmoe;
+    c.vocab_size = 8192;
+    c.dim = 512;
+    c.n_layers = 4;
+    c.n_heads = 8;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.ffn_dim = 256;
+    c.max_position = 4096;
+    c.rms_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    c.qk_norm = true;
+    c.qk_norm_full = true;
+    c.moe = {.n_experts = 64, .n_experts_used = 8, .expert_ffn_dim = 256, .renormalize = false};
   } else if (name == "llama-3.1-8b") {
     c.vocab_size = 128256;
     c.dim = 4096;
@@ -99,7 +118,7 @@ ModelConfig synthetic_config(std::string_view name) {
   } else {
     throw_error(
         "unknown synthetic model '{}' (known: tiny-llama, tiny-qwen2, tiny-qwen3, "
-        "tiny-qwen3-moe, llama-3.1-8b)",
+        "tiny-qwen3-moe, mini-olmoe, llama-3.1-8b)",
         name);
   }
   c.validate(std::string(name));
@@ -133,13 +152,13 @@ SyntheticWeights synthetic_recipe(const ModelConfig& c, uint64_t seed) {
     l.wv = g.linear(c.kv_dim(), c.dim, c.qkv_bias);
     l.wo = g.linear(c.dim, c.q_dim(), false);
     if (c.qk_norm) {
-      l.q_norm = g.norm(c.head_dim);
-      l.k_norm = g.norm(c.head_dim);
+      l.q_norm = g.norm(c.q_norm_dim());
+      l.k_norm = g.norm(c.k_norm_dim());
     }
     l.ffn_norm = g.norm(c.dim);
     if (c.moe.active()) {
       const int64_t f = c.moe.expert_ffn_dim;
-      l.router = g.matrix(kSyntheticRouterPeriod, c.dim);
+      l.router = g.matrix(synthetic_router_rows(c), c.dim);
       l.experts.resize(static_cast<size_t>(c.moe.n_experts));
       for (SyntheticExpert& e : l.experts) {
         e.w_gate = g.linear(f, c.dim, false);
@@ -155,6 +174,27 @@ SyntheticWeights synthetic_recipe(const ModelConfig& c, uint64_t seed) {
   w.out_norm = g.norm(c.dim);
   if (!c.tied_embeddings) w.lm_head = g.matrix(c.vocab_size, c.dim);
   return w;
+}
+
+int32_t synthetic_router_rows(const ModelConfig& c) {
+  return c.arch == ModelArch::kQwen3Moe ? kSyntheticRouterPeriod : c.moe.n_experts;
+}
+
+void quantize_synthetic_weights(ModelWeights& w, DType type) {
+  auto q = [type](HostTensor& h) {
+    if (h.empty()) return;
+    check(h.dtype == DType::kF32, "quantize_synthetic_weights: a tensor is already {}",
+          dtype_name(h.dtype));
+    h.raw.resize(static_cast<size_t>(dtype_row_bytes(type, h.numel())));
+    quantize_row(type, h.data.data(), h.raw.data(), h.numel());
+    h.data.clear();
+    h.data.shrink_to_fit();
+    h.dtype = type;
+  };
+  q(w.tok_embd);
+  q(w.lm_head.w);
+  for (LayerWeights& l : w.layers)
+    for (Linear* m : l.matrices()) q(m->w);
 }
 
 std::vector<float> synthetic_values(const SyntheticTensor& t) {
@@ -184,11 +224,12 @@ ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
     l.w_up = host_linear(s.w_up);
     l.w_down = host_linear(s.w_down);
     if (s.experts.empty()) continue;
-    // The router's rows repeat with period kSyntheticRouterPeriod (exact ties).
+    // The router's rows repeat with period synthetic_router_rows (exact ties, tiny-qwen3-moe).
     const std::vector<float> base = synthetic_values(s.router);
+    const auto period = static_cast<size_t>(s.router.rows);
     l.router.w.shape = {static_cast<int64_t>(s.experts.size()), c.dim};
     for (size_t e = 0; e < s.experts.size(); ++e) {
-      const size_t from = (e % static_cast<size_t>(kSyntheticRouterPeriod)) * c.dim;
+      const size_t from = (e % period) * c.dim;
       l.router.w.data.insert(l.router.w.data.end(), base.begin() + from,
                              base.begin() + from + c.dim);
     }

@@ -20,7 +20,9 @@ namespace detllm {
 // Names: "tiny-llama" (GQA, tied embeddings), "tiny-qwen2" (qkv bias), "tiny-qwen3" (q/k norm,
 // head_dim != dim / n_heads), "tiny-qwen3-moe" (tiny-qwen3's attention, 16 experts of 32, top-4
 // renormalised, router rows repeating so that routing ties happen: kSyntheticRouterPeriod),
-// "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
+// "mini-olmoe" (OLMoE's mixture — 64 experts of 256, top-8, not renormalised, q/k norms over
+// the whole projections — on 4 layers of dim 512, vocab 8192: a real-shaped MoE for CPU
+// benchmarks; its router rows are distinct), "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
 // Throws detllm::Error listing the names for an unknown one.
 ModelConfig synthetic_config(std::string_view name);
 std::vector<std::string_view> synthetic_config_names();
@@ -51,14 +53,17 @@ struct SyntheticExpert {
 // token's router logits hold exact ties (groups of 4 and 3 equal logits among 16 experts) and
 // the tie rule (lower expert index first) decides routing in every step.
 inline constexpr int32_t kSyntheticRouterPeriod = 5;
+// The router's distinct rows: kSyntheticRouterPeriod for tiny-qwen3-moe (ties on purpose),
+// every expert's own row otherwise.
+int32_t synthetic_router_rows(const ModelConfig& config);
 
 struct SyntheticLayer {
   SyntheticTensor attn_norm;       // (dim, 1)
   SyntheticLinear wq, wk, wv, wo;  // as LayerWeights
-  SyntheticTensor q_norm, k_norm;  // (head_dim, 1), Qwen3 only
+  SyntheticTensor q_norm, k_norm;  // (q/k_norm_dim, 1), Qwen3 and OLMoE only
   SyntheticTensor ffn_norm;        // (dim, 1)
   SyntheticLinear w_gate, w_up, w_down;  // dense layers
-  SyntheticTensor router;                // MoE: (kSyntheticRouterPeriod, dim), rows repeated
+  SyntheticTensor router;                // MoE: (synthetic_router_rows, dim), rows repeated
   std::vector<SyntheticExpert> experts;  // MoE: (n_experts)
 };
 
@@ -82,5 +87,10 @@ std::vector<float> synthetic_values(const SyntheticTensor& t);
 
 // Weights uniform in ±1/sqrt(fan_in) (norm weights near 1), drawn from `seed` on the host.
 ModelWeights make_synthetic_weights(const ModelConfig& config, uint64_t seed);
+
+// Every matrix of w (embeddings, projections, router, experts, lm_head) held as the GGUF block
+// type `type` (Q8_0, Q4_0 or Q4_1: core/quant.h quantize_row), as a quantized GGUF file of
+// the same model would hold it.
+void quantize_synthetic_weights(ModelWeights& w, DType type);
 
 }  // namespace detllm

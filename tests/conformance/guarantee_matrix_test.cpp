@@ -6,14 +6,21 @@
 // back, and it still holds everything; a case whose variation did not happen reads "not
 // exercised"; a batch-dependent backend (negative control) must produce FAILS in the table.
 // The same on the mixture-of-experts tiny-qwen3-moe (router ties in every step), whose traces
-// also compare each token's routed experts.
+// also compare each token's routed experts, and (invariant mode) on that model with every
+// matrix Q8_0 written as a GGUF file in llama.cpp's layout and loaded back by load_model.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 #include "conformance/fault_ops.h"
+#include "model/gguf_moe_export.h"
+#include "model/model_loader.h"
 #include "model/synthetic.h"
 #include "perturbed_fast_ops.h"
 #include "verify/guarantee_matrix.h"
@@ -142,6 +149,34 @@ TEST_F(GuaranteeMatrixTest, CpuModesHoldEverythingOnMoe) {
 }
 
 TEST_F(GuaranteeMatrixTest, CpuModesHoldEverything) { check_every_cpu_mode(); }
+
+// A GGUF mixture-of-experts file with quantized experts (the experts stacked in
+// blk.N.ffn_*_exps as Q8_0 blocks, cut per expert at load, run by the quantized CPU matmul):
+// the invariant mode holds every variation.
+TEST_F(GuaranteeMatrixTest, InvariantHoldsEverythingOnQuantizedGgufMoe) {
+  const ModelConfig c = synthetic_config("tiny-qwen3-moe");
+  ModelWeights w = make_synthetic_weights(c, 42);
+  quantize_synthetic_weights(w, DType::kQ8_0);
+  const auto path = std::filesystem::temp_directory_path() /
+                    fmt::format("detllm-matrix-moe-q8-{}.gguf", ::getpid());
+  {
+    const std::vector<uint8_t> bytes = testing::moe_gguf_bytes(c, w);
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+  std::unique_ptr<LoadedModel> loaded = load_model(path.string());
+  std::filesystem::remove(path);
+  ASSERT_EQ(loaded->config.moe.n_experts, 16);
+  ASSERT_EQ(loaded->weights.layers.at(0).experts.at(0).w_up.w.dtype, DType::kQ8_0);
+  name_ = "tiny-qwen3-moe@q8_0.gguf";
+  config_ = loaded->config;
+  weights_ = std::move(loaded->weights);
+  const std::vector<DeterminismMode> modes = {DeterminismMode::kInvariant};
+  const GuaranteeMatrix m = run_matrix(targets(false), modes, build_variations(spec()));
+  std::printf("%s", m.markdown().c_str());
+  expect_cpu_modes_hold_everything(m, modes);
+}
 
 TEST_F(GuaranteeMatrixTest, BatchDependentBackendFails) {
   const GuaranteeMatrix m =

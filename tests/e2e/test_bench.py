@@ -123,3 +123,17 @@ def test_bench_step_trace_lists_every_step(tmp_path):
         assert all(float(x[4]) > 0 for x in mine)
         assert sum(int(x[7]) for x in mine) == run["steps_by_kind"]["padded"]["n"]
         assert sum(int(x[8]) for x in mine) == run["steps_by_kind"]["padded"]["graph_replays"]
+
+
+def test_bench_synthetic_moe_quantized_and_refusals():
+    """A synthetic mixture of experts with every matrix Q8_0 runs on the CPU (host weights);
+    an unknown block type is refused naming the ones that exist."""
+    r = run_detllm("bench", "--model", "synthetic:tiny-qwen3-moe@q8_0", "--backend", "cpu",
+                   "--threads", "2", "--workload", "fixed", "--n", "2", "--input-len", "16",
+                   "--output-len", "4", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "16 experts of 32, top-4" in r.stdout and "every matrix q8_0" in r.stdout, r.stdout
+    assert "| invariant |" in r.stdout, r.stdout
+    r = run_detllm("bench", "--model", "synthetic:mini-olmoe@q5_k", "--backend", "cpu",
+                   "--workload", "fixed", "--n", "2", timeout=60)
+    assert r.returncode == 1 and "q8_0, q4_0 or q4_1" in r.stderr, r.stderr

@@ -144,10 +144,74 @@ TEST(GgufConfig, RefusesValueHeadsOfAnotherSize) {
                  {"llama.attention.value_length", "128"});
 }
 
-TEST(GgufConfig, RefusesMixtureOfExperts) {
-  expect_refused(with(smollm2_like(), "llama.expert_count", uint32_t{8}),
-                 {"llama.expert_count", "8", "mixture-of-experts"});
+// "llama" with experts is Mixtral (llama.cpp's converter writes it so): experts
+// feed_forward_length wide, the k weights renormalised. Without expert_used_count it is refused.
+TEST(GgufConfig, LlamaWithExpertsIsMixtral) {
+  Metadata kv = with(smollm2_like(), "llama.expert_count", uint32_t{8});
+  expect_refused(kv, {"llama.expert_used_count = 0", "between 1 and expert_count = 8"});
+  const ModelConfig c = parse(with(kv, "llama.expert_used_count", uint32_t{2}));
+  EXPECT_EQ(c.arch, ModelArch::kMixtral);
+  EXPECT_EQ(c.moe.n_experts, 8);
+  EXPECT_EQ(c.moe.n_experts_used, 2);
+  EXPECT_EQ(c.moe.expert_ffn_dim, 1536);
+  EXPECT_TRUE(c.moe.renormalize);
   EXPECT_EQ(refusal(with(smollm2_like(), "llama.expert_count", uint32_t{0})), "");
+  expect_refused(with(smollm2_like(), "llama.expert_used_count", uint32_t{2}),
+                 {"llama.expert_used_count", "declares no experts"});
+  kv = with(kv, "llama.expert_used_count", uint32_t{2});
+  expect_refused(with(kv, "llama.expert_feed_forward_length", uint32_t{512}),
+                 {"llama.expert_feed_forward_length = 512", "feed_forward_length = 1536"});
+}
+
+Metadata as_arch(const Metadata& kv, const std::string& arch) {
+  Metadata out;
+  for (const auto& [k, v] : kv) {
+    if (k == "general.architecture") {
+      out.emplace_back(k, arch);
+    } else if (k.rfind("llama.", 0) == 0) {
+      out.emplace_back(arch + k.substr(5), v);
+    } else {
+      out.emplace_back(k, v);
+    }
+  }
+  return out;
+}
+
+// qwen3moe / qwen2moe: the experts' width from expert_feed_forward_length (absent: llama.cpp's
+// feed_forward_length / expert_used_count); the norm rule fixed per architecture.
+TEST(GgufConfig, QwenMoeKeys) {
+  Metadata kv = as_arch(smollm2_like(), "qwen3moe");
+  kv = with(kv, "qwen3moe.expert_count", uint32_t{16});
+  kv = with(kv, "qwen3moe.expert_used_count", uint32_t{4});
+  ModelConfig c = parse(kv);
+  EXPECT_EQ(c.arch, ModelArch::kQwen3Moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.moe.expert_ffn_dim, 1536 / 4);
+  EXPECT_TRUE(c.moe.renormalize);
+  c = parse(with(kv, "qwen3moe.expert_feed_forward_length", uint32_t{64}));
+  EXPECT_EQ(c.moe.expert_ffn_dim, 64);
+  EXPECT_EQ(c.moe.shared_expert_ffn_dim, 0);
+  Metadata q2 = as_arch(kv, "qwen2moe");
+  for (auto& [k, v] : q2) {
+    if (k.rfind("qwen3moe.", 0) == 0) k = "qwen2moe." + k.substr(9);
+  }
+  c = parse(with(q2, "qwen2moe.expert_shared_feed_forward_length", uint32_t{96}));
+  EXPECT_EQ(c.arch, ModelArch::kQwen2Moe);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.moe.renormalize);
+  EXPECT_EQ(c.moe.shared_expert_ffn_dim, 96);
+  EXPECT_EQ(parse(q2).moe.shared_expert_ffn_dim, 1536);  // llama.cpp's fallback
+  expect_refused(with(q2, "qwen2moe.expert_weights_norm", true),
+                 {"qwen2moe.expert_weights_norm = true", "does not renormalise"});
+  // A MoE architecture without expert_count.
+  expect_refused(as_arch(smollm2_like(), "olmoe"), {"olmoe.expert_count", "[1, 1024]"});
+}
+
+TEST(GgufConfig, RefusesMistralWithExperts) {
+  Metadata kv = as_arch(smollm2_like(), "mistral");
+  kv = with(kv, "mistral.expert_count", uint32_t{8});
+  expect_refused(with(kv, "mistral.expert_used_count", uint32_t{2}),
+                 {"mistral.expert_count", "llama.cpp writes Mixtral as llama"});
 }
 
 TEST(GgufConfig, RefusesNonCausalAttention) {
