@@ -68,6 +68,15 @@ void Ops::moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k
   }
 }
 
+void Ops::gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                              void* out) {
+  check(gemm_input_dtype() == DType::kF32,
+        "{}: gather_rows_rounded's default copies fp32 rows; a backend with GEMM inputs of {} "
+        "overrides it",
+        name(), dtype_name(gemm_input_dtype()));
+  gather_rows(static_cast<const float*>(x), dim, rows, n_rows, static_cast<float*>(out));
+}
+
 void Ops::matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
                          const WeightMatrix* w, float* y, int64_t ldy,
                          NumericsMode numerics) {

@@ -220,6 +220,12 @@ class Ops {
   virtual void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k,
                          bool renormalize, int32_t* experts, float* weights);
 
+  // gather_rows() of rows in gemm_input_dtype(): out (n_rows, dim) = x[rows[r], :], both in
+  // gemm_input_dtype() (the experts' inputs grouped by expert; a copy, no rounding). The
+  // default is gather_rows() and refuses other GEMM input dtypes.
+  virtual void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows,
+                                   int32_t n_rows, void* out);
+
   // A grouped GEMM (a MoE layer's experts): for each group g, rows [offsets[g], offsets[g+1])
   // of x (in gemm_input_dtype(), w[g].cols wide) times w[g]ᵀ into columns [0, w[g].rows) of
   // the same rows of y (stride ldy); groups with no rows are skipped. offsets (n_groups + 1)

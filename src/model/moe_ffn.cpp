@@ -8,17 +8,13 @@
 namespace detllm {
 
 MoeFfn::MoeFfn(const ModelConfig& config, kernels::Ops& ops) : config_(config), ops_(ops) {
-  check(ops.host_memory(),
-        "mixture-of-experts models run on the CPU backend only for now "
-        "(backend {}): use --backend cpu",
-        ops.name());
-  check(ops.gemm_input_dtype() == DType::kF32,
-        "mixture of experts: backend {} has GEMM inputs "
-        "of {}, the expert rows are gathered as fp32",
-        ops.name(), dtype_name(ops.gemm_input_dtype()));
+  const DType in = ops.gemm_input_dtype();
+  check(in == DType::kF32 || in == DType::kBF16,
+        "mixture of experts: backend {} has GEMM inputs of {} (fp32 or bf16 supported)",
+        ops.name(), dtype_name(in));
 }
 
-void MoeFfn::record_routing(int32_t n, int32_t layer_index) {
+void MoeFfn::record_routing(const int32_t* chosen, int32_t n, int32_t layer_index) {
   const size_t k = static_cast<size_t>(config_.moe.n_experts_used);
   const size_t width = static_cast<size_t>(config_.n_layers) * k;
   if (layer_index == 0) {
@@ -27,7 +23,6 @@ void MoeFfn::record_routing(int32_t n, int32_t layer_index) {
   }
   check(n == routed_rows_, "routed experts: layer {} ran {} rows, layer 0 {}", layer_index, n,
         routed_rows_);
-  const int32_t* chosen = experts_.i32();  // host memory (the constructor's check)
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
     std::copy_n(chosen + t * k, k, routed_.data() + t * width + layer_index * k);
   }
@@ -46,9 +41,10 @@ void MoeFfn::grow(int32_t n) {
   weights_ = {ops_, uk * f};
   src_row_ = {ops_, uk * sizeof(int32_t)};
   rows_ = {ops_, uk * sizeof(int32_t)};
-  xs_ = {ops_, uk * dim * f};
+  const size_t in = dtype_size(ops_.gemm_input_dtype());
+  xs_ = {ops_, uk * dim * in};
   gate_up_ = {ops_, std::max(uk * 2 * ffn, un * 2 * shared) * f};
-  h_ = {ops_, std::max(uk * ffn, un * shared) * f};
+  h_ = {ops_, std::max(uk * ffn, un * shared) * in};
   ys_ = {ops_, uk * dim * f};
   if (shared > 0) {
     shared_ = {ops_, un * dim * f};
@@ -73,31 +69,52 @@ void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLay
   // Routing: the router is one more projection (the same invariant GEMM), top-k per row.
   ops_.matmul_rounded(x, n, l.router, nullptr, logits_.f32(), n_experts, numerics);
   ops_.moe_route(logits_.f32(), n, n_experts, k, m.renormalize, experts_.i32(), weights_.f32());
-  record_routing(n, layer_index);
+  // The chosen experts on the host: in place on a host backend, else one download (n k ids).
+  const int32_t nk = n * k;
+  const int32_t* chosen = experts_.i32();
+  if (!ops_.host_memory()) {
+    chosen_host_.resize(static_cast<size_t>(nk));
+    ops_.download(chosen_host_.data(), experts_.data(), sizeof(int32_t) * nk);
+    chosen = chosen_host_.data();
+  }
+  record_routing(chosen, n, layer_index);
 
   // Group the (token, rank) pairs by expert, tokens in order within a group (counting sort on
-  // the host: the CPU backends' memory). The order within a group changes no bit.
-  const int32_t* chosen = experts_.i32();
-  const int32_t nk = n * k;
+  // the host). The order within a group changes no bit.
   offsets_.assign(static_cast<size_t>(n_experts) + 1, 0);
   for (int32_t i = 0; i < nk; ++i) ++offsets_[static_cast<size_t>(chosen[i]) + 1];
   for (int32_t e = 0; e < n_experts; ++e) offsets_[e + 1] += offsets_[e];
   cursor_.assign(offsets_.begin(), offsets_.end() - 1);
   int32_t* src_row = src_row_.i32();
   int32_t* rows = rows_.i32();
+  if (!ops_.host_memory()) {
+    src_row_host_.resize(static_cast<size_t>(nk));
+    rows_host_.resize(static_cast<size_t>(nk));
+    src_row = src_row_host_.data();
+    rows = rows_host_.data();
+  }
   for (int32_t i = 0; i < nk; ++i) {
     const int32_t row = cursor_[static_cast<size_t>(chosen[i])]++;
     src_row[row] = i / k;
     rows[i] = row;
   }
+  if (!ops_.host_memory()) {
+    ops_.upload(src_row_.data(), src_row, sizeof(int32_t) * nk);
+    ops_.upload(rows_.data(), rows, sizeof(int32_t) * nk);
+  }
 
   // The experts: each group through its expert's SwiGLU MLP.
-  ops_.gather_rows(static_cast<const float*>(x), dim, src_row, nk, xs_.f32());
+  ops_.gather_rows_rounded(x, dim, src_row_.i32(), nk, xs_.data());
   float* gate_up = gate_up_.f32();
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.gate.data(), gate_up, 2 * ffn,
-                      numerics);
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.up.data(), gate_up + ffn, 2 * ffn,
-                      numerics);
+  if (!l.gate_up.empty()) {  // each expert's [gate; up] fused: one grouped GEMM
+    ops_.matmul_grouped(xs_.data(), offsets_.data(), n_experts, l.gate_up.data(), gate_up,
+                        2 * ffn, numerics);
+  } else {
+    ops_.matmul_grouped(xs_.data(), offsets_.data(), n_experts, l.gate.data(), gate_up, 2 * ffn,
+                        numerics);
+    ops_.matmul_grouped(xs_.data(), offsets_.data(), n_experts, l.up.data(), gate_up + ffn,
+                        2 * ffn, numerics);
+  }
   ops_.silu_mul_rows(gate_up, nk, ffn, h_.data());
   ops_.matmul_grouped(h_.data(), offsets_.data(), n_experts, l.down.data(), ys_.f32(), dim, numerics);
 
@@ -114,7 +131,7 @@ void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLay
     shared = shared_.f32();
     shared_g = shared_g_.f32();
   }
-  ops_.moe_combine(ys_.f32(), rows, weights_.f32(), n, k, dim, shared, shared_g, out);
+  ops_.moe_combine(ys_.f32(), rows_.i32(), weights_.f32(), n, k, dim, shared, shared_g, out);
 }
 
 }  // namespace detllm

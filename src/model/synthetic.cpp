@@ -52,7 +52,12 @@ Linear host_linear(const SyntheticLinear& l) {
 }  // namespace
 
 std::vector<std::string_view> synthetic_config_names() {
-  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe", "llama-3.1-8b"};
+  return {"tiny-llama",   "tiny-qwen2",  "tiny-qwen3",   "tiny-qwen3-moe",
+          "llama-3.1-8b", "olmoe-1b-7b", "qwen3-30b-a3b"};
+}
+
+int32_t synthetic_router_period(const ModelConfig& c) {
+  return c.moe.n_experts <= 16 ? kSyntheticRouterPeriod : c.moe.n_experts;
 }
 
 ModelConfig synthetic_config(std::string_view name) {
@@ -96,10 +101,32 @@ ModelConfig synthetic_config(std::string_view name) {
     c.rms_eps = 1e-5f;
     c.rope_theta = 500000.0f;
     c.rope_scaling = {RopeScaling::Type::kLlama3, 8.0f, 1.0f, 4.0f, 8192};
+  } else if (name == "olmoe-1b-7b" || name == "qwen3-30b-a3b") {
+    // The MoE benchmark shapes (GPU): the experts and attention of the real models; OLMoE's
+    // whole-projection q/k norm is replaced by Qwen3's per-head one (the same work to within
+    // a norm over 2048 values a token).
+    const bool olmoe = name == "olmoe-1b-7b";
+    c.arch = ModelArch::kQwen3Moe;
+    c.vocab_size = olmoe ? 50304 : 151936;
+    c.dim = 2048;
+    c.n_layers = olmoe ? 16 : 48;
+    c.n_heads = olmoe ? 16 : 32;
+    c.n_kv_heads = olmoe ? 16 : 4;
+    c.head_dim = 128;
+    c.ffn_dim = olmoe ? 1024 : 768;
+    c.qk_norm = true;
+    c.max_position = olmoe ? 4096 : 40960;
+    c.rms_eps = olmoe ? 1e-5f : 1e-6f;
+    c.rope_theta = olmoe ? 10000.0f : 1000000.0f;
+    c.tied_embeddings = false;
+    c.moe = {.n_experts = olmoe ? 64 : 128,
+             .n_experts_used = 8,
+             .expert_ffn_dim = olmoe ? 1024 : 768,
+             .renormalize = !olmoe};
   } else {
     throw_error(
         "unknown synthetic model '{}' (known: tiny-llama, tiny-qwen2, tiny-qwen3, "
-        "tiny-qwen3-moe, llama-3.1-8b)",
+        "tiny-qwen3-moe, llama-3.1-8b, olmoe-1b-7b, qwen3-30b-a3b)",
         name);
   }
   c.validate(std::string(name));
@@ -139,7 +166,7 @@ SyntheticWeights synthetic_recipe(const ModelConfig& c, uint64_t seed) {
     l.ffn_norm = g.norm(c.dim);
     if (c.moe.active()) {
       const int64_t f = c.moe.expert_ffn_dim;
-      l.router = g.matrix(kSyntheticRouterPeriod, c.dim);
+      l.router = g.matrix(synthetic_router_period(c), c.dim);
       l.experts.resize(static_cast<size_t>(c.moe.n_experts));
       for (SyntheticExpert& e : l.experts) {
         e.w_gate = g.linear(f, c.dim, false);
@@ -184,11 +211,11 @@ ModelWeights make_synthetic_weights(const ModelConfig& c, uint64_t seed) {
     l.w_up = host_linear(s.w_up);
     l.w_down = host_linear(s.w_down);
     if (s.experts.empty()) continue;
-    // The router's rows repeat with period kSyntheticRouterPeriod (exact ties).
+    // The router's rows repeat with period synthetic_router_period (ties in tiny models).
     const std::vector<float> base = synthetic_values(s.router);
     l.router.w.shape = {static_cast<int64_t>(s.experts.size()), c.dim};
     for (size_t e = 0; e < s.experts.size(); ++e) {
-      const size_t from = (e % static_cast<size_t>(kSyntheticRouterPeriod)) * c.dim;
+      const size_t from = (e % static_cast<size_t>(s.router.rows)) * c.dim;
       l.router.w.data.insert(l.router.w.data.end(), base.begin() + from,
                              base.begin() + from + c.dim);
     }

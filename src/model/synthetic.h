@@ -20,7 +20,10 @@ namespace detllm {
 // Names: "tiny-llama" (GQA, tied embeddings), "tiny-qwen2" (qkv bias), "tiny-qwen3" (q/k norm,
 // head_dim != dim / n_heads), "tiny-qwen3-moe" (tiny-qwen3's attention, 16 experts of 32, top-4
 // renormalised, router rows repeating so that routing ties happen: kSyntheticRouterPeriod),
-// "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
+// "llama-3.1-8b" (real shapes, llama3 RoPE scaling), and two mixture-of-experts shapes for GPU
+// benchmarks: "olmoe-1b-7b" (16 layers, hidden 2048, 64 experts of 1024, top-8 not
+// renormalised; its attention as Qwen3's, per-head q/k norms) and "qwen3-30b-a3b" (48 layers,
+// hidden 2048, 32/4 heads of 128, 128 experts of 768, top-8 renormalised; ~61 GB in bf16).
 // Throws detllm::Error listing the names for an unknown one.
 ModelConfig synthetic_config(std::string_view name);
 std::vector<std::string_view> synthetic_config_names();
@@ -47,10 +50,13 @@ struct SyntheticExpert {
   SyntheticLinear w_gate, w_up, w_down;  // as MlpWeights
 };
 
-// A synthetic MoE router has this many distinct rows: row e is row e % period, so every
-// token's router logits hold exact ties (groups of 4 and 3 equal logits among 16 experts) and
-// the tie rule (lower expert index first) decides routing in every step.
+// A synthetic MoE router of at most 16 experts (the tiny models) has this many distinct rows:
+// row e is row e % period, so every token's router logits hold exact ties (groups of 4 and 3
+// equal logits among 16 experts) and the tie rule (lower expert index first) decides routing
+// in every step. Larger routers (the benchmark shapes) have distinct rows, so tokens spread
+// over the experts as under a trained router instead of piling onto a few tied groups.
 inline constexpr int32_t kSyntheticRouterPeriod = 5;
+int32_t synthetic_router_period(const ModelConfig& config);
 
 struct SyntheticLayer {
   SyntheticTensor attn_norm;       // (dim, 1)
@@ -58,7 +64,7 @@ struct SyntheticLayer {
   SyntheticTensor q_norm, k_norm;  // (head_dim, 1), Qwen3 only
   SyntheticTensor ffn_norm;        // (dim, 1)
   SyntheticLinear w_gate, w_up, w_down;  // dense layers
-  SyntheticTensor router;                // MoE: (kSyntheticRouterPeriod, dim), rows repeated
+  SyntheticTensor router;                // MoE: (synthetic_router_period, dim), rows repeated
   std::vector<SyntheticExpert> experts;  // MoE: (n_experts)
 };
 

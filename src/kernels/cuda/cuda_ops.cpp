@@ -533,6 +533,34 @@ class CudaOps final : public Ops {
     cuda_check(cuda::launch_gather_rows(x, dim, rows, n_rows, out, stream_), "gather_rows");
   }
 
+  // ---- mixture of experts (moe.cu; the grouped GEMM: Ops::matmul_grouped's per-group
+  // matmul_rounded, docs/cuda.md "Mixture of experts") ---------------------------------
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override {
+    check(k >= 1 && k <= n_experts, "moe_route: top-{} of {} experts", k, n_experts);
+    check(n_experts <= cuda::kMaxRouteExperts,
+          "CUDA moe_route: {} experts, at most {} (a warp's ranking masks)", n_experts,
+          cuda::kMaxRouteExperts);
+    cuda_check(cuda::launch_moe_route(logits, n, n_experts, k, renormalize, experts, weights,
+                                      stream_),
+               "moe_route");
+  }
+  void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                           void* out) override {
+    cuda_check(cuda::launch_gather_rows_bf16(static_cast<const uint16_t*>(x), dim, rows, n_rows,
+                                             static_cast<uint16_t*>(out), stream_),
+               "gather_rows_rounded");
+  }
+  void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n, int32_t k,
+                   int32_t dim, const float* shared, const float* shared_gate,
+                   float* out) override {
+    check(shared == nullptr || shared_gate != nullptr,
+          "moe_combine: a shared expert's output needs its gate");
+    cuda_check(cuda::launch_moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out,
+                                        stream_),
+               "moe_combine");
+  }
+
   // Samples on the device (sampling.cu): uploads the rows' params, downloads only the results.
   void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
                    SampleRowResult* out) override {
