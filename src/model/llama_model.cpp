@@ -515,7 +515,9 @@ void LlamaModel::prepare_rank_gemms(int32_t max_rows) const {
     for (const Projection::Part& part : p->parts) weights.push_back(&part.lin.w);
   if (moe_) {  // every expert has the shapes of expert 0
     weights.push_back(&l.moe.router);
-    weights.insert(weights.end(), {&l.moe.gate.at(0), &l.moe.down.at(0)});
+    // (a group holds at most one row per token: max_rows covers every group)
+    weights.insert(weights.end(), {l.moe.gate_up.empty() ? &l.moe.gate.at(0) : &l.moe.gate_up.at(0),
+                                   &l.moe.down.at(0)});
     if (l.moe.shared_expert_gate.data != nullptr)
       weights.insert(weights.end(),
                      {&l.moe.shared_gate, &l.moe.shared_down, &l.moe.shared_expert_gate});
