@@ -148,6 +148,7 @@ class CudaOps final : public Ops {
     attn_.release();
     rope_dev_.release();
     y_part_.release();
+    grouped_ptrs_.release();
     sample_io_.release();
     sample_scratch_.release();
     uploader_.release();
@@ -545,6 +546,62 @@ class CudaOps final : public Ops {
                                       stream_),
                "moe_route");
   }
+  // Invariant numerics: the host default, the invariant GEMM once per non-empty group (each
+  // row's K chain fixed by the weight's shape: a row's bits are its own, whatever the group).
+  // Fast numerics: every non-empty group in one cublasGemmGroupedBatchedEx call (the problem
+  // sizes are host arrays, the pointer arrays go up first); a cuBLAS without bf16 grouped
+  // support runs the default's per-group cuBLAS GEMMs instead (the same numerics class).
+  void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                      const WeightMatrix* w, float* y, int64_t ldy,
+                      NumericsMode numerics) override {
+    if (gemm_numerics(numerics) != NumericsMode::kFast || !grouped_cublas_ok_)
+      return Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
+    ensure_cublas();
+    grouped_.clear();
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const int32_t first = offsets[g], rows = offsets[g + 1] - offsets[g];
+      check(rows >= 0, "matmul_grouped: group {} has {} rows", g, rows);
+      if (rows == 0) continue;
+      check_matmul_args(x, w[g]);
+      check(ldy >= w[g].rows, "CUDA matmul_grouped: row stride {} below {} output features", ldy,
+            w[g].rows);
+      grouped_.m.push_back(static_cast<int>(w[g].rows));
+      grouped_.n.push_back(rows);
+      grouped_.k.push_back(static_cast<int>(w[g].cols));
+      grouped_.ptrs.push_back(w[g].data);
+      grouped_.ptrs.push_back(static_cast<const uint16_t*>(x) + int64_t{first} * w[g].cols);
+      grouped_.ptrs.push_back(y + int64_t{first} * ldy);
+    }
+    const int count = static_cast<int>(grouped_.m.size());
+    if (count == 0) return;
+    // Device pointer arrays: A (weights), B (rows), C (outputs), one after another.
+    std::vector<const void*>& dev = grouped_.dev;  // kept: the source of an async copy
+    dev.resize(grouped_.ptrs.size());
+    for (int i = 0; i < count; ++i)
+      for (int a = 0; a < 3; ++a) dev[static_cast<size_t>(a) * count + i] = grouped_.ptrs[3 * i + a];
+    auto* d = static_cast<const void**>(grouped_ptrs_.get(sizeof(void*) * dev.size(), stream_));
+    cuda_check(cudaMemcpyAsync(d, dev.data(), sizeof(void*) * dev.size(), cudaMemcpyHostToDevice,
+                               stream_),
+               "matmul_grouped (pointers)");
+    const std::vector<cublasOperation_t> ta(static_cast<size_t>(count), CUBLAS_OP_T),
+        tb(static_cast<size_t>(count), CUBLAS_OP_N);
+    const std::vector<float> alpha(static_cast<size_t>(count), 1.0f),
+        beta(static_cast<size_t>(count), 0.0f);
+    const std::vector<int> ones(static_cast<size_t>(count), 1),
+        ldc(static_cast<size_t>(count), static_cast<int>(ldy));
+    // Column-major view as in cublas_gemm: yᵀ (N, rows) = W (N, K) · xᵀ (K, rows).
+    const cublasStatus_t st = cublasGemmGroupedBatchedEx(
+        cublas_, ta.data(), tb.data(), grouped_.m.data(), grouped_.n.data(), grouped_.k.data(),
+        alpha.data(), d, CUDA_R_16BF, grouped_.k.data(), d + count, CUDA_R_16BF,
+        grouped_.k.data(), beta.data(), const_cast<void* const*>(d + 2 * count), CUDA_R_32F,
+        ldc.data(), count, ones.data(), CUBLAS_COMPUTE_32F);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      grouped_cublas_ok_ = false;
+      return Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
+    }
+    cublas_check(st, "cublasGemmGroupedBatchedEx");
+  }
+
   void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
                            void* out) override {
     cuda_check(cuda::launch_gather_rows_bf16(static_cast<const uint16_t*>(x), dim, rows, n_rows,
@@ -644,6 +701,21 @@ class CudaOps final : public Ops {
   static constexpr int32_t kPdlMaxRows = 4;
   bool pdl(int32_t rows) const { return pdl_mode_ == 1 || (pdl_mode_ < 0 && rows <= kPdlMaxRows); }
   Scratch y_part_;  // a projection part's output before its columns go into place
+  // matmul_grouped's fast path: its host arrays, its device pointer arrays, and whether this
+  // cuBLAS runs bf16 grouped GEMMs (false after a CUBLAS_STATUS_NOT_SUPPORTED).
+  struct GroupedArrays {
+    std::vector<int> m, n, k;
+    std::vector<const void*> ptrs;  // (A, B, C) a problem
+    std::vector<const void*> dev;   // all A, then all B, then all C: uploaded
+    void clear() {
+      m.clear();
+      n.clear();
+      k.clear();
+      ptrs.clear();
+    }
+  } grouped_;
+  Scratch grouped_ptrs_;
+  bool grouped_cublas_ok_ = true;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)
   cuda::SampleRowsConfig sample_config_;   // CudaOptions::sample_*
