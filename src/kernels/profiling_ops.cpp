@@ -118,6 +118,19 @@ void ProfilingOps::matmul_grouped(const void* x, const int32_t* offsets, int32_t
         [&] { inner_.matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics); });
 }
 
+void ProfilingOps::moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                             int32_t* offsets, int32_t* src_row, int32_t* rows) {
+  timed("moe_group", [&] { inner_.moe_group(experts, n, k, n_experts, offsets, src_row, rows); });
+}
+
+void ProfilingOps::matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                                         int32_t rows_bound, const WeightMatrix* w, float* y,
+                                         int64_t ldy, NumericsMode numerics) {
+  timed(fmt::format("matmul_grouped {}->{} x{} rows<={}", w[0].cols, w[0].rows, n_groups,
+                    rows_bound),
+        [&] { inner_.matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics); });
+}
+
 void ProfilingOps::moe_combine(const float* y, const int32_t* rows, const float* weights,
                                int32_t n, int32_t k, int32_t dim, const float* shared,
                                const float* shared_gate, float* out) {

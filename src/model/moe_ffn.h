@@ -11,11 +11,12 @@
 // not by the group size); the combine sums in the fixed rank order, in fp32, with no atomics.
 // How many tokens chose an expert, or which, changes the groups' sizes, never a bit.
 //
-// The groups are formed on the host: a device backend's chosen experts (n, k) int32 come down
-// once per layer (they are also the routed experts a request may return), the counting sort
-// runs on the host, and the grouped rows go up; the grouped GEMM takes host offsets. So a MoE
-// step synchronizes once per layer and runs eagerly (LlamaModel::graph_capture() is nullptr
-// for MoE models): docs/cuda.md "Mixture of experts".
+// The groups: on a host backend a counting sort on the host, whose offsets the grouped GEMM
+// takes as host memory; on a device backend (CUDA) the grouping runs on the device and the
+// grouped GEMM reads its offsets there (Ops::moe_group, Ops::matmul_grouped_device), so a step
+// sends nothing to the host but the routed experts, (n, n_layers, k) int32 once after the
+// last layer. MoE steps still run eagerly (LlamaModel::graph_capture() is nullptr for MoE
+// models): docs/cuda.md "Mixture of experts".
 #pragma once
 
 #include <cstdint>
@@ -61,8 +62,9 @@ class MoeFfn {
 
  private:
   void grow(int32_t n);
-  // Copies this layer's chosen experts (host: n k ids) into routed_.
-  void record_routing(const int32_t* chosen, int32_t n, int32_t layer_index);
+  // Records this layer's chosen experts (experts_) for routed(): on a host backend into
+  // routed_; on a device backend into routed_dev_, downloaded into routed_ after the last layer.
+  void record_routing(int32_t n, int32_t layer_index);
 
   const ModelConfig& config_;
   kernels::Ops& ops_;
@@ -79,10 +81,9 @@ class MoeFfn {
   kernels::Buffer ys_;            // (n k, dim) the experts' outputs, grouped
   kernels::Buffer shared_;        // (n, dim) the shared expert's output
   kernels::Buffer shared_g_;      // (n) its gate logit
-  std::vector<int32_t> offsets_;  // (n_experts + 1) host: first grouped row of each expert
-  std::vector<int32_t> cursor_;   // (n_experts) host scratch
-  // Device backends: host copies of experts_ (downloaded), src_row_ and rows_ (uploaded).
-  std::vector<int32_t> chosen_host_, src_row_host_, rows_host_;
+  std::vector<int32_t> offsets_;  // host backends: (n_experts + 1) first grouped row of each expert
+  kernels::Buffer offsets_dev_;   // device backends: the same in backend memory
+  kernels::Buffer routed_dev_;    // device backends: (n, n_layers, k) the step's chosen experts
   std::vector<int32_t> routed_;   // (n, n_layers, k) host: the last step's chosen experts
   int32_t routed_rows_ = 0;       // n of the last step
 };

@@ -235,6 +235,33 @@ TEST(CudaMoe, GatherRowsRoundedCopiesBf16Rows) {
   }
 }
 
+// Device grouping = the host counting sort (Ops::moe_group's default), chunk edges included.
+TEST(CudaMoe, GroupGivesTheHostCountingSort) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  auto cpu = make_cpu_ops(1);
+  for (int32_t n_experts : {1, 8, 64, 128, 1024}) {
+    for (auto [n, k] : {std::pair<int32_t, int32_t>{1, 1}, {7, 4}, {300, 8}, {2048, 8}, {513, 8}}) {
+      if (k > n_experts) continue;
+      SCOPED_TRACE(::testing::Message() << "experts " << n_experts << " n " << n << " k " << k);
+      std::mt19937 rng(static_cast<uint32_t>(n_experts * 7 + n));
+      std::vector<int32_t> experts(static_cast<size_t>(n) * k);
+      // Skewed: half the pairs on the first 4 experts (large groups), the rest anywhere.
+      for (size_t i = 0; i < experts.size(); ++i)
+        experts[i] = static_cast<int32_t>(rng() % (i % 2 == 0 ? std::min(4, n_experts) : n_experts));
+      std::vector<int32_t> offsets(static_cast<size_t>(n_experts) + 1), src(experts.size()),
+          rows(experts.size());
+      cpu->moe_group(experts.data(), n, k, n_experts, offsets.data(), src.data(), rows.data());
+      DeviceArray<int32_t> de(*ops, experts), doff(*ops, offsets.size()), dsrc(*ops, src.size()),
+          drows(*ops, rows.size());
+      ops->moe_group(de.data(), n, k, n_experts, doff.data(), dsrc.data(), drows.data());
+      EXPECT_EQ(doff.download(), offsets);
+      EXPECT_EQ(dsrc.download(), src);
+      EXPECT_EQ(drows.download(), rows);
+    }
+  }
+}
+
 // Group sizes for the grouped GEMM: empty groups, 1, and many, around the tile and bucket
 // edges, summing to a few thousand rows (m = 1…300 mixed).
 std::vector<int32_t> group_sizes() {
@@ -284,7 +311,9 @@ int64_t rows_unlike_alone(Ops& ops, const GroupedCase& c, const DeviceArray<uint
 }
 
 // Every row of the grouped GEMM has the bits of the row alone, whatever its group's size, on
-// the Qwen3-30B-A3B expert shapes (gate+up fused 1536×2048, down 2048×768) and a ragged one.
+// the Qwen3-30B-A3B expert shapes (gate+up fused 1536×2048, down 2048×768) and a ragged one
+// (K = 72: a last k-step half past K); and the one-launch kernel on device offsets
+// (matmul_grouped_device, moe_grouped.cu) gives the same bits.
 TEST(CudaMoe, GroupedGemmRowsEqualTheRowAloneAtEveryGroupSize) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops = cuda_testing::invariant_ops();
@@ -303,6 +332,13 @@ TEST(CudaMoe, GroupedGemmRowsEqualTheRowAloneAtEveryGroupSize) {
                 static_cast<long long>(n), static_cast<long long>(kdim), m, c.w.size(),
                 static_cast<long long>(bad));
     EXPECT_EQ(bad, 0);
+    // The one-launch grouped kernel on device offsets: the same bits, with a loose row bound.
+    DeviceArray<int32_t> offsets(*ops, c.offsets);
+    DeviceArray<float> y2(*ops, static_cast<size_t>(m * n));
+    ops->matmul_grouped_device(x.data(), offsets.data(), static_cast<int32_t>(c.w.size()), m + 40,
+                               c.w.data(), y2.data(), n);
+    const auto got2 = y2.download();
+    EXPECT_BITS_EQ(got2.data(), got.data(), static_cast<int64_t>(got.size()));
   }
 }
 

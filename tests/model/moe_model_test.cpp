@@ -145,9 +145,12 @@ TEST(MoeConfig, RefusesMoeKeysOnADenseArchitecture) {
   expect_refused(j, {"norm_topk_prob"});
 }
 
-// A backend that keeps its memory off the host (as CUDA does): MoeFfn downloads each layer's
-// chosen experts, groups them on the host and uploads the groups. Here the "device" is the CPU
-// backend behind a host_memory() of false, so that path must give the CPU path's bits.
+// A backend that keeps its memory off the host (as CUDA does): MoeFfn groups through
+// Ops::moe_group into backend memory, runs Ops::matmul_grouped_device on offsets it never
+// reads itself, records the routing in a backend table downloaded after the last layer, and
+// (as LlamaModel places weights for a device) runs each expert's gate and up fused. Here the
+// "device" is the CPU backend behind a host_memory() of false: that path must give the CPU
+// path's bits and routing.
 class DeviceLikeOps final : public conformance::DelegatingOps {
  public:
   explicit DeviceLikeOps(DType gemm_input = DType::kF32)
@@ -157,6 +160,10 @@ class DeviceLikeOps final : public conformance::DelegatingOps {
   void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
                  int32_t* experts, float* weights) override {
     inner_->moe_route(logits, n, n_experts, k, renormalize, experts, weights);
+  }
+  void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                 int32_t* offsets, int32_t* src_row, int32_t* rows) override {
+    inner_->moe_group(experts, n, k, n_experts, offsets, src_row, rows);
   }
   void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n,
                    int32_t k, int32_t dim, const float* shared, const float* shared_gate,

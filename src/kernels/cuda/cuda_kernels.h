@@ -62,6 +62,18 @@ cudaError_t launch_moe_combine(const float* y, const int32_t* rows, const float*
 cudaError_t launch_gather_rows_bf16(const uint16_t* x, int32_t dim, const int32_t* rows,
                                     int32_t n_rows, uint16_t* out, cudaStream_t stream);
 
+// ---- moe_grouped.cu (device-side grouping and the grouped GEMM) -----------------------
+// Ops::moe_group of experts (n, k): offsets (n_experts + 1), src_row (n k), rows (n k).
+cudaError_t launch_moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                             int32_t* offsets, int32_t* src_row, int32_t* rows,
+                             cudaStream_t stream);
+// y rows [offsets[g], offsets[g + 1]) (stride ldy) = x (bf16, stride k) rows · w[g]ᵀ, every
+// w[g] (n, k) bf16, w a device array of n_groups pointers; offsets on the device, rows_bound
+// >= offsets[n_groups]. The invariant GEMM's bits (S = 1) for every row. k % 8 == 0.
+cudaError_t launch_grouped_gemm(const uint16_t* x, const int32_t* offsets, int32_t n_groups,
+                                int32_t rows_bound, const uint16_t* const* w, int32_t n,
+                                int32_t k, float* y, int64_t ldy, cudaStream_t stream);
+
 // ---- fused.cu (the model's fused ops, kernels/ops.h) -------------------------------
 // x (n, dim) += y (when y != nullptr), then out (n, dim) bf16 = rmsnorm(x, w) rounded once:
 // the bits of launch_add, launch_rmsnorm and the GEMM's rounding of its input.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -149,6 +150,7 @@ class CudaOps final : public Ops {
     rope_dev_.release();
     y_part_.release();
     grouped_ptrs_.release();
+    for (auto& [key, table] : weight_tables_) cudaFree(table.device);
     sample_io_.release();
     sample_scratch_.release();
     uploader_.release();
@@ -602,6 +604,57 @@ class CudaOps final : public Ops {
     cublas_check(st, "cublasGemmGroupedBatchedEx");
   }
 
+  void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                 int32_t* offsets, int32_t* src_row, int32_t* rows) override {
+    check(n_experts >= 1 && n_experts <= cuda::kMaxRouteExperts,
+          "CUDA moe_group: {} experts, at most {}", n_experts, cuda::kMaxRouteExperts);
+    cuda_check(cuda::launch_moe_group(experts, n, k, n_experts, offsets, src_row, rows, stream_),
+               "moe_group");
+  }
+
+  // Invariant numerics: one grouped kernel reading the offsets on the device (moe_grouped.cu:
+  // each row one k16 MMA chain from zero, the invariant GEMM's bits). Fast numerics and the
+  // K-split experiments: the offsets come down and matmul_grouped() runs.
+  void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                             int32_t rows_bound, const WeightMatrix* w, float* y, int64_t ldy,
+                             NumericsMode numerics) override {
+    if (gemm_numerics(numerics) == NumericsMode::kFast || gemm_splits_override_ != 0)
+      return Ops::matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics);
+    if (n_groups == 0 || rows_bound == 0) return;
+    for (int32_t g = 0; g < n_groups; ++g) {
+      check_matmul_args(x, w[g]);
+      check(w[g].rows == w[0].rows && w[g].cols == w[0].cols,
+            "CUDA matmul_grouped_device: group {} is {}×{}, group 0 {}×{}", g, w[g].rows,
+            w[g].cols, w[0].rows, w[0].cols);
+    }
+    check(ldy >= w[0].rows, "CUDA matmul_grouped_device: row stride {} below {} output features",
+          ldy, w[0].rows);
+    cuda_check(cuda::launch_grouped_gemm(static_cast<const uint16_t*>(x), offsets, n_groups,
+                                         rows_bound, weight_table(w, n_groups),
+                                         static_cast<int32_t>(w[0].rows),
+                                         static_cast<int32_t>(w[0].cols), y, ldy, stream_),
+               "grouped gemm");
+  }
+
+  // The device array of the n weights' pointers, uploaded once per weight array (a model's
+  // layer keeps its experts' WeightMatrix array for its lifetime; a reused address with other
+  // pointers is uploaded again).
+  const uint16_t* const* weight_table(const WeightMatrix* w, int32_t n) {
+    WeightTable& t = weight_tables_[w];
+    bool same = static_cast<int32_t>(t.host.size()) == n;
+    for (int32_t g = 0; same && g < n; ++g) same = t.host[static_cast<size_t>(g)] == w[g].data;
+    if (!same) {
+      t.host.resize(static_cast<size_t>(n));
+      for (int32_t g = 0; g < n; ++g) t.host[static_cast<size_t>(g)] = w[g].data;
+      if (t.device) free_bytes(t.device);
+      t.device = alloc_bytes(sizeof(void*) * static_cast<size_t>(n));
+      cuda_check(cudaMemcpyAsync(t.device, t.host.data(), sizeof(void*) * static_cast<size_t>(n),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "grouped gemm (weight table)");
+    }
+    return static_cast<const uint16_t* const*>(t.device);
+  }
+
   void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
                            void* out) override {
     cuda_check(cuda::launch_gather_rows_bf16(static_cast<const uint16_t*>(x), dim, rows, n_rows,
@@ -716,6 +769,12 @@ class CudaOps final : public Ops {
   } grouped_;
   Scratch grouped_ptrs_;
   bool grouped_cublas_ok_ = true;
+  // matmul_grouped_device: each experts' array's device table of weight pointers.
+  struct WeightTable {
+    std::vector<const void*> host;  // what `device` holds (the source of its async copy)
+    void* device = nullptr;
+  };
+  std::unordered_map<const WeightMatrix*, WeightTable> weight_tables_;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)
   cuda::SampleRowsConfig sample_config_;   // CudaOptions::sample_*
