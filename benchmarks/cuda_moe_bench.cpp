@@ -16,6 +16,9 @@
 // puts them beside the torch peer's (scripts/gpu/peer_torch_moe.py).
 // Run: build-cuda/benchmarks/cuda_moe_bench [--models olmoe-1b-7b,qwen3-30b-a3b]
 //      [--batches 1,64,256] [--context 512] [--prefill 2048] [--steps N] [--quick]
+//      [--moe-grouped-rows R]  (CudaOptions::moe_grouped_rows: up to R expert rows a step in
+//      one grouped launch on device offsets, above it one invariant GEMM per expert; 0 always
+//      per expert, -1 always one launch; the same bits)
 //      (exits without a CUDA device; progress on stderr)
 #include <fmt/format.h>
 
@@ -91,7 +94,7 @@ std::vector<std::string> split_names(const std::string& list) {
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--models olmoe-1b-7b,qwen3-30b-a3b] [--batches 1,64,256] "
-             "[--context 512] [--prefill 2048] [--steps N] [--quick]\n",
+             "[--context 512] [--prefill 2048] [--steps N] [--quick] [--moe-grouped-rows R]\n",
              argv0);
   return 2;
 }
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"olmoe-1b-7b", "qwen3-30b-a3b"};
   std::vector<int> batches = {1, 64, 256};
   int context = 512, prefill = 2048, steps = 10;
+  int32_t grouped_rows = CudaOptions{}.moe_grouped_rows;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       steps = 3;
@@ -120,6 +124,8 @@ int main(int argc, char** argv) {
       context = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       prefill = std::max(0, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--moe-grouped-rows") == 0 && i + 1 < argc) {
+      grouped_rows = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -133,10 +139,12 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   try {
     const std::string device = cuda_device_description(0);
-    fmt::print("# MoE steps on {}\n\n", device);
+    fmt::print("# MoE steps on {} (moe_grouped_rows {})\n\n", device, grouped_rows);
     for (const std::string& name : models) {
       const ModelConfig c = synthetic_config(name);
-      auto ops = make_cuda_ops({});
+      CudaOptions options;
+      options.moe_grouped_rows = grouped_rows;
+      auto ops = make_cuda_ops(options);
       const auto t0 = Clock::now();
       const LlamaModel model(c, synthetic_recipe(c, 42), *ops);
       ops->synchronize();

@@ -8,8 +8,9 @@
 # cut off keeps what finished.
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/):
 #   [BIN=build-gpu-carry] [OUT=dir] [MODELS=olmoe-1b-7b,qwen3-30b-a3b] [STEPS=10]
-#   [SKIP_TESTS=1] [SKIP_PEER=1] scripts/gpu/moe_gpu.sh
-#   → $OUT/moe_tests.log, moe_conformance.log, moe_bench.log, moe_peer.log, moe_vs_peer.md
+#   [SKIP_TESTS=1] [SKIP_PEER=1] [SKIP_PATHS=1] scripts/gpu/moe_gpu.sh
+#   → $OUT/moe_tests.log, moe_conformance.log, moe_bench.log, moe_peer.log, moe_vs_peer.md,
+#     moe_bench_grouped_rows_{-1,0}.log (OLMoE: every step one grouped launch / per expert)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
@@ -35,6 +36,16 @@ if [ -z "${SKIP_PEER:-}" ]; then
   PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu/peer_torch_moe.py" --models "$models" \
     "$out/moe_peer.json" >"$out/moe_peer.log" 2>&1
   echo "peer: rc=$? ($(grep -c '^RESULT' "$out/moe_peer.log") rows)" >&2
+fi
+
+# The invariant grouped GEMMs both ways on the smaller model (the same bits): one launch on
+# device offsets at every size, and one invariant GEMM per expert at every size.
+if [ -z "${SKIP_PATHS:-}" ]; then
+  for r in -1 0; do
+    "$bin/cuda_moe_bench" --models olmoe-1b-7b --moe-grouped-rows "$r" --steps "${STEPS:-10}" \
+      >"$out/moe_bench_grouped_rows_$r.log" 2>&1
+    echo "cuda_moe_bench --moe-grouped-rows $r: rc=$?" >&2
+  done
 fi
 
 python3 - "$out/moe_bench.log" "$out/moe_peer.log" >"$out/moe_vs_peer.md" <<'PY'

@@ -98,6 +98,7 @@ class CudaOps final : public Ops {
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
+        moe_grouped_rows_(options.moe_grouped_rows),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
           "CUDA backend: attention_kernel {} unsupported (-1 chosen, 0…{} a kernel)",
@@ -613,12 +614,14 @@ class CudaOps final : public Ops {
   }
 
   // Invariant numerics: one grouped kernel reading the offsets on the device (moe_grouped.cu:
-  // each row one k16 MMA chain from zero, the invariant GEMM's bits). Fast numerics and the
-  // K-split experiments: the offsets come down and matmul_grouped() runs.
+  // each row one k16 MMA chain from zero, the invariant GEMM's bits) for up to
+  // CudaOptions::moe_grouped_rows rows. Larger steps, fast numerics and the K-split
+  // experiments: the offsets come down and matmul_grouped() runs (the same bits, invariant).
   void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
                              int32_t rows_bound, const WeightMatrix* w, float* y, int64_t ldy,
                              NumericsMode numerics) override {
-    if (gemm_numerics(numerics) == NumericsMode::kFast || gemm_splits_override_ != 0)
+    if (gemm_numerics(numerics) == NumericsMode::kFast || gemm_splits_override_ != 0 ||
+        (moe_grouped_rows_ >= 0 && rows_bound > moe_grouped_rows_))
       return Ops::matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics);
     if (n_groups == 0 || rows_bound == 0) return;
     for (int32_t g = 0; g < n_groups; ++g) {
@@ -744,6 +747,7 @@ class CudaOps final : public Ops {
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
   int gemm_splits_override_;
+  int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
