@@ -405,7 +405,17 @@ TEST(CudaMoe, FastGroupedGemmIsCloseToInvariant) {
 TEST(CudaMoe, TransformersMoeFixturesOnTheGpu) {
   DETLLM_SKIP_WITHOUT_GPU();
   namespace fs = std::filesystem;
-  const fs::path data = fs::path(DETLLM_SOURCE_DIR) / "tests" / "data" / "loaders" / "hf_v5";
+  // The source tree this binary was built from, or (a binary carried to a GPU machine) the
+  // working directory: scripts/gpu/moe_gpu.sh runs from the repository root.
+  fs::path data;
+  for (const fs::path& root : {fs::path(DETLLM_SOURCE_DIR), fs::current_path()}) {
+    if (fs::exists(root / "tests" / "data" / "loaders" / "hf_v5" / "olmoe")) {
+      data = root / "tests" / "data" / "loaders" / "hf_v5";
+      break;
+    }
+  }
+  ASSERT_FALSE(data.empty()) << "tests/data/loaders/hf_v5 not found under " << DETLLM_SOURCE_DIR
+                             << " nor the working directory: run from the repository root";
   for (const char* c : {"qwen3_moe", "qwen3_moe_ties", "mixtral", "qwen2_moe", "olmoe"}) {
     SCOPED_TRACE(c);
     std::ifstream gin(data / c / "golden.json");
