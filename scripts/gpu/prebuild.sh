@@ -10,7 +10,7 @@ src=${1:-$root}
 build=${BUILD_DIR:-$root/build-gpu}
 carry=${CARRY_DIR:-$root/build-gpu-carry}
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETLLM_CUDA=ON -DDETLLM_BENCH=ON >/dev/null
-bins=${BINS:-"cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench cuda_guarantee_matrix_bench cuda_nondeterminism_bench cuda_step_profile_bench"}
+bins=${BINS:-"cuda_gemm_bench cuda_attention_bench cuda_e2e_bench cuda_gemm_lt_bench cuda_guarantee_matrix_bench cuda_nondeterminism_bench cuda_step_profile_bench cuda_moe_bench"}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"${JOBS:-2}" test_cuda detllm $bins
 rm -rf "$carry"

@@ -102,9 +102,9 @@ void open_synthetic(ModelBundle& b, backends::Backend& backend, const std::strin
   b.model = std::move(m);
   b.ops = std::move(backend.ops);
   if (b.ops->host_memory()) {
-    check(name != "llama-3.1-8b",
-          "{} needs a device backend (backend=\"cuda\"): its fp32 weights would take 32 GB of "
-          "host memory (use synthetic:tiny-llama on the CPU)", model);
+    check(name.starts_with("tiny-"),
+          "{} needs a device backend (backend=\"cuda\"): its fp32 weights would take tens of "
+          "GB of host memory (use synthetic:tiny-llama on the CPU)", model);
     b.model->weights = make_synthetic_weights(c, kSyntheticWeightSeed);
     b.llama = std::make_unique<LlamaModel>(c, b.model->weights, *b.ops);
     host_copy = true;

@@ -225,11 +225,13 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
     const std::string name = spec.substr(0, spec.find('@'));
     const std::string block = spec.find('@') == std::string::npos ? "" : spec.substr(spec.find('@') + 1);
     const ModelConfig c = synthetic_config(name);  // lists the names when unknown
-    const bool big = name == "llama-3.1-8b";
+    // The real-shaped models: generated in GPU memory (the CPU ones are tiny- and mini-).
+    const bool big = !name.starts_with("tiny-") && !name.starts_with("mini-");
     check(!big || o.backend.backend == "cuda" || o.save_only,
-          "synthetic:llama-3.1-8b needs --backend cuda: its fp32 weights would take 32 GB of "
+          "synthetic:{} needs --backend cuda: its fp32 weights would take tens of GB of "
           "host memory and hours per run on the CPU (use synthetic:tiny-llama for a CPU run; "
-          "--save-requests FILE --save-only makes its requests on the CPU without weights)");
+          "--save-requests FILE --save-only makes its requests on the CPU without weights)",
+          name);
     std::optional<DType> block_type;
     if (!block.empty()) {
       for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1})
@@ -237,14 +239,17 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
       check(block_type.has_value(),
             "--model {}: unknown block type '{}' (synthetic models quantize to q8_0, q4_0 or q4_1)",
             o.model, block);
-      check(!big, "--model {}: synthetic:llama-3.1-8b is generated in device memory and cannot "
-            "be quantized", o.model);
+      check(!big, "--model {}: synthetic:{} is generated in device memory and cannot be quantized",
+            o.model, name);
     }
     src.synthetic_config = c;
-    if ((c.moe.active() || block_type) && !o.save_only) {
+    // Quantized models, and mixtures of experts on the CPU, are made on the host; the rest in
+    // backend memory from the recipe.
+    if ((block_type || (c.moe.active() && o.backend.backend != "cuda")) && !o.save_only) {
       check(o.backend.backend != "cuda",
-            "--model {}: synthetic mixture-of-experts and quantized models are made on the host "
-            "for the CPU backend (use --backend cpu)", o.model);
+            "--model {}: synthetic quantized models are made on the host for the CPU backend "
+            "(use --backend cpu)",
+            o.model);
       src.host_weights = make_synthetic_weights(c, kSyntheticWeightSeed);
       if (block_type) quantize_synthetic_weights(*src.host_weights, *block_type);
     } else {

@@ -11,10 +11,11 @@ namespace {
 void add_model_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
   cmd.add_option("-m,--model", o->model,
                  "A GGUF file, a Hugging Face directory, or synthetic:NAME (tiny-llama, "
-                 "tiny-qwen2, tiny-qwen3 on any backend; llama-3.1-8b with --backend cuda: "
-                 "weights generated in GPU memory; the mixtures of experts tiny-qwen3-moe and "
-                 "mini-olmoe on the CPU), optionally NAME@q8_0 (q4_0, q4_1: every matrix held "
-                 "as that GGUF block type, CPU). Default: the embedded SmolLM2-135M-Instruct");
+                 "tiny-qwen2, tiny-qwen3, tiny-qwen3-moe on any backend; mini-olmoe (a mixture "
+                 "of experts) on the CPU; llama-3.1-8b, olmoe-1b-7b, qwen3-30b-a3b with --backend "
+                 "cuda: weights generated in GPU memory), optionally NAME@q8_0 (q4_0, q4_1: every "
+                 "matrix held as that GGUF block type, CPU). Default: the embedded "
+                 "SmolLM2-135M-Instruct");
   cmd.add_option("--backend", o->backend.backend,
                  std::string("Where the model runs: cpu or cuda (one Hopper GPU)") +
                      (cuda_backend_built() ? "" : ". This build has no CUDA backend"))

@@ -68,6 +68,15 @@ void Ops::moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k
   }
 }
 
+void Ops::gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                              void* out) {
+  check(gemm_input_dtype() == DType::kF32,
+        "{}: gather_rows_rounded's default copies fp32 rows; a backend with GEMM inputs of {} "
+        "overrides it",
+        name(), dtype_name(gemm_input_dtype()));
+  gather_rows(static_cast<const float*>(x), dim, rows, n_rows, static_cast<float*>(out));
+}
+
 void Ops::matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
                          const WeightMatrix* w, float* y, int64_t ldy,
                          NumericsMode numerics) {
@@ -79,6 +88,33 @@ void Ops::matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups
     const auto* xg = static_cast<const char*>(x) + static_cast<size_t>(first) * w[g].cols * esz;
     matmul_rounded(xg, rows, w[g], nullptr, y + int64_t{first} * ldy, ldy, numerics);
   }
+}
+
+void Ops::moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                    int32_t* offsets, int32_t* src_row, int32_t* rows) {
+  check(host_memory(), "{}: moe_group's default reads host memory", name());
+  const int32_t nk = n * k;
+  std::fill_n(offsets, n_experts + 1, 0);
+  for (int32_t i = 0; i < nk; ++i) {
+    check(experts[i] >= 0 && experts[i] < n_experts, "moe_group: expert {} of {}", experts[i],
+          n_experts);
+    ++offsets[experts[i] + 1];
+  }
+  for (int32_t e = 0; e < n_experts; ++e) offsets[e + 1] += offsets[e];
+  std::vector<int32_t> cursor(offsets, offsets + n_experts);
+  for (int32_t i = 0; i < nk; ++i) {
+    const int32_t row = cursor[static_cast<size_t>(experts[i])]++;
+    src_row[row] = i / k;
+    rows[i] = row;
+  }
+}
+
+void Ops::matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                                int32_t /*rows_bound*/, const WeightMatrix* w, float* y,
+                                int64_t ldy, NumericsMode numerics) {
+  std::vector<int32_t> host(static_cast<size_t>(n_groups) + 1);
+  download(host.data(), offsets, host.size() * sizeof(int32_t));
+  matmul_grouped(x, host.data(), n_groups, w, y, ldy, numerics);
 }
 
 void Ops::moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n,

@@ -220,6 +220,12 @@ class Ops {
   virtual void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k,
                          bool renormalize, int32_t* experts, float* weights);
 
+  // gather_rows() of rows in gemm_input_dtype(): out (n_rows, dim) = x[rows[r], :], both in
+  // gemm_input_dtype() (the experts' inputs grouped by expert; a copy, no rounding). The
+  // default is gather_rows() and refuses other GEMM input dtypes.
+  virtual void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows,
+                                   int32_t n_rows, void* out);
+
   // A grouped GEMM (a MoE layer's experts): for each group g, rows [offsets[g], offsets[g+1])
   // of x (in gemm_input_dtype(), w[g].cols wide) times w[g]ᵀ into columns [0, w[g].rows) of
   // the same rows of y (stride ldy); groups with no rows are skipped. offsets (n_groups + 1)
@@ -228,6 +234,24 @@ class Ops {
   virtual void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
                               const WeightMatrix* w, float* y, int64_t ldy,
                               NumericsMode numerics = NumericsMode::kInvariant);
+
+  // The (token, rank) pairs of experts (n, k) int32 grouped by expert, pairs in ascending
+  // order (t k + r) within a group: offsets (n_experts + 1) the first grouped row of each
+  // expert (offsets[n_experts] = n k), src_row (n k) the token of each grouped row, rows (n k)
+  // the grouped row of pair t k + r. All in backend memory; integers only. The default is a
+  // counting sort on the host (host-memory backends); CUDA: one block on the device.
+  virtual void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                         int32_t* offsets, int32_t* src_row, int32_t* rows);
+
+  // matmul_grouped() with its offsets (n_groups + 1) in backend memory, as moe_group writes
+  // them; rows_bound (host) >= offsets[n_groups] sizes the work without reading them. The same
+  // bits as matmul_grouped() (a row's bits are the row's alone). The default downloads the
+  // offsets and runs matmul_grouped(); CUDA (invariant numerics) launches one grouped kernel
+  // that reads them on the device, so nothing comes back to the host.
+  virtual void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                                     int32_t rows_bound, const WeightMatrix* w, float* y,
+                                     int64_t ldy,
+                                     NumericsMode numerics = NumericsMode::kInvariant);
 
   // The experts' outputs combined per token: out (n, dim) fp32, row t =
   //   Σ_{r = 0…k-1, in this order} weights[t, r] · y[rows[t k + r], :]      (fp32, from 0)

@@ -98,6 +98,46 @@ void ProfilingOps::silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, v
   timed("silu_mul_rows", [&] { inner_.silu_mul_rows(gate_up, n, ffn, out); });
 }
 
+void ProfilingOps::moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k,
+                             bool renormalize, int32_t* experts, float* weights) {
+  timed("moe_route",
+        [&] { inner_.moe_route(logits, n, n_experts, k, renormalize, experts, weights); });
+}
+
+void ProfilingOps::gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows,
+                                       int32_t n_rows, void* out) {
+  timed("gather_rows_rounded", [&] { inner_.gather_rows_rounded(x, dim, rows, n_rows, out); });
+}
+
+// One key per weight shape and step (the groups' sizes vary from step to step).
+void ProfilingOps::matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                                  const WeightMatrix* w, float* y, int64_t ldy,
+                                  NumericsMode numerics) {
+  timed(fmt::format("matmul_grouped {}->{} x{} rows={}", w[0].cols, w[0].rows, n_groups,
+                    offsets[n_groups] - offsets[0]),
+        [&] { inner_.matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics); });
+}
+
+void ProfilingOps::moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                             int32_t* offsets, int32_t* src_row, int32_t* rows) {
+  timed("moe_group", [&] { inner_.moe_group(experts, n, k, n_experts, offsets, src_row, rows); });
+}
+
+void ProfilingOps::matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                                         int32_t rows_bound, const WeightMatrix* w, float* y,
+                                         int64_t ldy, NumericsMode numerics) {
+  timed(fmt::format("matmul_grouped {}->{} x{} rows<={}", w[0].cols, w[0].rows, n_groups,
+                    rows_bound),
+        [&] { inner_.matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics); });
+}
+
+void ProfilingOps::moe_combine(const float* y, const int32_t* rows, const float* weights,
+                               int32_t n, int32_t k, int32_t dim, const float* shared,
+                               const float* shared_gate, float* out) {
+  timed("moe_combine",
+        [&] { inner_.moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out); });
+}
+
 void ProfilingOps::sample_rows(const float* logits, int32_t rows, int32_t vocab,
                                const SampleRowParams* params, SampleRowResult* out) {
   timed("sample_rows", [&] { inner_.sample_rows(logits, rows, vocab, params, out); });

@@ -84,6 +84,21 @@ class ProfilingOps final : public Ops {
   void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                          int32_t n_heads, float scale, void* out) override;
   void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override;
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override;
+  void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                           void* out) override;
+  void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                      const WeightMatrix* w, float* y, int64_t ldy,
+                      NumericsMode numerics) override;
+  void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n,
+                   int32_t k, int32_t dim, const float* shared, const float* shared_gate,
+                   float* out) override;
+  void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                 int32_t* offsets, int32_t* src_row, int32_t* rows) override;
+  void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                             int32_t rows_bound, const WeightMatrix* w, float* y, int64_t ldy,
+                             NumericsMode numerics) override;
 
   NumericsMode gemm_numerics(NumericsMode requested) const override {
     return inner_.gemm_numerics(requested);

@@ -152,8 +152,13 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
       MoeLayerView& m = layers_.back().moe;
       m.router = place(l.router.w);
       for (const MlpWeights& e : l.experts) {
-        m.gate.push_back(place(e.w_gate.w));
-        m.up.push_back(place(e.w_up.w));
+        // Fused like the dense gate/up when the layout fuses (device backends); the same bits.
+        if (layout_ == ProjectionLayout::kFused) {
+          m.gate_up.push_back(place_fused({&e.w_gate, &e.w_up}).w);
+        } else {
+          m.gate.push_back(place(e.w_gate.w));
+          m.up.push_back(place(e.w_up.w));
+        }
         m.down.push_back(place(e.w_down.w));
       }
       if (!l.shared_expert_gate.w.empty()) {
@@ -162,7 +167,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
         m.shared_down = place(l.shared_expert.w_down.w);
         m.shared_expert_gate = place(l.shared_expert_gate.w);
       }
-      check(m.gate.size() == static_cast<size_t>(config.moe.n_experts) && !l.router.w.empty() &&
+      check(m.down.size() == static_cast<size_t>(config.moe.n_experts) && !l.router.w.empty() &&
                 (m.shared_expert_gate.data != nullptr) == (config.moe.shared_expert_ffn_dim > 0),
             "mixture-of-experts weights do not match the config ({} experts{})",
             config.moe.n_experts, config.moe.shared_expert_ffn_dim > 0 ? ", a shared expert" : "");
@@ -185,17 +190,16 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
       rope_(config.rope_table()),
       ws_(std::make_unique<Workspace>()) {
   const auto& c = config;
-  check(!c.moe.active(),
-        "mixture-of-experts models are built from host weights "
-        "(make_synthetic_weights), not from a recipe in backend memory");
+  if (c.moe.active()) moe_ = std::make_unique<MoeFfn>(config_, ops);
   const bool shapes_match =
       r.layers.size() == static_cast<size_t>(c.n_layers) && r.tok_embd.rows == c.vocab_size &&
       r.tok_embd.cols == c.dim && r.lm_head.empty() == c.tied_embeddings &&
       (r.layers.empty() ||
        (r.layers[0].wq.w.rows == c.q_dim() && r.layers[0].wk.w.rows == c.kv_dim() &&
-        r.layers[0].w_gate.w.rows == c.ffn_dim &&
+        r.layers[0].w_gate.w.rows == (c.moe.active() ? 0 : c.ffn_dim) &&
         r.layers[0].q_norm.rows == (c.qk_norm ? c.q_norm_dim() : 0) &&
-        r.layers[0].wq.bias.empty() != c.qkv_bias));
+        r.layers[0].wq.bias.empty() != c.qkv_bias &&
+        r.layers[0].experts.size() == static_cast<size_t>(c.moe.n_experts)));
   check(shapes_match,
         "synthetic recipe does not match the model config ({} layers, dim {}, vocab {}): build "
         "it with synthetic_recipe(config, seed)",
@@ -206,6 +210,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
         l, [&](const SyntheticTensor& t) { return generate_vector(t); },
         [&](const SyntheticLinear& t) { return generate(t); },
         [&](std::initializer_list<const SyntheticLinear*> parts) { return generate(parts); }));
+    if (moe_) layers_.back().moe = generate_moe(l);
   }
   out_norm_ = generate_vector(r.out_norm);
   lm_head_ = r.lm_head.empty() ? tok_embd_ : generate_matrix(r.lm_head);
@@ -411,6 +416,34 @@ LlamaModel::Projection LlamaModel::generate(std::initializer_list<const Syntheti
   return p;
 }
 
+MoeLayerView LlamaModel::generate_moe(const SyntheticLayer& l) {
+  const DType dt = ops_.weight_dtype();
+  const int64_t n_experts = config_.moe.n_experts, dim = config_.dim;
+  MoeLayerView m;
+  // The router's recipe holds its distinct rows (synthetic.h): row e is row e % period.
+  const kernels::WeightMatrix base = generate_matrix(l.router);
+  const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(dt);
+  owned_.emplace_back(ops_, static_cast<size_t>(n_experts) * row_bytes);
+  char* router = owned_.back().data<char>();
+  for (int64_t e = 0; e < n_experts; ++e) {
+    ops_.copy(router + e * row_bytes,
+              static_cast<const char*>(base.data) + (e % l.router.rows) * row_bytes, row_bytes);
+  }
+  m.router = {router, dt, n_experts, dim};
+  for (const SyntheticExpert& e : l.experts) {
+    if (layout_ == ProjectionLayout::kFused) {
+      m.gate_up.push_back(generate_fused({&e.w_gate, &e.w_up}).w);
+    } else {
+      m.gate.push_back(generate_matrix(e.w_gate.w));
+      m.up.push_back(generate_matrix(e.w_up.w));
+    }
+    m.down.push_back(generate_matrix(e.w_down.w));
+  }
+  check(config_.moe.shared_expert_ffn_dim == 0,
+        "synthetic mixture-of-experts models have no shared expert");
+  return m;
+}
+
 std::vector<LlamaModel::LinearView> LlamaModel::place_col_chunks(const HostTensor& w,
                                                                  int32_t n_chunks) {
   check(w.shape.size() == 2 && w.shape[1] % n_chunks == 0,
@@ -482,7 +515,9 @@ void LlamaModel::prepare_rank_gemms(int32_t max_rows) const {
     for (const Projection::Part& part : p->parts) weights.push_back(&part.lin.w);
   if (moe_) {  // every expert has the shapes of expert 0
     weights.push_back(&l.moe.router);
-    weights.insert(weights.end(), {&l.moe.gate.at(0), &l.moe.down.at(0)});
+    // (a group holds at most one row per token: max_rows covers every group)
+    weights.insert(weights.end(), {l.moe.gate_up.empty() ? &l.moe.gate.at(0) : &l.moe.gate_up.at(0),
+                                   &l.moe.down.at(0)});
     if (l.moe.shared_expert_gate.data != nullptr)
       weights.insert(weights.end(),
                      {&l.moe.shared_gate, &l.moe.shared_down, &l.moe.shared_expert_gate});

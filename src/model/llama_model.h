@@ -24,6 +24,7 @@
 
 namespace detllm {
 
+struct SyntheticLayer;
 struct SyntheticLinear;
 struct SyntheticTensor;
 struct SyntheticWeights;
@@ -241,6 +242,8 @@ class LlamaModel {
   kernels::WeightMatrix generate_matrix(const SyntheticTensor& t);  // the backend's dtype
   LinearView generate(const SyntheticLinear& l);
   LinearView generate_fused(std::initializer_list<const SyntheticLinear*> parts);
+  // A MoE layer's router and experts generated in backend memory.
+  MoeLayerView generate_moe(const SyntheticLayer& l);
   Projection generate(std::initializer_list<const SyntheticLinear*> parts);
 
   const ModelConfig config_;

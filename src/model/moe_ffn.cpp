@@ -8,14 +8,10 @@
 namespace detllm {
 
 MoeFfn::MoeFfn(const ModelConfig& config, kernels::Ops& ops) : config_(config), ops_(ops) {
-  check(ops.host_memory(),
-        "mixture-of-experts models run on the CPU backend only for now "
-        "(backend {}): use --backend cpu",
-        ops.name());
-  check(ops.gemm_input_dtype() == DType::kF32,
-        "mixture of experts: backend {} has GEMM inputs "
-        "of {}, the expert rows are gathered as fp32",
-        ops.name(), dtype_name(ops.gemm_input_dtype()));
+  const DType in = ops.gemm_input_dtype();
+  check(in == DType::kF32 || in == DType::kBF16,
+        "mixture of experts: backend {} has GEMM inputs of {} (fp32 or bf16 supported)",
+        ops.name(), dtype_name(in));
 }
 
 void MoeFfn::record_routing(int32_t n, int32_t layer_index) {
@@ -27,10 +23,18 @@ void MoeFfn::record_routing(int32_t n, int32_t layer_index) {
   }
   check(n == routed_rows_, "routed experts: layer {} ran {} rows, layer 0 {}", layer_index, n,
         routed_rows_);
-  const int32_t* chosen = experts_.i32();  // host memory (the constructor's check)
-  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
-    std::copy_n(chosen + t * k, k, routed_.data() + t * width + layer_index * k);
+  if (ops_.host_memory()) {
+    const int32_t* chosen = experts_.i32();
+    for (size_t t = 0; t < static_cast<size_t>(n); ++t)
+      std::copy_n(chosen + t * k, k, routed_.data() + t * width + layer_index * k);
+    return;
   }
+  // Device memory: each layer's (n, k) into its columns of the step's (n, n_layers, k) table,
+  // which comes down once, after the last layer.
+  ops_.copy_rows(routed_dev_.i32() + layer_index * k, width * sizeof(int32_t), experts_.data(),
+                 k * sizeof(int32_t), k * sizeof(int32_t), n);
+  if (layer_index == config_.n_layers - 1)
+    ops_.download(routed_.data(), routed_dev_.data(), routed_.size() * sizeof(int32_t));
 }
 
 void MoeFfn::grow(int32_t n) {
@@ -45,10 +49,15 @@ void MoeFfn::grow(int32_t n) {
   experts_ = {ops_, uk * sizeof(int32_t)};
   weights_ = {ops_, uk * f};
   src_row_ = {ops_, uk * sizeof(int32_t)};
+  if (!ops_.host_memory()) {
+    offsets_dev_ = {ops_, (static_cast<size_t>(m.n_experts) + 1) * sizeof(int32_t)};
+    routed_dev_ = {ops_, uk * static_cast<size_t>(config_.n_layers) * sizeof(int32_t)};
+  }
   rows_ = {ops_, uk * sizeof(int32_t)};
-  xs_ = {ops_, uk * dim * f};
+  const size_t in = dtype_size(ops_.gemm_input_dtype());
+  xs_ = {ops_, uk * dim * in};
   gate_up_ = {ops_, std::max(uk * 2 * ffn, un * 2 * shared) * f};
-  h_ = {ops_, std::max(uk * ffn, un * shared) * f};
+  h_ = {ops_, std::max(uk * ffn, un * shared) * in};
   ys_ = {ops_, uk * dim * f};
   if (shared > 0) {
     shared_ = {ops_, un * dim * f};
@@ -73,33 +82,35 @@ void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLay
   // Routing: the router is one more projection (the same invariant GEMM), top-k per row.
   ops_.matmul_rounded(x, n, l.router, nullptr, logits_.f32(), n_experts, numerics);
   ops_.moe_route(logits_.f32(), n, n_experts, k, m.renormalize, experts_.i32(), weights_.f32());
-  record_routing(n, layer_index);
-
-  // Group the (token, rank) pairs by expert, tokens in order within a group (counting sort on
-  // the host: the CPU backends' memory). The order within a group changes no bit.
-  const int32_t* chosen = experts_.i32();
+  // Group the (token, rank) pairs by expert, pairs in order within a group (the order changes
+  // no bit). A host backend groups in place and hands the GEMM host offsets; a device backend
+  // groups on the device and its grouped GEMM reads the offsets there, so nothing comes back
+  // but the routed experts, once a step.
   const int32_t nk = n * k;
-  offsets_.assign(static_cast<size_t>(n_experts) + 1, 0);
-  for (int32_t i = 0; i < nk; ++i) ++offsets_[static_cast<size_t>(chosen[i]) + 1];
-  for (int32_t e = 0; e < n_experts; ++e) offsets_[e + 1] += offsets_[e];
-  cursor_.assign(offsets_.begin(), offsets_.end() - 1);
-  int32_t* src_row = src_row_.i32();
-  int32_t* rows = rows_.i32();
-  for (int32_t i = 0; i < nk; ++i) {
-    const int32_t row = cursor_[static_cast<size_t>(chosen[i])]++;
-    src_row[row] = i / k;
-    rows[i] = row;
-  }
+  const bool host = ops_.host_memory();
+  if (host) offsets_.resize(static_cast<size_t>(n_experts) + 1);
+  int32_t* offsets = host ? offsets_.data() : offsets_dev_.i32();
+  ops_.moe_group(experts_.i32(), n, k, n_experts, offsets, src_row_.i32(), rows_.i32());
+  record_routing(n, layer_index);
+  const auto grouped = [&](const void* in, const kernels::WeightMatrix* w, float* y, int64_t ldy) {
+    if (host) {
+      ops_.matmul_grouped(in, offsets, n_experts, w, y, ldy, numerics);
+    } else {
+      ops_.matmul_grouped_device(in, offsets, n_experts, nk, w, y, ldy, numerics);
+    }
+  };
 
   // The experts: each group through its expert's SwiGLU MLP.
-  ops_.gather_rows(static_cast<const float*>(x), dim, src_row, nk, xs_.f32());
+  ops_.gather_rows_rounded(x, dim, src_row_.i32(), nk, xs_.data());
   float* gate_up = gate_up_.f32();
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.gate.data(), gate_up, 2 * ffn,
-                      numerics);
-  ops_.matmul_grouped(xs_.f32(), offsets_.data(), n_experts, l.up.data(), gate_up + ffn, 2 * ffn,
-                      numerics);
+  if (!l.gate_up.empty()) {  // each expert's [gate; up] fused: one grouped GEMM
+    grouped(xs_.data(), l.gate_up.data(), gate_up, 2 * ffn);
+  } else {
+    grouped(xs_.data(), l.gate.data(), gate_up, 2 * ffn);
+    grouped(xs_.data(), l.up.data(), gate_up + ffn, 2 * ffn);
+  }
   ops_.silu_mul_rows(gate_up, nk, ffn, h_.data());
-  ops_.matmul_grouped(h_.data(), offsets_.data(), n_experts, l.down.data(), ys_.f32(), dim, numerics);
+  grouped(h_.data(), l.down.data(), ys_.f32(), dim);
 
   // Qwen2-MoE's shared expert on every token, and its gate logit.
   const float* shared = nullptr;
@@ -114,7 +125,7 @@ void MoeFfn::forward(const void* x, int32_t n, int32_t layer_index, const MoeLay
     shared = shared_.f32();
     shared_g = shared_g_.f32();
   }
-  ops_.moe_combine(ys_.f32(), rows, weights_.f32(), n, k, dim, shared, shared_g, out);
+  ops_.moe_combine(ys_.f32(), rows_.i32(), weights_.f32(), n, k, dim, shared, shared_g, out);
 }
 
 }  // namespace detllm

@@ -10,8 +10,13 @@
 // expert's GEMM gives a row the bits it has alone (the K order is fixed by the weight's shape,
 // not by the group size); the combine sums in the fixed rank order, in fp32, with no atomics.
 // How many tokens chose an expert, or which, changes the groups' sizes, never a bit.
-// Host-memory backends only for now (the routing is read on the host to form the groups);
-// LlamaModel refuses a MoE model on another backend.
+//
+// The groups: on a host backend a counting sort on the host, whose offsets the grouped GEMM
+// takes as host memory; on a device backend (CUDA) the grouping runs on the device and the
+// grouped GEMM reads its offsets there (Ops::moe_group, Ops::matmul_grouped_device), so a step
+// sends nothing to the host but the routed experts, (n, n_layers, k) int32 once after the
+// last layer. MoE steps still run eagerly (LlamaModel::graph_capture() is nullptr for MoE
+// models): docs/cuda.md "Mixture of experts".
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,10 @@ namespace detllm {
 struct MoeLayerView {
   kernels::WeightMatrix router;                       // (n_experts, dim)
   std::vector<kernels::WeightMatrix> gate, up, down;  // (n_experts): (F, dim), (F, dim), (dim, F)
+  // (n_experts): (2 F, dim), each expert's [gate; up] in one matrix, when the model fuses
+  // projections (device backends); gate and up are then empty. The same bits as apart (a
+  // fused projection keeps every output element's K order): one grouped GEMM instead of two.
+  std::vector<kernels::WeightMatrix> gate_up;
   kernels::WeightMatrix shared_gate, shared_up;       // (Fs, dim)
   kernels::WeightMatrix shared_down;                  // (dim, Fs)
   kernels::WeightMatrix shared_expert_gate;           // (1, dim)
@@ -53,7 +62,8 @@ class MoeFfn {
 
  private:
   void grow(int32_t n);
-  // Copies this layer's chosen experts (experts_) into routed_.
+  // Records this layer's chosen experts (experts_) for routed(): on a host backend into
+  // routed_; on a device backend into routed_dev_, downloaded into routed_ after the last layer.
   void record_routing(int32_t n, int32_t layer_index);
 
   const ModelConfig& config_;
@@ -65,14 +75,15 @@ class MoeFfn {
   kernels::Buffer weights_;       // (n, k) their weights
   kernels::Buffer src_row_;       // (n k) int32: the token of each grouped row
   kernels::Buffer rows_;          // (n, k) int32: the grouped row of (token, rank)
-  kernels::Buffer xs_;            // (n k, dim) the tokens' inputs, grouped by expert
+  kernels::Buffer xs_;            // (n k, dim) the tokens' inputs, grouped by expert (GEMM input dtype)
   kernels::Buffer gate_up_;       // (n k, 2 F) then, for the shared expert, (n, 2 Fs)
-  kernels::Buffer h_;             // (n k, F) / (n, Fs)
+  kernels::Buffer h_;             // (n k, F) / (n, Fs) in the GEMM input dtype
   kernels::Buffer ys_;            // (n k, dim) the experts' outputs, grouped
   kernels::Buffer shared_;        // (n, dim) the shared expert's output
   kernels::Buffer shared_g_;      // (n) its gate logit
-  std::vector<int32_t> offsets_;  // (n_experts + 1) host: first grouped row of each expert
-  std::vector<int32_t> cursor_;   // (n_experts) host scratch
+  std::vector<int32_t> offsets_;  // host backends: (n_experts + 1) first grouped row of each expert
+  kernels::Buffer offsets_dev_;   // device backends: the same in backend memory
+  kernels::Buffer routed_dev_;    // device backends: (n, n_layers, k) the step's chosen experts
   std::vector<int32_t> routed_;   // (n, n_layers, k) host: the last step's chosen experts
   int32_t routed_rows_ = 0;       // n of the last step
 };

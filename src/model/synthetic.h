@@ -22,7 +22,11 @@ namespace detllm {
 // renormalised, router rows repeating so that routing ties happen: kSyntheticRouterPeriod),
 // "mini-olmoe" (OLMoE's mixture — 64 experts of 256, top-8, not renormalised, q/k norms over
 // the whole projections — on 4 layers of dim 512, vocab 8192: a real-shaped MoE for CPU
-// benchmarks; its router rows are distinct), "llama-3.1-8b" (real shapes, llama3 RoPE scaling).
+// benchmarks; its router rows are distinct), "llama-3.1-8b" (real shapes, llama3 RoPE scaling),
+// and two mixture-of-experts shapes for GPU benchmarks: "olmoe-1b-7b" (16 layers, hidden 2048,
+// 64 experts of 1024, top-8 not renormalised; its attention as Qwen3's, per-head q/k norms) and
+// "qwen3-30b-a3b" (48 layers, hidden 2048, 32/4 heads of 128, 128 experts of 768, top-8
+// renormalised; ~61 GB in bf16).
 // Throws detllm::Error listing the names for an unknown one.
 ModelConfig synthetic_config(std::string_view name);
 std::vector<std::string_view> synthetic_config_names();
@@ -49,12 +53,14 @@ struct SyntheticExpert {
   SyntheticLinear w_gate, w_up, w_down;  // as MlpWeights
 };
 
-// A synthetic MoE router has this many distinct rows: row e is row e % period, so every
-// token's router logits hold exact ties (groups of 4 and 3 equal logits among 16 experts) and
-// the tie rule (lower expert index first) decides routing in every step.
+// A synthetic MoE router of at most 16 experts (the tiny models) has this many distinct rows:
+// row e is row e % period, so every token's router logits hold exact ties (groups of 4 and 3
+// equal logits among 16 experts) and the tie rule (lower expert index first) decides routing
+// in every step. Larger routers (the benchmark shapes) have distinct rows, so tokens spread
+// over the experts as under a trained router instead of piling onto a few tied groups.
 inline constexpr int32_t kSyntheticRouterPeriod = 5;
-// The router's distinct rows: kSyntheticRouterPeriod for tiny-qwen3-moe (ties on purpose),
-// every expert's own row otherwise.
+// The router's distinct rows: kSyntheticRouterPeriod for at most 16 experts (tiny-qwen3-moe:
+// ties on purpose), every expert's own row otherwise.
 int32_t synthetic_router_rows(const ModelConfig& config);
 
 struct SyntheticLayer {

@@ -1,6 +1,7 @@
 // The shared conformance suite (tests/conformance/conformance_suite.h: V1–V7, V9, V10 and the
 // property-based rounds) with the CUDA backend in invariant mode, on the same synthetic tiny
-// models as the CPU suite, and at TP 2 ("#tp2": two CUDA ranks as threads on the one GPU, the
+// models as the CPU suite (the mixture-of-experts tiny-qwen3-moe too, whose router ties in every
+// step: its experts on the GPU's MoE kernels, eagerly), and at TP 2 ("#tp2": two CUDA ranks as threads on the one GPU, the
 // same bits as TP 1). V11 (CPU threads) has no GPU counterpart. Plus: GPU logits close to the CPU
 // backend on bf16-rounded weights.
 // Run: build-cuda/tests/test_cuda --gtest_filter='Gpu/Conformance*' (skips without a GPU).
@@ -46,7 +47,8 @@ TEST_P(Conformance, CloseToCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Conformance,
                          ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-llama#tp2", "tiny-qwen2#tp2", "tiny-qwen3#tp2"),
+                                           "tiny-llama#tp2", "tiny-qwen2#tp2", "tiny-qwen3#tp2",
+                                           "tiny-qwen3-moe"),
                          suite_param_name);
 
 }  // namespace

@@ -46,9 +46,14 @@ inline ModelWeights bf16_rounded_weights(ModelWeights w) {
   dequantize_weights(w);
   round_all(w.tok_embd.data);
   round_all(w.lm_head.w.data);
-  for (auto& l : w.layers)
-    for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w})
+  for (auto& l : w.layers) {
+    for (auto* t : {&l.wq.w, &l.wk.w, &l.wv.w, &l.wo.w, &l.w_gate.w, &l.w_up.w, &l.w_down.w,
+                    &l.router.w, &l.shared_expert.w_gate.w, &l.shared_expert.w_up.w,
+                    &l.shared_expert.w_down.w, &l.shared_expert_gate.w})
       round_all(t->data);
+    for (auto& e : l.experts)
+      for (auto* t : {&e.w_gate.w, &e.w_up.w, &e.w_down.w}) round_all(t->data);
+  }
   return w;
 }
 

@@ -145,24 +145,64 @@ TEST(MoeConfig, RefusesMoeKeysOnADenseArchitecture) {
   expect_refused(j, {"norm_topk_prob"});
 }
 
-// A backend that keeps its memory off the host (as CUDA does) is refused by name.
+// A backend that keeps its memory off the host (as CUDA does): MoeFfn groups through
+// Ops::moe_group into backend memory, runs Ops::matmul_grouped_device on offsets it never
+// reads itself, records the routing in a backend table downloaded after the last layer, and
+// (as LlamaModel places weights for a device) runs each expert's gate and up fused. Here the
+// "device" is the CPU backend behind a host_memory() of false: that path must give the CPU
+// path's bits and routing.
 class DeviceLikeOps final : public conformance::DelegatingOps {
  public:
-  DeviceLikeOps() : DelegatingOps(1, "device-like") {}
+  explicit DeviceLikeOps(DType gemm_input = DType::kF32)
+      : DelegatingOps(1, "device-like"), gemm_input_(gemm_input) {}
   bool host_memory() const override { return false; }
+  DType gemm_input_dtype() const override { return gemm_input_; }
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override {
+    inner_->moe_route(logits, n, n_experts, k, renormalize, experts, weights);
+  }
+  void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                 int32_t* offsets, int32_t* src_row, int32_t* rows) override {
+    inner_->moe_group(experts, n, k, n_experts, offsets, src_row, rows);
+  }
+  void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n,
+                   int32_t k, int32_t dim, const float* shared, const float* shared_gate,
+                   float* out) override {
+    inner_->moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out);
+  }
+
+ private:
+  DType gemm_input_;
 };
 
-TEST(MoeModel, RefusesABackendWhoseMemoryIsNotTheHosts) {
+TEST(MoeModel, ADeviceMemoryBackendGroupsOnTheHostWithTheSameBits) {
   const ModelConfig c = synthetic_config("tiny-qwen3-moe");
   const ModelWeights w = make_synthetic_weights(c, 42);
-  DeviceLikeOps ops;
+  const std::vector<int32_t> prompt = {5, 17, 300, 42, 8, 99, 1, 260, 5, 5, 17, 511};
+  auto cpu = kernels::make_cpu_ops(1);
+  DeviceLikeOps device;
+  LlamaModel on_cpu(c, w, *cpu), on_device(c, w, device);
+  SoloRunner a(on_cpu, 16), b(on_device, 16);
+  const std::vector<float> want = a.feed(prompt, /*all_logits=*/true);
+  const std::vector<float> got = b.feed(prompt, /*all_logits=*/true);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  for (int32_t row = 0; row < static_cast<int32_t>(prompt.size()); ++row) {
+    const auto x = on_cpu.routed_experts(row), y = on_device.routed_experts(row);
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << "row " << row;
+  }
+}
+
+// GEMM inputs other than fp32 and bf16 are refused by name.
+TEST(MoeModel, RefusesAGemmInputDtypeItCannotGather) {
+  const ModelConfig c = synthetic_config("tiny-qwen3-moe");
+  const ModelWeights w = make_synthetic_weights(c, 42);
+  DeviceLikeOps ops(DType::kF16);
   try {
     LlamaModel model(c, w, ops);
-    FAIL() << "a MoE model was built on a device-memory backend";
+    FAIL() << "a MoE model was built on a backend with f16 GEMM inputs";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("mixture-of-experts models run on the CPU backend only"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("GEMM inputs of f16"), std::string::npos) << e.what();
   }
 }
 

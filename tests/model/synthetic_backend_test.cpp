@@ -221,6 +221,28 @@ TEST(Synthetic, BackendGeneratedModelsGiveIdenticalLogits) {
   }
 }
 
+// The mixture-of-experts tiny model built from its recipe (router rows repeated from the
+// recipe's distinct ones by Ops::copy, each expert's gate and up generated fused) gives the
+// logits of the host weights (router expanded on the host, experts apart).
+TEST(Synthetic, MoeRecipeGivesTheHostWeightsLogits) {
+  const ModelConfig c = synthetic_config("tiny-qwen3-moe");
+  const ModelWeights host = make_synthetic_weights(c, 42);
+  const SyntheticWeights recipe = synthetic_recipe(c, 42);
+  ASSERT_EQ(recipe.layers[0].router.rows, kSyntheticRouterPeriod);
+  std::vector<std::unique_ptr<kernels::Ops>> backends;
+  backends.push_back(kernels::make_ref_ops());
+  backends.push_back(kernels::make_cpu_ops(2));
+  for (const auto& ops : backends) {
+    const std::vector<float> want = run(LlamaModel(c, host, *ops));
+    const std::vector<float> got = run(LlamaModel(c, recipe, *ops));
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(same_bits(got, want)) << ops->name();
+  }
+  // The benchmark shapes' routers have a distinct row per expert.
+  EXPECT_EQ(synthetic_router_rows(synthetic_config("qwen3-30b-a3b")), 128);
+  EXPECT_EQ(synthetic_router_rows(synthetic_config("olmoe-1b-7b")), 64);
+}
+
 TEST(Synthetic, RecipeForAnotherConfigIsRefused) {
   auto ops = kernels::make_ref_ops();
   const SyntheticWeights r = synthetic_recipe(synthetic_config("tiny-llama"), 1);

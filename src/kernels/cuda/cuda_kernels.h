@@ -46,6 +46,34 @@ cudaError_t launch_f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStr
 // y (m, n) += bias (n), row-broadcast.
 cudaError_t launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
 
+// ---- moe.cu (mixture of experts, kernels/ops.h; bits = kernels/ref/moe_ref.h) -------------
+// experts / weights (n, k) = Ops::moe_route of logits (n, n_experts); a warp per token.
+// cudaErrorInvalidValue unless 1 <= k <= n_experts <= kMaxRouteExperts (a lane keeps one
+// bit per expert it owns: expert j on lane j % 32).
+inline constexpr int32_t kMaxRouteExperts = 32 * 32;
+cudaError_t launch_moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k,
+                             bool renormalize, int32_t* experts, float* weights,
+                             cudaStream_t stream);
+// out (n, dim) = Ops::moe_combine (rank order, fp32, no contraction, no atomics).
+cudaError_t launch_moe_combine(const float* y, const int32_t* rows, const float* weights,
+                               int32_t n, int32_t k, int32_t dim, const float* shared,
+                               const float* shared_gate, float* out, cudaStream_t stream);
+// out (n_rows, dim) bf16 = x[rows[r], :] (bf16): the experts' grouped inputs.
+cudaError_t launch_gather_rows_bf16(const uint16_t* x, int32_t dim, const int32_t* rows,
+                                    int32_t n_rows, uint16_t* out, cudaStream_t stream);
+
+// ---- moe_grouped.cu (device-side grouping and the grouped GEMM) -----------------------
+// Ops::moe_group of experts (n, k): offsets (n_experts + 1), src_row (n k), rows (n k).
+cudaError_t launch_moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                             int32_t* offsets, int32_t* src_row, int32_t* rows,
+                             cudaStream_t stream);
+// y rows [offsets[g], offsets[g + 1]) (stride ldy) = x (bf16, stride k) rows · w[g]ᵀ, every
+// w[g] (n, k) bf16, w a device array of n_groups pointers; offsets on the device, rows_bound
+// >= offsets[n_groups]. The invariant GEMM's bits (S = 1) for every row. k % 8 == 0.
+cudaError_t launch_grouped_gemm(const uint16_t* x, const int32_t* offsets, int32_t n_groups,
+                                int32_t rows_bound, const uint16_t* const* w, int32_t n,
+                                int32_t k, float* y, int64_t ldy, cudaStream_t stream);
+
 // ---- fused.cu (the model's fused ops, kernels/ops.h) -------------------------------
 // x (n, dim) += y (when y != nullptr), then out (n, dim) bf16 = rmsnorm(x, w) rounded once:
 // the bits of launch_add, launch_rmsnorm and the GEMM's rounding of its input.

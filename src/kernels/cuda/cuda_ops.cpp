@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -97,6 +98,7 @@ class CudaOps final : public Ops {
         gemm_variant_(options.gemm_fixed_tile ? kGemmVariantFixedTile : options.gemm_variant),
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
+        moe_grouped_rows_(options.moe_grouped_rows),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
           "CUDA backend: attention_kernel {} unsupported (-1 chosen, 0…{} a kernel)",
@@ -148,6 +150,8 @@ class CudaOps final : public Ops {
     attn_.release();
     rope_dev_.release();
     y_part_.release();
+    grouped_ptrs_.release();
+    for (auto& [key, table] : weight_tables_) cudaFree(table.device);
     sample_io_.release();
     sample_scratch_.release();
     uploader_.release();
@@ -533,6 +537,143 @@ class CudaOps final : public Ops {
     cuda_check(cuda::launch_gather_rows(x, dim, rows, n_rows, out, stream_), "gather_rows");
   }
 
+  // ---- mixture of experts (moe.cu; the grouped GEMM: Ops::matmul_grouped's per-group
+  // matmul_rounded, docs/cuda.md "Mixture of experts") ---------------------------------
+  void moe_route(const float* logits, int32_t n, int32_t n_experts, int32_t k, bool renormalize,
+                 int32_t* experts, float* weights) override {
+    check(k >= 1 && k <= n_experts, "moe_route: top-{} of {} experts", k, n_experts);
+    check(n_experts <= cuda::kMaxRouteExperts,
+          "CUDA moe_route: {} experts, at most {} (a warp's ranking masks)", n_experts,
+          cuda::kMaxRouteExperts);
+    cuda_check(cuda::launch_moe_route(logits, n, n_experts, k, renormalize, experts, weights,
+                                      stream_),
+               "moe_route");
+  }
+  // Invariant numerics: the host default, the invariant GEMM once per non-empty group (each
+  // row's K chain fixed by the weight's shape: a row's bits are its own, whatever the group).
+  // Fast numerics: every non-empty group in one cublasGemmGroupedBatchedEx call (the problem
+  // sizes are host arrays, the pointer arrays go up first); a cuBLAS without bf16 grouped
+  // support runs the default's per-group cuBLAS GEMMs instead (the same numerics class).
+  void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
+                      const WeightMatrix* w, float* y, int64_t ldy,
+                      NumericsMode numerics) override {
+    if (gemm_numerics(numerics) != NumericsMode::kFast || !grouped_cublas_ok_)
+      return Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
+    ensure_cublas();
+    grouped_.clear();
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const int32_t first = offsets[g], rows = offsets[g + 1] - offsets[g];
+      check(rows >= 0, "matmul_grouped: group {} has {} rows", g, rows);
+      if (rows == 0) continue;
+      check_matmul_args(x, w[g]);
+      check(ldy >= w[g].rows, "CUDA matmul_grouped: row stride {} below {} output features", ldy,
+            w[g].rows);
+      grouped_.m.push_back(static_cast<int>(w[g].rows));
+      grouped_.n.push_back(rows);
+      grouped_.k.push_back(static_cast<int>(w[g].cols));
+      grouped_.ptrs.push_back(w[g].data);
+      grouped_.ptrs.push_back(static_cast<const uint16_t*>(x) + int64_t{first} * w[g].cols);
+      grouped_.ptrs.push_back(y + int64_t{first} * ldy);
+    }
+    const int count = static_cast<int>(grouped_.m.size());
+    if (count == 0) return;
+    // Device pointer arrays: A (weights), B (rows), C (outputs), one after another.
+    std::vector<const void*>& dev = grouped_.dev;  // kept: the source of an async copy
+    dev.resize(grouped_.ptrs.size());
+    for (int i = 0; i < count; ++i)
+      for (int a = 0; a < 3; ++a) dev[static_cast<size_t>(a) * count + i] = grouped_.ptrs[3 * i + a];
+    auto* d = static_cast<const void**>(grouped_ptrs_.get(sizeof(void*) * dev.size(), stream_));
+    cuda_check(cudaMemcpyAsync(d, dev.data(), sizeof(void*) * dev.size(), cudaMemcpyHostToDevice,
+                               stream_),
+               "matmul_grouped (pointers)");
+    const std::vector<cublasOperation_t> ta(static_cast<size_t>(count), CUBLAS_OP_T),
+        tb(static_cast<size_t>(count), CUBLAS_OP_N);
+    const std::vector<float> alpha(static_cast<size_t>(count), 1.0f),
+        beta(static_cast<size_t>(count), 0.0f);
+    const std::vector<int> ones(static_cast<size_t>(count), 1),
+        ldc(static_cast<size_t>(count), static_cast<int>(ldy));
+    // Column-major view as in cublas_gemm: yᵀ (N, rows) = W (N, K) · xᵀ (K, rows).
+    const cublasStatus_t st = cublasGemmGroupedBatchedEx(
+        cublas_, ta.data(), tb.data(), grouped_.m.data(), grouped_.n.data(), grouped_.k.data(),
+        alpha.data(), d, CUDA_R_16BF, grouped_.k.data(), d + count, CUDA_R_16BF,
+        grouped_.k.data(), beta.data(), const_cast<void* const*>(d + 2 * count), CUDA_R_32F,
+        ldc.data(), count, ones.data(), CUBLAS_COMPUTE_32F);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      grouped_cublas_ok_ = false;
+      return Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
+    }
+    cublas_check(st, "cublasGemmGroupedBatchedEx");
+  }
+
+  void moe_group(const int32_t* experts, int32_t n, int32_t k, int32_t n_experts,
+                 int32_t* offsets, int32_t* src_row, int32_t* rows) override {
+    check(n_experts >= 1 && n_experts <= cuda::kMaxRouteExperts,
+          "CUDA moe_group: {} experts, at most {}", n_experts, cuda::kMaxRouteExperts);
+    cuda_check(cuda::launch_moe_group(experts, n, k, n_experts, offsets, src_row, rows, stream_),
+               "moe_group");
+  }
+
+  // Invariant numerics: one grouped kernel reading the offsets on the device (moe_grouped.cu:
+  // each row one k16 MMA chain from zero, the invariant GEMM's bits) for up to
+  // CudaOptions::moe_grouped_rows rows. Larger steps, fast numerics and the K-split
+  // experiments: the offsets come down and matmul_grouped() runs (the same bits, invariant).
+  void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
+                             int32_t rows_bound, const WeightMatrix* w, float* y, int64_t ldy,
+                             NumericsMode numerics) override {
+    if (gemm_numerics(numerics) == NumericsMode::kFast || gemm_splits_override_ != 0 ||
+        (moe_grouped_rows_ >= 0 && rows_bound > moe_grouped_rows_))
+      return Ops::matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics);
+    if (n_groups == 0 || rows_bound == 0) return;
+    for (int32_t g = 0; g < n_groups; ++g) {
+      check_matmul_args(x, w[g]);
+      check(w[g].rows == w[0].rows && w[g].cols == w[0].cols,
+            "CUDA matmul_grouped_device: group {} is {}×{}, group 0 {}×{}", g, w[g].rows,
+            w[g].cols, w[0].rows, w[0].cols);
+    }
+    check(ldy >= w[0].rows, "CUDA matmul_grouped_device: row stride {} below {} output features",
+          ldy, w[0].rows);
+    cuda_check(cuda::launch_grouped_gemm(static_cast<const uint16_t*>(x), offsets, n_groups,
+                                         rows_bound, weight_table(w, n_groups),
+                                         static_cast<int32_t>(w[0].rows),
+                                         static_cast<int32_t>(w[0].cols), y, ldy, stream_),
+               "grouped gemm");
+  }
+
+  // The device array of the n weights' pointers, uploaded once per weight array (a model's
+  // layer keeps its experts' WeightMatrix array for its lifetime; a reused address with other
+  // pointers is uploaded again).
+  const uint16_t* const* weight_table(const WeightMatrix* w, int32_t n) {
+    WeightTable& t = weight_tables_[w];
+    bool same = static_cast<int32_t>(t.host.size()) == n;
+    for (int32_t g = 0; same && g < n; ++g) same = t.host[static_cast<size_t>(g)] == w[g].data;
+    if (!same) {
+      t.host.resize(static_cast<size_t>(n));
+      for (int32_t g = 0; g < n; ++g) t.host[static_cast<size_t>(g)] = w[g].data;
+      if (t.device) free_bytes(t.device);
+      t.device = alloc_bytes(sizeof(void*) * static_cast<size_t>(n));
+      cuda_check(cudaMemcpyAsync(t.device, t.host.data(), sizeof(void*) * static_cast<size_t>(n),
+                                 cudaMemcpyHostToDevice, stream_),
+                 "grouped gemm (weight table)");
+    }
+    return static_cast<const uint16_t* const*>(t.device);
+  }
+
+  void gather_rows_rounded(const void* x, int32_t dim, const int32_t* rows, int32_t n_rows,
+                           void* out) override {
+    cuda_check(cuda::launch_gather_rows_bf16(static_cast<const uint16_t*>(x), dim, rows, n_rows,
+                                             static_cast<uint16_t*>(out), stream_),
+               "gather_rows_rounded");
+  }
+  void moe_combine(const float* y, const int32_t* rows, const float* weights, int32_t n, int32_t k,
+                   int32_t dim, const float* shared, const float* shared_gate,
+                   float* out) override {
+    check(shared == nullptr || shared_gate != nullptr,
+          "moe_combine: a shared expert's output needs its gate");
+    cuda_check(cuda::launch_moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out,
+                                        stream_),
+               "moe_combine");
+  }
+
   // Samples on the device (sampling.cu): uploads the rows' params, downloads only the results.
   void sample_rows(const float* logits, int32_t rows, int32_t vocab, const SampleRowParams* params,
                    SampleRowResult* out) override {
@@ -606,6 +747,7 @@ class CudaOps final : public Ops {
   int gemm_variant_;  // kGemmVariantFixedTile in the bi-naive mode
   bool fixed_tile_;
   int gemm_splits_override_;
+  int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -616,6 +758,27 @@ class CudaOps final : public Ops {
   static constexpr int32_t kPdlMaxRows = 4;
   bool pdl(int32_t rows) const { return pdl_mode_ == 1 || (pdl_mode_ < 0 && rows <= kPdlMaxRows); }
   Scratch y_part_;  // a projection part's output before its columns go into place
+  // matmul_grouped's fast path: its host arrays, its device pointer arrays, and whether this
+  // cuBLAS runs bf16 grouped GEMMs (false after a CUBLAS_STATUS_NOT_SUPPORTED).
+  struct GroupedArrays {
+    std::vector<int> m, n, k;
+    std::vector<const void*> ptrs;  // (A, B, C) a problem
+    std::vector<const void*> dev;   // all A, then all B, then all C: uploaded
+    void clear() {
+      m.clear();
+      n.clear();
+      k.clear();
+      ptrs.clear();
+    }
+  } grouped_;
+  Scratch grouped_ptrs_;
+  bool grouped_cublas_ok_ = true;
+  // matmul_grouped_device: each experts' array's device table of weight pointers.
+  struct WeightTable {
+    std::vector<const void*> host;  // what `device` holds (the source of its async copy)
+    void* device = nullptr;
+  };
+  std::unordered_map<const WeightMatrix*, WeightTable> weight_tables_;
   Scratch sample_io_;  // sample_rows: (rows) SampleRowParams, then (rows) SampleRowResult
   Scratch sample_scratch_;                 // sample_rows: the passes' scratch (sampling.cu)
   cuda::SampleRowsConfig sample_config_;   // CudaOptions::sample_*

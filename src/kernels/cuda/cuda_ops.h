@@ -58,6 +58,12 @@ struct CudaOptions {
   // shared-split attention, no faster at 8 and 1–2% slower at 64 in earlier builds;
   // docs/cuda.md), 0 off, 1 on.
   int programmatic_launch = -1;
+  // Mixture of experts, invariant numerics: the grouped GEMMs of a step with at most this many
+  // (token, expert) rows run as one launch on device-side offsets (moe_grouped.cu); larger
+  // ones (prefill) download the offsets and run the invariant GEMM once per expert, whose
+  // tiles reuse each expert's weights across its many rows. The same bits either way (tests);
+  // a speed setting, for benchmarks. 0: always per expert; -1: always one launch.
+  int32_t moe_grouped_rows = 4096;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
