@@ -26,6 +26,7 @@ from .sampling_params import (  # noqa: E402
     SamplingParams,
     StructuredOutputsParams,
 )
+from .tokenizer import Tokenizer  # noqa: E402
 
 __all__ = [
     "LLM",
@@ -36,5 +37,6 @@ __all__ = [
     "CompletionOutput",
     "ScoreOutput",
     "Logprob",
+    "Tokenizer",
     "Error",
 ]
