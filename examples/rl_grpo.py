@@ -72,6 +72,12 @@ def main() -> int:
     ap.add_argument("--kv-cache-tokens", type=int, default=0,
                     help="the engine's KV pool in tokens (0: its own sizing)")
     a = ap.parse_args()
+    if a.trainer == "transformers":
+        try:
+            import transformers  # noqa: F401  (transformers_logprobs imports from it)
+        except ImportError:
+            sys.exit("examples/rl_grpo.py --trainer transformers needs the package transformers: "
+                     "pip install transformers (or pick --trainer detllm|torch)")
 
     llm = detllm.LLM(model=a.model, backend=a.backend, kv_cache_tokens=a.kv_cache_tokens)
     device = "cuda" if a.backend == "cuda" else "cpu"

@@ -17,6 +17,9 @@
 #include "core/version.h"
 #include "kernels/sampling/sampler.h"
 #include "model/config.h"
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/openai_schema.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nb = nanobind;
@@ -70,6 +73,39 @@ NamedTensor named_tensor(const std::string& name, const AnyArray& a) {
   }
   return t;
 }
+
+// The model's chat template, rendered by the server's code (server/chat_prompt.h): the same
+// text /v1/chat/completions and /tokenize make of the same messages, tools and
+// chat_template_kwargs, checked by the same parser (openai_schema.h: /tokenize's body).
+class ChatRenderer {
+ public:
+  explicit ChatRenderer(const LlmSession& s) {
+    prompt_ = detllm::server::ChatPrompt::from_tokenizer(s.tokenizer());  // throws: no tokenizer
+    if (!prompt_) {
+      throw nb::value_error(fmt::format("{} has no chat template: pass prompts as text or token "
+                                        "ids to generate() instead of chat()", s.model_name())
+                                .c_str());
+    }
+  }
+  // body: {"messages": [...], "add_generation_prompt": bool, "tools": [...],
+  // "chat_template_kwargs": {...}} as JSON text (the client's key order is kept).
+  std::string render(const std::string& body, bool continue_final_message) const {
+    try {
+      const detllm::server::TokenizeRequest r =
+          detllm::server::parse_tokenize_body(body, detllm::server::RequestLimits{});
+      if (r.prompt) throw nb::value_error("chat: give messages, not a prompt");
+      return prompt_->render(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs,
+                             continue_final_message);
+    } catch (const detllm::server::ApiError& e) {
+      // A bad message or tool, or a conversation the template refuses: the server's 400 text.
+      throw nb::value_error(e.what());
+    }
+  }
+  const std::string& source() const { return prompt_->source(); }
+
+ private:
+  std::unique_ptr<detllm::server::ChatPrompt> prompt_;
+};
 
 }  // namespace
 
@@ -261,9 +297,21 @@ NB_MODULE(_core, m) {
              if (!s.has_tokenizer()) return std::string();
              return s.tokenizer().decode(std::span<const int32_t>(&id, 1), false);
            })
+      .def("token_to_id",
+           [](const LlmSession& s, const std::string& token) -> std::optional<int32_t> {
+             return s.tokenizer().token_to_id(token);
+           })
+      .def("id_to_token",
+           [](const LlmSession& s, int32_t id) { return s.tokenizer().id_to_token(id); })
+      .def_prop_ro("bos_token_id", [](const LlmSession& s) { return s.tokenizer().bos_id(); })
       .def_prop_ro("has_tokenizer", &LlmSession::has_tokenizer)
       .def_prop_ro("eos_token_id",
                    [](const LlmSession& s) { return s.tokenizer().eos_id(); });
+
+  nb::class_<ChatRenderer>(m, "ChatRenderer")
+      .def(nb::init<const LlmSession&>(), "session"_a)
+      .def("render", &ChatRenderer::render, "body"_a, "continue_final_message"_a = false)
+      .def_prop_ro("source", &ChatRenderer::source);
 
   // The engine's logprob of one token given a row of logits (the bits the engine reports).
   m.def("logprob_of",

@@ -31,6 +31,7 @@ _EXPORTS = {
     "GuidedDecodingParams": ".sampling_params",
     "SamplingParams": ".sampling_params",
     "StructuredOutputsParams": ".sampling_params",
+    "Tokenizer": ".tokenizer",
 }
 
 
@@ -54,5 +55,6 @@ __all__ = [
     "CompletionOutput",
     "ScoreOutput",
     "Logprob",
+    "Tokenizer",
     "Error",
 ]

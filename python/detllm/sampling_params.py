@@ -77,6 +77,11 @@ class SamplingParams:
     ``bad_words`` (strings the output never completes), and ``structured_outputs`` (a
     ``StructuredOutputsParams``; vLLM's older ``guided_decoding`` is the same field).
 
+    ``skip_special_tokens`` (vLLM's, default True): whether ``text`` leaves special tokens out.
+    vLLM fields without an implementation here (``logits_processors``, ``best_of`` > n,
+    ``include_stop_str_in_output``, ``truncate_prompt_tokens``, ...) are refused by name when
+    set (``ValueError``), never ignored.
+
     ``return_routed_experts`` (mixture-of-experts models; a dense model refuses it): each
     generated token's ``CompletionOutput.routed_experts`` row — and, with ``prompt_logprobs``,
     ``RequestOutput.prompt_routed_experts`` — holds the experts every layer chose for the token
@@ -105,8 +110,20 @@ class SamplingParams:
     structured_outputs: Optional[StructuredOutputsParams] = None
     guided_decoding: Optional[StructuredOutputsParams] = None
     return_routed_experts: bool = False
+    skip_special_tokens: bool = True
+    # vLLM's fields that detllm does not implement: accepted only at their "off" value, so a
+    # request that sets one is refused by name instead of running without it.
+    logits_processors: Optional[Sequence[Any]] = None
+    best_of: Optional[int] = None
+    include_stop_str_in_output: bool = False
+    spaces_between_special_tokens: bool = True
+    truncate_prompt_tokens: Optional[int] = None
+    bad_words_ids: Optional[Sequence[Any]] = None
+    extra_args: Optional[Mapping[str, Any]] = None
+    detokenize: bool = True
 
     def __post_init__(self) -> None:
+        _refuse_unsupported(self)
         if self.guided_decoding is not None:
             if self.structured_outputs is not None:
                 raise ValueError("give structured_outputs or guided_decoding, not both")
@@ -173,6 +190,33 @@ class SamplingParams:
         if self.structured_outputs is not None:
             self.structured_outputs._fill(r)
         return r
+
+
+# field -> (its "off" value, why it is refused otherwise).
+_UNSUPPORTED = {
+    "logits_processors": (None, "arbitrary Python on the logits would break the bitwise "
+                          "contract; use logit_bias, allowed_token_ids, bad_words or "
+                          "structured_outputs"),
+    "best_of": (None, "use n (every sample is returned, with its logprobs)"),
+    "include_stop_str_in_output": (False, "the stop string is never part of the text"),
+    "spaces_between_special_tokens": (True, "decoding is the tokenizer's own"),
+    "truncate_prompt_tokens": (None, "prompts are never truncated; shorten them before"),
+    "bad_words_ids": (None, "use bad_words (strings)"),
+    "extra_args": (None, "there is no custom sampler to take them"),
+    "detokenize": (True, "text always comes back (ignore it)"),
+}
+
+
+def _refuse_unsupported(sp: "SamplingParams") -> None:
+    bad = []
+    for name, (off, why) in _UNSUPPORTED.items():
+        v = getattr(sp, name)
+        if name == "best_of" and v in (None, sp.n):
+            continue  # vLLM's default: best_of = n
+        if v is not off and v != off:
+            bad.append(f"  {name}={v!r}: not supported ({why})")
+    if bad:
+        raise ValueError("SamplingParams: fields detllm does not implement:\n" + "\n".join(bad))
 
 
 def _checked_logit_bias(logit_bias: Optional[Mapping[int, float]]) -> list:

@@ -12,7 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "api/weight_update.h"
+#include "model/weight_update.h"
 #include "backends/backends.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -21,11 +21,10 @@
 namespace detllm {
 struct ModelConfig;
 class Tokenizer;
+struct ParameterSlot;
 }  // namespace detllm
 
 namespace detllm::api {
-
-struct ParameterSlot;
 
 struct SessionOptions {
   std::string model;               // GGUF file, HF directory or synthetic:NAME; "" = the default

@@ -19,6 +19,7 @@
 #include "cli/progress.h"
 #include "cli/speculative_flags.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/version.h"
 #include "model/bundle.h"
 #include "model/kv_storage.h"
@@ -28,6 +29,7 @@
 #include "server/http_server.h"
 #include "server/request_builder.h"
 #include "server/server_context.h"
+#include "server/weight_sync.h"
 
 namespace detllm::cli {
 namespace {
@@ -44,6 +46,9 @@ struct ServeOptions {
   bool kv_cache_tokens_given = false;  // --kv-cache-tokens: a fixed pool, not sized from memory
   bool max_seqs_given = false;  // --max-seqs: else engine::default_max_seqs for the backend
   bool graph_warmup = true;  // --no-graph-warmup: capture decode graphs on first use instead
+  // --weight-transfer: the weights are held as host fp32 (GGUF blocks widened at load: the
+  // same logits) so vLLM's weight-transfer endpoints can write them (server/weight_sync.h).
+  bool weight_transfer = false;
 };
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
@@ -116,9 +121,22 @@ int run_serve(ServeOptions& o) {
   Backend backend = det_mode
                         ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
                         : make_backend(o.backend, o.engine.policy.deterministic_mode, o.threads);
+  if (o.weight_transfer) {
+    check(o.backend.backend == "cpu", "--weight-transfer: the CPU backend only for now (the "
+          "server writes the host fp32 weights it computes on); drop --backend {} or the flag",
+          o.backend.backend);
+    check(o.backend.tensor_parallel == 0, "--weight-transfer with --tensor-parallel is not "
+          "supported yet (the ranks hold slices of the weights); drop one of them");
+  }
   Progress progress("loading model");
   ModelBundle b =
       open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
+  if (o.weight_transfer) {
+    // Written in place by /finish_weight_update: every block type widened to fp32 before the
+    // backend's forward takes pointers into the weights (as the Python facade does).
+    b.llama.reset();
+    dequantize_weights(b.model->weights);
+  }
   install_backend(b, backend);
   progress.finish(b.model->name);
 
@@ -172,6 +190,33 @@ int run_serve(ServeOptions& o) {
       backends::backend_fingerprint(backend, b.model->weights_hash, cfg.policy, false);
   ctx.policy_description = cfg.policy.describe();
   ctx.backend_description = backend.description;
+  {
+    auto initial = std::make_shared<server::WeightIdentity>();
+    initial->fingerprint_deterministic = ctx.fingerprint_deterministic;
+    initial->fingerprint_other = ctx.fingerprint_other;
+    loop.set_identity(std::move(initial));
+  }
+  std::unique_ptr<server::WeightSync> weight_sync;
+  if (o.weight_transfer) {
+    // After an update the fingerprint's weight identity is the trainer's version keyed by the
+    // loaded file's hash (as api::LlmSession::update_weights): hashing the weights at every
+    // training step would cost seconds, so the trainer vouches for the version.
+    const uint64_t file_hash = b.model->weights_hash;
+    const DeterminismPolicy policy = cfg.policy;
+    weight_sync = std::make_unique<server::WeightSync>(
+        loop, b.model->config, b.model->weights, [&backend, file_hash, policy](const std::string& v) {
+          const uint64_t h =
+              hash_bytes(std::as_bytes(std::span(v.data(), v.size())), file_hash).lo;
+          server::WeightIdentity id;
+          id.version = v;
+          id.fingerprint_deterministic = backends::backend_fingerprint(backend, h, policy, true);
+          id.fingerprint_other = backends::backend_fingerprint(backend, h, policy, false);
+          return id;
+        });
+    ctx.weight_sync = weight_sync.get();
+  } else {
+    ctx.weight_sync_refusal = "start detllm serve with --weight-transfer (CPU backend)";
+  }
   ctx.self_check_status = std::string(self_check_state_name(cfg.self_check.state));
   ctx.started_at = server::unix_now();
 
@@ -395,6 +440,12 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
                       "default cuBLAS GEMMs in every step that holds no deterministic request; "
                       "the CPU runs the same kernels for both)");
   add_tensor_parallel_option(cmd, o->backend);
+  cmd.add_flag("--weight-transfer", o->weight_transfer,
+               "Take new weights from a trainer through vLLM's endpoints "
+               "(/init_weight_transfer_engine, /start_weight_update, /update_weights, "
+               "/finish_weight_update; docs/server.md): the weights are held as fp32 on the host "
+               "(GGUF blocks widened at load; the same logits). CPU backend, no tensor "
+               "parallelism");
   cmd.add_flag_function(
       "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
       "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
+
 namespace detllm::server {
 
 using Clock = std::chrono::steady_clock;
@@ -33,13 +37,99 @@ void Ticket::set_notify(std::function<void()> notify) {
   notify_ = std::move(notify);
 }
 
+void Gate::release(std::exception_ptr e) {
+  {
+    std::lock_guard lk(mu);
+    open = true;
+    error = std::move(e);
+  }
+  cv.notify_all();
+}
+
+void Gate::wait() {
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return open; });
+  if (error) std::rethrow_exception(error);
+}
+
 EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
                        const Tokenizer* tokenizer,
                        const std::function<void(engine::Engine&)>& before_start)
-    : engine_(model, config, tokenizer), config_(engine_.config()) {
+    : model_(model),
+      tokenizer_(tokenizer),
+      requested_config_(config),
+      engine_(std::make_unique<engine::Engine>(model, config, tokenizer)),
+      config_(engine_->config()),
+      identity_(std::make_shared<WeightIdentity>()) {
   snapshot_.kv_blocks_total = config_.scheduler.kv.n_blocks;
-  if (before_start) before_start(engine_);
+  if (before_start) before_start(*engine_);
   thread_ = std::thread([this] { run(); });
+}
+
+void EngineLoop::set_identity(std::shared_ptr<const WeightIdentity> identity) {
+  std::lock_guard lk(mu_);
+  identity_ = std::move(identity);
+}
+
+std::shared_ptr<const WeightIdentity> EngineLoop::identity() const {
+  std::lock_guard lk(mu_);
+  return identity_;
+}
+
+void EngineLoop::pause(PauseMode mode) {
+  auto gate = std::make_shared<Gate>();
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    Command c{Command::Kind::kPause};
+    c.mode = mode;
+    c.gate = gate;
+    commands_.push_back(std::move(c));
+    cv_.notify_one();
+  }
+  gate->wait();
+}
+
+void EngineLoop::resume() {
+  std::lock_guard lk(mu_);
+  commands_.push_back(Command{Command::Kind::kResume});
+  cv_.notify_one();
+}
+
+bool EngineLoop::paused() const {
+  std::lock_guard lk(mu_);
+  return paused_;
+}
+
+void EngineLoop::run_exclusive(const std::function<void()>& fn) {
+  auto gate = std::make_shared<Gate>();
+  {
+    std::lock_guard lk(mu_);
+    check(!stopping_, "the server is shutting down");
+    Command c{Command::Kind::kExclusive};
+    c.gate = gate;
+    c.fn = fn;
+    commands_.push_back(std::move(c));
+    cv_.notify_one();
+  }
+  gate->wait();
+}
+
+void EngineLoop::rebuild_engine(std::shared_ptr<const WeightIdentity> identity) {
+  // Engine thread, no request in the engine. Its totals carry over into the metrics.
+  const engine::EngineStats& es = engine_->stats();
+  stats_base_.n_steps += es.n_steps;
+  stats_base_.n_prompt_tokens += es.n_prompt_tokens;
+  stats_base_.n_generated_tokens += es.n_generated_tokens;
+  stats_base_.n_draft_tokens += es.n_draft_tokens;
+  stats_base_.n_accepted_draft_tokens += es.n_accepted_draft_tokens;
+  const engine::KvCacheStats kv = engine_->scheduler().kv_cache().stats();
+  prefix_query_base_ += kv.n_query_tokens;
+  prefix_hit_base_ += kv.n_hit_tokens;
+  engine_.reset();  // its KV pool first: the new one takes the same memory
+  engine_ = std::make_unique<engine::Engine>(model_, requested_config_, tokenizer_);
+  std::lock_guard lk(mu_);
+  identity_ = std::move(identity);
 }
 
 EngineLoop::~EngineLoop() {
@@ -133,13 +223,13 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
         deliver(tp, std::move(e));
       };
       const int32_t n = t->requests_[i].n;
-      t->ids_.push_back(engine_.add_request(std::move(t->requests_[i]), std::move(cb)));
+      t->ids_.push_back(engine_->add_request(std::move(t->requests_[i]), std::move(cb)));
       t->n_live_samples_ += n;
     }
   } catch (const std::exception& ex) {
     // All or nothing: the requests already added are withdrawn, and their abort events
     // dropped, so the client sees one rejection.
-    for (engine::RequestId id : t->ids_) engine_.abort(id);
+    for (engine::RequestId id : t->ids_) engine_->abort(id);
     std::erase_if(outbox_, [tp](const auto& te) { return te.first == tp; });
     t->ids_.clear();
     t->n_live_samples_ = 0;
@@ -156,13 +246,17 @@ void EngineLoop::add(const std::shared_ptr<Ticket>& t) {
   t->requests_.clear();
   EngineEvent e;
   e.kind = EngineEvent::Kind::kAccepted;
+  {
+    std::lock_guard lk(mu_);
+    e.identity = identity_;
+  }
   deliver(tp, std::move(e));
   live_.push_back(t);
 }
 
 void EngineLoop::cancel_now(const std::shared_ptr<Ticket>& t) {
   if (t->n_live_samples_ <= 0) return;  // finished (or not added yet: add() skips it)
-  for (engine::RequestId id : t->ids_) engine_.abort(id);
+  for (engine::RequestId id : t->ids_) engine_->abort(id);
   ++n_aborted_;
 }
 
@@ -172,7 +266,7 @@ void EngineLoop::fail_all(const std::string& why) {
   for (auto& t : live_) {
     for (engine::RequestId id : t->ids_) {
       try {
-        engine_.abort(id);
+        engine_->abort(id);
       } catch (const std::exception&) {
       }
     }
@@ -193,7 +287,7 @@ void EngineLoop::mark_scheduled(int64_t t0_ns) {
     if (t->scheduled_ns_.load() != 0) continue;
     for (engine::RequestId id : t->ids_) {
       // Running now, or already finished (unknown): it was scheduled in this step.
-      if (engine_.status(id).state != engine::RequestStatus::State::kWaiting) {
+      if (engine_->status(id).state != engine::RequestStatus::State::kWaiting) {
         t->scheduled_ns_ = t0_ns;
         break;
       }
@@ -207,26 +301,26 @@ void EngineLoop::flush_outbox() {
 }
 
 void EngineLoop::publish(double step_seconds, bool stepped) {
-  const engine::Scheduler& s = engine_.scheduler();
+  const engine::Scheduler& s = engine_->scheduler();
   const engine::KvCacheStats kv = s.kv_cache().stats();
-  const engine::EngineStats& es = engine_.stats();
+  const engine::EngineStats& es = engine_->stats();
   std::lock_guard lk(mu_);
   EngineSnapshot& out = snapshot_;
   int32_t n_pending = 0;
   for (const auto& c : commands_) n_pending += c.kind == Command::Kind::kAdd;
-  out.n_waiting = s.n_waiting() + n_pending;
+  out.n_waiting = s.n_waiting() + n_pending + static_cast<int32_t>(held_.size());
   out.n_running = s.n_running();
   out.n_tickets = n_tickets_.load();
   out.kv_blocks_total = kv.n_blocks;
   out.kv_blocks_used = kv.n_referenced;
   out.kv_blocks_cached = kv.n_cached_idle;
-  out.prefix_query_tokens = kv.n_query_tokens;
-  out.prefix_hit_tokens = kv.n_hit_tokens;
-  out.n_prompt_tokens = es.n_prompt_tokens;
-  out.n_generated_tokens = es.n_generated_tokens;
-  out.n_draft_tokens = es.n_draft_tokens;
-  out.n_accepted_draft_tokens = es.n_accepted_draft_tokens;
-  out.n_steps = es.n_steps;
+  out.prefix_query_tokens = prefix_query_base_ + kv.n_query_tokens;
+  out.prefix_hit_tokens = prefix_hit_base_ + kv.n_hit_tokens;
+  out.n_prompt_tokens = stats_base_.n_prompt_tokens + es.n_prompt_tokens;
+  out.n_generated_tokens = stats_base_.n_generated_tokens + es.n_generated_tokens;
+  out.n_draft_tokens = stats_base_.n_draft_tokens + es.n_draft_tokens;
+  out.n_accepted_draft_tokens = stats_base_.n_accepted_draft_tokens + es.n_accepted_draft_tokens;
+  out.n_steps = stats_base_.n_steps + es.n_steps;
   out.n_aborted = n_aborted_;
   out.n_engine_errors = n_engine_errors_;
   if (stepped) {
@@ -241,35 +335,119 @@ void EngineLoop::publish(double step_seconds, bool stepped) {
   }
 }
 
+void EngineLoop::release_held() {
+  if (!admitting()) return;
+  while (!held_.empty()) {
+    std::shared_ptr<Ticket> t = std::move(held_.front());
+    held_.pop_front();
+    add(t);
+  }
+}
+
+void EngineLoop::settle() {
+  const bool empty = live_.empty();
+  if (pause_gate_ && (pause_mode_ == PauseMode::kKeep || empty)) {
+    // abort: the aborted requests have finished; wait: the in-flight ones have; keep: no
+    // step runs from now on.
+    std::lock_guard lk(mu_);
+    pause_gate_->release();
+    pause_gate_.reset();
+  }
+  if (!exclusive_) return;
+  if (!empty && paused_ && pause_mode_ == PauseMode::kKeep) {
+    exclusive_gate_->release(std::make_exception_ptr(Error(fmt::format(
+        "{} request(s) are held mid-generation by a keep-mode pause: their tokens so far come "
+        "from the current weights, so the weights cannot change under them; pause with "
+        "mode=wait (they finish first) or mode=abort before updating",
+        live_.size()))));
+  } else if (empty) {
+    std::exception_ptr err;
+    try {
+      exclusive_fn_();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    exclusive_gate_->release(err);
+  } else {
+    return;  // the requests in flight finish first
+  }
+  exclusive_ = false;
+  exclusive_gate_.reset();
+  exclusive_fn_ = nullptr;
+  release_held();
+  publish(0.0, false);
+}
+
 void EngineLoop::run() {
   for (;;) {
     std::deque<Command> cmds;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !commands_.empty() || engine_.has_work(); });
+      // A keep-mode pause freezes the requests in the engine: no step until resume.
+      cv_.wait(lk, [&] {
+        return stopping_ || !commands_.empty() ||
+               (engine_->has_work() && !(paused_ && pause_mode_ == PauseMode::kKeep));
+      });
       if (stopping_) break;
       cmds.swap(commands_);
     }
     for (auto& c : cmds) {
       switch (c.kind) {
         case Command::Kind::kAdd:
-          add(c.ticket);
+          if (admitting()) {
+            add(c.ticket);
+          } else {
+            held_.push_back(c.ticket);
+          }
           break;
         case Command::Kind::kCancel:
           cancel_now(c.ticket);
           break;
         case Command::Kind::kCancelAll:
           for (auto& t : live_) cancel_now(t);
+          for (auto& t : held_) t->cancelled_ = true;  // add() drops them on release
+          break;
+        case Command::Kind::kPause: {
+          std::lock_guard lk(mu_);
+          paused_ = true;
+          pause_mode_ = c.mode;
+          if (pause_gate_) pause_gate_->release();  // an earlier pause is superseded
+          pause_gate_ = c.gate;
+          if (c.mode == PauseMode::kAbort) {
+            for (auto& t : live_) cancel_now(t);
+          }
+          break;
+        }
+        case Command::Kind::kResume: {
+          {
+            std::lock_guard lk(mu_);
+            paused_ = false;
+            if (pause_gate_) pause_gate_->release();
+            pause_gate_.reset();
+          }
+          release_held();
+          break;
+        }
+        case Command::Kind::kExclusive:
+          if (exclusive_) {
+            // One at a time (the HTTP layer serializes them): refuse the second.
+            c.gate->release(std::make_exception_ptr(
+                Error("another weight update is being applied: retry when it has finished")));
+            break;
+          }
+          exclusive_ = true;
+          exclusive_gate_ = c.gate;
+          exclusive_fn_ = std::move(c.fn);
           break;
       }
     }
     double seconds = 0.0;
     bool stepped = false;
     const auto t_step = Clock::now();
-    if (engine_.has_work()) {
+    if (engine_->has_work() && !(paused_ && pause_mode_ == PauseMode::kKeep)) {
       const auto t0 = t_step;
       try {
-        stepped = engine_.step();
+        stepped = engine_->step();
       } catch (const std::exception& e) {
         fail_all(e.what());
       }
@@ -288,12 +466,26 @@ void EngineLoop::run() {
     publish(seconds, stepped);
     flush_outbox();
     live_.erase(done, live_.end());
-    if (!stepped && engine_.has_work()) {
+    settle();
+    if (!stepped && engine_->has_work() && !(paused_ && pause_mode_ == PauseMode::kKeep)) {
       // Nothing could be scheduled (should not happen: the scheduler is live); do not spin.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   // Stopping: abort whatever runs, reject whatever waits.
+  if (pause_gate_) pause_gate_->release();
+  if (exclusive_gate_) {
+    exclusive_gate_->release(std::make_exception_ptr(Error("the server is shutting down")));
+  }
+  for (auto& t : held_) {
+    EngineEvent e;
+    e.kind = EngineEvent::Kind::kRejected;
+    e.error = "the server is shutting down";
+    e.rejection = EngineEvent::Rejection::kShuttingDown;
+    t->push(std::move(e));
+    --n_tickets_;
+  }
+  held_.clear();
   for (auto& t : live_) cancel_now(t);
   n_tickets_ -= static_cast<int32_t>(live_.size());
   flush_outbox();

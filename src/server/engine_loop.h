@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,21 @@
 
 namespace detllm::server {
 
+// Which weights a request ran on: every request is accepted under one identity and runs to
+// its end on it (a weight update waits for the engine to hold no request: weight_sync.h).
+struct WeightIdentity {
+  std::string version = "initial";  // "initial": the weights the server loaded
+  std::string fingerprint_deterministic;
+  std::string fingerprint_other;
+  const std::string& fingerprint(bool deterministic) const {
+    return deterministic ? fingerprint_deterministic : fingerprint_other;
+  }
+};
+
+// vLLM's /pause modes: in-flight requests are aborted (finish_reason "abort"), run to their
+// end, or kept where they are (no step runs) until /resume. New requests wait in every mode.
+enum class PauseMode : uint8_t { kAbort, kWait, kKeep };
+
 struct EngineEvent {
   enum class Kind : uint8_t { kAccepted, kRejected, kToken, kPromptLogprobs, kFinish };
   Kind kind = Kind::kAccepted;
@@ -36,6 +52,8 @@ struct EngineEvent {
   engine::FinishReason reason = engine::FinishReason::kNone;
   engine::Usage usage;
   std::string error;  // kRejected: why (detllm::Error message)
+  // kAccepted: the weights every request of the ticket runs on.
+  std::shared_ptr<const WeightIdentity> identity;
   // kRejected: the kind of refusal, which the HTTP layer maps to a status.
   enum class Rejection : uint8_t {
     kInvalid,          // the engine refused the request (400)
@@ -103,6 +121,16 @@ struct EngineSnapshot {
   double step_seconds_sum = 0.0;
 };
 
+// A caller of pause() or run_exclusive() waits on one until the engine thread opens it.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::exception_ptr error;
+  void release(std::exception_ptr e = nullptr);
+  void wait();  // rethrows error
+};
+
 class EngineLoop {
  public:
   // Builds the Engine (throws detllm::Error on a bad config), runs before_start on it (on
@@ -126,6 +154,25 @@ class EngineLoop {
   // Aborts everything and joins the thread. Idempotent.
   void stop();
 
+  // Stops admitting requests (they wait, in order, until resume()) and treats the in-flight
+  // ones as `mode` says; returns once that is done (kWait: when they have finished).
+  // Pausing again changes the mode. resume() admits the waiting requests and steps on.
+  void pause(PauseMode mode);
+  void resume();
+  bool paused() const;
+  // Runs fn(engine) on the engine thread while it holds no request: admissions wait, the
+  // requests in flight run to their end first (unless a keep-mode pause holds them: then it
+  // throws detllm::Error, as no request may see two weight versions). fn may replace the
+  // engine's weights and call rebuild_engine(); its exception is rethrown here. Admissions
+  // resume afterwards unless the loop is paused.
+  void run_exclusive(const std::function<void()>& fn);
+  // From run_exclusive's fn only: a new Engine (empty KV pool: no block of the old weights is
+  // reused) and the identity new tickets are accepted under.
+  void rebuild_engine(std::shared_ptr<const WeightIdentity> identity);
+  // Before serving: the identity of the loaded weights. Then read by any thread.
+  void set_identity(std::shared_ptr<const WeightIdentity> identity);
+  std::shared_ptr<const WeightIdentity> identity() const;
+
   EngineSnapshot snapshot() const;
   int32_t n_tickets() const { return n_tickets_.load(); }
   // The resolved engine settings (block size, context, policy).
@@ -133,9 +180,20 @@ class EngineLoop {
 
  private:
   struct Command {
-    enum class Kind : uint8_t { kAdd, kCancel, kCancelAll } kind;
+    enum class Kind : uint8_t { kAdd, kCancel, kCancelAll, kPause, kResume, kExclusive };
+    Command(Kind k, std::shared_ptr<Ticket> t = nullptr) : kind(k), ticket(std::move(t)) {}
+    Kind kind;
     std::shared_ptr<Ticket> ticket;
+    PauseMode mode = PauseMode::kAbort;  // kPause
+    std::shared_ptr<Gate> gate;          // kPause, kExclusive: the caller waits on it
+    std::function<void()> fn;            // kExclusive
   };
+  // Admissions are held while paused or while an exclusive task waits for the engine to empty.
+  bool admitting() const { return !paused_ && !exclusive_; }
+  // Engine thread, end of an iteration: acknowledges a pause once it took effect and runs an
+  // exclusive task once no request is left.
+  void settle();
+  void release_held();
   void run();
   void add(const std::shared_ptr<Ticket>& t);
   void cancel_now(const std::shared_ptr<Ticket>& t);
@@ -148,8 +206,12 @@ class EngineLoop {
   // Stamps the live tickets that the step started at `t0_ns` ran for the first time.
   void mark_scheduled(int64_t t0_ns);
 
-  engine::Engine engine_;
+  const LlamaModel& model_;
+  const Tokenizer* tokenizer_;
+  engine::EngineConfig requested_config_;  // as given: rebuild_engine resolves it again
+  std::unique_ptr<engine::Engine> engine_;
   engine::EngineConfig config_;
+  std::shared_ptr<const WeightIdentity> identity_;  // guarded by mu_
   mutable std::mutex mu_;  // guards commands_, stopping_, snapshot_
   std::condition_variable cv_;
   std::deque<Command> commands_;
@@ -161,6 +223,17 @@ class EngineLoop {
   std::vector<std::pair<Ticket*, EngineEvent>> outbox_;  // tickets are held by live_ or a command
   int64_t n_aborted_ = 0;
   int64_t n_engine_errors_ = 0;
+  std::deque<std::shared_ptr<Ticket>> held_;  // submitted while not admitting, in order
+  bool paused_ = false;                        // guarded by mu_ (written on the engine thread)
+  PauseMode pause_mode_ = PauseMode::kAbort;
+  std::shared_ptr<Gate> pause_gate_;           // a pause() waiting for its effect
+  bool exclusive_ = false;  // engine thread only
+  std::shared_ptr<Gate> exclusive_gate_;
+  std::function<void()> exclusive_fn_;
+  // Engine totals of the engines replaced by rebuild_engine (metrics counters never go back).
+  engine::EngineStats stats_base_;
+  int64_t prefix_query_base_ = 0;
+  int64_t prefix_hit_base_ = 0;
   std::thread thread_;
 };
 

@@ -75,6 +75,7 @@ void Generation::start() {
         throw ApiError(400, e.error, "invalid_request_error");
       }
       if (e.kind == EngineEvent::Kind::kAccepted) {
+        identity_ = e.identity;
         // Events queued behind the acceptance are applied now.
         for (size_t j = i + 1; j < events_.size(); ++j) apply(events_[j]);
         if (finished()) t_finished_ = std::chrono::steady_clock::now();

@@ -76,6 +76,8 @@ class Generation {
   void set_notify(std::function<void()> notify);
   // A failure after the requests were accepted (an engine error); "" if none.
   const std::string& error() const { return error_; }
+  // After start(): the weights every request of this generation runs on.
+  const std::shared_ptr<const WeightIdentity>& identity() const { return identity_; }
 
   std::vector<ChoiceState>& choices() { return choices_; }
   const std::vector<PromptState>& prompts() const { return prompts_; }
@@ -114,6 +116,7 @@ class Generation {
   std::chrono::steady_clock::time_point t_finished_{};
   bool got_token_ = false;
   std::string error_;
+  std::shared_ptr<const WeightIdentity> identity_;
   std::vector<EngineEvent> events_;  // scratch
 };
 

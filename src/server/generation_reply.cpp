@@ -21,6 +21,14 @@ HttpReply start_generation_reply(ServerContext& ctx, const GenerationFields& gen
                                gen.vllm.include_stop_str_in_output);
   generation->start();
   ResponseMeta meta = make_meta(ctx, id_prefix, built);
+  if (const auto& id = generation->identity()) {
+    // The weights the engine accepted the requests under (a weight update may have happened
+    // while they waited to be admitted).
+    if (!id->fingerprint(built.deterministic).empty()) {
+      meta.fingerprint = id->fingerprint(built.deterministic);
+    }
+    meta.weight_version = id->version;
+  }
   meta.tokens_as_ids = gen.vllm.return_tokens_as_token_ids;
   meta.prompt_logprobs = gen.vllm.prompt_logprobs.has_value();
   meta.routed_experts_k = gen.return_routed_experts ? ctx.n_experts_used : 0;

@@ -30,5 +30,14 @@ HttpReply handle_health(ServerContext& ctx);
 HttpReply handle_metrics(ServerContext& ctx);
 HttpReply handle_tokenize(ServerContext& ctx, std::string_view body);
 HttpReply handle_detokenize(ServerContext& ctx, std::string_view body);
+// vLLM's RL control plane (weight_sync_handlers.cpp): pause/resume and the weight transfer.
+HttpReply handle_pause(ServerContext& ctx, std::string_view target, std::string_view body);
+HttpReply handle_resume(ServerContext& ctx);
+HttpReply handle_is_paused(ServerContext& ctx);
+HttpReply handle_get_world_size(ServerContext& ctx);
+HttpReply handle_init_weight_transfer_engine(ServerContext& ctx, std::string_view body);
+HttpReply handle_start_weight_update(ServerContext& ctx, std::string_view body);
+HttpReply handle_update_weights(ServerContext& ctx, std::string_view body);
+HttpReply handle_finish_weight_update(ServerContext& ctx, std::string_view body);
 
 }  // namespace detllm::server

@@ -410,7 +410,8 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     std::weak_ptr<Connection> weak = shared_from_this();
     ServerContext* ctx = &ctx_;
     auto executor = sock_.get_executor();
-    env_.run_blocking([weak, ctx, in, executor] {
+    const auto& run = route_is_control(*in) ? env_.run_control : env_.run_blocking;
+    run([weak, ctx, in, executor] {
       auto reply = std::make_shared<HttpReply>(route_request(*ctx, *in));
       asio::post(executor, [weak, reply] {
         if (auto self = weak.lock()) {

@@ -19,6 +19,9 @@ struct ConnectionEnv {
   ServerContext& ctx;
   // Runs a job on the worker pool (handlers that may block).
   std::function<void(std::function<void()>)> run_blocking;
+  // Runs a job on the control pool (route_is_control: /pause, the weight transfer): not
+  // behind generation requests, which a pause may hold in every worker.
+  std::function<void(std::function<void()>)> run_control;
   std::string default_headers_version;  // X-Detllm-Version
 };
 

@@ -17,7 +17,7 @@ struct Route {
   std::string_view method;
 };
 
-constexpr std::array<Route, 7> kRoutes = {{
+constexpr std::array<Route, 15> kRoutes = {{
     {"/v1/completions", "POST"},
     {"/v1/chat/completions", "POST"},
     {"/v1/models", "GET"},
@@ -25,6 +25,14 @@ constexpr std::array<Route, 7> kRoutes = {{
     {"/metrics", "GET"},
     {"/tokenize", "POST"},
     {"/detokenize", "POST"},
+    {"/pause", "POST"},
+    {"/resume", "POST"},
+    {"/is_paused", "GET"},
+    {"/get_world_size", "GET"},
+    {"/init_weight_transfer_engine", "POST"},
+    {"/start_weight_update", "POST"},
+    {"/update_weights", "POST"},
+    {"/finish_weight_update", "POST"},
 }};
 
 // The route's method, or "" when the path is none of ours.
@@ -98,6 +106,14 @@ HttpReply dispatch(ServerContext& ctx, const HttpRequestIn& req, std::string_vie
   if (path == "/metrics") return handle_metrics(ctx);
   if (path == "/tokenize") return handle_tokenize(ctx, body);
   if (path == "/detokenize") return handle_detokenize(ctx, body);
+  if (path == "/pause") return handle_pause(ctx, req.target, body);
+  if (path == "/resume") return handle_resume(ctx);
+  if (path == "/is_paused") return handle_is_paused(ctx);
+  if (path == "/get_world_size") return handle_get_world_size(ctx);
+  if (path == "/init_weight_transfer_engine") return handle_init_weight_transfer_engine(ctx, body);
+  if (path == "/start_weight_update") return handle_start_weight_update(ctx, body);
+  if (path == "/update_weights") return handle_update_weights(ctx, body);
+  if (path == "/finish_weight_update") return handle_finish_weight_update(ctx, body);
   std::string id;
   if (!percent_decode(path.substr(kModelPrefix.size()), id)) {
     throw ApiError(404, fmt::format("no model '{}': the id is not a valid path segment",
@@ -203,7 +219,15 @@ std::string_view endpoint_label(std::string_view path) {
   return "other";
 }
 
-bool route_is_quick(const HttpRequestIn& req) { return req.method != "POST"; }
+bool route_is_quick(const HttpRequestIn& req) {
+  return req.method != "POST" || target_path(req.target) == "/resume";
+}
+
+bool route_is_control(const HttpRequestIn& req) {
+  const std::string_view p = target_path(req.target);
+  return p == "/pause" || p == "/init_weight_transfer_engine" || p == "/start_weight_update" ||
+         p == "/update_weights" || p == "/finish_weight_update";
+}
 
 bool same_secret(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;

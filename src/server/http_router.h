@@ -33,6 +33,10 @@ std::string_view endpoint_label(std::string_view path);
 // Whether the request may be answered on the connection's I/O thread: it runs no handler
 // that can block (everything but POST).
 bool route_is_quick(const HttpRequestIn& req);
+// Whether the request runs on the control pool rather than the worker pool: vLLM's RL control
+// endpoints (/pause, the weight transfer), which must get through while a pause holds
+// generation requests in every worker. (/resume never blocks: it is quick.)
+bool route_is_control(const HttpRequestIn& req);
 
 // The reply to a request whose body has not been read, when its method, path and
 // Authorization alone refuse it without the API key (401, or the 404/405 that come first):

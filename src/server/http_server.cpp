@@ -34,6 +34,9 @@ using error_code = boost::system::error_code;
 // Connections only frame bytes and format; two threads keep up with the engine (the CPU
 // engine and the GPU runner bound throughput long before), and leave the cores to it.
 constexpr int kIoThreads = 2;
+// The control pool (route_is_control): /pause?mode=wait and /finish_weight_update block until
+// the engine settles; a few may wait at once.
+constexpr int kControlThreads = 4;
 
 // A fixed pool running jobs in FIFO order.
 class WorkerPool {
@@ -96,6 +99,7 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{accept_strand};
   asio::steady_timer accept_retry{accept_strand};
   WorkerPool workers;
+  WorkerPool control{kControlThreads};
   ConnectionEnv env;
   std::mutex mu;  // guards conns, stopping
   std::vector<std::weak_ptr<HttpConnection>> conns;
@@ -106,6 +110,7 @@ struct HttpServer::Impl {
       : ctx(c),
         workers(c.options.http_threads),
         env{c, [this](std::function<void()> job) { workers.post(std::move(job)); },
+            [this](std::function<void()> job) { control.post(std::move(job)); },
             std::string(engine_version())} {}
 
   void accept() {
@@ -145,6 +150,7 @@ HttpServer::HttpServer(ServerContext& ctx) : impl_(std::make_unique<Impl>(ctx)) 
 HttpServer::~HttpServer() {
   stop();
   impl_->workers.stop();
+  impl_->control.stop();
 }
 
 int HttpServer::bind() {

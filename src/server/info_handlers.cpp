@@ -30,7 +30,7 @@ json model_card(const ServerContext& ctx, const std::string& name) {
           {"owned_by", "detllm"},
           {"root", ctx.model_name()},
           {"max_model_len", ctx.max_model_len},
-          {"system_fingerprint", ctx.fingerprint_deterministic},
+          {"system_fingerprint", ctx.fingerprint(true)},
           {"fingerprint_fields", std::move(fields)}};
 }
 
@@ -67,7 +67,7 @@ HttpReply handle_metrics(ServerContext& ctx) {
   info.version = std::string(engine_version());
   info.backend = ctx.backend_description;
   info.model = ctx.model_name();
-  info.fingerprint = ctx.fingerprint_deterministic;
+  info.fingerprint = ctx.fingerprint(true);
   info.policy = ctx.policy_description;
   info.self_check = ctx.self_check_status;
   info.http_in_flight = ctx.metrics.http_in_flight();

@@ -248,9 +248,12 @@ ResponseMeta make_meta(const ServerContext& ctx, std::string_view id_prefix,
 }
 
 std::vector<std::pair<std::string, std::string>> generation_headers(const ResponseMeta& meta) {
-  return {{"X-Detllm-Seed", std::to_string(meta.seed)},
-          {"X-Detllm-Fingerprint", meta.fingerprint},
-          {"X-Request-Id", meta.id}};
+  std::vector<std::pair<std::string, std::string>> h = {
+      {"X-Detllm-Seed", std::to_string(meta.seed)},
+      {"X-Detllm-Fingerprint", meta.fingerprint},
+      {"X-Request-Id", meta.id}};
+  if (!meta.weight_version.empty()) h.emplace_back("X-Detllm-Weight-Version", meta.weight_version);
+  return h;
 }
 
 }  // namespace detllm::server

@@ -23,6 +23,7 @@ struct ResponseMeta {
   std::string model;        // the served model's name
   std::string fingerprint;  // numerics fingerprint (system_fingerprint)
   uint64_t seed = 0;        // the seed used (given or drawn by the server)
+  std::string weight_version;  // the weights it ran on (X-Detllm-Weight-Version)
   // vLLM's return_tokens_as_token_ids: logprobs name each token "token_id:N".
   bool tokens_as_ids = false;
   // vLLM's prompt_logprobs: the response carries each prompt token's logprob.

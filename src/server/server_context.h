@@ -25,6 +25,7 @@
 namespace detllm::server {
 
 class ChatPrompt;
+class WeightSync;
 
 // Seeds for requests that do not give one: below 2^53, so that every JSON client (including
 // JavaScript's doubles) can send the returned seed back unchanged to replay the request.
@@ -53,7 +54,8 @@ struct ServerContext {
   std::string fingerprint_deterministic;  // system_fingerprint of deterministic requests
   std::string fingerprint_other;          // ... of the others
   // What fingerprint_deterministic hashes, by name (fingerprint_fields): GET /v1/models
-  // publishes it so that a router can name the fields in which two replicas differ.
+  // publishes it so that a router can name the fields in which two replicas differ. After a
+  // weight update the served fingerprint (fingerprint()) also hashes the update's version.
   std::vector<std::pair<std::string, std::string>> fingerprint_fields;
   std::string policy_description;         // X-Detllm-Determinism
   std::string backend_description;        // X-Detllm-Backend
@@ -83,8 +85,19 @@ struct ServerContext {
   // requests get a 400 saying so.
   structured::ConstraintCompileFn compile_grammar;
 
+  // vLLM's weight-transfer endpoints (weight_sync.h): null when this server cannot take new
+  // weights, and weight_sync_refusal says why (the endpoints answer 400 with it).
+  WeightSync* weight_sync = nullptr;
+  std::string weight_sync_refusal = "start detllm serve with --weight-transfer";
+  int32_t world_size = 1;  // /get_world_size: the processes that take weights (one)
+
   const std::string& model_name() const { return options.model_names.front(); }
-  const std::string& fingerprint(bool deterministic) const {
+  // The fingerprint of the weights served now (after a weight update: keyed by its version).
+  std::string fingerprint(bool deterministic) const {
+    if (loop != nullptr) {
+      const auto id = loop->identity();
+      if (!id->fingerprint(deterministic).empty()) return id->fingerprint(deterministic);
+    }
     return deterministic ? fingerprint_deterministic : fingerprint_other;
   }
 };

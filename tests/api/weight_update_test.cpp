@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "api/weight_update.h"
+#include "model/weight_update.h"
 #include "core/error.h"
 #include "model/synthetic.h"
 
-namespace detllm::api {
+namespace detllm {
 namespace {
 
 TEST(WeightUpdate, ConfigOnlySlotsEqualTheHostWeightsSlots) {
@@ -99,4 +99,4 @@ TEST(WeightUpdate, EveryProblemIsNamedAndNothingIsWritten) {
 }
 
 }  // namespace
-}  // namespace detllm::api
+}  // namespace detllm

@@ -82,7 +82,7 @@ def test_device_to_device_update_equals_host_update(llm):
     llm.update_weights(base, version="base")
     llm.update_weights(d2d, version="d2d-again")
     llm.sleep(2)
-    llm.wake()
+    llm.wake_up()
     assert same(scores(llm, seqs), s_dev)
     print(f"[measure] cuda: device-to-device update = host-path update = after sleep(2)/wake, "
           f"bit for bit ({len(NAMES)} tensors, {sum(len(s) - 1 for s in seqs)} scored tokens)")

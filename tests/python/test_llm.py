@@ -19,14 +19,14 @@ def test_generate_returns_vllm_shaped_results(llm):
     assert len(out) == 2
     for r, p in zip(out, PROMPTS):
         assert r.prompt == p
-        assert r.prompt_token_ids == llm.encode(p)
+        assert r.prompt_token_ids == llm.get_tokenizer().encode(p)
         assert r.seed == 7
         assert re.fullmatch(r"fp_[0-9a-f]{16}", r.fingerprint)
         (c,) = r.outputs
         assert len(c.token_ids) == 6 and c.finish_reason == "length"
         assert c.token_logprobs.dtype == np.float32 and c.token_logprobs.shape == (6,)
         assert np.all(c.token_logprobs <= 0)
-        assert c.text == llm.decode(c.token_ids, skip_special_tokens=True)
+        assert c.text == llm.get_tokenizer().decode(c.token_ids, skip_special_tokens=True)
         # vLLM's per-token dicts: the top 3 with ranks, the sampled token among them (greedy)
         for tok, lp, d in zip(c.token_ids, c.token_logprobs, c.logprobs):
             assert len(d) == 3 and d[tok].rank == 1
@@ -34,7 +34,7 @@ def test_generate_returns_vllm_shaped_results(llm):
 
 
 def test_token_id_prompts_and_seeds(llm):
-    ids = llm.encode("Hello, my name is")
+    ids = llm.get_tokenizer().encode("Hello, my name is")
     a = llm.generate([ids, {"prompt_token_ids": ids}], detllm.SamplingParams(max_tokens=5, seed=3),
                      use_tqdm=False)
     assert a[0].prompt is None and a[0].prompt_token_ids == ids
@@ -84,7 +84,7 @@ def test_large_scoring_steps_equal_small_ones(llm):
 
 
 def test_score_top_logprobs(llm):
-    seq = llm.encode("The quick brown fox jumps")
+    seq = llm.get_tokenizer().encode("The quick brown fox jumps")
     (s,) = llm.score([seq], top_logprobs=2, use_tqdm=False)
     assert len(s.top_logprobs) == len(seq) - 1
     for tok, lp, d in zip(seq[1:], s.logprobs, s.top_logprobs):
@@ -164,7 +164,7 @@ def test_exception_in_progress_stops_the_batch(llm):
         return True
 
     sp = detllm.SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
-    reqs = [sp._request(llm.encode(p)) for p in PROMPTS]
+    reqs = [sp._request(llm.get_tokenizer().encode(p)) for p in PROMPTS]
     with pytest.raises(Stop, match="progress callback"):
         llm._s.generate(reqs, progress)
     assert len(calls) == 3  # stopped after the third step, not at the end of the batch

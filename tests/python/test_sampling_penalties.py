@@ -82,7 +82,7 @@ CASES = [
 def test_same_tokens_and_logprob_bits_as_over_http(llm, http_server, case):
     """One request from Python and through /v1/completions (the same prompt ids): the same
     token ids and the same fp32 logprobs, bit for bit (the JSON numbers round-trip float32)."""
-    ids = llm.encode(PROMPT)
+    ids = llm.get_tokenizer().encode(PROMPT)
     sp = detllm.SamplingParams(max_tokens=20, logprobs=0, **case)
     out = llm.generate([ids], sp, use_tqdm=False)[0].outputs[0]
     body = dict(case, logit_bias={str(k): v for k, v in case.get("logit_bias", {}).items()})

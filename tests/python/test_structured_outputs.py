@@ -118,7 +118,7 @@ def test_constrained_batch_gives_each_requests_bits_alone(llm):
 
 
 def test_same_tokens_and_logprob_bits_as_over_http(llm, http_server):
-    ids = llm.encode(PROMPT)
+    ids = llm.get_tokenizer().encode(PROMPT)
     out = gen(llm, ids, temperature=0.9, seed=11, logprobs=0, max_tokens=48,
               structured_outputs=detllm.StructuredOutputsParams(json=SCHEMA))
     r = http_server.post("/v1/completions", {

@@ -23,9 +23,9 @@ def run(llm):
 
 
 def test_every_degree_gives_the_same_bits_and_fingerprint():
-    base = run(make_llm(tensor_parallel=1, threads=2))
+    base = run(make_llm(tensor_parallel_size=1, threads=2))
     for n in (2, 3):
-        got = run(make_llm(tensor_parallel=n, threads=2))
+        got = run(make_llm(tensor_parallel_size=n, threads=2))
         for (t0, lp0, pl0, fp0), (t1, lp1, pl1, fp1) in zip(base, got):
             assert t1 == t0, f"tensor_parallel={n}: other tokens"
             assert np.array_equal(lp1, lp0), f"tensor_parallel={n}: other logprob bits"
@@ -45,7 +45,7 @@ def test_update_weights_reaches_every_rank():
     """The same update at N = 1, 2, 3: the same bits after it at every N, not the bits before."""
     results = []
     for n in (1, 2, 3):
-        llm = make_llm(tensor_parallel=n, threads=2)
+        llm = make_llm(tensor_parallel_size=n, threads=2)
         before = run(llm)
         new = {name: llm.get_parameter(name) * np.float32(0.5) for name in UPDATED}
         llm.update_weights(new, version="step-1")
@@ -62,7 +62,7 @@ def test_update_weights_reaches_every_rank():
 
 
 def test_what_the_ranks_cannot_do_yet_is_refused_by_name():
-    llm = make_llm(tensor_parallel=2, threads=2)
+    llm = make_llm(tensor_parallel_size=2, threads=2)
     with pytest.raises(RuntimeError, match="tensor_parallel=2"):
         llm.sleep(1)
     # Still serving after the refusal.
@@ -71,4 +71,4 @@ def test_what_the_ranks_cannot_do_yet_is_refused_by_name():
 
 def test_a_synthetic_model_is_refused_with_tensor_parallel():
     with pytest.raises(RuntimeError, match="synthetic model"):
-        detllm.LLM("synthetic:tiny-llama", tensor_parallel=2)
+        detllm.LLM("synthetic:tiny-llama", tensor_parallel_size=2)

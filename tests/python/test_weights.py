@@ -66,7 +66,7 @@ def test_rollout_score_and_rescore_after_two_updates_are_bit_identical(llm):
 
 
 def test_update_changes_the_numbers(llm):
-    seq = llm.encode("The capital of France is Paris")
+    seq = llm.get_tokenizer().encode("The capital of France is Paris")
     before = llm.score([seq], use_tqdm=False)[0].logprobs
     name = "model.layers.3.mlp.up_proj.weight"
     w = llm.get_parameter(name)
@@ -80,7 +80,7 @@ def test_update_changes_the_numbers(llm):
 
 def test_prefix_cache_is_invalidated(llm):
     """A prompt generated twice hits the prefix cache; after an update it must not."""
-    prompt = llm.encode("A long shared system prompt: you are a helpful assistant. " * 4)
+    prompt = llm.get_tokenizer().encode("A long shared system prompt: you are a helpful assistant. " * 4)
     sp = detllm.SamplingParams(max_tokens=2, temperature=0.0)
     llm.generate([prompt], sp, use_tqdm=False)
     hit = llm.generate([prompt], sp, use_tqdm=False)[0].outputs[0].cached_tokens
@@ -91,7 +91,7 @@ def test_prefix_cache_is_invalidated(llm):
 
 
 def test_bad_updates_name_every_offender_and_write_nothing(llm):
-    seq = llm.encode("Deterministic inference")
+    seq = llm.get_tokenizer().encode("Deterministic inference")
     before = llm.score([seq], use_tqdm=False)[0].logprobs
     good = "model.layers.1.mlp.gate_proj.weight"
     bad = {
@@ -140,7 +140,7 @@ def test_sleep_and_wake(llm):
     assert llm.sleeping
     with pytest.raises(detllm.Error, match="wake"):
         llm.generate(PROMPTS[:1], sp, use_tqdm=False)
-    llm.wake()
+    llm.wake_up()
     after = llm.generate(PROMPTS[:1], sp, use_tqdm=False)[0].outputs[0]
     assert after.token_ids == before.token_ids
     assert np.array_equal(bits(after.token_logprobs), bits(before.token_logprobs))

@@ -1,5 +1,6 @@
 // Hugging Face parameter names → the host fp32 weights (ModelWeights) they live in, and the
-// checked copy of caller tensors into them (LlmSession::update_weights). GGUF q/k rows were
+// checked copy of caller tensors into them (api::LlmSession::update_weights, and detllm serve's
+// weight-sync endpoints: server/weight_sync.h). GGUF q/k rows were
 // un-permuted at load (llama_weights.h), so HF's q_proj/k_proj layout is the engine's.
 // Widening bf16/f16 to fp32 is exact: the engine then computes on exactly the caller's values.
 #pragma once
@@ -13,7 +14,7 @@
 #include "model/llama_model.h"
 #include "model/llama_weights.h"
 
-namespace detllm::api {
+namespace detllm {
 
 // One parameter: where its fp32 values are, the shape HF gives it and which of the model's
 // tensors it is (LlamaModel::placed: where a device backend holds it).
@@ -58,4 +59,4 @@ void widen_to_f32(const WeightSource& src, float* dst, size_t n);
 // check_weights, then every source widened into its slot's host fp32 values.
 void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightSource> sources);
 
-}  // namespace detllm::api
+}  // namespace detllm

@@ -1,6 +1,6 @@
 // Hugging Face names of the Llama-family parameters and the checked, all-or-nothing write of
 // caller tensors into the host fp32 weights (weight_update.h).
-#include "api/weight_update.h"
+#include "model/weight_update.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,7 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-namespace detllm::api {
+namespace detllm {
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
@@ -161,4 +161,4 @@ void write_weights(std::span<const ParameterSlot> slots, std::span<const WeightS
   }
 }
 
-}  // namespace detllm::api
+}  // namespace detllm
