@@ -35,8 +35,9 @@ void Ticket::set_notify(std::function<void()> notify) {
 
 EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
                        const Tokenizer* tokenizer,
-                       const std::function<void(engine::Engine&)>& before_start)
-    : engine_(model, config, tokenizer), config_(engine_.config()) {
+                       const std::function<void(engine::Engine&)>& before_start,
+                       const LlamaModel* draft_model)
+    : engine_(model, config, tokenizer, draft_model), config_(engine_.config()) {
   snapshot_.kv_blocks_total = config_.scheduler.kv.n_blocks;
   if (before_start) before_start(engine_);
   thread_ = std::thread([this] { run(); });

@@ -107,10 +107,12 @@ class EngineLoop {
  public:
   // Builds the Engine (throws detllm::Error on a bad config), runs before_start on it (on
   // this thread, before any request: e.g. Engine::warm_up_decode_graphs) and starts the
-  // thread. The model and tokenizer must outlive the loop.
+  // thread. The model, tokenizer and draft model (speculative method draft_model, else null)
+  // must outlive the loop.
   EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
              const Tokenizer* tokenizer,
-             const std::function<void(engine::Engine&)>& before_start = {});
+             const std::function<void(engine::Engine&)>& before_start = {},
+             const LlamaModel* draft_model = nullptr);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
