@@ -1,6 +1,6 @@
 """Speculative decoding through the real binary on the default model (docs/speculative.md):
 `generate` with the n-gram drafter, with the model as its own draft model (`--speculative-model`,
-and the same through `--speculative-config` JSON), adaptive or not, prints the token ids of
+and the same through `--speculative-config` JSON) prints the token ids of
 plain decoding; a bad `--speculative-config` key and a draft model for the n-gram method are
 refused by name. Token ids are compared, not text."""
 import os
@@ -42,7 +42,6 @@ def test_every_drafter_gives_plain_decodings_ids():
     plain, _ = generate()
     for extra in (["--speculative-method", "ngram", "--prompt-lookup-min", "1"],
                   ["--speculative-model", draft, "--num-speculative-tokens", "3"],
-                  ["--speculative-model", draft, "--no-speculative-adaptive"],
                   ["--speculative-config",
                    '{"method": "draft_model", "model": "%s", "num_speculative_tokens": 4}' % draft]):
         ids, log = generate(*extra)
