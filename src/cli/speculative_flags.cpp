@@ -16,10 +16,11 @@ void apply_speculative_config_json(const std::string& text, engine::SpeculativeC
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw_error("--speculative-config is not JSON ({}): give an object such as "
-                "'{{\"method\": \"draft_model\", \"model\": \"PATH\", "
-                "\"num_speculative_tokens\": 4}}'",
-                e.what());
+    throw_error(
+        "--speculative-config is not JSON ({}): give an object such as "
+        "'{{\"method\": \"draft_model\", \"model\": \"PATH\", "
+        "\"num_speculative_tokens\": 4}}'",
+        e.what());
   }
   check(j.is_object(), "--speculative-config must be a JSON object");
   auto int_of = [](const nlohmann::json& v, const std::string& key) {
@@ -40,9 +41,10 @@ void apply_speculative_config_json(const std::string& text, engine::SpeculativeC
     } else if (key == "prompt_lookup_max") {
       config.prompt_lookup_max = int_of(v, key);
     } else {
-      throw_error("--speculative-config: key '{}' is not supported; detllm reads method, model, "
-                  "num_speculative_tokens, prompt_lookup_min and prompt_lookup_max",
-                  key);
+      throw_error(
+          "--speculative-config: key '{}' is not supported; detllm reads method, model, "
+          "num_speculative_tokens, prompt_lookup_min and prompt_lookup_max",
+          key);
     }
   }
   // vLLM infers the method from a model when none is named.

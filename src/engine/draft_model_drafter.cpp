@@ -8,9 +8,9 @@
 
 namespace detllm::engine {
 
-DraftModelDrafter::DraftModelDrafter(const LlamaModel& draft, int32_t n_blocks,
-                                     int32_t block_size)
-    : draft_(draft), kv_(draft.ops(), draft.config(), n_blocks, block_size),
+DraftModelDrafter::DraftModelDrafter(const LlamaModel& draft, int32_t n_blocks, int32_t block_size)
+    : draft_(draft),
+      kv_(draft.ops(), draft.config(), n_blocks, block_size),
       block_size_(block_size) {
   free_.resize(static_cast<size_t>(n_blocks));
   // A stack whose top is block 0: blocks are handed out in ascending order.
@@ -40,12 +40,14 @@ void DraftModelDrafter::forward(std::span<Slot* const> slots,
                                 std::span<int32_t> out) {
   const int32_t n_seqs = static_cast<int32_t>(slots.size());
   int32_t max_blocks = 1;
-  for (const Slot* s : slots) max_blocks = std::max(max_blocks, static_cast<int32_t>(s->blocks.size()));
+  for (const Slot* s : slots)
+    max_blocks = std::max(max_blocks, static_cast<int32_t>(s->blocks.size()));
   std::vector<int32_t> tokens, positions, seq_of_token, kv_slots, rows;
   std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks, 0);
   for (int32_t i = 0; i < n_seqs; ++i) {
     Slot& s = *slots[i];
-    std::copy(s.blocks.begin(), s.blocks.end(), tables.begin() + static_cast<size_t>(i) * max_blocks);
+    std::copy(s.blocks.begin(), s.blocks.end(),
+              tables.begin() + static_cast<size_t>(i) * max_blocks);
     for (int32_t t : feeds[i]) {
       const int32_t pos = static_cast<int32_t>(s.tokens.size());
       tokens.push_back(t);
@@ -97,7 +99,8 @@ std::vector<std::vector<int32_t>> DraftModelDrafter::propose(std::span<const Wan
     if (!reserve(s, static_cast<int32_t>(n) + want.k - 1)) continue;
     live.push_back(w);
     slots.push_back(&s);
-    feeds.emplace_back(want.tokens.begin() + static_cast<std::ptrdiff_t>(common), want.tokens.end());
+    feeds.emplace_back(want.tokens.begin() + static_cast<std::ptrdiff_t>(common),
+                       want.tokens.end());
   }
   std::vector<int32_t> next(live.size());
   for (int32_t round = 0; !live.empty(); ++round) {

@@ -11,9 +11,10 @@
 //                 numerics and rolled back at the first mismatch; callbacks see committed
 //                 tokens only — the `invariant` mode's bits.
 // Speculative decoding (EngineConfig::speculative, engine_speculation.cpp): a drafter (n-gram
-// lookup, or a draft model on its own KV cache) proposes tokens before a decode step; the step computes them with the last token and each is
-// kept only where it equals the token plain decoding draws there (draft_verdict.h), so the
-// output is the same bits as without speculation (docs/speculative.md).
+// lookup, or a draft model on its own KV cache) proposes tokens before a decode step; the step
+// computes them with the last token and each is kept only where it equals the token plain decoding
+// draws there (draft_verdict.h), so the output is the same bits as without speculation
+// (docs/speculative.md).
 #pragma once
 
 #include <functional>
@@ -132,10 +133,10 @@ class Engine {
     SampleRowParams row;
     RequestCallbacks cb;
     std::vector<uint32_t> allowed_words;  // allowed_token_ids as a bitmask (empty: all)
-    std::vector<SampleState> samples;  // (n)
+    std::vector<SampleState> samples;     // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
-    bool drafting = false;  // speculative decoding: n-gram drafts + exact acceptance
+    bool drafting = false;     // speculative decoding: n-gram drafts + exact acceptance
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;

@@ -15,13 +15,13 @@ namespace {
 // Matmul weights one token's forward reads (attention projections, MLP or the experts it is
 // routed to, lm_head): a decode step's cost on a backend bound by them.
 double matmul_weights_per_token(const ModelConfig& c) {
-  const double attn = static_cast<double>(c.dim) * (2.0 * c.n_heads + 2.0 * c.n_kv_heads) *
-                      c.head_dim;
-  const double mlp = c.moe.active() ? 3.0 * c.dim *
-                                          (static_cast<double>(c.moe.n_experts_used) *
-                                               c.moe.expert_ffn_dim +
-                                           c.moe.shared_expert_ffn_dim)
-                                    : 3.0 * c.dim * c.ffn_dim;
+  const double attn =
+      static_cast<double>(c.dim) * (2.0 * c.n_heads + 2.0 * c.n_kv_heads) * c.head_dim;
+  const double mlp = c.moe.active()
+                         ? 3.0 * c.dim *
+                               (static_cast<double>(c.moe.n_experts_used) * c.moe.expert_ffn_dim +
+                                c.moe.shared_expert_ffn_dim)
+                         : 3.0 * c.dim * c.ffn_dim;
   return c.n_layers * (attn + mlp) + static_cast<double>(c.vocab_size) * c.dim;
 }
 

@@ -372,7 +372,8 @@ TEST_P(Conformance, Speculation_NgramDraftsChangeNoBit) {
   for (uint64_t seed : {21, 22}) {
     const auto reqs = repetitive_workload(seed, config_.vocab_size, 6);
     // The draft-model and adaptive cases on the first workload.
-    const SpeculationVerdict v = check_speculation(target_, reqs, /*with_drafters=*/seed == 21);
+    const SpeculationVerdict v = check_speculation(
+        target_, reqs, seed == 21 ? SpeculationCases::kAll : SpeculationCases::kNgram);
     ASSERT_FALSE(v.mismatch.has_value()) << "seed " << seed << ": " << v.mismatch->what;
     EXPECT_FALSE(v.not_exercised.has_value()) << "seed " << seed << ": " << *v.not_exercised;
   }

@@ -74,13 +74,16 @@ struct SpeculationVerdict {
   int64_t n_accepted_draft_tokens = 0;
 };
 
-// Runs `reqs` without speculation, then with n-gram drafts in several executions; the first
+// Runs `reqs` without speculation, then with drafts in several executions; the first
 // mismatch, or why the drafts did not do what the check needs (proposed, accepted, rejected).
-// with_drafters false: the n-gram cases only (the draft-model and adaptive cases cost as much
-// again; a suite that runs several workloads runs them on one).
+// Which cases run: the n-gram ones, all, or the draft-model and adaptive ones alone (a
+// negative control that must see those cases fail on their own). A suite that runs several
+// workloads runs the draft-model cases (as costly again as the n-gram ones) on one.
+enum class SpeculationCases { kNgram, kAll, kDrafters };
 inline SpeculationVerdict check_speculation(const Target& target,
                                             const std::vector<engine::Request>& reqs,
-                                            bool with_drafters = true) {
+                                            SpeculationCases which = SpeculationCases::kAll) {
+  const bool with_drafters = which != SpeculationCases::kNgram;
   SpeculationVerdict v;
   const RunResult ref = run(target, base_execution("no speculation"), reqs);
   // A draft model of another seed, where the target's weights are synthetic and its ops can
@@ -104,20 +107,22 @@ inline SpeculationVerdict check_speculation(const Target& target,
     Drafter drafter = Drafter::kNgram;
     bool adaptive = false;
   };
-  std::vector<Case> cases = {
-      {"K=1", 1, 0, 0},
-      {"K=3", 3, 0, 0},
-      {"K=8", 8, 0, 0},
-      {"K=5, chunks of 3", 5, 3, 0},
-      {"K=4, a pool that preempts", 4, 0, 24},
-      {"K=3, prefix cache warmed by a speculative run", 3, 0, 0, true}};
+  std::vector<Case> cases;
+  if (which != SpeculationCases::kDrafters) {
+    cases = {{"K=1", 1, 0, 0},
+             {"K=3", 3, 0, 0},
+             {"K=8", 8, 0, 0},
+             {"K=5, chunks of 3", 5, 3, 0},
+             {"K=4, a pool that preempts", 4, 0, 24},
+             {"K=3, prefix cache warmed by a speculative run", 3, 0, 0, true}};
+  }
   if (with_drafters) {
-    cases.push_back({"K=4, adaptive", 4, 0, 0, false, Drafter::kNgram, true});
     cases.push_back({"draft model = target, K=3", 3, 0, 0, false, Drafter::kSelf});
     cases.push_back({"draft model = target, K=5, chunks of 3", 5, 3, 0, false, Drafter::kSelf});
     cases.push_back(
         {"draft model = target, K=4, a pool that preempts", 4, 0, 24, false, Drafter::kSelf});
     cases.push_back({"draft model = target, K=4, adaptive", 4, 0, 0, false, Drafter::kSelf, true});
+    cases.push_back({"K=4, adaptive", 4, 0, 0, false, Drafter::kNgram, true});
   }
   if (other_draft) {
     cases.push_back({"draft model of another seed, K=3", 3, 0, 0, false, Drafter::kOther});

@@ -85,8 +85,8 @@ class DraftModelTest : public ::testing::Test {
     ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
     for (size_t i = 0; i < a.logprobs.size(); ++i) {
       ASSERT_EQ(a.logprobs[i].size(), b.logprobs[i].size());
-      EXPECT_EQ(0, std::memcmp(a.logprobs[i].data(), b.logprobs[i].data(),
-                               a.logprobs[i].size() * 4));
+      EXPECT_EQ(0,
+                std::memcmp(a.logprobs[i].data(), b.logprobs[i].data(), a.logprobs[i].size() * 4));
     }
     EXPECT_EQ(a.finish, b.finish);
   }
