@@ -66,6 +66,14 @@ int run_generate(const GenerateOptions& o) {
   const ModelConfig& c = b.model->config;
   progress.finish(fmt::format("{} ({}, {} layers, dim {}, vocab {})", b.model->name,
                               model_arch_name(c.arch), c.n_layers, c.dim, c.vocab_size));
+  // --speculative-model: on a backend made as the target's.
+  const ModelBundle draft = load_draft_model(
+      cfg.speculative, *b.tokenizer,
+      [&] {
+        return det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
+                        : make_backend(o.backend, mode, o.threads);
+      },
+      o.threads);
 
   engine::Request req;
   req.prompt = b.tokenizer->encode(o.prompt, /*add_special_tokens=*/!o.no_special);
@@ -97,7 +105,7 @@ int run_generate(const GenerateOptions& o) {
       o.self_check && cfg.policy.deterministic_by_default && mode == NumericsMode::kInvariant;
   LlamaModel& model = b.engine_model();  // a TpGroup's leader with --tensor-parallel
   cfg.self_check = startup_self_check(model, cfg, "detllm generate");
-  engine::Engine eng(model, cfg, b.tokenizer.get());
+  engine::Engine eng(model, cfg, b.tokenizer.get(), draft.llama ? &draft.engine_model() : nullptr);
 
   StreamDecoder decoder(*b.tokenizer, /*skip_special_tokens=*/true);
   using Clock = std::chrono::steady_clock;
@@ -146,10 +154,13 @@ int run_generate(const GenerateOptions& o) {
                finish.c_str(), o.threads, tp_note.c_str(), fingerprint.c_str());
   if (cfg.speculative.enabled()) {
     const engine::EngineStats& st = eng.stats();
-    std::fprintf(stderr, "[detllm] speculative %s: %lld of %lld drafts accepted, %lld steps\n",
+    std::fprintf(stderr,
+                 "[detllm] speculative %s: %lld of %lld drafts accepted, %lld steps, %lld "
+                 "drafting pauses\n",
                  std::string(engine::speculative_method_name(cfg.speculative.method)).c_str(),
                  static_cast<long long>(st.n_accepted_draft_tokens),
-                 static_cast<long long>(st.n_draft_tokens), static_cast<long long>(st.n_steps));
+                 static_cast<long long>(st.n_draft_tokens), static_cast<long long>(st.n_steps),
+                 static_cast<long long>(st.n_draft_pauses));
   }
   return 0;
 }

@@ -139,6 +139,14 @@ int run_serve(ServeOptions& o) {
   }
   install_backend(b, backend);
   progress.finish(b.model->name);
+  // --speculative-model: on a backend made as the target's, before the KV pool is sized.
+  const ModelBundle draft = load_draft_model(
+      o.engine.speculative, *b.tokenizer,
+      [&] {
+        return det_mode ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
+                        : make_backend(o.backend, o.engine.policy.deterministic_mode, o.threads);
+      },
+      o.threads);
 
   o.engine.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   o.engine.policy.deterministic_by_default = o.deterministic_default;
@@ -159,9 +167,12 @@ int run_serve(ServeOptions& o) {
                    o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
     }
   }
-  server::EngineLoop loop(model, o.engine, b.tokenizer.get(), [&](engine::Engine& e) {
-    if (o.graph_warmup) warm_up_decode_graphs_with_progress(e, "detllm serve");
-  });
+  server::EngineLoop loop(
+      model, o.engine, b.tokenizer.get(),
+      [&](engine::Engine& e) {
+        if (o.graph_warmup) warm_up_decode_graphs_with_progress(e, "detllm serve");
+      },
+      draft.llama ? &draft.engine_model() : nullptr);
   const engine::EngineConfig& cfg = loop.config();
 
   server::ServerContext ctx;

@@ -10,7 +10,8 @@
 
 namespace detllm::engine {
 
-Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer)
+Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer,
+               const LlamaModel* draft_model)
     : model_(model),
       config_(config.resolved(model.config())),
       tokenizer_(tokenizer),
@@ -21,6 +22,7 @@ Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokeni
   if (config_.policy.mode == DeterminismMode::kVerified) {
     verifier_.emplace(config_.verify, scheduler_, stats_);
   }
+  set_up_draft_model(draft_model);
 }
 
 Engine::~Engine() = default;
@@ -58,6 +60,10 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   r.row = sample_row_params(r.req.sampling, 0, 0);
   r.cb = std::move(callbacks);
   r.samples.resize(r.req.n);
+  for (SampleState& st : r.samples) {
+    st.draft_policy = DraftPolicy(config_.speculative.num_speculative_tokens,
+                                  config_.speculative.adaptive, draft_cost_);
+  }
   r.samples[0].seq = seq;
   if (r.req.constraint) r.samples[0].grammar.emplace(r.req.constraint->fork());
   if (!r.req.allowed_token_ids.empty()) {

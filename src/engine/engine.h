@@ -10,10 +10,11 @@
 //                 on the fast numerics into candidate windows verified on the invariant
 //                 numerics and rolled back at the first mismatch; callbacks see committed
 //                 tokens only — the `invariant` mode's bits.
-// Speculative decoding (EngineConfig::speculative, engine_speculation.cpp): an n-gram drafter
-// proposes tokens before a decode step; the step computes them with the last token and each is
-// kept only where it equals the token plain decoding draws there (draft_verdict.h), so the
-// output is the same bits as without speculation (docs/speculative.md).
+// Speculative decoding (EngineConfig::speculative, engine_speculation.cpp): a drafter (n-gram
+// lookup, or a draft model on its own KV cache) proposes tokens before a decode step; the step
+// computes them with the last token and each is kept only where it equals the token plain decoding
+// draws there (draft_verdict.h), so the output is the same bits as without speculation
+// (docs/speculative.md).
 #pragma once
 
 #include <functional>
@@ -25,6 +26,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/draft_model_drafter.h"
+#include "engine/draft_policy.h"
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
 #include "engine/grammar_cursor.h"
@@ -60,8 +63,11 @@ using StepObserver = std::function<void(const StepView&)>;
 class Engine {
  public:
   // The model (and its ops) and the tokenizer must outlive the engine. Without a tokenizer,
-  // stop strings are refused and there is no EOS token.
-  Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer = nullptr);
+  // stop strings are refused and there is no EOS token. draft_model: the drafter of
+  // speculative method draft_model (required there, refused otherwise); it must outlive the
+  // engine and have the model's vocabulary and at least max_model_len of context.
+  Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer = nullptr,
+         const LlamaModel* draft_model = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;  // the verifier refers to the scheduler and the stats
   Engine& operator=(const Engine&) = delete;
@@ -113,6 +119,11 @@ class Engine {
     // A constrained request's grammar state for this sample (sample 0 from add_request, the
     // others forked from it with their sequences).
     std::optional<GrammarCursor> grammar;
+    // Speculative decoding: the draft length and off-switch (draft_policy.h), and the window
+    // in flight (drafts proposed, accepted so far; a window may be verified over several steps).
+    DraftPolicy draft_policy;
+    int32_t window_proposed = 0;
+    int32_t window_accepted = 0;
   };
   struct RequestState {
     Request req;
@@ -122,10 +133,10 @@ class Engine {
     SampleRowParams row;
     RequestCallbacks cb;
     std::vector<uint32_t> allowed_words;  // allowed_token_ids as a bitmask (empty: all)
-    std::vector<SampleState> samples;  // (n)
+    std::vector<SampleState> samples;     // (n)
     bool forked = false;
     bool speculative = false;  // verified mode, deterministic: candidates + verification
-    bool drafting = false;  // speculative decoding: n-gram drafts + exact acceptance
+    bool drafting = false;     // speculative decoding: n-gram drafts + exact acceptance
     bool prompt_logprobs_sent = false;
     std::vector<PromptLogprob> prompt_logprobs;  // (n_prompt - 1) for positions 1…
     std::vector<bool> prompt_logprob_filled;
@@ -213,8 +224,12 @@ class Engine {
   // The request's samples are drafted for: speculation on, the request does not opt out, and
   // no grammar (a draft the grammar refuses would have no mask after it; excluded).
   bool drafts_for(const Request& req) const;
+  // The draft_model method's checks (the model given iff the method is draft_model, the
+  // same vocabulary, enough context) and its drafter; nothing for the other methods.
+  void set_up_draft_model(const LlamaModel* draft_model);
   // Before schedule(): every drafting sample whose next step is a plain decode (only its last
-  // committed token to compute) gets up to num_speculative_tokens n-gram drafts after it.
+  // committed token to compute) gets up to num_speculative_tokens drafts after it (fewer
+  // where its DraftPolicy says so; the draft model's in one batch for all of them).
   void propose_drafts();
   // After the forward: the verdict on a drafting sample's rows (accepted drafts, the draw at
   // the first mismatch, or the next token after a fully accepted window).
@@ -225,6 +240,7 @@ class Engine {
                       int32_t row, int32_t position, const SampleResult& res);
   void forget_window(SeqId seq) {
     if (verifier_) verifier_->forget(seq);
+    if (draft_model_drafter_) draft_model_drafter_->forget(seq);
   }
   FinishReason stop_reason(const RequestState& r, const SampleState& s, int32_t token) const;
   void finish_sample(RequestId rid, RequestState& r, int32_t sample_index, FinishReason reason);
@@ -243,6 +259,11 @@ class Engine {
   StepObserver step_observer_;
   std::vector<RequestId> request_of_seq_;  // the observer's view, reused across steps
   std::optional<Verifier> verifier_;       // the verified mode only
+  // Speculative method draft_model only.
+  std::unique_ptr<DraftModelDrafter> draft_model_drafter_;
+  // One draft's cost in target decode steps (DraftPolicy): the draft model's matmul weights
+  // per token over the target's; 0 for the n-gram lookup.
+  double draft_cost_ = 0.0;
 };
 
 }  // namespace detllm::engine

@@ -21,13 +21,22 @@ void VerifyConfig::validate() const {
 }
 
 std::string_view speculative_method_name(SpeculativeMethod m) {
-  return m == SpeculativeMethod::kNgram ? "ngram" : "none";
+  switch (m) {
+    case SpeculativeMethod::kNgram:
+      return "ngram";
+    case SpeculativeMethod::kDraftModel:
+      return "draft_model";
+    case SpeculativeMethod::kNone:
+      break;
+  }
+  return "none";
 }
 
 SpeculativeMethod parse_speculative_method(std::string_view name) {
   if (name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
-  throw_error("unknown speculative method '{}' (expected none or ngram)", name);
+  if (name == "draft_model") return SpeculativeMethod::kDraftModel;
+  throw_error("unknown speculative method '{}' (expected none, ngram or draft_model)", name);
 }
 
 SpeculativeConfig SpeculativeConfig::with_defaults() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "determinism/policy.h"
@@ -43,10 +44,13 @@ struct VerifyConfig {
 // Speculative decoding that changes no bit (docs/speculative.md): before a decode step a
 // drafter proposes up to num_speculative_tokens tokens; the step computes the last token and
 // the drafts together on the request's own numerics, and a draft is kept only where it equals
-// the token plain decoding draws there. vLLM's names. Modes: fast, invariant and bi-naive;
-// `verified` and `padded` refuse it (resolved()).
-enum class SpeculativeMethod : uint8_t { kNone, kNgram };
-std::string_view speculative_method_name(SpeculativeMethod m);      // "none", "ngram"
+// the token plain decoding draws there. vLLM's names. Drafters: `ngram` (prompt lookup,
+// engine/ngram_drafter.h) and `draft_model` (a smaller model with the same vocabulary, run
+// greedily on its own KV cache, engine/draft_model_drafter.h; the Engine takes the model).
+// Modes: fast, invariant and bi-naive; `verified` and `padded` refuse it (resolved()).
+enum class SpeculativeMethod : uint8_t { kNone, kNgram, kDraftModel };
+// "none", "ngram", "draft_model"
+std::string_view speculative_method_name(SpeculativeMethod m);
 SpeculativeMethod parse_speculative_method(std::string_view name);  // throws detllm::Error
 
 struct SpeculativeConfig {
@@ -56,6 +60,14 @@ struct SpeculativeConfig {
   // 0 = unset, filled as vLLM fills them: both unset → 5 and 5; one unset → the other's value.
   int32_t prompt_lookup_min = 0;
   int32_t prompt_lookup_max = 0;
+  // draft_model: where the draft model is (a GGUF file or a Hugging Face folder), for whoever
+  // loads it (detllm generate|serve --speculative-model); the engine itself takes the loaded
+  // model (Engine's draft_model argument) and does not read this.
+  std::string model;
+  // The adaptive draft length and off-switch per sample (engine/draft_policy.h): host policy
+  // over the schedule only, never over bits. Off: every window has K drafts (as the drafter
+  // finds them). detllm generate|serve turn it on (--no-speculative-adaptive turns it off).
+  bool adaptive = false;
   bool enabled() const { return method != SpeculativeMethod::kNone; }
   // The unset lookup bounds filled (above); validate() then checks the result.
   SpeculativeConfig with_defaults() const;

@@ -36,6 +36,10 @@ struct EngineStats {
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
   int64_t n_draft_windows = 0;  // steps × sequences that scored drafts
+  // The draft model's forwards (speculative method draft_model) and the pauses of the
+  // adaptive off-switch (SpeculativeConfig::adaptive, draft_policy.h).
+  int64_t n_drafter_forwards = 0;
+  int64_t n_draft_pauses = 0;
   // Share of all computed tokens that were verification recompute.
   double verify_share() const {
     return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;

@@ -54,11 +54,13 @@ void Gate::wait() {
 
 EngineLoop::EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
                        const Tokenizer* tokenizer,
-                       const std::function<void(engine::Engine&)>& before_start)
+                       const std::function<void(engine::Engine&)>& before_start,
+                       const LlamaModel* draft_model)
     : model_(model),
       tokenizer_(tokenizer),
+      draft_model_(draft_model),
       requested_config_(config),
-      engine_(std::make_unique<engine::Engine>(model, config, tokenizer)),
+      engine_(std::make_unique<engine::Engine>(model, config, tokenizer, draft_model)),
       config_(engine_->config()),
       identity_(std::make_shared<WeightIdentity>()) {
   snapshot_.kv_blocks_total = config_.scheduler.kv.n_blocks;
@@ -127,7 +129,7 @@ void EngineLoop::rebuild_engine(std::shared_ptr<const WeightIdentity> identity) 
   prefix_query_base_ += kv.n_query_tokens;
   prefix_hit_base_ += kv.n_hit_tokens;
   engine_.reset();  // its KV pool first: the new one takes the same memory
-  engine_ = std::make_unique<engine::Engine>(model_, requested_config_, tokenizer_);
+  engine_ = std::make_unique<engine::Engine>(model_, requested_config_, tokenizer_, draft_model_);
   std::lock_guard lk(mu_);
   identity_ = std::move(identity);
 }

@@ -135,10 +135,12 @@ class EngineLoop {
  public:
   // Builds the Engine (throws detllm::Error on a bad config), runs before_start on it (on
   // this thread, before any request: e.g. Engine::warm_up_decode_graphs) and starts the
-  // thread. The model and tokenizer must outlive the loop.
+  // thread. The model, tokenizer and draft model (speculative method draft_model, else null)
+  // must outlive the loop.
   EngineLoop(const LlamaModel& model, const engine::EngineConfig& config,
              const Tokenizer* tokenizer,
-             const std::function<void(engine::Engine&)>& before_start = {});
+             const std::function<void(engine::Engine&)>& before_start = {},
+             const LlamaModel* draft_model = nullptr);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -208,6 +210,7 @@ class EngineLoop {
 
   const LlamaModel& model_;
   const Tokenizer* tokenizer_;
+  const LlamaModel* draft_model_;          // the speculative draft model, or null
   engine::EngineConfig requested_config_;  // as given: rebuild_engine resolves it again
   std::unique_ptr<engine::Engine> engine_;
   engine::EngineConfig config_;

@@ -248,7 +248,7 @@ RunResult run(const Target& target, const Execution& exec,
   LlamaModel& model = *rm.model;
   engine::EngineConfig cfg = exec.engine;
   cfg.policy = target.policy;
-  engine::Engine eng(model, cfg);
+  engine::Engine eng(model, cfg, nullptr, exec.draft_is_target ? &model : exec.draft_model);
 
   RunResult res;
   res.traces.resize(n);

@@ -61,6 +61,10 @@ struct Execution {
   // Run to completion in the same engine before the workload (untraced): a warm prefix cache
   // (V5) or a KV pool whose blocks have been used and released in some order (V7).
   std::vector<engine::Request> warmup;
+  // Speculative method draft_model: the draft model (it must outlive the run), or, with
+  // draft_is_target, the run's own model as its own drafter (every greedy draft accepted).
+  const LlamaModel* draft_model = nullptr;
+  bool draft_is_target = false;
 };
 
 // The engine every conformance check starts from and changes one thing of: blocks of 4, a

@@ -366,13 +366,16 @@ TEST_P(Conformance, V10_NondeterministicNeighbours) {
   expect_exercised(want, reqs, got, "with non-deterministic neighbours");
 }
 
-// Speculative decoding (n-gram drafts, exact acceptance) on repetitive prompts: the same bits
-// as without it, at several K, chunked and under preemption (speculation_checks.h); drafts
-// were proposed, accepted and rejected.
+// Speculative decoding (exact acceptance) on repetitive prompts: the same bits as without it,
+// with n-gram drafts at several K, chunked and under preemption, and with the draft-model
+// drafter and the adaptive draft length (speculation_checks.h); drafts were proposed, accepted
+// and rejected.
 TEST_P(Conformance, Speculation_NgramDraftsChangeNoBit) {
   for (uint64_t seed : {21, 22}) {
     const auto reqs = repetitive_workload(seed, config_.vocab_size, 6);
-    const SpeculationVerdict v = check_speculation(target_, reqs);
+    // The draft-model and adaptive cases on the first workload.
+    const SpeculationVerdict v = check_speculation(
+        target_, reqs, seed == 21 ? SpeculationCases::kAll : SpeculationCases::kNgram);
     ASSERT_FALSE(v.mismatch.has_value()) << "seed " << seed << ": " << v.mismatch->what;
     EXPECT_FALSE(v.not_exercised.has_value()) << "seed " << seed << ": " << *v.not_exercised;
   }

@@ -103,6 +103,11 @@ TEST_F(NegativeControl, QueryLengthDependenceFailsSpeculation) {
   Target exact = target("qlen-attention");
   exact.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
   EXPECT_FALSE(check_speculation(exact, reqs).mismatch.has_value());
+  // The draft-model and adaptive cases on their own catch it too.
+  const SpeculationVerdict d =
+      check_speculation(target("qlen-attention"), reqs, SpeculationCases::kDrafters);
+  ASSERT_TRUE(d.mismatch.has_value()) << "the draft-model cases missed a query-length fault";
+  std::printf("caught with a draft model: %s\n", d.mismatch->what.c_str());
 }
 
 // Each fault makes the matrix cell of the variation it breaks FAIL (not "not exercised": the

@@ -4,16 +4,23 @@
 // proposes, and its drafts are both accepted and rejected — run without speculation and with
 // n-gram drafts of K = 1, 3 and 8, also chunked (a window verified over several steps) and in a
 // pool small enough to preempt (drafts dropped, committed tokens recomputed), and on a prefix
-// cache warmed by a speculative run (only committed tokens' KV is published). Every
-// deterministic request's tokens, logprobs, top logprobs and fp32 logits must be the same bits.
+// cache warmed by a speculative run (only committed tokens' KV is published); then with the
+// draft-model drafter — the target as its own drafter (greedy drafts: every greedy request's
+// accepted, the seeded ones' mostly rejected), whole, chunked and preempting, and a synthetic
+// model of another seed with the same vocabulary — and with the adaptive draft length and
+// off-switch (draft_policy.h) on both drafters. Every deterministic request's tokens,
+// logprobs, top logprobs and fp32 logits must be the same bits.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "model/llama_model.h"
+#include "model/synthetic.h"
 #include "verify/conformance.h"
 
 namespace detllm::conformance {
@@ -67,28 +74,69 @@ struct SpeculationVerdict {
   int64_t n_accepted_draft_tokens = 0;
 };
 
-// Runs `reqs` without speculation, then with n-gram drafts in several executions; the first
+// Runs `reqs` without speculation, then with drafts in several executions; the first
 // mismatch, or why the drafts did not do what the check needs (proposed, accepted, rejected).
+// Which cases run: the n-gram ones, all, or the draft-model and adaptive ones alone (a
+// negative control that must see those cases fail on their own). A suite that runs several
+// workloads runs the draft-model cases (as costly again as the n-gram ones) on one.
+enum class SpeculationCases { kNgram, kAll, kDrafters };
 inline SpeculationVerdict check_speculation(const Target& target,
-                                            const std::vector<engine::Request>& reqs) {
+                                            const std::vector<engine::Request>& reqs,
+                                            SpeculationCases which = SpeculationCases::kAll) {
+  const bool with_drafters = which != SpeculationCases::kNgram;
   SpeculationVerdict v;
   const RunResult ref = run(target, base_execution("no speculation"), reqs);
+  // A draft model of another seed, where the target's weights are synthetic and its ops can
+  // be made (not for a shared model).
+  std::unique_ptr<kernels::Ops> other_ops;
+  std::optional<ModelWeights> other_weights;
+  std::unique_ptr<LlamaModel> other_draft;
+  if (with_drafters && target.make_ops && !target.shared_model &&
+      (target.recipe || target.weights)) {
+    other_ops = target.make_ops(2);
+    other_weights.emplace(make_synthetic_weights(*target.config, 0x5eedd5af7));
+    other_draft = std::make_unique<LlamaModel>(*target.config, *other_weights, *other_ops);
+  }
+  enum class Drafter { kNgram, kSelf, kOther };
   struct Case {
     std::string label;
     int32_t k;
     int32_t chunk;
     int32_t n_blocks;
     bool warm = false;  // the same workload ran first, speculative: its published blocks reused
+    Drafter drafter = Drafter::kNgram;
+    bool adaptive = false;
   };
-  const Case cases[] = {{"K=1", 1, 0, 0},
-                        {"K=3", 3, 0, 0},
-                        {"K=8", 8, 0, 0},
-                        {"K=5, chunks of 3", 5, 3, 0},
-                        {"K=4, a pool that preempts", 4, 0, 24},
-                        {"K=3, prefix cache warmed by a speculative run", 3, 0, 0, true}};
+  std::vector<Case> cases;
+  if (which != SpeculationCases::kDrafters) {
+    cases = {{"K=1", 1, 0, 0},
+             {"K=3", 3, 0, 0},
+             {"K=8", 8, 0, 0},
+             {"K=5, chunks of 3", 5, 3, 0},
+             {"K=4, a pool that preempts", 4, 0, 24},
+             {"K=3, prefix cache warmed by a speculative run", 3, 0, 0, true}};
+  }
+  if (with_drafters) {
+    cases.push_back({"draft model = target, K=3", 3, 0, 0, false, Drafter::kSelf});
+    cases.push_back({"draft model = target, K=5, chunks of 3", 5, 3, 0, false, Drafter::kSelf});
+    cases.push_back(
+        {"draft model = target, K=4, a pool that preempts", 4, 0, 24, false, Drafter::kSelf});
+    cases.push_back({"draft model = target, K=4, adaptive", 4, 0, 0, false, Drafter::kSelf, true});
+    cases.push_back({"K=4, adaptive", 4, 0, 0, false, Drafter::kNgram, true});
+  }
+  if (other_draft) {
+    cases.push_back({"draft model of another seed, K=3", 3, 0, 0, false, Drafter::kOther});
+    cases.push_back(
+        {"draft model of another seed, K=5, adaptive", 5, 0, 0, false, Drafter::kOther, true});
+  }
   for (const Case& c : cases) {
     Execution e = base_execution("speculative " + c.label);
-    e.engine.speculative.method = engine::SpeculativeMethod::kNgram;
+    e.engine.speculative.method = c.drafter == Drafter::kNgram
+                                      ? engine::SpeculativeMethod::kNgram
+                                      : engine::SpeculativeMethod::kDraftModel;
+    e.draft_is_target = c.drafter == Drafter::kSelf;
+    if (c.drafter == Drafter::kOther) e.draft_model = other_draft.get();
+    e.engine.speculative.adaptive = c.adaptive;
     e.engine.speculative.num_speculative_tokens = c.k;
     e.engine.speculative.prompt_lookup_min = 1;
     e.engine.speculative.prompt_lookup_max = 3;
@@ -107,7 +155,8 @@ inline SpeculationVerdict check_speculation(const Target& target,
     const engine::EngineStats& s = got.engine_stats;
     v.n_draft_tokens += s.n_draft_tokens;
     v.n_accepted_draft_tokens += s.n_accepted_draft_tokens;
-    if (!v.not_exercised && s.n_accepted_draft_tokens == 0) {
+    // A draft model of other weights may guess nothing right: it must only change no bit.
+    if (!v.not_exercised && s.n_accepted_draft_tokens == 0 && c.drafter != Drafter::kOther) {
       v.not_exercised = c.label + ": no draft was accepted";
     } else if (!v.not_exercised && c.n_blocks > 0 && got.n_preemptions == 0) {
       v.not_exercised = c.label + ": nothing was preempted";
