@@ -80,17 +80,6 @@ double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int token
   return since(t0) * 1e3 / steps;
 }
 
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= list.size()) {
-    const size_t end = std::min(list.find(',', at), list.size());
-    if (end > at) out.push_back(list.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--models olmoe-1b-7b,qwen3-30b-a3b] [--batches 1,64,256] "
@@ -116,7 +105,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       steps = 3;
     } else if (std::strcmp(argv[i], "--models") == 0 && i + 1 < argc) {
-      models = split_names(argv[++i]);
+      models = bench_util::parse_names(argv[++i]);
     } else if (std::strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       batches = bench_util::parse_counts(argv[++i]);
       if (batches.empty()) return usage(argv[0]);
