@@ -295,3 +295,17 @@ def test_weight_update_under_load_has_one_version_per_response(replicas, tmp_pat
         {("1", new_fp, "up")}
     after = pool.generate(["After the update:"], max_tokens=2, seed=3)[0]
     assert (after["weight_version"], after["fingerprint"]) == ("1", new_fp)
+
+
+def test_more_replicas_than_the_local_cluster_holds_are_refused(replicas):
+    # The module's local cluster has 4 CPUs: five one-CPU replicas could never all be placed,
+    # so start() says so at once instead of waiting for placement.
+    from detllm.ray import ReplicaSet
+
+    rs = ReplicaSet(5, SERVE_ARGS, binary=find_binary(), api_key=API_KEY, num_cpus_per_replica=1)
+    try:
+        with pytest.raises(RuntimeError, match="5 replicas of 1 CPU each need 5 CPUs"):
+            rs.start()
+        assert not rs.actors
+    finally:
+        rs.shutdown()

@@ -81,6 +81,15 @@ class ReplicaSet:
         import ray
 
         init_ray(self.address, self.ray_num_cpus)
+        if self.address is None:  # a local cluster has fixed resources: refuse what cannot fit
+            total = ray.cluster_resources()
+            for what, each in (("CPU", self.num_cpus), ("GPU", self.num_gpus)):
+                need, have = self.n * each, total.get(what, 0)
+                if need > have:
+                    raise RuntimeError(
+                        f"{self.n} replicas of {each:g} {what} each need {need:g} {what}s; this "
+                        f"machine's Ray cluster has {have:g}: start fewer replicas, lower "
+                        f"num_{what.lower()}s_per_replica, or join a larger cluster (address=)")
         cls = self._actor_class()
         names = [f"r{i}" for i in range(self.n)]
         for i, name in enumerate(names):
