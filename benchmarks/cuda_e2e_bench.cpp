@@ -105,32 +105,6 @@ double download_ms(Ops& ops, int rows, int vocab) {
   return median(t);
 }
 
-// One prompt of `tokens` tokens prefilled in one step (positions 0…tokens-1 of one sequence,
-// the last row's logits wanted), eager: mean ms of `steps` after `warmup`.
-double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int tokens, int warmup,
-                  int steps) {
-  const int32_t block = bench_util::kBlock;
-  const int32_t n_blocks = (tokens + block - 1) / block;
-  KvStorage kv(ops, c, n_blocks, block);
-  std::vector<int32_t> ids(static_cast<size_t>(tokens)), pos(ids.size()), seq(ids.size(), 0),
-      slots(ids.size()), table(static_cast<size_t>(n_blocks));
-  for (int t = 0; t < tokens; ++t) {
-    ids[size_t(t)] = static_cast<int32_t>((uint64_t{2654435761u} * (t + 1)) % c.vocab_size);
-    pos[size_t(t)] = t;
-    slots[size_t(t)] = t;
-  }
-  std::iota(table.begin(), table.end(), 0);
-  const StepBatch batch{tokens, pos.data(), seq.data(), slots.data(), 1, n_blocks, table.data()};
-  const std::vector<int32_t> last = {tokens - 1};
-  std::vector<float> logits;
-  for (int i = 0; i < warmup; ++i) m.forward(ids, batch, last, kv, logits);
-  ops.synchronize();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) m.forward(ids, batch, last, kv, logits);
-  ops.synchronize();
-  return since(t0) * 1e3 / steps;
-}
-
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
@@ -269,7 +243,7 @@ int main(int argc, char** argv) {
       gen_s[mi] = since(t0);
       progress("{}: weights ready in {:.2f} s", mode, gen_s[mi]);
       for (int tokens : prefill_tokens) {
-        const double ms = prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
+        const double ms = bench_util::prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
         progress("{}: prefill of {} tokens: {:.2f} ms, {:.0f} tok/s", mode, tokens, ms,
                  tokens / ms * 1e3);
         fmt::print("PREFILL {} {} {:.4f} {:.1f}\n", tokens, mode, ms, tokens / ms * 1e3);

@@ -53,33 +53,6 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// One prompt of `tokens` tokens prefilled in one step with `numerics`: mean ms of `steps`
-// after `warmup` (the last row's logits downloaded).
-double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int tokens,
-                  NumericsMode numerics, int warmup, int steps) {
-  const int32_t block = bench_util::kBlock;
-  const int32_t n_blocks = (tokens + block - 1) / block;
-  KvStorage kv(ops, c, n_blocks, block);
-  std::vector<int32_t> ids(static_cast<size_t>(tokens)), pos(ids.size()), seq(ids.size(), 0),
-      slots(ids.size()), table(static_cast<size_t>(n_blocks));
-  for (int t = 0; t < tokens; ++t) {
-    ids[size_t(t)] = static_cast<int32_t>((uint64_t{2654435761u} * (t + 1)) % c.vocab_size);
-    pos[size_t(t)] = t;
-    slots[size_t(t)] = t;
-  }
-  std::iota(table.begin(), table.end(), 0);
-  StepBatch batch{tokens, pos.data(), seq.data(), slots.data(), 1, n_blocks, table.data()};
-  batch.numerics = numerics;
-  const std::vector<int32_t> last = {tokens - 1};
-  std::vector<float> logits;
-  for (int i = 0; i < warmup; ++i) m.forward(ids, batch, last, kv, logits);
-  ops.synchronize();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) m.forward(ids, batch, last, kv, logits);
-  ops.synchronize();
-  return since(t0) * 1e3 / steps;
-}
-
 int usage(const char* argv0) {
   fmt::print(stderr,
              "usage: {} [--models olmoe-1b-7b,qwen3-30b-a3b] [--batches 1,64,256] "
@@ -160,8 +133,9 @@ int main(int argc, char** argv) {
       }
       if (prefill > 0) {
         Row r{name, fmt::format("prefill {}", prefill), 0, 0, prefill};
-        r.invariant_ms = prefill_ms(*ops, model, c, prefill, NumericsMode::kInvariant, 1, steps);
-        r.fast_ms = prefill_ms(*ops, model, c, prefill, NumericsMode::kFast, 1, steps);
+        r.invariant_ms =
+            bench_util::prefill_ms(*ops, model, c, prefill, 1, steps, NumericsMode::kInvariant);
+        r.fast_ms = bench_util::prefill_ms(*ops, model, c, prefill, 1, steps, NumericsMode::kFast);
         progress("{}: {}: invariant {:.2f} ms, fast {:.2f} ms", name, r.what, r.invariant_ms,
                  r.fast_ms);
         rows.push_back(r);
@@ -177,9 +151,8 @@ int main(int argc, char** argv) {
   fmt::print("\n| model | step | invariant ms | fast ms | invariant tok/s | fast ÷ invariant |\n");
   fmt::print("|---|---|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
-    fmt::print("| {} | {} | {:.3f} | {:.3f} | {:.0f} | {:.3f} |\n", r.model, r.what,
-               r.invariant_ms, r.fast_ms, r.tokens / (r.invariant_ms * 1e-3),
-               r.fast_ms / r.invariant_ms);
+    fmt::print("| {} | {} | {:.3f} | {:.3f} | {:.0f} | {:.3f} |\n", r.model, r.what, r.invariant_ms,
+               r.fast_ms, r.tokens / (r.invariant_ms * 1e-3), r.fast_ms / r.invariant_ms);
   }
   fmt::print(
       "\nfast ÷ invariant: the fast step's time over the invariant one's (1.0 = as fast; the "

@@ -34,8 +34,8 @@ class DecodeStep {
   // window > 1: each sequence's next `window` tokens (a verify step), every one a logit row.
   DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context, int prefill = 0,
              int window = 1)
-      : blocks_per_seq_(std::max((context + window + kBlock - 1) / kBlock,
-                                 (prefill + kBlock - 1) / kBlock)),
+      : blocks_per_seq_(
+            std::max((context + window + kBlock - 1) / kBlock, (prefill + kBlock - 1) / kBlock)),
         kv_(ops, c, (batch + (prefill > 0 ? 1 : 0)) * blocks_per_seq_, kBlock, max_pad_rows()) {
     const int n_seqs = batch + (prefill > 0 ? 1 : 0);
     tables_.resize(static_cast<size_t>(n_seqs) * blocks_per_seq_);
@@ -133,5 +133,32 @@ class DecodeStep {
   std::vector<int32_t> tokens_, positions_, seqs_, slots_, tables_, rows_;
   StepBatch batch_;
 };
+
+// One prompt of `tokens` tokens prefilled in one step (positions 0…tokens-1 of one sequence,
+// the last row's logits wanted) with `numerics`, eager: mean ms of `steps` after `warmup`.
+inline double prefill_ms(Ops& ops, const LlamaModel& m, const ModelConfig& c, int tokens,
+                         int warmup, int steps, NumericsMode numerics = NumericsMode::kInvariant) {
+  const int32_t n_blocks = (tokens + kBlock - 1) / kBlock;
+  KvStorage kv(ops, c, n_blocks, kBlock);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens)), pos(ids.size()), seq(ids.size(), 0),
+      slots(ids.size()), table(static_cast<size_t>(n_blocks));
+  for (int t = 0; t < tokens; ++t) {
+    ids[size_t(t)] = static_cast<int32_t>((uint64_t{2654435761u} * (t + 1)) % c.vocab_size);
+    pos[size_t(t)] = t;
+    slots[size_t(t)] = t;
+  }
+  std::iota(table.begin(), table.end(), 0);
+  StepBatch batch{tokens, pos.data(), seq.data(), slots.data(), 1, n_blocks, table.data()};
+  batch.numerics = numerics;
+  const std::vector<int32_t> last = {tokens - 1};
+  std::vector<float> logits;
+  for (int i = 0; i < warmup; ++i) m.forward(ids, batch, last, kv, logits);
+  ops.synchronize();
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) m.forward(ids, batch, last, kv, logits);
+  ops.synchronize();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+}
 
 }  // namespace detllm::bench_util

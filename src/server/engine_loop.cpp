@@ -78,18 +78,23 @@ std::shared_ptr<const WeightIdentity> EngineLoop::identity() const {
   return identity_;
 }
 
-void EngineLoop::pause(PauseMode mode) {
+bool EngineLoop::submit_and_wait(Command c) {
   auto gate = std::make_shared<Gate>();
   {
     std::lock_guard lk(mu_);
-    if (stopping_) return;
-    Command c{Command::Kind::kPause};
-    c.mode = mode;
+    if (stopping_) return false;
     c.gate = gate;
     commands_.push_back(std::move(c));
     cv_.notify_one();
   }
   gate->wait();
+  return true;
+}
+
+void EngineLoop::pause(PauseMode mode) {
+  Command c{Command::Kind::kPause};
+  c.mode = mode;
+  submit_and_wait(std::move(c));  // a server shutting down has nothing left to pause
 }
 
 void EngineLoop::resume() {
@@ -104,17 +109,9 @@ bool EngineLoop::paused() const {
 }
 
 void EngineLoop::run_exclusive(const std::function<void()>& fn) {
-  auto gate = std::make_shared<Gate>();
-  {
-    std::lock_guard lk(mu_);
-    check(!stopping_, "the server is shutting down");
-    Command c{Command::Kind::kExclusive};
-    c.gate = gate;
-    c.fn = fn;
-    commands_.push_back(std::move(c));
-    cv_.notify_one();
-  }
-  gate->wait();
+  Command c{Command::Kind::kExclusive};
+  c.fn = fn;
+  check(submit_and_wait(std::move(c)), "the server is shutting down");
 }
 
 void EngineLoop::rebuild_engine(std::shared_ptr<const WeightIdentity> identity) {

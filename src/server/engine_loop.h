@@ -204,6 +204,9 @@ class EngineLoop {
   // Events made on the engine thread wait in the outbox until the iteration's snapshot is
   // published (flush_outbox), so metrics never lag what a client has already seen.
   void deliver(Ticket* t, EngineEvent e);
+  // Queues `c` for the engine thread with a gate and waits until the thread opens it (the
+  // gate's error rethrown); false, without waiting, when the loop is stopping.
+  bool submit_and_wait(Command c);
   void flush_outbox();
   // Stamps the live tickets that the step started at `t0_ns` ran for the first time.
   void mark_scheduled(int64_t t0_ns);

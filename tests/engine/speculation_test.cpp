@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "determinism/modes.h"
 #include "engine/engine.h"
+#include "engine/speculation_test_util.h"
 #include "model/synthetic.h"
 #include "tokenizer/tokenizer.h"
 
@@ -167,21 +168,7 @@ TEST_F(SpeculationTest, AbortInTheMiddleOfAWindow) {
   RequestCallbacks cb;
   cb.on_token = [&](const TokenEvent& e) { other_tokens.push_back(e.token); };
   engine.add_request(other, cb);
-  bool aborted = false;
-  while (engine.step()) {
-    engine.scheduler().check_consistency();
-    if (aborted) continue;
-    for (const SeqId id : engine.scheduler().running()) {
-      const Sequence& q = engine.scheduler().sequence(id);
-      // Drafts still pending after a step (their window's first chunk ran): mid-window.
-      if (id == 0 && q.n_committed < q.n_tokens()) {
-        engine.abort(victim);
-        aborted = true;
-        break;
-      }
-    }
-  }
-  EXPECT_TRUE(aborted) << "no window was verified over several steps";
+  EXPECT_TRUE(testing::abort_mid_window(engine, victim)) << "no window was verified over several steps";
   EXPECT_EQ(engine.status(victim).state, RequestStatus::State::kUnknown);
   EXPECT_EQ(engine.scheduler().kv_cache().stats().n_referenced, 0);
   EngineConfig plain_config = engine_config(0);

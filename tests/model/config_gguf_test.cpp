@@ -12,48 +12,17 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "model/config.h"
+#include "model/gguf_writer.h"
 
 namespace detllm {
 namespace {
 
-using Value = std::variant<std::string, uint32_t, uint64_t, float, bool>;
+using Value = testing::GgufMetaValue;
 using Metadata = std::vector<std::pair<std::string, Value>>;
 
 // A GGUF v3 file with the given metadata and no tensors.
 std::vector<uint8_t> gguf_bytes(const Metadata& kv) {
-  std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
-  auto put = [&](auto v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(v));
-  };
-  auto str = [&](const std::string& s) {
-    put(uint64_t{s.size()});
-    b.insert(b.end(), s.begin(), s.end());
-  };
-  put(uint32_t{3});
-  put(uint64_t{0});
-  put(uint64_t{kv.size()});
-  for (const auto& [key, value] : kv) {
-    str(key);
-    if (const auto* s = std::get_if<std::string>(&value)) {
-      put(uint32_t{8});
-      str(*s);
-    } else if (const auto* u = std::get_if<uint32_t>(&value)) {
-      put(uint32_t{4});
-      put(*u);
-    } else if (const auto* u64 = std::get_if<uint64_t>(&value)) {
-      put(uint32_t{10});
-      put(*u64);
-    } else if (const auto* f = std::get_if<float>(&value)) {
-      put(uint32_t{6});
-      put(*f);
-    } else {
-      put(uint32_t{7});
-      put(static_cast<uint8_t>(std::get<bool>(value)));
-    }
-  }
-  while (b.size() % 32 != 0) b.push_back(0);
-  return b;
+  return testing::gguf_file_bytes(kv, {});
 }
 
 Metadata smollm2_like() {
