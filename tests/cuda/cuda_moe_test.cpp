@@ -28,6 +28,7 @@
 
 #include "cuda/cuda_test_util.h"
 #include "cuda/moe_negative_control.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/ref/moe_ref.h"
 #include "model/llama_model.h"
 #include "model/model_loader.h"
@@ -344,13 +345,16 @@ TEST(CudaMoe, GroupedGemmRowsEqualTheRowAloneAtEveryGroupSize) {
 
 // The negative control: groups of more than one row run with two K splits merged (what a
 // grouped GEMM that picks another split for a larger group would do). The same check fails.
+// K is a multiple of two split alignments (512), else the kernel ignores the override.
 TEST(CudaMoe, NegativeControlGroupSizeDependentSplitIsCaught) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops = cuda_testing::invariant_ops();
   CudaOptions split;
   split.gemm_splits_override = 2;
   auto split_ops = make_cuda_ops(split);
-  const int64_t n = 2048, kdim = 768;
+  const int64_t n = 1536, kdim = 2048;
+  ASSERT_EQ(cuda::gemm_effective_splits(n, kdim, split.gemm_splits_override), 2)
+      << "the control's shape must actually split";
   const GroupedCase c = grouped_case(*ops, n, kdim);
   const int32_t m = c.offsets.back();
   DeviceArray<uint16_t> x(*ops, cuda_testing::to_bf16(cuda_testing::fast_random_floats(
