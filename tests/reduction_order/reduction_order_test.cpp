@@ -157,6 +157,7 @@ TEST(ReductionOrderMutants, AttentionTileChosenFromTheKernel) {
   const auto [family, cx] = first_failure(s);
   EXPECT_NE(family.find("attention"), std::string::npos) << family;
   EXPECT_NE(cx.find("warpgroup"), std::string::npos) << cx;
+  std::printf("planted tile from the kernel: %s\n    %s\n", family.c_str(), cx.c_str());
 }
 
 TEST(ReductionOrderMutants, TpChunksFromTheDegree) {
