@@ -15,6 +15,8 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/gemm_splits.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/ops.h"
 #include "verify/reduction_order/checker.h"
 #include "verify/reduction_order/smt.h"
 
@@ -341,6 +343,51 @@ TEST(ReductionOrderBits, CpuAttentionDecodeAndChunkAndPages) {
             describe_attention_tc(real_schedules(), sb, 1, p - first));
   const float* row_b = out_b.data() + int64_t{1 + p - first} * n_heads * hd;
   EXPECT_EQ(0, std::memcmp(decoded.data(), row_b, sizeof(float) * n_heads * hd));
+}
+
+// Every row of a 300-token prompt computed in chunks of 1, 7 and 64 beside another sequence's
+// decode rows, on shuffled pages and 1 or 3 threads, against the whole prompt in one step: for
+// each row the analyzer calls the two contexts' tensor-core orders equal (the CPU kernel's own
+// order has no context argument), and the CPU kernel's bits are equal.
+TEST(ReductionOrderBits, CpuAttentionEveryRowOfChunkedPrompts) {
+  using kernels::testing::AttnShape;
+  using kernels::testing::Chunk;
+  using kernels::testing::PagedWorld;
+  const AttnShape shape{9, 3, 64, 16};
+  const int len = 300;
+  const Schedules real = real_schedules();
+  auto one = kernels::make_cpu_ops(1);
+  PagedWorld base(*one, shape, {42}, {len}, 0);
+  base.step({{0, 0, len}});
+  AttentionStep whole;
+  whole.n_heads = shape.n_heads;
+  whole.n_kv_heads = shape.n_kv_heads;
+  whole.head_dim = shape.head_dim;
+  whole.block_size = shape.block_size;
+  whole.seqs = {{0, len}};
+  for (int chunk : {1, 7, 64}) {
+    SCOPED_TRACE(::testing::Message() << "chunks of " << chunk);
+    auto ops = kernels::make_cpu_ops(chunk == 7 ? 3 : 1);
+    PagedWorld w(*ops, shape, {42, 7}, {len, 40}, 5 + chunk);
+    int other = 0;
+    for (int start = 0; start < len; start += chunk) {
+      std::vector<Chunk> step = {{0, start, std::min(chunk, len - start)}};
+      if (other < 40) step.push_back({1, other++, 1});
+      w.step(step);
+      AttentionStep st = whole;
+      st.seqs = {{start, step[0].count}};
+      if (step.size() > 1) st.seqs.push_back({step[1].start, 1});
+      for (int j = 0; j < step[0].count; ++j) {
+        const int p = start + j;
+        ASSERT_EQ(describe_attention_tc(real, whole, 0, p), describe_attention_tc(real, st, 0, j))
+            << "position " << p;
+        ASSERT_EQ(kernels::testing::first_bit_difference(base.output(0, p).data(),
+                                                         w.output(0, p).data(), base.row_floats()),
+                  -1)
+            << "position " << p;
+      }
+    }
+  }
 }
 
 }  // namespace
