@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libxxhash-dev
-  libboost-dev
+  libboost-dev libz3-dev
   libgtest-dev googletest libbenchmark-dev clang libclang-rt-14-dev
   python3 python3-venv python3-dev curl
 )

@@ -4,9 +4,12 @@
 // startup_self_check(), the same check as `detllm serve` and `detllm generate` run it.
 // `detllm check --proof` instead runs the bounded model checker of the engine
 // (verify/model_check/model_check.h: scheduling and the paged, prefix-sharing KV cache preserve
-// every row's prefix) and prints what it proved, within which bounds, or a counterexample.
+// every row's prefix) and the reduction-order analyzer of the kernels (verify/reduction_order:
+// no kernel's reduction order depends on the batch, the query length, chunking, page layout,
+// split placement or TP degree), and prints what they proved, within which bounds, and what is
+// assumed, or a counterexample.
 // Tests: tests/e2e/test_check.py (the command), tests/conformance/self_check_test.cpp (checks),
-// tests/model_check (the checker).
+// tests/model_check (the checker), tests/reduction_order (the analyzer).
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "kernels/attention_plan.h"
 #include "model/bundle.h"
 #include "verify/model_check/model_check.h"
+#include "verify/reduction_order/checker.h"
 #include "verify/self_check.h"
 
 namespace detllm::cli {
@@ -31,17 +35,35 @@ struct CheckOptions {
   bool proof = false;              // --proof: the bounded model checker instead
   std::string proof_bound = "ci";  // ci | large
   int proof_events = 0;            // > 0: paths of this many events instead of the bound's
+  std::string proof_part = "all";  // all | engine (the model checker) | orders (the analyzer)
 };
 
 // `detllm check --proof`: the bounded model checker; exit code 0 when nothing was found.
 int run_proof(const CheckOptions& o) {
-  model_check::ModelCheckBounds bounds =
-      o.proof_bound == "large" ? model_check::large_bounds() : model_check::ci_bounds();
-  if (o.proof_events > 0) bounds.max_events = o.proof_events;
-  std::fprintf(stderr, "detllm check --proof: exploring (%s bound)...\n", o.proof_bound.c_str());
-  const model_check::ModelCheckResult r = model_check::run_model_check(bounds);
-  std::fputs(model_check::format_result(bounds, r).c_str(), stdout);
-  return r.ok() ? 0 : 1;
+  bool ok = true;
+  if (o.proof_part != "orders") {
+    model_check::ModelCheckBounds bounds =
+        o.proof_bound == "large" ? model_check::large_bounds() : model_check::ci_bounds();
+    if (o.proof_events > 0) bounds.max_events = o.proof_events;
+    std::fprintf(stderr, "detllm check --proof: exploring (%s bound)...\n", o.proof_bound.c_str());
+    const model_check::ModelCheckResult r = model_check::run_model_check(bounds);
+    std::fputs(model_check::format_result(bounds, r).c_str(), stdout);
+    ok = ok && r.ok();
+  }
+  if (o.proof_part != "engine") {
+    const reduction_order::AnalyzerBounds bounds = o.proof_bound == "large"
+                                                       ? reduction_order::analyzer_large_bounds()
+                                                       : reduction_order::analyzer_ci_bounds();
+    std::fprintf(stderr, "detllm check --proof: reduction orders (%s bound)...\n",
+                 bounds.name.c_str());
+    const reduction_order::AnalyzerResult r =
+        reduction_order::run_reduction_order_analyzer(bounds, reduction_order::real_schedules());
+    if (o.proof_part == "all") std::fputs("\n", stdout);
+    std::fputs(reduction_order::format_analyzer_result(bounds, r).c_str(), stdout);
+    ok = ok && r.ok();
+  }
+  std::fflush(stdout);
+  return ok ? 0 : 1;
 }
 
 // The CUDA backend's tensor-core attention plans (kernels/attention_plan.h) for the model's heads
@@ -167,11 +189,17 @@ Command add_check_command(CLI::App& app) {
                       "fast (cuda: default cuBLAS GEMM; expected to fail, a demonstration)");
   cmd->add_flag("--proof", o->proof,
                 "Instead: run the bounded model checker of the engine (scheduler, paged KV, "
-                "prefix cache, verified mode over an abstract hash backend) and print what is "
-                "proved, within which bounds, and what is assumed; or the shortest "
+                "prefix cache, verified mode over an abstract hash backend) and the reduction-"
+                "order analyzer of the kernels (GEMM, attention, TP: no order depends on the "
+                "batch, chunking, pages or placement; z3 for every context length), and print "
+                "what is proved, within which bounds, and what is assumed; or the shortest "
                 "counterexample (docs/contract.md, \"What is proved\")");
   cmd->add_option("--proof-bound", o->proof_bound, "The checker's bound: ci or large")
       ->check(CLI::IsMember({"ci", "large"}))
+      ->capture_default_str();
+  cmd->add_option("--proof-part", o->proof_part,
+                  "Which proof: all, engine (the model checker) or orders (the analyzer)")
+      ->check(CLI::IsMember({"all", "engine", "orders"}))
       ->capture_default_str();
   cmd->add_option("--proof-events", o->proof_events,
                   "Events per explored path (default: the bound's)")

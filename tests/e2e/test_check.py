@@ -50,6 +50,18 @@ def test_check_proof_proves_the_ci_bound():
     assert "complete (no path reached the event bound)" in r.stdout, r.stdout
     assert "bounded (paths cut" not in r.stdout, r.stdout
     assert "Assumed (not proved here)" in r.stdout, r.stdout
+    # The reduction-order analyzer follows, at its CI bound.
+    assert "reduction orders (ci bound)" in r.stdout, r.stdout
+    assert "FAILED" not in r.stdout, r.stdout
+    assert "PROVED tensor-core attention" in r.stdout, r.stdout
+    assert "not analyzable: the inside of a cuBLASLt kernel" in r.stdout, r.stdout
+
+
+def test_check_proof_orders_alone():
+    r = run_detllm("check", "--proof", "--proof-part", "orders", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("reduction orders"), r.stdout
+    assert "Proved" not in r.stdout, r.stdout  # the engine's model checker did not run
 
 
 def test_check_proof_says_when_the_event_bound_cut_paths():

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "kernels/attention_plan.h"
+#include "kernels/gemm_splits.h"
 
 namespace detllm {
 struct SampleRowParams;  // kernels/sampling/sample_row.h
@@ -121,9 +122,11 @@ cudaError_t launch_fill_uniform(void* dst, bool is_bf16, int64_t n, uint64_t key
                                 float scale, cudaStream_t stream);
 
 // ---- gemm.cu -------------------------------------------------------------------------
-// The fixed K-split count of a weight shape (n = out features, k = in features): a function
-// of (n, k) alone — part of the numerics, never of M or the GPU's occupancy.
-int gemm_split_count(int64_t n, int64_t k);
+// The fixed K-split count of a weight shape and the split count used (an experiment's
+// override): host functions, kernels/gemm_splits.h.
+using kernels::gemm_effective_splits;
+using kernels::gemm_shape_supported;
+using kernels::gemm_split_count;
 // Names the invariant GEMM's numerics — x rounded to bf16, k16 MMA chains in ascending k from
 // zero, splits merged left to right, the split rule of gemm_split_count — for what must change
 // with them: the key of the persisted GEMM plans (gemm_lt.h). Change it with either.
@@ -132,11 +135,6 @@ inline constexpr std::string_view kGemmNumericsRule = "bf16x;k16-asc;splits=1";
 // also in the plan file's key, so plans made against older kernels are tuned again. (Was
 // "tiles12;gemv6;stream5" while the small-m GEMV schedules were compiled in.)
 inline constexpr std::string_view kGemmKernelSchedules = "tiles12";
-// The split count used: gemm_split_count, or an experiment's override (> 0, when k allows it).
-// An override changes the numerics; it exists only to measure the design choice (benchmarks).
-int gemm_effective_splits(int64_t n, int64_t k, int splits_override);
-// Whether the invariant GEMM handles this weight shape (k % 8 == 0).
-bool gemm_shape_supported(int64_t n, int64_t k);
 
 struct GemmScratch {
   uint16_t* x_bf16 = nullptr;   // (m, k) bf16 activations, needs m * k elements
