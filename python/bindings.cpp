@@ -279,6 +279,18 @@ NB_MODULE(_core, m) {
                      d["qkv_bias"] = c.qkv_bias;
                      d["n_experts"] = c.moe.n_experts;            // 0: no experts
                      d["n_experts_used"] = c.moe.n_experts_used;  // top-k
+                     // What a trainer-side reference forward needs to be this model
+                     // (detllm/torch/reference.py): the architecture and the MoE rules.
+                     d["arch"] = std::string(detllm::model_arch_name(c.arch));
+                     d["norm_topk_prob"] = c.moe.renormalize;
+                     d["expert_ffn_dim"] = c.moe.expert_ffn_dim;
+                     d["shared_expert_ffn_dim"] = c.moe.shared_expert_ffn_dim;
+                     d["qk_norm_full"] = c.qk_norm_full;
+                     using Rope = detllm::RopeScaling::Type;
+                     const Rope rt = c.rope_scaling.type;
+                     d["rope_scaling"] = rt == Rope::kNone     ? "none"
+                                         : rt == Rope::kLinear ? "linear"
+                                                               : "llama3";
                      return d;
                    })
       .def("encode",

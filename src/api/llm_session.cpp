@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <thread>
 #include <unordered_map>
 
@@ -48,7 +49,7 @@ struct LlmSession::State {
   // Parameters (LlamaModel::Param, layer) whose device values are newer than the host copy:
   // written device to device by update_weights; the host copy is refreshed from the device
   // (bf16 widened: exact) when someone reads it (read_parameter, sleep(2)).
-  std::set<std::pair<int, int32_t>> host_stale;
+  std::set<std::tuple<int, int32_t, int32_t>> host_stale;
   // Structured output: compiles a request's grammar for this vocabulary (built on first use;
   // empty in a build without the grammar engine).
   structured::ConstraintCompileFn compile_grammar;
@@ -65,8 +66,8 @@ int32_t default_threads() { return static_cast<int32_t>(std::max(1u, std::thread
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 constexpr uint64_t kSyntheticWeightSeed = 1;  // as `detllm bench` (cli/bench_cmd.cpp)
 
-std::pair<int, int32_t> param_key(const ParameterSlot& s) {
-  return {static_cast<int>(s.param), s.layer};
+std::tuple<int, int32_t, int32_t> param_key(const ParameterSlot& s) {
+  return {static_cast<int>(s.param), s.layer, s.expert};
 }
 
 // fp32 values → bf16 on every core (each element's rounding is the same on any thread).

@@ -828,6 +828,16 @@ LlamaModel::PlacedTensor LlamaModel::placed(Param param, int32_t layer) const {
     case Param::kGate: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 0, false);
     case Param::kUp: return part(v.gate_up, {c.ffn_dim, c.ffn_dim}, 1, false);
     case Param::kDown: return matrix(v.w_down.w);
+    case Param::kRouter:
+    case Param::kExpertGate:
+    case Param::kExpertUp:
+    case Param::kExpertDown:
+    case Param::kSharedGate:
+    case Param::kSharedUp:
+    case Param::kSharedDown:
+    case Param::kSharedExpertGate:
+      throw_error("a mixture-of-experts model's weights are written in place on the CPU backend "
+                  "only; on backend {} load the new checkpoint instead", ops_.name());
     default: break;
   }
   throw_error("LlamaModel::placed: unknown parameter {}", static_cast<int>(param));

@@ -132,7 +132,10 @@ class LlamaModel {
   // backends only: on a host backend the weights may be the caller's tensors in place.
   enum class Param : uint8_t {
     kTokEmbd, kAttnNorm, kWq, kWk, kWv, kBq, kBk, kBv, kWo, kQNorm, kKNorm, kFfnNorm,
-    kGate, kUp, kDown, kOutNorm, kLmHead
+    kGate, kUp, kDown, kOutNorm, kLmHead,
+    // Mixture of experts (ParameterSlot::expert names the expert of the three kExpert*).
+    kRouter, kExpertGate, kExpertUp, kExpertDown, kSharedGate, kSharedUp, kSharedDown,
+    kSharedExpertGate
   };
   struct PlacedTensor {
     void* data = nullptr;

@@ -1,4 +1,4 @@
-// Hugging Face names of the Llama-family parameters and the checked, all-or-nothing write of
+// Hugging Face names of the Llama-family parameters (the mixture-of-experts ones included) and the checked, all-or-nothing write of
 // caller tensors into the host fp32 weights (weight_update.h).
 #include "model/weight_update.h"
 
@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -61,9 +62,47 @@ std::vector<ParameterSlot> parameter_slots(const ModelConfig& c, ModelWeights* w
     vec(p + "self_attn.k_norm.weight", l ? &l->k_norm : nullptr, c.k_norm_dim(), c.qk_norm,
         P::kKNorm, i);
     vec(p + "post_attention_layernorm.weight", l ? &l->ffn_norm : nullptr, dim, true, P::kFfnNorm, i);
-    tensor(p + "mlp.gate_proj.weight", l ? &l->w_gate.w : nullptr, {c.ffn_dim, dim}, P::kGate, i);
-    tensor(p + "mlp.up_proj.weight", l ? &l->w_up.w : nullptr, {c.ffn_dim, dim}, P::kUp, i);
-    tensor(p + "mlp.down_proj.weight", l ? &l->w_down.w : nullptr, {dim, c.ffn_dim}, P::kDown, i);
+    if (!c.moe.active()) {
+      tensor(p + "mlp.gate_proj.weight", l ? &l->w_gate.w : nullptr, {c.ffn_dim, dim}, P::kGate, i);
+      tensor(p + "mlp.up_proj.weight", l ? &l->w_up.w : nullptr, {c.ffn_dim, dim}, P::kUp, i);
+      tensor(p + "mlp.down_proj.weight", l ? &l->w_down.w : nullptr, {dim, c.ffn_dim}, P::kDown, i);
+      continue;
+    }
+    // Mixture of experts: the router, every expert's gate/up/down, Qwen2-MoE's shared expert
+    // and its gate, by the checkpoint's names (Mixtral: block_sparse_moe, w1/w3/w2).
+    if (l != nullptr) {
+      check(l->experts.size() == static_cast<size_t>(c.moe.n_experts),
+            "parameter_slots: layer {} holds {} experts, the config says {}", i,
+            l->experts.size(), c.moe.n_experts);
+    }
+    const bool mixtral = c.arch == ModelArch::kMixtral;
+    const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    const int64_t fe = c.moe.expert_ffn_dim, n_exp = c.moe.n_experts;
+    tensor(block + "gate.weight", l ? &l->router.w : nullptr, {n_exp, dim}, P::kRouter, i);
+    for (int32_t e = 0; e < c.moe.n_experts; ++e) {
+      MlpWeights* m = l ? &l->experts[static_cast<size_t>(e)] : nullptr;
+      const std::string ep = fmt::format("{}experts.{}.", block, e);
+      const size_t first = out.size();
+      tensor(ep + (mixtral ? "w1" : "gate_proj") + ".weight", m ? &m->w_gate.w : nullptr,
+             {fe, dim}, P::kExpertGate, i);
+      tensor(ep + (mixtral ? "w3" : "up_proj") + ".weight", m ? &m->w_up.w : nullptr, {fe, dim},
+             P::kExpertUp, i);
+      tensor(ep + (mixtral ? "w2" : "down_proj") + ".weight", m ? &m->w_down.w : nullptr,
+             {dim, fe}, P::kExpertDown, i);
+      for (size_t k = first; k < out.size(); ++k) out[k].expert = e;
+    }
+    if (c.moe.shared_expert_ffn_dim > 0) {
+      const int64_t fs = c.moe.shared_expert_ffn_dim;
+      MlpWeights* s = l ? &l->shared_expert : nullptr;
+      tensor(p + "mlp.shared_expert.gate_proj.weight", s ? &s->w_gate.w : nullptr, {fs, dim},
+             P::kSharedGate, i);
+      tensor(p + "mlp.shared_expert.up_proj.weight", s ? &s->w_up.w : nullptr, {fs, dim},
+             P::kSharedUp, i);
+      tensor(p + "mlp.shared_expert.down_proj.weight", s ? &s->w_down.w : nullptr, {dim, fs},
+             P::kSharedDown, i);
+      tensor(p + "mlp.shared_expert_gate.weight", l ? &l->shared_expert_gate.w : nullptr,
+             {1, dim}, P::kSharedExpertGate, i);
+    }
   }
   vec("model.norm.weight", w ? &w->out_norm : nullptr, dim, true, P::kOutNorm, 0);
   const bool tied = w != nullptr ? w->lm_head.w.empty() : c.tied_embeddings;
@@ -83,7 +122,7 @@ std::vector<size_t> check_weights(std::span<const ParameterSlot> slots,
   std::vector<std::string> problems;
   std::vector<size_t> index(sources.size(), 0);
   std::map<std::string, int> seen;
-  std::map<std::pair<int, int32_t>, std::string> target_of;  // tied names: one target
+  std::map<std::tuple<int, int32_t, int32_t>, std::string> target_of;  // tied names: one target
   std::map<std::string, const WeightSource*> first_source;
   for (size_t si = 0; si < sources.size(); ++si) {
     const WeightSource& src = sources[si];
@@ -114,7 +153,8 @@ std::vector<size_t> check_weights(std::span<const ParameterSlot> slots,
     // Tied embeddings: lm_head.weight and model.embed_tokens.weight are one tensor (a
     // state_dict holds both); both may come, with equal values (device tensors: the same
     // memory, as a tied torch module's two names are).
-    const std::pair<int, int32_t> target{static_cast<int>(slot.param), slot.layer};
+    const std::tuple<int, int32_t, int32_t> target{static_cast<int>(slot.param), slot.layer,
+                                                   slot.expert};
     if (auto [t, fresh] = target_of.emplace(target, src.name); !fresh && t->second != src.name) {
       const WeightSource& first = *first_source.at(t->second);
       const size_t bytes = static_cast<size_t>(slot.numel()) * (src.dtype == "float32" ? 4 : 2);

@@ -24,6 +24,7 @@ struct ParameterSlot {
   float* data = nullptr;  // (numel) host fp32, inside ModelWeights; null without a host copy
   LlamaModel::Param param = LlamaModel::Param::kTokEmbd;
   int32_t layer = 0;
+  int32_t expert = 0;  // the expert of a mixture-of-experts kExpert* parameter
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

@@ -6,6 +6,8 @@
 // the H200 (tests/python/test_cuda_weights.py). Run: build/tests/test_api.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
@@ -17,7 +19,7 @@ namespace detllm {
 namespace {
 
 TEST(WeightUpdate, ConfigOnlySlotsEqualTheHostWeightsSlots) {
-  for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe", "mini-olmoe"}) {
     const ModelConfig c = synthetic_config(name);
     ModelWeights w = make_synthetic_weights(c, 3);
     const std::vector<ParameterSlot> host = parameter_slots(c, &w);
@@ -28,10 +30,42 @@ TEST(WeightUpdate, ConfigOnlySlotsEqualTheHostWeightsSlots) {
       EXPECT_EQ(host[i].shape, bare[i].shape) << host[i].name;
       EXPECT_EQ(host[i].param, bare[i].param) << host[i].name;
       EXPECT_EQ(host[i].layer, bare[i].layer) << host[i].name;
+      EXPECT_EQ(host[i].expert, bare[i].expert) << host[i].name;
       EXPECT_NE(host[i].data, nullptr) << host[i].name;
       EXPECT_EQ(bare[i].data, nullptr) << bare[i].name;
     }
   }
+}
+
+// A MoE layer: the router, every expert's gate/up/down (each its own target, not an alias of
+// another expert's: two experts' tensors in one update pass the checks), no dense MLP names.
+TEST(WeightUpdate, MixtureOfExpertsTable) {
+  const ModelConfig c = synthetic_config("tiny-qwen3-moe");
+  ModelWeights w = make_synthetic_weights(c, 3);
+  const std::vector<ParameterSlot> s = parameter_slots(c, &w);
+  const auto find = [&](const std::string& name) -> const ParameterSlot* {
+    for (const ParameterSlot& p : s)
+      if (p.name == name) return &p;
+    return nullptr;
+  };
+  const int64_t fe = c.moe.expert_ffn_dim;
+  ASSERT_NE(find("model.layers.0.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(find("model.layers.0.mlp.gate.weight")->shape,
+            (std::vector<int64_t>{c.moe.n_experts, c.dim}));
+  EXPECT_EQ(find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  const std::string last = fmt::format("model.layers.{}.mlp.experts.{}.down_proj.weight",
+                                       c.n_layers - 1, c.moe.n_experts - 1);
+  ASSERT_NE(find(last), nullptr);
+  EXPECT_EQ(find(last)->shape, (std::vector<int64_t>{c.dim, fe}));
+  EXPECT_EQ(find(last)->expert, c.moe.n_experts - 1);
+  const ParameterSlot* a = find("model.layers.0.mlp.experts.0.up_proj.weight");
+  const ParameterSlot* b = find("model.layers.0.mlp.experts.1.up_proj.weight");
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  EXPECT_NE(a->data, b->data);
+  std::vector<float> va(static_cast<size_t>(a->numel()), 1.0f), vb(va.size(), 2.0f);
+  const std::vector<WeightSource> src = {{a->name, a->shape, "float32", va.data()},
+                                         {b->name, b->shape, "float32", vb.data()}};
+  EXPECT_NO_THROW(check_weights(s, src));
 }
 
 TEST(WeightUpdate, Llama8bTableFromTheConfig) {

@@ -145,6 +145,11 @@ class Replica:
             self.weight_version = weight_version
         return self.start()
 
+    def set_weight_version(self, weight_version: str) -> None:
+        """The label after an in-place weight update (LLMPool.update_weights): the process is
+        the same, its weights are the new version's."""
+        self.weight_version = weight_version
+
     def stop(self) -> Optional[int]:
         return self.process.stop() if self.process else None
 

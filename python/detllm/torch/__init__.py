@@ -10,6 +10,10 @@
   runs its own, so the engine's pass costs little more than waiting for the longer of the two;
 - backward: the gradient of that torch forward, from its saved activations. The gradient is
   torch's (not bitwise the engine's); the forward value is the engine's.
+Mixture-of-experts models (Qwen3-MoE, Qwen2-MoE, Mixtral, OLMoE) are covered the same way; with
+``routed_experts`` (the rollout's, ``reference.rollout_routed_experts``) the torch forward
+replays those experts instead of routing again (routing replay), so the gradient is that of the
+experts the rollout used, while the forward value stays the engine's bits.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import torch
 
 from . import reference
 
-__all__ = ["causal_lm_logprobs", "reference"]
+__all__ = ["causal_lm_logprobs", "reference", "rollout_routed_experts"]
+
+rollout_routed_experts = reference.rollout_routed_experts
 
 
 def _engine_logprobs(llm, seqs) -> np.ndarray:
@@ -32,7 +38,7 @@ def _engine_logprobs(llm, seqs) -> np.ndarray:
 
 class _CausalLMLogprobs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, llm, seqs, names, overlap, *tensors):  # noqa: D401
+    def forward(ctx, llm, seqs, routed, names, overlap, *tensors):  # noqa: D401
         result, failure = {}, []
 
         def run_engine():
@@ -50,7 +56,8 @@ class _CausalLMLogprobs(torch.autograd.Function):
             # of the caller's parameters; their gradients are returned to them in backward).
             with torch.enable_grad():
                 leaves = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
-                ref = reference.sequences_logprobs(llm.config, dict(zip(names, leaves)), seqs)
+                ref = reference.sequences_logprobs(llm.config, dict(zip(names, leaves)), seqs,
+                                                   routed)
         finally:
             if worker is not None:
                 worker.join()
@@ -69,7 +76,7 @@ class _CausalLMLogprobs(torch.autograd.Function):
         grads = iter(torch.autograd.grad(ctx.ref, wanted, grad_out, allow_unused=True))
         full = [next(grads) if t.requires_grad else None for t in leaves]
         ctx.ref = ctx.leaves = None
-        return (None, None, None, None, *full)
+        return (None, None, None, None, None, *full)
 
 
 def causal_lm_logprobs(
@@ -80,6 +87,7 @@ def causal_lm_logprobs(
     sync_weights: bool = True,
     version: Optional[str] = None,
     overlap: bool = True,
+    routed_experts: Optional[Sequence] = None,
 ) -> Union[torch.Tensor, List[torch.Tensor]]:
     """The logprob of every token given its prefix, with the engine's bits and torch gradients.
 
@@ -89,6 +97,9 @@ def causal_lm_logprobs(
     sync_weights they are written into the engine first (version: the fingerprint's weight
     version, default "torch-sync"). overlap: run the engine's forward in a second thread while
     torch runs the forward the backward needs (False: one after the other).
+    routed_experts: MoE models only; per sequence, (len - 1, layers, k) expert ids of tokens
+    0 … len - 2 (the rollout's: ``rollout_routed_experts(request_output)``) that the torch
+    forward replays instead of re-routing; None: it routes by itself (the engine's rule).
     """
     if isinstance(token_ids, torch.Tensor):
         if token_ids.dim() == 1:
@@ -98,6 +109,12 @@ def causal_lm_logprobs(
     else:
         seqs = [torch.as_tensor(list(s), dtype=torch.long) for s in token_ids]
         batched = False
+    if routed_experts is not None:
+        if len(routed_experts) != len(seqs):
+            raise ValueError(f"routed_experts has {len(routed_experts)} entries for {len(seqs)} "
+                             "sequences: give one (len - 1, layers, k) array a sequence")
+        routed_experts = [None if r is None else torch.as_tensor(r, dtype=torch.long)
+                          for r in routed_experts]
     names = list(params.keys())
     tensors = [params[n] for n in names]
     for n, t in zip(names, tensors):
@@ -108,6 +125,6 @@ def causal_lm_logprobs(
         with torch.no_grad():
             llm.update_weights({n: t.detach() for n, t in zip(names, tensors)},
                                version=version or "torch-sync")
-    flat = _CausalLMLogprobs.apply(llm, seqs, names, overlap, *tensors)
+    flat = _CausalLMLogprobs.apply(llm, seqs, routed_experts, names, overlap, *tensors)
     parts = list(torch.split(flat, [len(s) - 1 for s in seqs]))
     return torch.stack(parts) if batched else parts
