@@ -196,8 +196,9 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
     check(backend.tensor_parallel == 0, "--tensor-parallel: FP8 weights are not implemented "
           "with tensor parallelism (their rows carry scales; the canonical chunks cut columns)");
     // The FP8 class by name in the fingerprint (the weights digest covers the scales too).
-    backend.build += ";" + fp8_class_name(w);
-    backend.description += "; " + fp8_class_name(w);
+    const std::string fp8 = fp8_class_name(w);
+    backend.build.append(";").append(fp8);
+    backend.description.append("; ").append(fp8);
   }
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();

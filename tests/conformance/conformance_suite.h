@@ -6,7 +6,7 @@
 // test, in many at once — and with speculative decoding on — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
 // q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
-// 64), and with FP8 projections ("tiny-llama@fp8": model/fp8_weights.h, activations rounded
+// 64), and with FP8 projections ("tiny-qwen3@fp8": model/fp8_weights.h, activations rounded
 // per token). Backend-specific checks (V11 threads on the CPU) live in the including file.
 // A "#tpN" suffix runs the whole suite on a tensor-parallel group of N ranks as threads
 // (model/tp_group.h; CPU ranks, or CUDA ranks on one GPU): the Target's model is the group's

@@ -57,9 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                                            "tiny-llama@q4_1+q8", "tiny-qwen2@q8_0+q8",
                                            "tiny-qwen3@q4_0+q8", "tiny-llama#tp2", "tiny-qwen2#tp2",
                                            "tiny-qwen3#tp2", "tiny-qwen3-moe",
-                                           "tiny-qwen3-moe@q8_0", "tiny-llama@fp8",
-                                           "tiny-qwen3@fp8", "tiny-llama@fp8+kvfp8",
-                                           "tiny-qwen3+kvfp8"),
+                                           "tiny-qwen3-moe@q8_0", "tiny-qwen3@fp8",
+                                           "tiny-llama@fp8+kvfp8"),
                          suite_param_name);
 
 }  // namespace
