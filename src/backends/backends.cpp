@@ -12,6 +12,8 @@
 #include "core/version.h"
 #include "determinism/fingerprint.h"
 #include "kernels/ref/q8_act_ref.h"
+#include "model/fp8_weights.h"
+#include "model/model_loader.h"
 #include "model/tp_group.h"
 #if defined(DETLLM_HAVE_CUDA)
 #include "kernels/cuda/cuda_ops.h"
@@ -48,18 +50,28 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   numerics.cpu_activations = parse_cpu_activations(o.activations);
   const NumericsMode mode = numerics.numerics;
   Backend b;
+  check(o.quantization.empty() || o.quantization == "fp8",
+        "--quantization '{}' is not supported (fp8: FP8 weights made at load, docs/models.md)",
+        o.quantization);
+  b.quantization = o.quantization;
   if (o.backend == "cpu") {
     check(numerics.kv_dtype != KvDType::kBF16,
           "--kv-dtype bf16: the cpu backend stores KV in fp32 only; use --kv-dtype fp32 (or "
           "auto), or --backend cuda");
     b.fingerprint_name = "cpu";
     b.cpu_activations = numerics.cpu_activations;
+    const bool kv_fp8 = numerics.kv_dtype == KvDType::kFP8;
+    check(!kv_fp8 || !numerics.tp_canonical, "--kv-dtype fp8 is not implemented with "
+          "--tensor-parallel; drop one of them");
     // The default class keeps the build string it always had, so its fingerprints are
     // unchanged; the q8 class is another numerics and says so.
     const bool q8 = numerics.cpu_activations == CpuActivations::kQ8;
-    b.build = fmt::format("{}{}", cpu_simd_arch(), q8 ? ";act=q8" : "");
-    b.description = fmt::format("cpu; build={}{}", cpu_simd_arch(),  // as docs/server.md shows
-                                q8 ? "; activations=q8" : "");
+    // The FP8 KV class: E4M3 with per-(layer, KV head) scales bounded from the weights
+    // (model/fp8_weights.h fp8_kv_scales), a rule of this build: named here.
+    b.build = fmt::format("{}{}{}", cpu_simd_arch(), q8 ? ";act=q8" : "",
+                          kv_fp8 ? ";kv=fp8-e4m3-weight-bound" : "");
+    b.description = fmt::format("cpu; build={}{}{}", cpu_simd_arch(),  // as docs/server.md shows
+                                q8 ? "; activations=q8" : "", kv_fp8 ? "; kv=fp8" : "");
     if (numerics.tp_canonical) {
       // --threads is the total: each rank its share (at least one; N > threads oversubscribes).
       const int per_rank = std::max(1, n_threads / o.tensor_parallel);
@@ -72,10 +84,12 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
       b.description += fmt::format("; threads per rank={}", per_rank);
       return b;
     }
-    b.ops = kernels::make_cpu_ops(n_threads, numerics.cpu_activations);
+    b.ops = kernels::make_cpu_ops(n_threads, numerics.cpu_activations, kv_fp8);
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
+  check(numerics.kv_dtype != KvDType::kFP8, "--kv-dtype fp8 runs on the cpu backend (the "
+        "reference of the FP8 KV cache, docs/models.md); on cuda use bf16 or fp32");
   check(numerics.cpu_activations == CpuActivations::kF32,
         "--activations q8 is a cpu numerics class (activations rounded to int8 per 32-block "
         "before quantized matmuls); the cuda backend runs bf16 weights: drop --activations, or "
@@ -172,6 +186,20 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
   check(backend.ops != nullptr || backend.make_rank_ops,
         "install_backend: the backend was already installed");
   check_activations_apply(backend, bundle.model->weights);
+  ModelWeights& w = bundle.model->weights;
+  if (backend.quantization == "fp8") {
+    // FP8 weights made at load: new bytes, so a new weights digest (the fingerprint's).
+    quantize_weights_fp8(w, bundle.model->config);
+    bundle.model->weights_hash = hash_model_weights(w);
+  }
+  if (has_fp8_weights(w)) {
+    check(backend.tensor_parallel == 0, "--tensor-parallel: FP8 weights are not implemented "
+          "with tensor parallelism (their rows carry scales; the canonical chunks cut columns)");
+    // The FP8 class by name in the fingerprint (the weights digest covers the scales too).
+    const std::string fp8 = fp8_class_name(w);
+    backend.build.append(";").append(fp8);
+    backend.description.append("; ").append(fp8);
+  }
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();
   bundle.ops.reset();

@@ -25,8 +25,11 @@ struct BackendOptions {
   std::string numerics = "invariant";  // --numerics: invariant | fast
   std::string mode;                    // --mode: one of the five modes; "" = not given
   int device = 0;                      // --device: CUDA device ordinal
-  std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 (BackendNumerics)
+  std::string kv_dtype = "auto";       // --kv-dtype: auto | bf16 | fp32 | fp8 (BackendNumerics)
   std::string activations = "f32";     // --activations: f32 | q8 (BackendNumerics, cpu only)
+  // --quantization: "" (the weights as the checkpoint stores them; an FP8 checkpoint says so in
+  // its quantization_config) or fp8 (model/fp8_weights.h: per-channel FP8 made at load).
+  std::string quantization;
   // --gemm-plan-cache PATH / --no-gemm-plan-cache: where CUDA's verified GEMM plans persist
   // (CudaOptions::gemm_plan_cache; "" = the default location). Not numerics: a persisted
   // plan is re-verified bit for bit before use. Ignored by the CPU backend.
@@ -56,6 +59,9 @@ struct Backend {
   // The CPU activation class it was made with (install_backend refuses kQ8 on a model with no
   // matrix it applies to: the fingerprint would claim a rounding that never happens).
   CpuActivations cpu_activations = CpuActivations::kF32;
+  // --quantization (BackendOptions): install_backend quantizes the weights to FP8 when "fp8",
+  // and appends the FP8 class (model/fp8_weights.h fp8_class_name) to build for FP8 weights.
+  std::string quantization;
 };
 
 // The --mode given, if any (parsed; throws detllm::Error for an unknown name).

@@ -1,6 +1,6 @@
-// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--activations` / `--device` /
-// `--gemm-plan-cache` / `--tensor-parallel` for the CLI commands (backend.h); the factory behind
-// them is backends/backends.cpp.
+// `--backend` / `--numerics` / `--mode` / `--kv-dtype` / `--activations` / `--quantization` /
+// `--device` / `--gemm-plan-cache` / `--tensor-parallel` for the CLI commands (backend.h); the
+// factory behind them is backends/backends.cpp.
 #include "cli/backend.h"
 
 namespace detllm::cli {
@@ -27,8 +27,10 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
   cmd.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache dtype, part of the numerics fingerprint: auto (the backend's own: bf16 "
                  "on cuda, fp32 on cpu), bf16 (cuda: K/V rounded once when appended, attention on "
-                 "the tensor cores) or fp32 (cuda: the CUDA-core attention kernel)")
-      ->check(CLI::IsMember({"auto", "bf16", "fp32"}))
+                 "the tensor cores), fp32 (cuda: the CUDA-core attention kernel) or fp8 (cpu: "
+                 "K/V rounded once to E4M3 when appended, scales per layer and KV head bounded "
+                 "from the weights at load; docs/models.md, FP8 KV cache)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp32", "fp8"}))
       ->capture_default_str();
   cmd.add_option("--activations", o.activations,
                  "cpu: the activation rounding before matmuls on Q4_0/Q4_1/Q8_0 weights, a "
@@ -38,6 +40,13 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
                  "single-sequence decode, logits up to ~1 from transformers'; docs/perf.md)")
       ->check(CLI::IsMember({"f32", "q8"}))
       ->capture_default_str();
+  cmd.add_option("--quantization", o.quantization,
+                 "fp8: quantize a bf16/fp16/fp32 checkpoint's projections to FP8 E4M3 at load "
+                 "(one scale per output channel, activations rounded per token; vLLM's name), "
+                 "a numerics class in the fingerprint; cpu backend. FP8 checkpoints "
+                 "(compressed-tensors, fbgemm_fp8) need no flag: their quantization_config "
+                 "says so (docs/models.md, FP8)")
+      ->check(CLI::IsMember({"fp8"}));
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))
       ->capture_default_str();

@@ -28,6 +28,9 @@ enum class DType : uint8_t {
   kQ3_K,
   kQ5_K,
   kIQ4_XS,
+  // FP8 E4M3 weights with their scales in each row (core/fp8.h "FP8 rows"):
+  kF8E4M3,      // one weight scale per row (output channel)
+  kF8E4M3B128,  // one weight scale per 128-column block of the row (DeepSeek's 128x128 blocks)
 };
 
 inline std::string_view dtype_name(DType t) {
@@ -47,11 +50,23 @@ inline std::string_view dtype_name(DType t) {
     case DType::kQ3_K: return "q3_k";
     case DType::kQ5_K: return "q5_k";
     case DType::kIQ4_XS: return "iq4_xs";
+    case DType::kF8E4M3: return "fp8_e4m3";
+    case DType::kF8E4M3B128: return "fp8_e4m3_b128";
   }
   return "?";
 }
 
-// True for the block (quantized) types.
+// True for the FP8 row types (core/fp8.h): a row is a header of fp32 scales, then one E4M3
+// code per element.
+constexpr bool dtype_is_fp8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E4M3B128; }
+
+// The fp32 scales before an FP8 row's codes: the activation's static scale, its dynamic bound,
+// then one weight scale (kF8E4M3) or one per 128 columns (kF8E4M3B128, the last block partial).
+constexpr int64_t fp8_row_scales(DType t, int64_t cols) {
+  return 2 + (t == DType::kF8E4M3B128 ? (cols + 127) / 128 : 1);
+}
+
+// True for the block (quantized) types, FP8 rows included.
 constexpr bool dtype_is_block(DType t) {
   return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
 }
@@ -75,6 +90,8 @@ constexpr int64_t dtype_block_elems(DType t) {
     case DType::kQ3_K:
     case DType::kQ5_K:
     case DType::kIQ4_XS: return 256;
+    case DType::kF8E4M3:
+    case DType::kF8E4M3B128: return 1;  // a row: fp8_row_scales fp32 scales + one byte each
   }
   return 1;
 }
@@ -102,12 +119,15 @@ constexpr int64_t dtype_block_bytes(DType t) {
     case DType::kQ3_K: return 110;
     case DType::kQ5_K: return 176;
     case DType::kIQ4_XS: return 136;
+    case DType::kF8E4M3:
+    case DType::kF8E4M3B128: return 1;  // the codes; dtype_row_bytes adds the row's scales
   }
   return 0;
 }
 
 // Bytes of a row of `cols` elements (cols a multiple of the block size).
 constexpr int64_t dtype_row_bytes(DType t, int64_t cols) {
+  if (dtype_is_fp8(t)) return 4 * fp8_row_scales(t, cols) + cols;
   return cols / dtype_block_elems(t) * dtype_block_bytes(t);
 }
 

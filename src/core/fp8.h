@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
+
 namespace detllm {
 
 inline constexpr float kFp8E4m3Max = 448.0f;
@@ -65,6 +67,38 @@ inline uint8_t float_to_fp8_e4m3(float x) {
   }
   if (code > 0x7eu) code = 0x7eu;  // past 448 (rounded up to 480 or more): saturates
   return static_cast<uint8_t>(sign | code);
+}
+
+// ---- FP8 rows: the in-memory form of an FP8 weight matrix (DType::kF8E4M3, kF8E4M3B128) ----
+// Each row of `cols` elements carries its own scales, so rows stay self-contained: fusing q/k/v
+// or gate/up concatenates rows, the weights digest covers the scales, and a row can be read
+// without the rest of the matrix. dtype_row_bytes(t, cols) bytes per row:
+//   [input_scale f32][act_bound f32][weight scale f32 × n_w][E4M3 code × cols]
+// n_w = 1 (kF8E4M3: the row's output channel; a per-tensor checkpoint scale is repeated on
+// every row) or ceil(cols / 128) (kF8E4M3B128: column block b = columns [128 b, 128 b + 128);
+// rows of one 128-row block of the checkpoint repeat its scales). input_scale > 0: the static
+// activation scale of the checkpoint; 0: dynamic per token (kernels/ref/fp8_linear.h).
+// act_bound > 0 caps a dynamic row's amax (fbgemm's activation_scale_ub); 0: no cap.
+// Scales are stored unaligned (memcpy reads them): a row is 4 · (2 + n_w) + cols bytes.
+inline constexpr int64_t kFp8ScaleBlock = 128;
+
+inline float fp8_row_f32(const uint8_t* row, int64_t i) {
+  float f;
+  std::memcpy(&f, row + 4 * i, 4);
+  return f;
+}
+inline float fp8_row_input_scale(const uint8_t* row) { return fp8_row_f32(row, 0); }
+inline float fp8_row_act_bound(const uint8_t* row) { return fp8_row_f32(row, 1); }
+// Weight scale j (0 for kF8E4M3; the column block for kF8E4M3B128).
+inline float fp8_row_weight_scale(const uint8_t* row, int64_t j) { return fp8_row_f32(row, 2 + j); }
+inline const uint8_t* fp8_row_codes(DType t, const uint8_t* row, int64_t cols) {
+  return row + 4 * fp8_row_scales(t, cols);
+}
+inline void fp8_write_row_header(DType t, uint8_t* row, int64_t cols, float input_scale,
+                                 float act_bound, const float* weight_scales) {
+  std::memcpy(row, &input_scale, 4);
+  std::memcpy(row + 4, &act_bound, 4);
+  std::memcpy(row + 8, weight_scales, static_cast<size_t>(4 * (fp8_row_scales(t, cols) - 2)));
 }
 
 }  // namespace detllm

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace detllm {
 
@@ -321,6 +322,16 @@ void dequantize_row(DType t, const uint8_t* src, float* dst, int64_t n) {
       return dequant_blocks<dequant_q45_k<true>>(t, src, dst, n);
     case DType::kIQ4_XS:
       return dequant_blocks<dequant_iq4_xs>(t, src, dst, n);
+    case DType::kF8E4M3:
+    case DType::kF8E4M3B128: {
+      // One FP8 row (core/fp8.h): dec(code) · weight scale, one fp32 product per element.
+      const uint8_t* codes = fp8_row_codes(t, src, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float s = fp8_row_weight_scale(src, t == DType::kF8E4M3 ? 0 : i / kFp8ScaleBlock);
+        dst[i] = fp8_e4m3_to_float(codes[i]) * s;
+      }
+      return;
+    }
   }
   throw_error("dequantize_row: unknown dtype {}", static_cast<int>(t));
 }

@@ -31,14 +31,16 @@ std::string_view kv_dtype_name(KvDType dtype) {
       return "bf16";
     case KvDType::kF32:
       return "fp32";
+    case KvDType::kFP8:
+      return "fp8";
   }
   return "?";
 }
 
 KvDType parse_kv_dtype(std::string_view name) {
-  for (KvDType d : {KvDType::kAuto, KvDType::kBF16, KvDType::kF32})
+  for (KvDType d : {KvDType::kAuto, KvDType::kBF16, KvDType::kF32, KvDType::kFP8})
     if (name == kv_dtype_name(d)) return d;
-  throw_error("unknown KV dtype '{}' (valid: auto, bf16, fp32)", name);
+  throw_error("unknown KV dtype '{}' (valid: auto, bf16, fp32, fp8)", name);
 }
 
 std::string_view cpu_activations_name(CpuActivations act) {

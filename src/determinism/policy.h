@@ -20,9 +20,11 @@ std::string_view numerics_mode_name(NumericsMode mode);
 
 // The KV cache's storage dtype, a numerics setting (it enters the fingerprint through the
 // backend's build string, cli/backend.cpp). kAuto: the backend's own (CUDA bf16, CPU fp32).
-enum class KvDType : uint8_t { kAuto, kBF16, kF32 };
-std::string_view kv_dtype_name(KvDType dtype);  // "auto", "bf16", "fp32"
-// Parses the three names; throws detllm::Error listing the valid names otherwise.
+// kFP8: K and V rounded once to E4M3 with per-(layer, KV head) scales fixed at load
+// (docs/models.md, "FP8 KV cache"); the CPU backend.
+enum class KvDType : uint8_t { kAuto, kBF16, kF32, kFP8 };
+std::string_view kv_dtype_name(KvDType dtype);  // "auto", "bf16", "fp32", "fp8"
+// Parses the names; throws detllm::Error listing the valid names otherwise.
 KvDType parse_kv_dtype(std::string_view name);
 // The CPU backend's activation rounding before a matmul on Q4_0 / Q4_1 / Q8_0 weights, a
 // numerics class (it enters the fingerprint through the backend's build string,

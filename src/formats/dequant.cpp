@@ -111,17 +111,23 @@ void widen_to_f32(DType dtype, const uint8_t* src, float* dst, int64_t n) {
 void dequantize_tensor(HostTensor& t) {
   if (t.dtype == DType::kF32) return;
   const int64_t n = t.numel();
-  check(static_cast<int64_t>(t.raw.size()) == dtype_row_bytes(t.dtype, n),
-        "dequantize_tensor: {} bytes for {} elements of {}", t.raw.size(), n, dtype_name(t.dtype));
-  t.data.resize(static_cast<size_t>(n));
-  // Row by row on every core: each row's values are the same whichever thread decodes it.
   const int64_t cols = t.shape.empty() ? n : t.shape.back();
   const int64_t rows = cols == 0 ? 0 : n / cols;
   const int64_t row_bytes = dtype_row_bytes(t.dtype, cols);
+  check(static_cast<int64_t>(t.raw.size()) == rows * row_bytes,
+        "dequantize_tensor: {} bytes for {} elements of {}", t.raw.size(), n, dtype_name(t.dtype));
+  t.data.resize(static_cast<size_t>(n));
+  // Row by row on every core: each row's values are the same whichever thread decodes it.
   const int64_t n_parts = std::max<int64_t>(1, rows / 256);
   parallel_each(static_cast<size_t>(n_parts), 64, [&](size_t part) {
     const int64_t begin = rows * static_cast<int64_t>(part) / n_parts;
     const int64_t end = rows * (static_cast<int64_t>(part) + 1) / n_parts;
+    if (dtype_is_fp8(t.dtype)) {  // FP8 rows carry their scales: one row per call
+      for (int64_t r = begin; r < end; ++r) {
+        dequantize_row(t.dtype, t.raw.data() + r * row_bytes, t.data.data() + r * cols, cols);
+      }
+      return;
+    }
     dequantize_row(t.dtype, t.raw.data() + begin * row_bytes, t.data.data() + begin * cols,
                    (end - begin) * cols);
   });

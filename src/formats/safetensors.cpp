@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/mmap_file.h"
 #include "formats/dequant.h"
 
@@ -210,6 +211,17 @@ RawTensorView SafetensorsFile::raw_view(const std::string& name) const {
 }
 
 HostTensor SafetensorsFile::load_f32(const std::string& name) const {
+  const SafetensorsTensorInfo& t = tensor_info(name);
+  if (t.dtype == "F8_E4M3") {
+    // FP8 checkpoint weights: each code's exact value (their scales are separate tensors;
+    // model/llama_weights.cpp re-encodes these values, which round-trip, with the scales).
+    HostTensor out;
+    out.shape = t.shape;
+    out.data.resize(static_cast<size_t>(out.numel()));
+    const uint8_t* p = impl_->data + t.offset;
+    for (size_t i = 0; i < out.data.size(); ++i) out.data[i] = fp8_e4m3_to_float(p[i]);
+    return out;
+  }
   const RawTensorView v = raw_view(name);
   HostTensor out;
   out.shape = v.shape;

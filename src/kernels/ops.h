@@ -50,6 +50,12 @@ struct KvCacheLayer {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   DType dtype = DType::kF32;
+  // FP8 KV (Ops::kv_fp8(), docs/models.md "FP8 KV cache"): the scales of each KV head
+  // (n_kv_heads each), fixed at load; kv_append stores k = dec(e4m3(k / s)) · s — the value an
+  // E4M3 pool with that scale decodes to — so K/V are rounded once, when appended, and cached
+  // and fresh KV are the same bits. nullptr: stored as given.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   // The pools as fp32 (the CPU backends' only KV dtype); throws when they are not fp32.
   float* k_f32() const;
   float* v_f32() const;
@@ -99,6 +105,9 @@ class Ops {
   // The dtype of the KV cache (KvStorage allocates it; kv_append converts to it). A numerics
   // setting: it is in the fingerprint (cli/backend.cpp). CPU backends: fp32 only.
   virtual DType kv_dtype() const { return DType::kF32; }
+  // True when K/V are rounded to E4M3 on append (--kv-dtype fp8): the model then passes each
+  // layer's per-head scales in KvCacheLayer (kernels/ref/fp8_linear.h fp8_kv_round).
+  virtual bool kv_fp8() const { return false; }
   // Free bytes of the backend's device memory now (sizes the KV pool from memory, as
   // EngineConfig::gpu_memory_fraction says); 0 for host-memory backends.
   virtual size_t device_memory_free() const { return 0; }
@@ -389,13 +398,16 @@ class GraphCapture {
 
 // The plain scalar reference (kernels/ref/): obvious loops, one thread. Tests compare every
 // backend against it.
-std::unique_ptr<Ops> make_ref_ops();
+// kv_fp8: K/V rounded to E4M3 on append (Ops::kv_fp8; the reference of the CPU's FP8 KV).
+std::unique_ptr<Ops> make_ref_ops(bool kv_fp8 = false);
 
 // The CPU backend's activation rounding (determinism/policy.h: kF32, or kQ8 = name() "cpu-q8").
 using detllm::CpuActivations;
 
 // The CPU backend (kernels/cpu/): SIMD, n_threads threads splitting rows and output features,
-// never a dot product, so its bits do not depend on n_threads.
-std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act = CpuActivations::kF32);
+// never a dot product, so its bits do not depend on n_threads. kv_fp8: --kv-dtype fp8 (K/V
+// rounded to E4M3 on append with the per-head scales the model passes; the pool stays fp32).
+std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act = CpuActivations::kF32,
+                                  bool kv_fp8 = false);
 
 }  // namespace detllm::kernels

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -57,6 +58,22 @@ struct MoeConfig {
   bool active() const { return n_experts > 0; }
 };
 
+// FP8 weights (docs/models.md, "FP8"; the arithmetic: kernels/ref/fp8_linear.h): read from a
+// checkpoint's quantization_config (config_fp8.cpp: compressed-tensors float-quantized or
+// fbgemm_fp8). source kNone: the weights are used as stored.
+struct Fp8Config {
+  enum class Source : uint8_t { kNone, kCompressedTensors, kFbgemm };
+  enum class WeightScales : uint8_t { kChannel, kTensor, kBlock };  // the checkpoint's strategy
+  Source source = Source::kNone;
+  WeightScales weight_scales = WeightScales::kChannel;
+  bool static_activations = false;  // an input_scale tensor per layer; else dynamic per token
+  float activation_bound = 0.0f;    // fbgemm_fp8 activation_scale_ub (0: none)
+  std::vector<std::string> ignore;  // module names kept unquantized ("lm_head", ...)
+  bool active() const { return source != Source::kNone; }
+  // True when the module (e.g. "model.layers.0.self_attn.q_proj", "lm_head") is quantized.
+  bool quantizes(const std::string& module) const;
+};
+
 struct ModelConfig {
   ModelArch arch = ModelArch::kLlama;
   int32_t vocab_size = 0;
@@ -83,6 +100,7 @@ struct ModelConfig {
   int32_t sliding_window = 0;
   std::string checkpoint_dtype;  // config.json dtype/torch_dtype as written ("" = not given)
   MoeConfig moe;                 // n_experts == 0: dense
+  Fp8Config fp8;                 // FP8 checkpoint (quantization_config); inactive: none
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
@@ -94,6 +112,8 @@ struct ModelConfig {
   kernels::RopeTable rope_table() const;
 
   static ModelConfig from_gguf(const GgufFile& gguf);
+  // config.json's quantization_config (config_fp8.cpp); throws naming any key it refuses.
+  static Fp8Config fp8_from_hf(const nlohmann::json& q, const std::string& path);
   static ModelConfig from_hf_config(const nlohmann::json& config, const std::string& path);
 };
 

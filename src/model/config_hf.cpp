@@ -552,10 +552,7 @@ ModelConfig ModelConfig::from_hf_config(const json& j, const std::string& path) 
   for (const char* k : {"logit_softcapping", "final_logit_softcapping", "attn_logit_softcapping"}) {
     if (const json* v = r.find(k)) r.refuse(k, *v, "logit soft-capping is not implemented");
   }
-  if (const json* v = r.find("quantization_config")) {
-    r.refuse("quantization_config", *v, "quantized Hugging Face checkpoints are not supported "
-             "(use bf16/fp16/fp32 safetensors, or a GGUF file)");
-  }
+  if (const json* v = r.find("quantization_config")) c.fp8 = fp8_from_hf(*v, path);
   if (const json* v = r.find("auto_map")) {
     r.refuse("auto_map", *v, "the checkpoint brings its own modelling code");
   }

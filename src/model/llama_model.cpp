@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "formats/dequant.h"
+#include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "model/tp_group.h"
 
@@ -136,6 +137,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
     check(!tp_.active(), "tensor parallelism does not support mixture-of-experts models yet");
     moe_ = std::make_unique<MoeFfn>(config_, ops);  // refuses a backend that cannot run it
   }
+  if (ops.kv_fp8()) {
+    // FP8 KV: each layer's per-head scales, from the weights, once (model/fp8_weights.h).
+    for (int32_t li = 0; li < config.n_layers; ++li) {
+      kv_scales_.push_back(fp8_kv_scales(config, w, li));
+    }
+  }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
     // With the canonical chunks the row-parallel layers run their chunks alone: o and down are
@@ -190,6 +197,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
       rope_(config.rope_table()),
       ws_(std::make_unique<Workspace>()) {
   const auto& c = config;
+  check(!ops.kv_fp8(), "FP8 KV: its scales are bounded from host weights; generated weights "
+        "have none (load the model, or use an fp32 KV cache)");
   if (c.moe.active()) moe_ = std::make_unique<MoeFfn>(config_, ops);
   const bool shapes_match =
       r.layers.size() == static_cast<size_t>(c.n_layers) && r.tok_embd.rows == c.vocab_size &&
@@ -258,11 +267,34 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
 }
 
 kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> tensors) {
+  if (!tensors.empty() && dtype_is_fp8(tensors[0]->dtype) && ops_.host_memory() &&
+      ops_.reads_weight_dtype(tensors[0]->dtype)) {
+    // FP8 rows carry their scales: fusing concatenates the rows' bytes, values untouched.
+    const DType dt = tensors[0]->dtype;
+    int64_t rows = 0;
+    const int64_t cols = tensors[0]->shape.at(1);
+    for (const HostTensor* t : tensors) {
+      check(t->dtype == dt && t->shape.at(1) == cols,
+            "fused weights: FP8 parts must share their type and columns");
+      rows += t->shape.at(0);
+    }
+    owned_.emplace_back(ops_, static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
+    char* dst = owned_.back().data<char>();
+    for (const HostTensor* t : tensors) {
+      ops_.upload(dst, t->raw.data(), t->raw.size());
+      dst += t->raw.size();
+    }
+    return {owned_.back().data<char>(), dt, rows, cols};
+  }
   // Parts of other types are converted through fp32 (exact: the values the fp32 load gives).
   std::vector<HostTensor> widened;
   widened.reserve(tensors.size());
   std::vector<const HostTensor*> fp32;
   for (const HostTensor* t : tensors) {
+    // FP8 rows are an arithmetic (activations rounded per token: kernels/ref/fp8_linear.h),
+    // not only a storage: widening them would run another numerics under the FP8 fingerprint.
+    check(!dtype_is_fp8(t->dtype), "backend {} does not run FP8 weights ({}); the cpu backend "
+          "does", ops_.name(), dtype_name(t->dtype));
     if (t->dtype == DType::kF32) {
       fp32.push_back(t);
       continue;
@@ -695,7 +727,11 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   for (int32_t li = 0; li < c.n_layers; ++li) {
     const LayerView& l = layers_[li];
-    const kernels::KvCacheLayer cache = kv.layer(li);
+    kernels::KvCacheLayer cache = kv.layer(li);
+    if (!kv_scales_.empty()) {  // FP8 KV: this layer's per-head scales (fixed at load)
+      cache.k_scale = kv_scales_[static_cast<size_t>(li)].data();
+      cache.v_scale = cache.k_scale + c.n_kv_heads;
+    }
     // The previous layer's MLP residual joins the attention norm (none before layer 0).
     ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.qkv, qkv, numerics);

@@ -262,6 +262,9 @@ class LlamaModel {
   std::vector<LayerView> layers_;       // (n_layers)
   const float* out_norm_ = nullptr;     // (dim)
   kernels::WeightMatrix lm_head_;       // (vocab, dim)
+  // FP8 KV (ops.kv_fp8()): per layer, K's scale of each KV head then V's (fp8_kv_scales), in
+  // host memory (the backends that round KV to FP8 are host backends); empty otherwise.
+  std::vector<std::vector<float>> kv_scales_;
   std::unique_ptr<Workspace> ws_;
   std::unique_ptr<MoeFfn> moe_;                 // the experts' scratch: MoE models only
   mutable std::unique_ptr<GraphState> graphs_;  // created by the first padded step

@@ -6,12 +6,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/parallel.h"
 #include "formats/dequant.h"
 
@@ -268,6 +271,65 @@ std::vector<L*> layer_matrices(auto& l) {
   return out;
 }
 
+// An FP8 checkpoint's linear layer (docs/models.md, "FP8"): its weight read as the codes'
+// exact values, its scales, and what the config says about them; pack_fp8 makes the FP8 rows.
+struct Fp8Plan {
+  Linear* lin;
+  std::string module;           // "model.layers.0.self_attn.q_proj"
+  std::vector<float> w_scale;   // channel: (rows); tensor: (1)
+  HostTensor block_scale;       // block: (ceil(rows / 128), ceil(cols / 128))
+  std::vector<float> in_scale;  // static activations: (1); fbgemm: input_scale_ub (1) or empty
+};
+
+// The plan's weight as FP8 rows of core/fp8.h: each value re-encoded (the codes' own values, so
+// exactly the stored codes) behind the row's scales.
+void pack_fp8(Fp8Plan& p, const ModelConfig& c, const std::string& path) {
+  HostTensor& t = p.lin->w;
+  const Fp8Config& f = c.fp8;
+  const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
+  auto scale_ok = [&](float s, const char* what) {
+    check(std::isfinite(s) && s > 0.0f, "{}: {}.{} holds {} (scales must be finite and > 0)",
+          path, p.module, what, s);
+  };
+  float input_scale = 0.0f, bound = 0.0f;
+  if (f.source == Fp8Config::Source::kFbgemm) {
+    bound = p.in_scale.empty() ? f.activation_bound : p.in_scale.at(0);
+    scale_ok(bound, "input_scale_ub");
+  } else if (f.static_activations) {
+    input_scale = p.in_scale.at(0);
+    scale_ok(input_scale, "input_scale");
+  }
+  const bool blocks = f.weight_scales == Fp8Config::WeightScales::kBlock;
+  const DType dt = blocks ? DType::kF8E4M3B128 : DType::kF8E4M3;
+  const int64_t n_w = fp8_row_scales(dt, cols) - 2, row_bytes = dtype_row_bytes(dt, cols);
+  std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes));
+  std::vector<float> ws(static_cast<size_t>(n_w));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < n_w; ++b) {
+      float s;
+      if (blocks) {
+        s = p.block_scale.data[static_cast<size_t>((r / kFp8ScaleBlock) * n_w + b)];
+      } else {
+        s = p.w_scale[f.weight_scales == Fp8Config::WeightScales::kTensor ? 0 : r];
+      }
+      scale_ok(s, "weight_scale");
+      ws[static_cast<size_t>(b)] = s;
+    }
+    uint8_t* row = raw.data() + r * row_bytes;
+    fp8_write_row_header(dt, row, cols, input_scale, bound, ws.data());
+    uint8_t* codes = row + 4 * (n_w + 2);
+    const float* v = t.data.data() + r * cols;
+    for (int64_t k = 0; k < cols; ++k) {
+      check(!std::isnan(v[k]), "{}: {}.weight holds a NaN code at row {} column {}", path,
+            p.module, r, k);
+      codes[k] = float_to_fp8_e4m3(v[k]);
+    }
+  }
+  t.dtype = dt;
+  t.data = {};
+  t.raw = std::move(raw);
+}
+
 }  // namespace
 
 std::vector<const Linear*> LayerWeights::matrices() const {
@@ -283,10 +345,42 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   const Names n{naming};
   const bool gguf = naming == WeightNaming::kGguf;
   Loader ld(source, cb, storage);
+  const Fp8Config& f = c.fp8;
+  check(!f.active() || (!gguf && !c.moe.active()),
+        "{}: FP8 weights are implemented for dense models (this one has {} experts)",
+        source.path(), c.moe.n_experts);
+  check(!f.active() || !f.quantizes("lm_head"),
+        "{}: an FP8 lm_head is not implemented (the config's quantization_config quantizes "
+        "it; published FP8 checkpoints list lm_head in ignore / modules_to_not_convert)",
+        source.path());
+  std::deque<Fp8Plan> fp8;  // deque: jobs hold pointers into it
   auto linear = [&](Linear& l, int i, const char* g, const char* h, int64_t out, int64_t in,
                     bool bias, std::function<void(HostTensor&)> fixup = {}) {
     ld.tensor(n.layer(i, fmt::format("{}.weight", g).c_str(), fmt::format("{}.weight", h).c_str()),
               {out, in}, &l.w, std::move(fixup));
+    const std::string module = fmt::format("model.layers.{}.{}", i, h);
+    if (!gguf && f.quantizes(module)) {
+      Fp8Plan& p = fp8.emplace_back(Fp8Plan{&l, module, {}, {}, {}});
+      switch (f.weight_scales) {
+        case Fp8Config::WeightScales::kChannel:
+          ld.vec(module + ".weight_scale", out, &p.w_scale);
+          break;
+        case Fp8Config::WeightScales::kTensor:
+          ld.vec(module + ".weight_scale", 1, &p.w_scale);
+          break;
+        case Fp8Config::WeightScales::kBlock:
+          ld.tensor(module + ".weight_scale",
+                    {(out + kFp8ScaleBlock - 1) / kFp8ScaleBlock,
+                     (in + kFp8ScaleBlock - 1) / kFp8ScaleBlock},
+                    &p.block_scale);
+          break;
+      }
+      if (f.source == Fp8Config::Source::kFbgemm) {
+        if (ld.has(module + ".input_scale_ub")) ld.vec(module + ".input_scale_ub", 1, &p.in_scale);
+      } else if (f.static_activations) {
+        ld.vec(module + ".input_scale", 1, &p.in_scale);
+      }
+    }
     if (bias) {
       ld.vec(n.layer(i, fmt::format("{}.bias", g).c_str(), fmt::format("{}.bias", h).c_str()), out,
              &l.bias);
@@ -356,6 +450,7 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   }
   ld.check_all_used(c, naming);
   ld.run();
+  for (Fp8Plan& p : fp8) pack_fp8(p, c, source.path());
   return w;
 }
 

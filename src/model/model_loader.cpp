@@ -83,6 +83,8 @@ bool is_gguf_file(const fs::path& p) {
 
 }  // namespace
 
+uint64_t hash_model_weights(const ModelWeights& w) { return hash_weights(w); }
+
 std::unique_ptr<LoadedModel> load_model(const std::string& path,
                                         const std::function<void(size_t, size_t)>& progress,
                                         LoadParts parts) {

@@ -27,6 +27,10 @@ struct LoadedModel {
 // empty and weights_hash 0) for work that needs only the shapes and vocabulary.
 enum class LoadParts : uint8_t { kAll, kConfigOnly };
 
+// The weights digest of LoadedModel::weights_hash, for weights changed after load (e.g.
+// quantized to FP8 by --quantization fp8).
+uint64_t hash_model_weights(const ModelWeights& w);
+
 // progress(done, total) after each tensor. Throws detllm::Error with the path and problem.
 std::unique_ptr<LoadedModel> load_model(const std::string& path,
                                         const std::function<void(size_t, size_t)>& progress = {},

@@ -47,6 +47,10 @@ HostTensor tp_slice_cols(const HostTensor& t, int64_t c0, int64_t n) {
       std::copy_n(t.data.begin() + r * cols + c0, n, s.data.begin() + r * n);
     return s;
   }
+  // FP8 rows carry their scales and an arithmetic of their own (activations rounded per
+  // row of x, whose columns a slice would cut): not sliced.
+  check(!dtype_is_fp8(t.dtype), "tensor parallelism: FP8 weights ({}) are not implemented",
+        dtype_name(t.dtype));
   const int64_t be = dtype_block_elems(t.dtype);
   if (c0 % be != 0 || n % be != 0) {  // not on block boundaries: the fp32 values
     HostTensor f32 = t;

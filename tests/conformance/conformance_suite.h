@@ -6,7 +6,8 @@
 // test, in many at once — and with speculative decoding on — on three synthetic tiny models (GQA + tied embeddings, qkv bias,
 // q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
-// 64). Backend-specific checks (V11 threads on the CPU) live in the including file.
+// 64), and with FP8 projections ("tiny-qwen3@fp8": model/fp8_weights.h, activations rounded
+// per token). Backend-specific checks (V11 threads on the CPU) live in the including file.
 // A "#tpN" suffix runs the whole suite on a tensor-parallel group of N ranks as threads
 // (model/tp_group.h; CPU ranks, or CUDA ranks on one GPU): the Target's model is the group's
 // leader, and TpDegreeIsNotANumerics compares it with TP 1.
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "core/quant.h"
+#include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "model/tp_group.h"
 #include "conformance/speculation_checks.h"
@@ -37,8 +39,10 @@ bool suite_backend_available(std::string* why);
 
 namespace {
 
-// Every matrix of w (embeddings, projections, lm_head) held as block type `name` ("q4_1", …).
-inline void quantize_matrices(ModelWeights& w, const std::string& name) {
+// Every matrix of w (embeddings, projections, lm_head) held as block type `name` ("q4_1", …),
+// or "fp8": the projections as per-channel FP8 rows (--quantization fp8).
+inline void quantize_matrices(ModelWeights& w, const ModelConfig& c, const std::string& name) {
+  if (name == "fp8") return quantize_weights_fp8(w, c);
   DType t = DType::kF32;
   for (DType d : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0})
     if (dtype_name(d) == name) t = d;
@@ -72,7 +76,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     config_ = synthetic_config(param.substr(0, at));
     weights_ = make_synthetic_weights(config_, 42);
     if (at != std::string::npos) block_type_ = param.substr(at + 1);
-    if (!block_type_.empty()) quantize_matrices(weights_, block_type_);
+    if (!block_type_.empty()) quantize_matrices(weights_, config_, block_type_);
     target_.name = GetParam();
     target_.config = &config_;
     target_.weights = &weights_;
@@ -338,7 +342,7 @@ TEST_P(Conformance, V9_FreshEngine) {
   Execution e = exec("first");
   const RunResult a = run(target_, e, reqs);
   ModelWeights reloaded = make_synthetic_weights(config_, 42);  // new memory, same bits
-  if (!block_type_.empty()) quantize_matrices(reloaded, block_type_);
+  if (!block_type_.empty()) quantize_matrices(reloaded, config_, block_type_);
   Target fresh = target_;
   fresh.weights = &reloaded;
   std::unique_ptr<TpGroup> fresh_group;  // "#tpN": a new group on the reloaded weights

@@ -1,7 +1,9 @@
 // The conformance suite (conformance_suite.h) on the CPU backend, plus V11 (thread count),
 // which only the CPU has. V8 runs as batch padding (the CPU has no graphs).
 // The "+q8" parameters run it in the q8-activation numerics class (CpuActivations::kQ8:
-// activations rounded to int8 per block before every Q4_0/Q4_1/Q8_0 matmul).
+// activations rounded to int8 per block before every Q4_0/Q4_1/Q8_0 matmul); "@fp8" on FP8
+// weights (per-channel, activations rounded per token), "+kvfp8" with the FP8 KV cache
+// (--kv-dtype fp8: K/V rounded to E4M3 on append, scales fixed at load).
 // Negative controls: DETLLM_CONFORMANCE_FAULT=<fault> (fault_ops.h) runs the whole suite, the
 // real-model tests of this binary included, on a backend with that fault planted — the suite
 // must then fail (README lists which tests each fault fails). Unset: the CPU backend.
@@ -18,10 +20,12 @@ std::unique_ptr<kernels::Ops> suite_make_ops(int n_threads) {
   if (fault != nullptr && *fault != '\0') return make_fault_ops(fault, n_threads);
   // The running test's parameter names the numerics class ("tiny-llama@q4_1+q8").
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const bool q8 = info != nullptr && info->value_param() != nullptr &&
-                  std::string_view(info->value_param()).find("+q8") != std::string_view::npos;
-  return kernels::make_cpu_ops(n_threads,
-                               q8 ? kernels::CpuActivations::kQ8 : kernels::CpuActivations::kF32);
+  const std::string_view param =
+      info != nullptr && info->value_param() != nullptr ? info->value_param() : "";
+  const bool q8 = param.find("+q8") != std::string_view::npos;
+  const bool kv_fp8 = param.find("+kvfp8") != std::string_view::npos;  // --kv-dtype fp8
+  return kernels::make_cpu_ops(
+      n_threads, q8 ? kernels::CpuActivations::kQ8 : kernels::CpuActivations::kF32, kv_fp8);
 }
 bool suite_backend_available(std::string*) { return true; }
 
@@ -44,6 +48,7 @@ TEST_P(Conformance, NumericsClassOfTheParameter) {
   if (std::getenv("DETLLM_CONFORMANCE_FAULT") != nullptr) GTEST_SKIP() << "fault backend";
   const bool q8 = GetParam().find("+q8") != std::string::npos;
   EXPECT_EQ(target_.make_ops(1)->name(), q8 ? "cpu-q8" : "cpu");
+  EXPECT_EQ(target_.make_ops(1)->kv_fp8(), GetParam().find("+kvfp8") != std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
@@ -52,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                                            "tiny-llama@q4_1+q8", "tiny-qwen2@q8_0+q8",
                                            "tiny-qwen3@q4_0+q8", "tiny-llama#tp2", "tiny-qwen2#tp2",
                                            "tiny-qwen3#tp2", "tiny-qwen3-moe",
-                                           "tiny-qwen3-moe@q8_0"),
+                                           "tiny-qwen3-moe@q8_0", "tiny-qwen3@fp8",
+                                           "tiny-llama@fp8+kvfp8"),
                          suite_param_name);
 
 }  // namespace

@@ -21,6 +21,7 @@ class DelegatingOps : public kernels::Ops {
       : inner_(std::move(inner)), name_(std::move(name)) {}
   std::string_view name() const override { return name_; }
   bool reads_weight_dtype(DType t) const override { return inner_->reads_weight_dtype(t); }
+  bool kv_fp8() const override { return inner_->kv_fp8(); }
   void embedding(const kernels::WeightMatrix& t, const int32_t* ids, int32_t n,
                  float* out) override {
     inner_->embedding(t, ids, n, out);

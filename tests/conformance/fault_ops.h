@@ -22,6 +22,11 @@
 //                      of > 1 row (group-size dependent)
 //   moe-tie-arrival    MoE routing ties broken by arrival order (a    V2, V3 (MoE models)
 //                      scan starting at the token's row in the step)
+//   fp8-batch-scale    FP8 matmuls with one activation scale for the  V1 (FP8 models)
+//                      whole call (max over every row: the per-tensor
+//                      dynamic scale config_fp8.cpp refuses)
+//   fp8-kv-live-scale  an FP8 KV cache whose scales come from the     V1
+//                      call's own K/V (a live batch), not from load
 //
 // `graph-replay` gives the CPU a GraphCapture that records ops closures and replays them
 // (what a CUDA graph does, on host memory); `graph-replay-exact` is the same without the fault,
@@ -33,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,6 +49,7 @@
 
 #include "conformance/delegating_ops.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "verify/conformance.h"
 
 namespace detllm::conformance {
@@ -333,9 +340,65 @@ class ArrivalTieRouteOps final : public DelegatingOps {
 };
 
 // The faults by name, in the table's order.
+// FP8 matmuls (dynamic rows) with ONE activation scale for the whole call: the max |x| over
+// every row of the step, as a per-tensor dynamic scale computes it — so a row's rounding, and
+// its bits, depend on the rows beside it. The scale is written into a copy of the weight rows
+// as their static input_scale, so the CPU kernel itself runs unchanged.
+class Fp8BatchScaleOps final : public DelegatingOps {
+ public:
+  explicit Fp8BatchScaleOps(int n_threads) : DelegatingOps(n_threads, "fault:fp8-batch-scale") {}
+  void matmul(const float* x, int32_t m, const kernels::WeightMatrix& w, const float* bias,
+              float* y, NumericsMode numerics) override {
+    if (!dtype_is_fp8(w.dtype)) return inner_->matmul(x, m, w, bias, y, numerics);
+    float a = 0.0f;
+    for (int64_t i = 0; i < int64_t{m} * w.cols; ++i) a = std::max(a, std::fabs(x[i]));
+    const float s = a == 0.0f ? 1.0f : a / kFp8E4m3Max;
+    const int64_t rb = dtype_row_bytes(w.dtype, w.cols);
+    std::vector<uint8_t> rows(static_cast<const uint8_t*>(w.data),
+                              static_cast<const uint8_t*>(w.data) + w.rows * rb);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      if (fp8_row_input_scale(rows.data() + r * rb) == 0.0f) std::memcpy(rows.data() + r * rb, &s, 4);
+    }
+    kernels::WeightMatrix batch = w;
+    batch.data = rows.data();
+    inner_->matmul(x, m, batch, bias, y, numerics);
+  }
+};
+
+// An FP8 KV cache (--kv-dtype fp8) whose per-head scales are the amax of the K/V appended in
+// this call / 448 — scales from a live batch — instead of the ones fixed at load: a token's
+// stored K/V then depends on what else was appended with it.
+class Fp8KvLiveScaleOps final : public DelegatingOps {
+ public:
+  explicit Fp8KvLiveScaleOps(int n_threads)
+      : DelegatingOps(kernels::make_cpu_ops(n_threads, CpuActivations::kF32, /*kv_fp8=*/true),
+                      "fault:fp8-kv-live-scale") {}
+  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
+                 const kernels::KvCacheLayer& c) override {
+    if (c.k_scale == nullptr) return inner_->kv_append(k, v, b, c);
+    std::vector<float> ks(static_cast<size_t>(c.n_kv_heads), 0.0f), vs = ks;
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+        for (int32_t d = 0; d < c.head_dim; ++d) {
+          const int64_t i = (int64_t{t} * c.n_kv_heads + h) * c.head_dim + d;
+          ks[static_cast<size_t>(h)] = std::max(ks[static_cast<size_t>(h)], std::fabs(k[i]));
+          vs[static_cast<size_t>(h)] = std::max(vs[static_cast<size_t>(h)], std::fabs(v[i]));
+        }
+      }
+    }
+    for (float& s : ks) s = s == 0.0f ? 1.0f : s / kFp8E4m3Max;
+    for (float& s : vs) s = s == 0.0f ? 1.0f : s / kFp8E4m3Max;
+    kernels::KvCacheLayer live = c;
+    live.k_scale = ks.data();
+    live.v_scale = vs.data();
+    inner_->kv_append(k, v, b, live);
+  }
+};
+
 inline std::vector<std::string> fault_names() {
   return {"batch-matmul", "qlen-attention", "layout-attention", "kv-reuse",       "recompute",
-          "graph-replay", "threads",        "moe-group-matmul", "moe-tie-arrival"};
+          "graph-replay", "threads",        "moe-group-matmul", "moe-tie-arrival",
+          "fp8-batch-scale", "fp8-kv-live-scale"};
 }
 
 // A backend with fault `name` (fault_names(), or "graph-replay-exact"); throws for another.
@@ -350,6 +413,8 @@ inline std::unique_ptr<kernels::Ops> make_fault_ops(std::string_view name, int n
   if (name == "threads") return std::make_unique<ThreadDependentOps>(n_threads);
   if (name == "moe-group-matmul") return std::make_unique<GroupSizeExpertOps>(n_threads);
   if (name == "moe-tie-arrival") return std::make_unique<ArrivalTieRouteOps>(n_threads);
+  if (name == "fp8-batch-scale") return std::make_unique<Fp8BatchScaleOps>(n_threads);
+  if (name == "fp8-kv-live-scale") return std::make_unique<Fp8KvLiveScaleOps>(n_threads);
   std::string known;
   for (const std::string& n : fault_names()) known += " " + n;
   throw Error(fmt::format("unknown fault '{}': use one of{} or graph-replay-exact", name, known));

@@ -11,6 +11,7 @@
 
 #include "conformance/fault_ops.h"
 #include "conformance/speculation_checks.h"
+#include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
 #include "verify/guarantee_matrix.h"
@@ -162,6 +163,47 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MoeFaultFails,
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
                            return n;
                          });
+
+// FP8 weights (model/fp8_weights.h, as --quantization fp8 makes them): one activation scale
+// over the whole batch (fp8-batch-scale, the per-tensor dynamic scale refused at load) fails V1;
+// the CPU backend's per-token scales hold it on the same model.
+class Fp8NegativeControl : public NegativeControl {
+ protected:
+  void SetUp() override {
+    NegativeControl::SetUp();
+    quantize_weights_fp8(weights_, config_);
+  }
+};
+
+TEST_F(Fp8NegativeControl, BatchScaleFailsV1AndPerTokenHoldsIt) {
+  const CellResult c = run_cell("fp8-batch-scale", "V1");
+  std::printf("fp8-batch-scale × V1 (tiny-llama@fp8): %s\n", c.text().c_str());
+  EXPECT_EQ(c.state, CellResult::State::kFails) << c.text();
+  for (const Variation& v : variations()) {
+    if (v.id != "V1") continue;
+    Target exact = target("fp8-batch-scale");
+    exact.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
+    const CellResult ok = run_variation(exact, DeterminismMode::kInvariant, v);
+    EXPECT_EQ(ok.state, CellResult::State::kHolds) << ok.text();
+  }
+}
+
+// The FP8 KV cache: scales from the call's own K/V (a live batch) fail V1; the scales fixed at
+// load (the CPU backend's --kv-dtype fp8) hold it on the same model.
+TEST_F(NegativeControl, Fp8KvLiveScaleFailsV1AndFixedScalesHoldIt) {
+  const CellResult c = run_cell("fp8-kv-live-scale", "V1");
+  std::printf("fp8-kv-live-scale × V1: %s\n", c.text().c_str());
+  EXPECT_EQ(c.state, CellResult::State::kFails) << c.text();
+  for (const Variation& v : variations()) {
+    if (v.id != "V1") continue;
+    Target exact = target("fp8-kv-live-scale");
+    exact.make_ops = [](int n) {
+      return kernels::make_cpu_ops(n, CpuActivations::kF32, /*kv_fp8=*/true);
+    };
+    const CellResult ok = run_variation(exact, DeterminismMode::kInvariant, v);
+    EXPECT_EQ(ok.state, CellResult::State::kHolds) << ok.text();
+  }
+}
 
 // Both MoE faults leave a fresh engine running the same schedule alone (V9): what they break
 // is the variation, and the tiny MoE model holds V9 under them.

@@ -10,6 +10,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kv.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_fp8.h"
 #include "kernels/cpu/matmul_q8.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -21,11 +22,13 @@ namespace {
 
 class CpuOps final : public Ops {
  public:
-  CpuOps(int n_threads, CpuActivations act) : pool_(n_threads), act_(act) {}
+  CpuOps(int n_threads, CpuActivations act, bool kv_fp8)
+      : pool_(n_threads), act_(act), kv_fp8_(kv_fp8) {}
 
   std::string_view name() const override { return act_ == CpuActivations::kQ8 ? "cpu-q8" : "cpu"; }
   // fp32, f16, bf16 and every block type (matmul.cpp decodes blocks in registers).
   bool reads_weight_dtype(DType) const override { return true; }
+  bool kv_fp8() const override { return kv_fp8_; }
 
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
     cpu::embedding(pool_, table, ids, n, out);
@@ -37,7 +40,9 @@ class CpuOps final : public Ops {
   // numerics: one kernel serves both (invariant by construction).
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
               NumericsMode /*numerics*/) override {
-    if (act_ == CpuActivations::kQ8 && ref::q8_act_weight_dtype(w.dtype)) {
+    if (dtype_is_fp8(w.dtype)) {
+      cpu::matmul_fp8(pool_, x, m, w, bias, y);  // FP8 weights: activations rounded per token
+    } else if (act_ == CpuActivations::kQ8 && ref::q8_act_weight_dtype(w.dtype)) {
       cpu::matmul_q8(pool_, x, m, w, bias, y);
     } else {
       cpu::matmul(pool_, x, m, w, bias, y);
@@ -63,12 +68,13 @@ class CpuOps final : public Ops {
  private:
   ThreadPool pool_;
   CpuActivations act_;
+  bool kv_fp8_;
 };
 
 }  // namespace
 
 // n_threads: >= 1, or 0 for every hardware thread.
-std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act) {
+std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act, bool kv_fp8) {
   // The kernels are built for x86-64-v3 (AVX2, FMA, F16C: the fixed SIMD width of the
   // numerics); on an older CPU refuse here rather than die on an illegal instruction later.
   check(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -78,7 +84,7 @@ std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuActivations act) {
   check(n_threads >= 0, "cpu backend: n_threads must be >= 0 (0 = all cores), got {}", n_threads);
   if (n_threads == 0)
     n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::make_unique<CpuOps>(n_threads, act);
+  return std::make_unique<CpuOps>(n_threads, act, kv_fp8);
 }
 
 }  // namespace detllm::kernels

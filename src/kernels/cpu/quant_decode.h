@@ -338,6 +338,8 @@ inline void decode_row(DType t, const uint8_t* src, float* y, int64_t n) {
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kF8E4M3:
+    case DType::kF8E4M3B128:
       break;
   }
   dequantize_row(t, src, y, n);  // element types: the scalar widening

@@ -12,6 +12,7 @@
 #include "core/quant.h"
 #include "kernels/ops.h"
 #include "kernels/ref/moe_ref.h"
+#include "kernels/ref/fp8_linear.h"
 #include "kernels/ref/ref_sampler.h"
 
 namespace detllm::kernels {
@@ -41,7 +42,9 @@ int64_t slot_of(const StepBatch& batch, const KvCacheLayer& cache, int32_t s, in
 
 class RefOps final : public Ops {
  public:
+  explicit RefOps(bool kv_fp8) : kv_fp8_(kv_fp8) {}
   std::string_view name() const override { return "ref"; }
+  bool kv_fp8() const override { return kv_fp8_; }
   bool reads_weight_dtype(DType) const override { return true; }
 
   void embedding(const WeightMatrix& table, const int32_t* ids, int32_t n, float* out) override {
@@ -68,6 +71,7 @@ class RefOps final : public Ops {
   // numerics: one kernel serves both (invariant by construction).
   void matmul(const float* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
               NumericsMode /*numerics*/) override {
+    if (dtype_is_fp8(w.dtype)) return ref::fp8_linear(x, m, w, bias, y);  // its own arithmetic
     for (int64_t j = 0; j < w.rows; ++j) {
       const std::vector<float> wj = weight_row(w, j);
       for (int32_t i = 0; i < m; ++i) {
@@ -110,6 +114,11 @@ class RefOps final : public Ops {
       const int64_t slot = batch.slots[t];
       check(slot >= 0 && slot < n_slots, "ref kv_append: slot {} outside 0..{}", slot, n_slots - 1);
       for (int64_t e = 0; e < row; ++e) {
+        if (cache.k_scale != nullptr) {
+          ck[slot * row + e] = ref::fp8_kv_round(k[t * row + e], cache.k_scale[e / cache.head_dim]);
+          cv[slot * row + e] = ref::fp8_kv_round(v[t * row + e], cache.v_scale[e / cache.head_dim]);
+          continue;
+        }
         ck[slot * row + e] = k[t * row + e];
         cv[slot * row + e] = v[t * row + e];
       }
@@ -199,12 +208,15 @@ class RefOps final : public Ops {
                    float* out) override {
     ref::moe_combine(y, rows, weights, n, k, dim, shared, shared_gate, out);
   }
+
+ private:
+  bool kv_fp8_;
 };
 
 }  // namespace
 
-std::unique_ptr<Ops> make_ref_ops() {
-  return std::make_unique<RefOps>();
+std::unique_ptr<Ops> make_ref_ops(bool kv_fp8) {
+  return std::make_unique<RefOps>(kv_fp8);
 }
 
 }  // namespace detllm::kernels

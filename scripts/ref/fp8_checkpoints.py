@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Tiny FP8 checkpoints in the published layouts, with reference logits, and the FP8 linear
+layer's golden values (docs/models.md, "FP8"; kernels/ref/fp8_linear.h).
+
+Writes, under OUT (default tests/data/fp8):
+  <case>/config.json, model.safetensors   a tiny random Llama saved by transformers, its
+        projections then quantized here with torch.float8_e4m3fn and written as the FP8
+        checkpoints are published (`quantization_config` + float8 `weight` + `weight_scale`
+        [+ `input_scale`], lm_head and embeddings left bf16):
+          ct_channel  compressed-tensors, per-channel weight scales (fp32), dynamic per-token
+                      activations (llm-compressor's FP8_DYNAMIC)
+          ct_static   compressed-tensors, per-tensor weight scales (bf16) and static per-tensor
+                      input_scale (llm-compressor's FP8 scheme), calibrated on a fixed prompt
+          ct_block    compressed-tensors, 128x128 block weight scales, dynamic per-token
+                      activations (FP8_BLOCK)
+          fbgemm      fbgemm_fp8: per-channel weight_scale, input_scale_ub per layer,
+                      activation_scale_ub 2.0 (low enough that it caps many tokens)
+  <case>/golden.json, logits.f32   token ids and the fp32 logits of every position: transformers'
+        forward in fp32 with every quantized nn.Linear replaced by the FP8 arithmetic in torch
+        (activations rounded per token — or by the static scale — with torch's float8 cast,
+        weights dequantized from their codes, products summed by torch's fp32 matmul). The
+        C++ test allows for the different summation order (tests/model/fp8_checkpoint_test.cpp).
+  linear_golden.json   FP8 linear layers on random data: x, codes and scales, and y computed
+        with torch's float8 casts and a sequential fp32 sum in numpy — the bits
+        kernels/ref/fp8_linear.h must give (tests/kernels/fp8_linear_test.cpp).
+
+Deterministic (fixed seeds). Needs torch (with float8), transformers >= 5, safetensors, numpy:
+    python3 scripts/ref/fp8_checkpoints.py [OUT]
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file, load_file
+from transformers import AutoConfig, AutoModelForCausalLM
+
+F8 = torch.float8_e4m3fn
+MAX = 448.0
+SEQ_LENS = [40, 17]
+CALIB_LEN = 32
+PROJ = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+# hidden 64 and intermediate 192: down_proj's rows span two 128-column blocks, the last partial,
+# and gate/up two 128-row blocks.
+MODEL = dict(model_type="llama", vocab_size=128, hidden_size=64, intermediate_size=192,
+             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+
+
+def e4m3(x):
+    """torch's cast (round to nearest even, saturating at ±448 as FP8 checkpoints are made)."""
+    return x.clamp(-MAX, MAX).to(F8)
+
+
+def quantize_activation(x, input_scale=None, bound=None):
+    """Per token (last dim): (codes as float32, scale (..., 1))."""
+    if input_scale is not None:
+        s = torch.full(x.shape[:-1] + (1,), float(input_scale), dtype=torch.float32)
+    else:
+        a = x.abs().amax(dim=-1, keepdim=True)
+        if bound is not None:
+            a = torch.minimum(a, torch.tensor(bound, dtype=torch.float32))
+        s = a / MAX
+        s = torch.where(s == 0, torch.ones_like(s), s)
+    return e4m3(x / s).float(), s
+
+
+class Fp8Linear(torch.nn.Module):
+    """The FP8 arithmetic in torch: y = (dec(q) @ dec(w)ᵀ) · s_x · s_w (per block: blockwise)."""
+
+    def __init__(self, codes, scale, strategy, input_scale=None, bound=None):
+        super().__init__()
+        self.codes = codes.float()  # exact decoded codes
+        self.scale, self.strategy = scale.float(), strategy
+        self.input_scale, self.bound = input_scale, bound
+
+    def forward(self, x):
+        q, s = quantize_activation(x.float(), self.input_scale, self.bound)
+        if self.strategy == "block":
+            n, k = self.codes.shape
+            y = torch.zeros(q.shape[:-1] + (n,), dtype=torch.float32)
+            for b in range(0, k, 128):
+                part = q[..., b:b + 128] @ self.codes[:, b:b + 128].T
+                sw = self.scale[:, b // 128].repeat_interleave(128)[:n]
+                y = y + part * sw
+            return y * s
+        sw = self.scale.reshape(-1) if self.strategy != "tensor" else self.scale.reshape(())
+        return (q @ self.codes.T) * s * sw
+
+
+def quantize_weight(w, strategy):
+    """(codes, scale) of a fp32 weight (n, k) — llm-compressor's min-max observer."""
+    if strategy == "channel":
+        s = w.abs().amax(dim=1, keepdim=True) / MAX
+        return e4m3(w / s), s  # (n, 1)
+    if strategy == "tensor":
+        s = w.abs().amax().reshape(1) / MAX
+        return e4m3(w / s), s
+    n, k = w.shape
+    nb, kb = (n + 127) // 128, (k + 127) // 128
+    s = torch.zeros(nb, kb)
+    codes = torch.empty(n, k, dtype=F8)
+    for i in range(nb):
+        for j in range(kb):
+            blk = w[128 * i:128 * i + 128, 128 * j:128 * j + 128]
+            s[i, j] = blk.abs().amax() / MAX
+            codes[128 * i:128 * i + 128, 128 * j:128 * j + 128] = e4m3(blk / s[i, j])
+    return codes, s
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * r)
+            elif "embed_tokens" in name:
+                p.copy_(0.5 * r)
+            else:
+                p.copy_(0.05 * r)
+
+
+def ct_config(strategy, static):
+    weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": strategy,
+               "dynamic": False, "group_size": None, "block_structure": None,
+               "observer": "minmax", "observer_kwargs": {}, "actorder": None}
+    if strategy == "block":
+        weights["block_structure"] = [128, 128]
+    acts = {"num_bits": 8, "type": "float", "symmetric": True,
+            "strategy": "tensor" if static else "token", "dynamic": not static,
+            "group_size": None, "block_structure": None, "actorder": None,
+            "observer": "minmax" if static else None, "observer_kwargs": {}}
+    return {"quant_method": "compressed-tensors", "format": "float-quantized",
+            "quantization_status": "compressed", "global_compression_ratio": None,
+            "version": "0.10.2", "ignore": ["lm_head"], "kv_cache_scheme": None,
+            "sparsity_config": {},
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                          "input_activations": acts,
+                                          "output_activations": None,
+                                          "format": "float-quantized"}}}
+
+
+CASES = {
+    "ct_channel": dict(strategy="channel", static=False, fbgemm=False),
+    "ct_static": dict(strategy="tensor", static=True, fbgemm=False),
+    "ct_block": dict(strategy="block", static=False, fbgemm=False),
+    "fbgemm": dict(strategy="channel", static=False, fbgemm=True),
+}
+FBGEMM_UB = 2.0
+
+
+def write_case(out, name, case, seed):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    kw = dict(MODEL)
+    config = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    randomize(model, seed)
+    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))
+    ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    rng = np.random.default_rng(seed)
+    # Static input scales: each projection input's amax over a fixed calibration prompt.
+    amax = {}
+    if case["static"]:
+        hooks = []
+        for i, layer in enumerate(ref.model.layers):
+            for p in PROJ:
+                mod = layer.get_submodule(p)
+                key = f"model.layers.{i}.{p}"
+                hooks.append(mod.register_forward_pre_hook(
+                    lambda m, a, key=key: amax.__setitem__(
+                        key, max(amax.get(key, 0.0), float(a[0].abs().max())))))
+        with torch.no_grad():
+            ref(torch.tensor([rng.integers(0, config.vocab_size, size=CALIB_LEN).tolist()]))
+        for h in hooks:
+            h.remove()
+    tensors = load_file(os.path.join(d, "model.safetensors"))
+    for i, layer in enumerate(ref.model.layers):
+        for p in PROJ:
+            key = f"model.layers.{i}.{p}"
+            w = tensors[key + ".weight"].float()
+            codes, s = quantize_weight(w, case["strategy"])
+            tensors[key + ".weight"] = codes
+            # ct_static keeps its scales in bf16 (as llm-compressor writes them in the model's
+            # dtype); the test checks they load: the reference uses the bf16-rounded values.
+            if name == "ct_static":
+                s = s.to(torch.bfloat16)
+            tensors[key + ".weight_scale"] = s.contiguous()
+            input_scale, bound = None, None
+            if case["static"]:
+                input_scale = torch.tensor([amax[key] / MAX], dtype=torch.float32)
+                if name == "ct_static":
+                    input_scale = input_scale.to(torch.bfloat16)
+                tensors[key + ".input_scale"] = input_scale
+                input_scale = float(input_scale.float())
+            if case["fbgemm"]:
+                tensors[key + ".input_scale_ub"] = torch.tensor([FBGEMM_UB], dtype=torch.float32)
+                bound = FBGEMM_UB
+            parent = layer.get_submodule(p.split(".")[0])
+            setattr(parent, p.split(".")[1],
+                    Fp8Linear(codes, s, case["strategy"], input_scale, bound))
+    save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    if case["fbgemm"]:
+        cfg["quantization_config"] = {"quant_method": "fbgemm_fp8",
+                                      "activation_scale_ub": FBGEMM_UB,
+                                      "modules_to_not_convert": ["lm_head"]}
+    else:
+        cfg["quantization_config"] = ct_config(case["strategy"], case["static"])
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    seqs, blobs = [], []
+    with torch.no_grad():
+        for n in SEQ_LENS:
+            ids = rng.integers(0, config.vocab_size, size=n).tolist()
+            blobs.append(ref(torch.tensor([ids])).logits[0].float().numpy().astype("<f4"))
+            seqs.append({"tokens": ids})
+    np.concatenate(blobs).tofile(os.path.join(d, "logits.f32"))
+    with open(os.path.join(d, "golden.json"), "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "torch": torch.__version__,
+                   "case": name, "vocab_size": config.vocab_size, "sequences": seqs}, f)
+        f.write("\n")
+    print(name, "written to", d)
+
+
+def f32_bits(a):
+    return [struct.unpack("<I", struct.pack("<f", float(v)))[0] for v in np.asarray(a, np.float32).reshape(-1)]
+
+
+def seq_sum(prods):
+    acc = np.float32(0)
+    for p in prods:
+        acc = np.float32(acc + np.float32(p))
+    return acc
+
+
+def linear_case(rng, m, n, k, blocks, input_scale, bound, zero_row):
+    x = (rng.standard_normal((m, k)) * rng.choice([0.01, 1.0, 30.0], size=(m, 1))).astype(np.float32)
+    if zero_row:
+        x[0] = 0
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    nw = (k + 127) // 128 if blocks else 1
+    ws = (rng.uniform(0.5, 2.0, size=(n, nw)) * 1e-3).astype(np.float32)
+    codes = torch.from_numpy(w / np.repeat(ws, 128, axis=1)[:, :k] if blocks else w / ws)
+    codes = e4m3(codes)
+    wd = codes.float().numpy()
+    xt = torch.from_numpy(x)
+    q, s = quantize_activation(xt, input_scale, bound)
+    q, s = q.numpy(), s.numpy().reshape(-1)
+    y = np.zeros((m, n), np.float32)
+    for i in range(m):
+        for j in range(n):
+            prods = (q[i] * wd[j]).astype(np.float32)  # exact in fp32
+            if blocks:
+                acc = np.float32(0)
+                for b in range(nw):
+                    part = seq_sum(prods[128 * b:128 * b + 128])
+                    acc = np.float32(acc + np.float32(part * ws[j, b]))
+                y[i, j] = np.float32(acc * s[i])
+            else:
+                y[i, j] = np.float32(np.float32(seq_sum(prods) * s[i]) * ws[j, 0])
+    return {"m": m, "n": n, "k": k, "blocks": blocks,
+            "input_scale": 0.0 if input_scale is None else input_scale,
+            "act_bound": 0.0 if bound is None else bound,
+            "x": f32_bits(x), "codes": codes.view(torch.uint8).reshape(-1).tolist(),
+            "weight_scales": f32_bits(ws), "y": f32_bits(y)}
+
+
+def write_linear_golden(out):
+    rng = np.random.default_rng(11)
+    cases = [linear_case(rng, 3, 5, 64, False, None, None, True),
+             linear_case(rng, 2, 4, 300, False, None, None, False),
+             linear_case(rng, 2, 4, 300, True, None, None, False),
+             linear_case(rng, 3, 3, 96, False, 0.05, None, False),
+             linear_case(rng, 3, 3, 96, False, None, 2.0, False)]
+    with open(os.path.join(out, "linear_golden.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "cases": cases}, f)
+        f.write("\n")
+    print("linear golden:", len(cases), "cases")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "fp8")
+    os.makedirs(out, exist_ok=True)
+    for seed, (name, case) in enumerate(CASES.items()):
+        write_case(out, name, case, 100 + seed)
+    write_linear_golden(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+// FP8 checkpoints as they are published (scripts/ref/fp8_checkpoints.py writes tiny ones under
+// tests/data/fp8/: compressed-tensors per-channel + dynamic per-token activations, per-tensor
+// weight scales + static input_scale, 128x128 block scales, and fbgemm_fp8): they load as FP8
+// rows (model/config_fp8.cpp, llama_weights.cpp), their logits match transformers' forward with
+// the FP8 arithmetic emulated in torch within a stated tolerance, every quantization key that
+// detllm does not implement is refused by name, and scales of the wrong shape or value are
+// refused naming the tensor. `--quantization fp8` (model/fp8_weights.h) is checked here too.
+// Run: build/tests/test_model --gtest_filter='Fp8*'
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "conformance/delegating_ops.h"
+#include "core/error.h"
+#include "core/fp8.h"
+#include "core/quant.h"
+#include "formats/dequant.h"
+#include "kernels/ops.h"
+#include "model/fp8_weights.h"
+#include "model/llama_model.h"
+#include "model/model_loader.h"
+#include "model/solo_runner.h"
+
+namespace detllm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kData = fs::path(DETLLM_SOURCE_DIR) / "tests" / "data" / "fp8";
+const char* const kCases[] = {"ct_channel", "ct_static", "ct_block", "fbgemm"};
+
+// |ours - reference| <= kAbsTol + kRelTol |reference|. Both compute the same FP8 arithmetic;
+// they differ only in the order of the fp32 sums (torch's matmul vs k ascending), which could
+// move an activation across an E4M3 rounding boundary downstream (a step of 1/16 relative in
+// one element). Measured over the four checkpoints and every logit: 5.96e-7 (2026-12-07, CPU
+// backend, 2 threads; no boundary was crossed); the bound is ~17x that. The same weights
+// without the activation rounding (the dequantized fp32 forward) are 1.6e-2 away, a weight
+// scale on the wrong rows further still.
+constexpr float kAbsTol = 1e-5f;
+constexpr float kRelTol = 1e-5f;
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  EXPECT_TRUE(in.good()) << p;
+  return json::parse(in);
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary | std::ios::ate);
+  EXPECT_TRUE(in.good()) << p;
+  std::vector<float> v(static_cast<size_t>(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
+}
+
+struct Loaded {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<kernels::Ops> ops;
+  std::unique_ptr<LlamaModel> llama;
+};
+
+Loaded load(const fs::path& dir) {
+  Loaded l;
+  l.model = load_model(dir.string());
+  l.ops = kernels::make_cpu_ops(2);
+  l.llama = std::make_unique<LlamaModel>(l.model->config, l.model->weights, *l.ops);
+  return l;
+}
+
+std::vector<float> all_logits(const Loaded& l, const std::vector<int32_t>& ids) {
+  SoloRunner runner(*l.llama, static_cast<int32_t>(ids.size()) + 1);
+  return runner.feed(ids, /*all_logits=*/true);
+}
+
+// A copy of checkpoint `c` whose config.json is `edit`ed (the safetensors file linked).
+fs::path edited(const std::string& c, const std::function<void(json&)>& edit) {
+  const fs::path dir = fs::temp_directory_path() /
+                       ("detllm_fp8_" + c + "_" + std::to_string(::getpid()) + "_" +
+                        std::to_string(std::rand()));
+  fs::create_directories(dir);
+  fs::create_symlink(fs::absolute(kData / c / "model.safetensors"), dir / "model.safetensors");
+  json cfg = read_json(kData / c / "config.json");
+  edit(cfg);
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  return dir;
+}
+
+// load_model's error for checkpoint c with its config edited; "" when it loads.
+std::string load_error(const std::string& c, const std::function<void(json&)>& edit) {
+  const fs::path dir = edited(c, edit);
+  std::string what;
+  try {
+    load_model(dir.string());
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  fs::remove_all(dir);
+  return what;
+}
+
+json& group(json& cfg) { return cfg["quantization_config"]["config_groups"]["group_0"]; }
+
+TEST(Fp8Checkpoint, LoadsAsFp8Rows) {
+  const struct {
+    const char* c;
+    DType dt;
+  } want[] = {{"ct_channel", DType::kF8E4M3}, {"ct_static", DType::kF8E4M3},
+              {"ct_block", DType::kF8E4M3B128}, {"fbgemm", DType::kF8E4M3}};
+  for (const auto& w : want) {
+    SCOPED_TRACE(w.c);
+    const auto m = load_model((kData / w.c).string());
+    ASSERT_TRUE(m->config.fp8.active());
+    for (const LayerWeights& l : m->weights.layers) {
+      for (const Linear* lin : l.matrices()) EXPECT_EQ(lin->w.dtype, w.dt);
+    }
+    // lm_head is in ignore / modules_to_not_convert: kept as stored.
+    EXPECT_FALSE(dtype_is_fp8(m->weights.lm_head.w.dtype));
+    EXPECT_FALSE(dtype_is_fp8(m->weights.tok_embd.dtype));
+  }
+  const auto st = load_model((kData / "ct_static").string());
+  const uint8_t* row = st->weights.layers[0].wq.w.raw.data();
+  EXPECT_GT(fp8_row_input_scale(row), 0.0f) << "the static input_scale is in every row";
+  const auto fb = load_model((kData / "fbgemm").string());
+  EXPECT_EQ(fp8_row_act_bound(fb->weights.layers[0].wq.w.raw.data()), 2.0f);
+}
+
+TEST(Fp8Checkpoint, LogitsMatchTransformersWithTheFp8Arithmetic) {
+  float worst = 0;
+  for (const char* c : kCases) {
+    SCOPED_TRACE(c);
+    const fs::path dir = kData / c;
+    const json g = read_json(dir / "golden.json");
+    const std::vector<float> ref = read_f32(dir / "logits.f32");
+    const Loaded l = load(dir);
+    const size_t vocab = static_cast<size_t>(l.model->config.vocab_size);
+    size_t offset = 0;
+    float case_worst = 0;
+    for (const auto& s : g["sequences"]) {
+      const auto ids = s["tokens"].get<std::vector<int32_t>>();
+      const std::vector<float> ours = all_logits(l, ids);
+      ASSERT_LE(offset + ours.size(), ref.size());
+      for (size_t i = 0; i < ours.size(); ++i) {
+        const float theirs = ref[offset + i];
+        const float diff = std::fabs(ours[i] - theirs);
+        case_worst = std::max(case_worst, diff);
+        ASSERT_LE(diff, kAbsTol + kRelTol * std::fabs(theirs))
+            << "position " << i / vocab << " token " << i % vocab << ": ours " << ours[i]
+            << ", reference " << theirs;
+      }
+      offset += ours.size();
+    }
+    EXPECT_EQ(offset, ref.size());
+    std::printf("%s: worst |ours - reference| logit difference %.3g\n", c, case_worst);
+    worst = std::max(worst, case_worst);
+  }
+  std::printf("worst over the FP8 checkpoints: %.3g\n", worst);
+}
+
+// The same checkpoint with its FP8 arithmetic replaced by the dequantized fp32 matmul (weights
+// decoded, activations NOT rounded) is far from the reference: the tolerance above is tight
+// enough to tell the FP8 class from a plain dequantized forward.
+TEST(Fp8Checkpoint, DequantizedForwardIsOutsideTheTolerance) {
+  const fs::path dir = kData / "ct_channel";
+  const json g = read_json(dir / "golden.json");
+  const std::vector<float> ref = read_f32(dir / "logits.f32");
+  Loaded l;
+  l.model = load_model(dir.string());
+  dequantize_weights(l.model->weights);
+  l.ops = kernels::make_cpu_ops(2);
+  l.llama = std::make_unique<LlamaModel>(l.model->config, l.model->weights, *l.ops);
+  const auto ids = g["sequences"][0]["tokens"].get<std::vector<int32_t>>();
+  const std::vector<float> ours = all_logits(l, ids);
+  float worst = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    worst = std::max(worst, std::fabs(ours[i] - ref[i]) - kRelTol * std::fabs(ref[i]));
+  }
+  std::printf("dequantized forward: worst excess over the relative tolerance %.3g\n", worst);
+  EXPECT_GT(worst, kAbsTol);
+}
+
+TEST(Fp8Checkpoint, EveryUnimplementedKeyIsRefusedByName) {
+  const struct {
+    const char* name;
+    const char* case_;
+    std::function<void(json&)> edit;
+    const char* must_say;
+  } cases[] = {
+      {"per-tensor dynamic activations", "ct_channel",
+       [](json& c) { group(c)["input_activations"]["strategy"] = "tensor"; },
+       "per-tensor DYNAMIC activation scale"},
+      {"int weights", "ct_channel",
+       [](json& c) { group(c)["weights"]["type"] = "int"; }, "weights.type"},
+      {"4-bit", "ct_channel", [](json& c) { group(c)["weights"]["num_bits"] = 4; },
+       "weights.num_bits"},
+      {"group strategy", "ct_channel",
+       [](json& c) { group(c)["weights"]["strategy"] = "group"; }, "weights.strategy"},
+      {"asymmetric", "ct_channel", [](json& c) { group(c)["weights"]["symmetric"] = false; },
+       "weights.symmetric"},
+      {"dynamic weights", "ct_channel", [](json& c) { group(c)["weights"]["dynamic"] = true; },
+       "weights.dynamic"},
+      {"64x64 blocks", "ct_block",
+       [](json& c) { group(c)["weights"]["block_structure"] = json::array({64, 64}); },
+       "block_structure"},
+      {"output activations", "ct_channel",
+       [](json& c) { group(c)["output_activations"] = group(c)["input_activations"]; },
+       "output_activations"},
+      {"weight-only", "ct_channel", [](json& c) { group(c).erase("input_activations"); },
+       "input_activations"},
+      {"kv cache scheme", "ct_channel",
+       [](json& c) {
+         c["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"},
+                                                        {"strategy", "tensor"},
+                                                        {"dynamic", false}};
+       },
+       "kv_cache_scheme"},
+      {"sparsity", "ct_channel",
+       [](json& c) { c["quantization_config"]["sparsity_config"] = {{"format", "sparse-24"}}; },
+       "sparsity_config"},
+      {"regex ignore", "ct_channel",
+       [](json& c) { c["quantization_config"]["ignore"] = json::array({"re:.*lm_head"}); },
+       "ignore"},
+      {"unknown key", "ct_channel", [](json& c) { c["quantization_config"]["mystery"] = 1; },
+       "quantization_config.mystery"},
+      {"unknown weights key", "ct_channel",
+       [](json& c) { group(c)["weights"]["mystery"] = 1; }, "weights.mystery"},
+      {"format", "ct_channel",
+       [](json& c) { c["quantization_config"]["format"] = "pack-quantized"; }, "format"},
+      {"two groups", "ct_channel",
+       [](json& c) {
+         c["quantization_config"]["config_groups"]["group_1"] = group(c);
+       },
+       "config_groups"},
+      {"gptq", "ct_channel",
+       [](json& c) { c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; },
+       "quant_method"},
+      {"lm_head quantized", "ct_channel",
+       [](json& c) { c["quantization_config"]["ignore"] = json::array(); }, "lm_head"},
+      {"fbgemm without a bound", "fbgemm",
+       [](json& c) { c["quantization_config"].erase("activation_scale_ub"); },
+       "activation_scale_ub"},
+      {"fbgemm unknown key", "fbgemm",
+       [](json& c) { c["quantization_config"]["mystery"] = true; }, "mystery"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string err = load_error(c.case_, c.edit);
+    EXPECT_NE(err.find(c.must_say), std::string::npos) << "error: '" << err << "'";
+  }
+  // The unedited configs load (the edits above, not the files, are what is refused).
+  for (const char* c : kCases) EXPECT_EQ(load_error(c, [](json&) {}), "") << c;
+}
+
+TEST(Fp8Checkpoint, ScalesOfTheWrongShapeOrKindAreRefusedNamingTheTensor) {
+  // Per-channel scales (64, 1) read as 128x128 block scales (1, 1), and as one tensor scale.
+  std::string err = load_error("ct_channel", [](json& c) {
+    group(c)["weights"]["strategy"] = "block";
+    group(c)["weights"]["block_structure"] = json::array({128, 128});
+  });
+  EXPECT_NE(err.find("weight_scale"), std::string::npos) << err;
+  EXPECT_NE(err.find("shape"), std::string::npos) << err;
+  err = load_error("ct_channel", [](json& c) { group(c)["weights"]["strategy"] = "tensor"; });
+  EXPECT_NE(err.find("weight_scale"), std::string::npos) << err;
+  // Static activations declared, but the file has no input_scale.
+  err = load_error("ct_channel", [](json& c) {
+    group(c)["input_activations"]["dynamic"] = false;
+    group(c)["input_activations"]["strategy"] = "tensor";
+  });
+  EXPECT_NE(err.find("input_scale"), std::string::npos) << err;
+  // The static checkpoint read as dynamic: its input_scale tensors would be dropped — refused.
+  err = load_error("ct_static", [](json& c) {
+    group(c)["input_activations"]["dynamic"] = true;
+    group(c)["input_activations"]["strategy"] = "token";
+  });
+  EXPECT_NE(err.find("input_scale"), std::string::npos) << err;
+  EXPECT_NE(err.find("not used"), std::string::npos) << err;
+  // FP8 codes without a quantization_config: the loader does not guess their scales.
+  err = load_error("ct_channel", [](json& c) { c.erase("quantization_config"); });
+  EXPECT_NE(err.find("weight_scale"), std::string::npos) << err;
+}
+
+TEST(Fp8Checkpoint, QuantizationAtLoadMakesPerChannelRows) {
+  // The bf16 tiny checkpoint of the HF tests, quantized as --quantization fp8 does.
+  auto m = load_model((fs::path(DETLLM_SOURCE_DIR) / "tests/data/loaders/hf_v5/llama31").string());
+  const HostTensor before = m->weights.layers[0].wq.w;
+  quantize_weights_fp8(m->weights, m->config);
+  const HostTensor& q = m->weights.layers[0].wq.w;
+  ASSERT_EQ(q.dtype, DType::kF8E4M3);
+  EXPECT_FALSE(dtype_is_fp8(m->weights.lm_head.w.dtype));
+  // Each row: s = max|w| / 448, and the codes decode within half an E4M3 step of w.
+  HostTensor w = before;
+  dequantize_tensor(w);
+  const int64_t cols = q.shape[1], rb = dtype_row_bytes(q.dtype, cols);
+  std::vector<float> back(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < q.shape[0]; ++r) {
+    const uint8_t* row = q.raw.data() + r * rb;
+    float amax = 0;
+    for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(w.data[r * cols + k]));
+    ASSERT_EQ(fp8_row_weight_scale(row, 0), amax / 448.0f);
+    EXPECT_EQ(fp8_row_input_scale(row), 0.0f);
+    dequantize_row(q.dtype, row, back.data(), cols);
+    for (int64_t k = 0; k < cols; ++k) {
+      ASSERT_LE(std::fabs(back[k] - w.data[r * cols + k]), amax / 16.0f);
+    }
+  }
+  EXPECT_THROW(quantize_weights_fp8(m->weights, m->config), Error);  // FP8 already
+}
+
+// Records, per appended K/V value, |value| / (448 · its head's scale): at most 1 when the
+// scales bound every value (nothing saturates).
+class KvRatioOps final : public conformance::DelegatingOps {
+ public:
+  KvRatioOps()
+      : DelegatingOps(kernels::make_cpu_ops(2, CpuActivations::kF32, /*kv_fp8=*/true), "ratio") {}
+  void kv_append(const float* k, const float* v, const kernels::StepBatch& b,
+                 const kernels::KvCacheLayer& c) override {
+    EXPECT_NE(c.k_scale, nullptr) << "the model passes its scales to an FP8 KV backend";
+    if (c.k_scale != nullptr) {
+      const int64_t row = int64_t{c.n_kv_heads} * c.head_dim;
+      for (int64_t i = 0; i < b.n_tokens * row; ++i) {
+        const int64_t h = (i % row) / c.head_dim;
+        worst = std::max(worst, std::fabs(k[i]) / (448.0f * c.k_scale[h]));
+        worst = std::max(worst, std::fabs(v[i]) / (448.0f * c.v_scale[h]));
+      }
+    }
+    inner_->kv_append(k, v, b, c);
+  }
+  float worst = 0;
+};
+
+// --kv-dtype fp8: the scales bounded from the weights hold every K/V value the forward appends
+// (dense, qkv bias, Qwen3's k norm), and the logits move from the fp32-KV ones (the rounding
+// happens) but stay close.
+TEST(Fp8KvCache, WeightBoundScalesHoldEveryValueAndTheLogitsStayClose) {
+  for (const char* c : {"llama31", "qwen2_linear", "qwen3"}) {
+    SCOPED_TRACE(c);
+    const fs::path dir = fs::path(DETLLM_SOURCE_DIR) / "tests/data/loaders/hf_v5" / c;
+    const auto m = load_model(dir.string());
+    const json g = read_json(dir / "golden.json");
+    const auto ids = g["sequences"][0]["tokens"].get<std::vector<int32_t>>();
+    KvRatioOps ops;
+    LlamaModel fp8(m->config, m->weights, ops);
+    SoloRunner r8(fp8, static_cast<int32_t>(ids.size()) + 1);
+    const std::vector<float> a = r8.feed(ids, true);
+    auto cpu = kernels::make_cpu_ops(2);
+    LlamaModel f32(m->config, m->weights, *cpu);
+    SoloRunner r32(f32, static_cast<int32_t>(ids.size()) + 1);
+    const std::vector<float> b = r32.feed(ids, true);
+    float diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
+    std::printf("%s: largest |K/V| / (448 s) %.3g; FP8 KV moves the logits by at most %.3g\n",
+                c, ops.worst, diff);
+    EXPECT_LE(ops.worst, 1.0f) << "a value past its head's bound (it would saturate)";
+    EXPECT_GT(ops.worst, 1e-3f) << "scales far looser than the values";
+    EXPECT_GT(diff, 0.0f) << "K/V were not rounded";
+    EXPECT_LT(diff, 0.5f);
+  }
+}
+
+}  // namespace
+}  // namespace detllm
