@@ -6,8 +6,15 @@
 //   fp8 gemm     — launch_fp8_gemm on quantized rows, the plan's default tile;
 //   fp8 linear   — launch_fp8_linear: the per-row quantizer from bf16 x, then the GEMM (what a
 //                  layer would run in place of the bf16 GEMM);
-//   fp8 best     — the fastest of the six FP8 tile configurations (all give the same bits).
-// Ratios are bf16 time ÷ FP8 time (> 1: FP8 faster). Weights rotate over copies that exceed
+//   fp8 best     — the fastest of the six FP8 tile configurations (all give the same bits);
+//   wgmma gemm   — launch_fp8_gemm_wg (fp8_gemm_wg.cuh, the FP8 warpgroup-MMA kernel, other
+//                  bits than the mma.sync one), the plan's default tile;
+//   wgmma linear — launch_fp8_linear_wg: the quantizer from bf16 x, then the wgmma GEMM;
+//   wgmma best   — the fastest of its tile configurations (all give the same bits);
+//   lt fp8       — cuBLASLt's FP8 matmul with outer-vector scales (fp8_gemm_lt.h): the fast
+//                  path of non-deterministic requests ("—" where this cuBLASLt has none);
+//   inv ÷ fast   — lt fp8 time ÷ wgmma gemm time (≥ 1: the invariant kernel is no slower).
+// Ratios are bf16 time ÷ FP8 time (> 1: FP8 faster); TFLOP/s is the wgmma GEMM's 2·M·N·K / t. Weights rotate over copies that exceed
 // the L2 (≈ 256 MiB of each kind), as in cuda_gemm_bench.
 // Run: build-cuda/benchmarks/cuda_fp8_bench [--quick] [--ms LIST]   (exits with a message without a GPU)
 #include <cuda_runtime_api.h>
@@ -26,6 +33,7 @@
 #include "core/dtype.h"
 #include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_gemm_lt.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "ops_bench_util.h"
@@ -134,6 +142,7 @@ int main(int argc, char** argv) {
   auto inv = make_cuda_ops({0, NumericsMode::kInvariant});
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  cuda::Fp8LtGemm lt;
 
   const std::vector<Shape> shapes = {{"qkv 4096->6144", 6144, 4096},
                                      {"o 4096->4096", 4096, 4096},
@@ -155,8 +164,10 @@ int main(int argc, char** argv) {
 
   std::string table =
       "| shape (K->N) | M | bf16 engine µs | bf16 kernel µs | fp8 gemm µs | fp8 linear µs | fp8 "
-      "best µs (variant) | engine ÷ fp8 linear | kernel ÷ fp8 gemm | fp8 GB/s (weights) "
-      "|\n|---|---|---|---|---|---|---|---|---|---|\n";
+      "best µs (variant) | wgmma gemm µs | wgmma linear µs | wgmma best µs (variant) | engine ÷ "
+      "fp8 linear | engine ÷ wgmma linear | kernel ÷ wgmma gemm | wgmma TFLOP/s | lt fp8 µs | "
+      "fast ÷ inv | fp8 GB/s (weights) "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Shape& s : shapes) {
     const std::vector<Buffer> wb = bench_util::weight_copies(*inv, s, 2);
     const int nb = static_cast<int>(wb.size());
@@ -177,11 +188,11 @@ int main(int argc, char** argv) {
       check(cuda::launch_fp8_quantize_rows(x.data(), true, m, s.k, xq.as<uint8_t>(), xs.as<float>(),
                                            stream),
             "quantize");
-      auto fp8_gemm = [&](int variant) {
+      auto fp8_gemm = [&](int variant, bool wg = false) {
+        const auto launch = wg ? cuda::launch_fp8_gemm_wg : cuda::launch_fp8_gemm;
         return time_us(stream, [&](int i) {
-          return cuda::launch_fp8_gemm(xq.as<uint8_t>(), xs.as<float>(), m,
-                                       w8.codes[i % n8]->as<uint8_t>(), w8.scales->as<float>(),
-                                       s.n, s.k, nullptr, y.f32(), variant, stream);
+          return launch(xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[i % n8]->as<uint8_t>(),
+                        w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(), variant, stream);
         });
       };
       const double t_fp8 = fp8_gemm(-1);
@@ -199,10 +210,42 @@ int main(int argc, char** argv) {
           best_v = v;
         }
       }
+      const double t_wg = fp8_gemm(-1, true);
+      const double t_wg_linear = time_us(stream, [&](int i) {
+        return cuda::launch_fp8_linear_wg(x.data(), true, m, w8.codes[i % n8]->as<uint8_t>(),
+                                          w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(),
+                                          xq.as<uint8_t>(), xs.as<float>(), -1, stream);
+      });
+      double wg_best = 1e30;
+      int wg_best_v = -1;
+      for (int v = 0; v < cuda::kFp8GemmWgVariants; ++v) {
+        const double t = fp8_gemm(v, true);
+        if (t < wg_best) {
+          wg_best = t;
+          wg_best_v = v;
+        }
+      }
+      std::string lt_us = "—", lt_ratio = "—";
+      const auto lt_run = [&](int i) {
+        return lt.run(xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[i % n8]->as<uint8_t>(),
+                      w8.scales->as<float>(), s.n, s.k, y.f32(), stream);
+      };
+      if (const cublasStatus_t st = lt_run(0); st == CUBLAS_STATUS_SUCCESS) {
+        const double t_lt = time_us(stream, [&](int i) {
+          return lt_run(i) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+        });
+        lt_us = fmt::format("{:.1f}", t_lt);
+        lt_ratio = fmt::format("{:.2f}", t_lt / t_wg);
+      } else {
+        fmt::print(stderr, "cuBLASLt FP8 at M {} {}: {}\n", m, s.name, cublasGetStatusString(st));
+      }
       const std::string row = fmt::format(
-          "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} (v{}) | {:.2f} | {:.2f} | {:.0f} |\n",
-          s.name, m, t_engine, t_kernel, t_fp8, t_linear, best, best_v, t_engine / t_linear,
-          t_kernel / t_fp8, double(s.n) * s.k / t_fp8 * 1e-3);
+          "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} (v{}) | {:.1f} | {:.1f} | {:.1f} "
+          "(v{}) | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {} | {} | {:.0f} |\n",
+          s.name, m, t_engine, t_kernel, t_fp8, t_linear, best, best_v, t_wg, t_wg_linear,
+          wg_best, wg_best_v, t_engine / t_linear, t_engine / t_wg_linear, t_kernel / t_wg,
+          2.0 * m * double(s.n) * s.k / t_wg * 1e-6, lt_us, lt_ratio,
+          double(s.n) * s.k / t_fp8 * 1e-3);
       fmt::print("{}", row);
       std::fflush(stdout);
       table += row;

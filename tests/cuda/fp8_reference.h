@@ -50,6 +50,17 @@ inline double gemm_tolerance(const GemmElement& e, float x_scale, float w_scale,
          4.0 * u * std::fabs(e.value) + 1e-30;
 }
 
+// The stated bound of the FP8 wgmma GEMM (fp8_gemm_wg.cuh): inside each 128-k block four k32
+// wgmmas in an accumulator of ~14 significant bits (DeepSeek-V3; SageAttention2's FP22),
+// taken as ≤ 4 · 2^-12 Σ|p| of the block (a truncating unit 2^-13, twice), then the blocks'
+// fp32 adds ((k / 128 + 2) u Σ|p|), then the epilogue (4 u |y|).
+inline double gemm_wg_tolerance(const GemmElement& e, float x_scale, float w_scale, int64_t k) {
+  const double u = std::ldexp(1.0, -24);
+  const double chain = 4.0 * std::ldexp(1.0, -12) + double(k / 128 + 2) * u;
+  return chain * e.abs_sum * std::fabs(double(x_scale) * w_scale) + 4.0 * u * std::fabs(e.value) +
+         1e-30;
+}
+
 // FP8 KV: code = e4m3(x / scale) (one float division); read = dec(code) · scale (one float
 // product).
 inline uint8_t kv_code(float x, float scale) { return float_to_fp8_e4m3(x / scale); }

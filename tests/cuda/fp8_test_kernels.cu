@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_gemm.cuh"
+#include "kernels/cuda/fp8_gemm_wg.cuh"
 
 namespace detllm::kernels::cuda_testing {
 namespace {
@@ -32,6 +33,19 @@ cudaError_t launch_fp8_gemm_split_by_m(const uint8_t* xq, const float* x_scale, 
                                 static_cast<int32_t>(k)};
   const cudaError_t err =
       m > 64 ? cuda::fp8::run<Tile, true>(p, nullptr) : cuda::fp8::run<Tile, false>(p, nullptr);
+  return err != cudaSuccess ? err : cudaDeviceSynchronize();
+}
+
+cudaError_t launch_fp8_gemm_wg_promote_by_m(const uint8_t* xq, const float* x_scale, int32_t m,
+                                            const uint8_t* w, const float* w_scale, int64_t n,
+                                            int64_t k, float* y) {
+  // A ring depth the library does not use (one registration per kernel); any tile gives the
+  // library's bits at PROMOTE_TILES = 1.
+  using Tile = cuda::fp8::WgCfg<64, 3>;
+  const cuda::fp8::GemmParams p{xq, x_scale, w, w_scale, nullptr, y, m, static_cast<int32_t>(n),
+                                static_cast<int32_t>(k)};
+  const cudaError_t err =
+      m > 64 ? cuda::fp8::run_wg<Tile, 2>(p, nullptr) : cuda::fp8::run_wg<Tile, 1>(p, nullptr);
   return err != cudaSuccess ? err : cudaDeviceSynchronize();
 }
 

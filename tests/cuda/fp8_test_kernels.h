@@ -2,7 +2,8 @@
 // arbitrary values, and the FP8 GEMM's negative control — the kernel of
 // kernels/cuda/fp8_gemm.cuh instantiated with its K range cut in two chains added at the end,
 // chosen for m > 64 only (a split picked from the batch size: what the invariance test must
-// catch, CudaFp8.NegativeControlSplitByMIsCaught).
+// catch, CudaFp8.NegativeControlSplitByMIsCaught); the same for the FP8 wgmma kernel
+// (fp8_gemm_wg.cuh) with its promotion interval doubled for m > 64.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,5 +21,12 @@ cudaError_t fp8_codec_on_device(const float* x, int64_t n, uint8_t* codes, float
 cudaError_t launch_fp8_gemm_split_by_m(const uint8_t* xq, const float* x_scale, int32_t m,
                                        const uint8_t* w, const float* w_scale, int64_t n,
                                        int64_t k, float* y);
+
+// launch_fp8_gemm_wg's arguments without bias or variant (one tile of its own); m > 64 adds the
+// wgmma partial sums into fp32 every 256 k instead of every 128 (a promotion interval picked
+// from the batch size), m ≤ 64 runs the library's numerics. Synchronous, default stream.
+cudaError_t launch_fp8_gemm_wg_promote_by_m(const uint8_t* xq, const float* x_scale, int32_t m,
+                                            const uint8_t* w, const float* w_scale, int64_t n,
+                                            int64_t k, float* y);
 
 }  // namespace detllm::kernels::cuda_testing

@@ -188,6 +188,25 @@ cudaError_t launch_fp8_linear(const void* x, bool x_bf16, int32_t m, const uint8
                               const float* w_scale, int64_t n, int64_t k, const float* bias,
                               float* y, uint8_t* xq, float* x_scale, int variant,
                               cudaStream_t stream);
+// ---- fp8_gemm_wg.cu: the FP8 GEMM on FP8 warpgroup MMAs (prefill; fp8_gemm_wg.cuh) ----
+// Tile configurations (variant 0…kFp8GemmWgVariants-1; -1 = chosen from m): every one the
+// same bits.
+inline constexpr int kFp8GemmWgVariants = 4;
+// Names its numerics: wgmma m64n128k32 e4m3 (its own accumulator inside each 128-k block, from
+// zero), blocks of 128 k added in fp32 in ascending k, then · x_scale · w_scale, then + bias.
+// Not kFp8GemmNumericsRule's bits: a model runs one of the two for every m, never both.
+inline constexpr std::string_view kFp8GemmWgNumericsRule =
+    "wgmma-m64n128k32-e4m3;promote=128;fp32-asc;*sx*sw";
+// launch_fp8_gemm's problem (the same arguments and shapes, fp8_gemm_shape_supported) on the
+// FP8 wgmma kernel: the same for every m, row and variant, other bits than launch_fp8_gemm.
+cudaError_t launch_fp8_gemm_wg(const uint8_t* xq, const float* x_scale, int32_t m,
+                               const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
+                               const float* bias, float* y, int variant, cudaStream_t stream);
+// launch_fp8_quantize_rows into xq (m, k) and x_scale (m), then launch_fp8_gemm_wg.
+cudaError_t launch_fp8_linear_wg(const void* x, bool x_bf16, int32_t m, const uint8_t* w,
+                                 const float* w_scale, int64_t n, int64_t k, const float* bias,
+                                 float* y, uint8_t* xq, float* x_scale, int variant,
+                                 cudaStream_t stream);
 // FP8 KV cache [n_slots, n_kv_heads * head_dim] E4M3 codes ← e4m3(k/v (n_tokens, n_kv_heads *
 // head_dim) fp32 / scale[h]) at slots, h = the element's KV head; k_scale, v_scale
 // (n_kv_heads): this layer's fixed scales. Each value rounded once.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The FP8 kernels on a GPU machine, in one run: test_cuda's FP8 tests (codec, quantizer, both
+# FP8 GEMMs — mma.sync and wgmma — within their bounds, rows = the row alone at every m, the
+# negative controls, the KV cache), then cuda_fp8_bench (Llama-3.1-8B shapes: bf16 engine and
+# kernel, the FP8 GEMMs and linears, the cuBLASLt FP8 fast path). Each part writes its log as
+# it goes, so a run cut off keeps what finished.
+# Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
+# BINS=cuda_fp8_bench scripts/gpu/prebuild.sh):
+#   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] scripts/gpu/fp8_gpu.sh
+#   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$root/gpu-out}
+bin=${BIN:-$root/build-gpu-carry}
+mkdir -p "$out"
+# The carried libraries first (a bare CUDA image lacks the project's deps); cuBLAS/cuBLASLt come
+# from the image's CUDA.
+[ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cd "$root"
+
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$out/fp8_device.txt" 2>&1
+echo "device: $(cat "$out/fp8_device.txt"); binaries from $(cat "$bin/COMMIT" 2>/dev/null || echo '?')" >&2
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  DETLLM_REQUIRE_GPU=1 "$bin/test_cuda" --gtest_filter='CudaFp8*' >"$out/fp8_tests.log" 2>&1
+  echo "CudaFp8 tests: rc=$? ($(grep -c '^\[       OK' "$out/fp8_tests.log") passed," \
+    "$(grep -c '^\[  FAILED  \].*ms)' "$out/fp8_tests.log") failed)" >&2
+  grep -E '^\s+\[fp8' "$out/fp8_tests.log" >&2
+fi
+
+"$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
+echo "cuda_fp8_bench: rc=$?" >&2
+sed -n '/^| shape/,$p' "$out/fp8_bench.log"
