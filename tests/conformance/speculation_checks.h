@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "determinism/modes.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
@@ -80,12 +81,19 @@ struct SpeculationVerdict {
 // negative control that must see those cases fail on their own). A suite that runs several
 // workloads runs the draft-model cases (as costly again as the n-gram ones) on one.
 enum class SpeculationCases { kNgram, kAll, kDrafters };
+// with_preemption = false leaves out the cases whose pool preempts (a backend whose prefill
+// rows differ from decode rows — the padded mode's guarantee, not V6 — recomputes other KV).
+// Every execution runs under the target's mode's execution constraints (apply_mode: the padded
+// mode's fixed decode shape).
 inline SpeculationVerdict check_speculation(const Target& target,
                                             const std::vector<engine::Request>& reqs,
-                                            SpeculationCases which = SpeculationCases::kAll) {
+                                            SpeculationCases which = SpeculationCases::kAll,
+                                            bool with_preemption = true) {
   const bool with_drafters = which != SpeculationCases::kNgram;
   SpeculationVerdict v;
-  const RunResult ref = run(target, base_execution("no speculation"), reqs);
+  Execution plain = base_execution("no speculation");
+  apply_mode(target.policy.mode, plain.engine);
+  const RunResult ref = run(target, plain, reqs);
   // A draft model of another seed, where the target's weights are synthetic and its ops can
   // be made (not for a shared model).
   std::unique_ptr<kernels::Ops> other_ops;
@@ -129,8 +137,10 @@ inline SpeculationVerdict check_speculation(const Target& target,
     cases.push_back(
         {"draft model of another seed, K=5, adaptive", 5, 0, 0, false, Drafter::kOther, true});
   }
+  if (!with_preemption) std::erase_if(cases, [](const Case& c) { return c.n_blocks > 0; });
   for (const Case& c : cases) {
     Execution e = base_execution("speculative " + c.label);
+    apply_mode(target.policy.mode, e.engine);
     e.engine.speculative.method = c.drafter == Drafter::kNgram
                                       ? engine::SpeculativeMethod::kNgram
                                       : engine::SpeculativeMethod::kDraftModel;
