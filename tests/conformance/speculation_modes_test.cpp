@@ -72,7 +72,7 @@ TEST(SpeculationModes, VerifiedWithDraftsEqualsInvariant) {
   const auto m = first_mismatch(reqs, ref.traces, got.traces);
   ASSERT_FALSE(m.has_value()) << m->what;
   EXPECT_GT(got.engine_stats.n_accepted_draft_tokens, 0);
-  EXPECT_GT(got.engine_stats.n_fast_steps, 0);  // the undrafted request's candidates
+  EXPECT_LT(got.engine_stats.n_accepted_draft_tokens, got.engine_stats.n_draft_tokens);
 }
 
 TEST(SpeculationModes, PaddedHoldsWhereAttentionDependsOnQueryLength) {
