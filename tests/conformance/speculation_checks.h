@@ -73,6 +73,7 @@ struct SpeculationVerdict {
   std::optional<std::string> not_exercised;
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
+  int64_t n_decode_row_windows = 0;  // windows verified as decode rows (the padded mode)
 };
 
 // Runs `reqs` without speculation, then with drafts in several executions; the first
@@ -165,11 +166,17 @@ inline SpeculationVerdict check_speculation(const Target& target,
     const engine::EngineStats& s = got.engine_stats;
     v.n_draft_tokens += s.n_draft_tokens;
     v.n_accepted_draft_tokens += s.n_accepted_draft_tokens;
+    v.n_decode_row_windows += got.n_decode_row_windows;
+    // padded: a window that only ever got one row a step would be plain decoding; the check
+    // must see windows of several decode rows in every execution.
+    const bool padded = target.policy.mode == DeterminismMode::kPadded;
     // A draft model of other weights may guess nothing right: it must only change no bit.
     if (!v.not_exercised && s.n_accepted_draft_tokens == 0 && c.drafter != Drafter::kOther) {
       v.not_exercised = c.label + ": no draft was accepted";
     } else if (!v.not_exercised && c.n_blocks > 0 && got.n_preemptions == 0) {
       v.not_exercised = c.label + ": nothing was preempted";
+    } else if (!v.not_exercised && padded && got.n_decode_row_windows == 0) {
+      v.not_exercised = c.label + ": no window was verified as decode rows";
     }
   }
   if (!v.not_exercised && v.n_accepted_draft_tokens == v.n_draft_tokens) {
