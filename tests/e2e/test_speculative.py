@@ -85,12 +85,13 @@ def test_serve_reports_acceptance_in_metrics_under_vllms_names():
         delta = {k: after[k] - after_plain.get(k, 0.0) for k in after
                  if k.startswith("vllm:spec_decode")}
         # the request without speculation proposed nothing
-        assert after_plain["vllm:spec_decode_num_drafts"] == before["vllm:spec_decode_num_drafts"]
-        drafts = delta["vllm:spec_decode_num_drafts"]
-        proposed = delta["vllm:spec_decode_num_draft_tokens"]
-        accepted = delta["vllm:spec_decode_num_accepted_tokens"]
+        drafts_key = "vllm:spec_decode_num_drafts_total"
+        assert after_plain[drafts_key] == before[drafts_key]
+        drafts = delta["vllm:spec_decode_num_drafts_total"]
+        proposed = delta["vllm:spec_decode_num_draft_tokens_total"]
+        accepted = delta["vllm:spec_decode_num_accepted_tokens_total"]
         assert drafts >= 1 and proposed >= drafts and 1 <= accepted <= proposed, delta
-        per_pos = [delta['vllm:spec_decode_num_accepted_tokens_per_pos{position="%d"}' % i]
+        per_pos = [delta['vllm:spec_decode_num_accepted_tokens_per_pos_total{position="%d"}' % i]
                    for i in range(4)]
         assert sum(per_pos) == accepted, delta
         assert all(a >= b for a, b in zip(per_pos, per_pos[1:])), per_pos  # a prefix each

@@ -45,11 +45,11 @@ TEST(Metrics, RendersEveryMetric) {
   EXPECT_TRUE(has_line(t, "detllm_client_disconnects_total 1"));
   EXPECT_TRUE(has_line(t, "detllm_prompt_tokens_total 50"));
   EXPECT_TRUE(has_line(t, "detllm_generation_tokens_total 60"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_draft_tokens 9"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens 4"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_drafts 3"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos{position=\"0\"} 3"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos{position=\"2\"} 0"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_draft_tokens_total 9"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_total 4"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_drafts_total 3"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 0"));
   EXPECT_TRUE(has_line(t, "detllm_queue_length 3"));
   EXPECT_TRUE(has_line(t, "detllm_running_sequences 2"));
   EXPECT_TRUE(has_line(t, "detllm_kv_blocks_used 7"));
