@@ -153,7 +153,8 @@ NB_MODULE(_core, m) {
       .def_rw("bad_words", &GenerateRequest::bad_words)
       .def_rw("structured_kind", &GenerateRequest::structured_kind)
       .def_rw("structured_text", &GenerateRequest::structured_text)
-      .def_rw("structured_choices", &GenerateRequest::structured_choices);
+      .def_rw("structured_choices", &GenerateRequest::structured_choices)
+      .def_rw("speculative", &GenerateRequest::speculative);
 
   nb::class_<detllm::TokenLogprob>(m, "TokenLogprob")
       .def_ro("token", &detllm::TokenLogprob::token)
@@ -196,7 +197,13 @@ NB_MODULE(_core, m) {
       .def_rw("prefix_cache", &SessionOptions::prefix_cache)
       .def_rw("self_check", &SessionOptions::self_check)
       .def_rw("deterministic", &SessionOptions::deterministic)
-      .def_rw("tensor_parallel", &SessionOptions::tensor_parallel);
+      .def_rw("tensor_parallel", &SessionOptions::tensor_parallel)
+      .def_rw("speculative_method", &SessionOptions::speculative_method)
+      .def_rw("num_speculative_tokens", &SessionOptions::num_speculative_tokens)
+      .def_rw("prompt_lookup_min", &SessionOptions::prompt_lookup_min)
+      .def_rw("prompt_lookup_max", &SessionOptions::prompt_lookup_max)
+      .def_rw("speculative_model", &SessionOptions::speculative_model)
+      .def_rw("speculative_adaptive", &SessionOptions::speculative_adaptive);
 
   nb::class_<LlmSession>(m, "Session")
       .def(nb::init<const SessionOptions&>(), "options"_a, nb::call_guard<nb::gil_scoped_release>())

@@ -128,6 +128,7 @@ class LLM:
         deterministic: bool = True,
         tensor_parallel_size: Optional[int] = None,
         tensor_parallel: Optional[int] = None,
+        speculative_config: Optional[Mapping[str, Any]] = None,
         **vllm_kwargs: Any,
     ) -> None:
         if vllm_kwargs:
@@ -154,6 +155,8 @@ class LLM:
         # None: the one-device model (its own numerics). N >= 1, 1 included: N ranks of the
         # canonical partition, whose bits are the same at every N (docs/tensor_parallel.md).
         o.tensor_parallel = 0 if tensor_parallel_size is None else int(tensor_parallel_size)
+        if speculative_config is not None:
+            _apply_speculative_config(o, speculative_config)
         self.backend = backend
         self.mode = mode
         self._s = _core.Session(o)
@@ -452,11 +455,40 @@ _LLM_KWARGS_REFUSED = {
     "seed": "each request carries its seed (SamplingParams.seed; None: drawn and returned)",
     "pipeline_parallel_size": "not supported",
     "enable_lora": "LoRA is not supported",
-    "speculative_config": "not in the Python facade (detllm serve --speculative-*)",
     "enforce_eager": "the engine decides where graphs are captured",
     "trust_remote_code": "no model code is ever run: only known architectures load",
     "tokenizer": "the model's own tokenizer is used",
 }
+
+
+# vLLM's speculative_config keys detllm reads (docs/speculative.md); any other is refused by name.
+_SPECULATIVE_KEYS = {"method", "model", "num_speculative_tokens", "prompt_lookup_min",
+                     "prompt_lookup_max", "adaptive"}
+
+
+def _apply_speculative_config(o: Any, config: Mapping[str, Any]) -> None:
+    """vLLM's ``speculative_config`` dict onto the session's options: method "ngram" (prompt
+    lookup: prompt_lookup_min/max) or "draft_model" (model: a GGUF file or HF directory with the
+    target's tokenizer), num_speculative_tokens; "adaptive" is detllm's (draft_policy.h, off by
+    default). A model without a method means draft_model, as in vLLM."""
+    unknown = sorted(set(config) - _SPECULATIVE_KEYS)
+    if unknown:
+        raise ValueError(f"speculative_config: {unknown} not supported (detllm reads "
+                         f"{sorted(_SPECULATIVE_KEYS)}; docs/speculative.md)")
+    method = config.get("method")
+    if method is None:
+        method = "draft_model" if config.get("model") else "ngram"
+    if method not in ("ngram", "draft_model"):
+        raise ValueError(f"speculative_config: method {method!r} not supported (use 'ngram' or "
+                         "'draft_model')")
+    if "num_speculative_tokens" not in config:
+        raise ValueError("speculative_config: give num_speculative_tokens (drafts per step)")
+    o.speculative_method = method
+    o.num_speculative_tokens = int(config["num_speculative_tokens"])
+    o.prompt_lookup_min = int(config.get("prompt_lookup_min") or 0)
+    o.prompt_lookup_max = int(config.get("prompt_lookup_max") or 0)
+    o.speculative_model = str(config.get("model") or "")
+    o.speculative_adaptive = bool(config.get("adaptive", False))
 
 
 def _refused_llm_kwargs(kwargs: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@
 #include "model/kv_storage.h"
 #include "model/synthetic.h"
 #include "structured/grammar_spec.h"
+#include "tokenizer/tokenizer.h"
 #if DETLLM_HAVE_GRAMMAR
 #include "structured/grammar_constraint.h"
 #endif
@@ -37,7 +38,9 @@ namespace detllm::api {
 struct LlmSession::State {
   SessionOptions options;
   ModelBundle bundle;
-  backends::Backend backend;  // its ops moved into bundle.ops; names kept for the fingerprint
+  backends::Backend backend;
+  ModelBundle draft;  // the speculative draft model (draft_model), on a backend like the target's
+  backends::Backend draft_backend;  // its ops moved into bundle.ops; names kept for the fingerprint
   engine::EngineConfig config;
   std::unique_ptr<engine::Engine> engine;
   std::string weight_version;
@@ -181,6 +184,39 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
                               s_->host_copy ? &s_->bundle.model->weights : nullptr);
   s_->weights_hash = s_->bundle.model->weights_hash;
 
+  engine::SpeculativeConfig& sc = cfg.speculative;
+  sc.method = engine::parse_speculative_method(o.speculative_method);
+  sc.num_speculative_tokens = o.num_speculative_tokens;
+  sc.prompt_lookup_min = o.prompt_lookup_min;
+  sc.prompt_lookup_max = o.prompt_lookup_max;
+  sc.adaptive = o.speculative_adaptive;
+  sc.model = o.speculative_model;
+  if (sc.method == engine::SpeculativeMethod::kDraftModel) {
+    check(!sc.model.empty(),
+          "speculative method draft_model needs its model: give speculative_config={{'method': "
+          "'draft_model', 'model': PATH, ...}}");
+    check(s_->bundle.tokenizer != nullptr,
+          "a draft model needs the target's tokenizer to compare with; this model has none");
+    s_->draft_backend = backends::make_backend(bo, mode_info(mode).backend, threads);
+    s_->draft = open_model_bundle(sc.model, threads);
+    backends::install_backend(s_->draft, s_->draft_backend);
+    const Tokenizer& target = *s_->bundle.tokenizer;
+    const Tokenizer* draft = s_->draft.tokenizer.get();
+    check(draft != nullptr && draft->vocab_size() == target.vocab_size(),
+          "the draft model {} does not have the target's tokenizer: a draft model must share it",
+          sc.model);
+    for (int32_t id = 0; id < target.vocab_size(); ++id) {
+      check(draft->id_to_token(id) == target.id_to_token(id),
+            "the draft model {} has another vocabulary: token {} is '{}' there, '{}' in the "
+            "target's; a draft model must share the target's tokenizer",
+            sc.model, id, draft->id_to_token(id), target.id_to_token(id));
+    }
+  } else {
+    check(sc.model.empty(),
+          "a draft model ({}) was given but the speculative method is '{}': use method "
+          "'draft_model', or give no model",
+          sc.model, engine::speculative_method_name(sc.method));
+  }
   if (o.max_tokens_per_step > 0) cfg.scheduler.max_tokens_per_step = o.max_tokens_per_step;
   cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   cfg.policy.deterministic_by_default = o.deterministic;
@@ -213,8 +249,9 @@ LlmSession::~LlmSession() {
 
 void LlmSession::build_engine() {
   s_->engine.reset();
-  s_->engine = std::make_unique<engine::Engine>(s_->bundle.engine_model(), s_->config,
-                                                s_->bundle.tokenizer.get());
+  s_->engine = std::make_unique<engine::Engine>(
+      s_->bundle.engine_model(), s_->config, s_->bundle.tokenizer.get(),
+      s_->draft.llama ? &s_->draft.engine_model() : nullptr);
 }
 
 std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> requests,
@@ -245,6 +282,7 @@ std::vector<RequestOutput> LlmSession::generate(std::vector<GenerateRequest> req
       req.stop_token_ids = std::move(g.stop_token_ids);
       req.stop = std::move(g.stop);
       req.ignore_eos = g.ignore_eos;
+      req.speculation = g.speculative;
       req.prompt_logprobs = g.prompt_logprobs;
       req.return_routed_experts = g.return_routed_experts;
       req.min_tokens = g.min_tokens;

@@ -42,6 +42,15 @@ struct SessionOptions {
   // the same bits (and fingerprint); 0: the one-device model (other numerics: its own chunks).
   // update_weights rebuilds the ranks from the updated host weights; sleep is refused with it.
   int32_t tensor_parallel = 0;
+  // Speculative decoding (engine::SpeculativeConfig, docs/speculative.md; the Python package
+  // maps vLLM's speculative_config dict onto these): "none", "ngram" or "draft_model";
+  // speculative_model is the draft model's path (draft_model). The output is the same bits.
+  std::string speculative_method = "none";
+  int32_t num_speculative_tokens = 0;
+  int32_t prompt_lookup_min = 0;
+  int32_t prompt_lookup_max = 0;
+  std::string speculative_model;
+  bool speculative_adaptive = false;
 };
 
 // One request of a batch: prompt token ids and what to do with them.
@@ -65,6 +74,7 @@ struct GenerateRequest {
   std::string structured_kind;
   std::string structured_text;
   std::vector<std::string> structured_choices;
+  bool speculative = true;  // false: no drafts for this request (engine::Request::speculation)
 };
 
 struct SampleOutput {

@@ -65,7 +65,8 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   const std::vector<double> arrivals = spec.rate > 0.0
                                            ? poisson_arrivals(n, spec.rate, spec.seed)
                                            : std::vector<double>(static_cast<size_t>(n), 0.0);
-  engine::Engine eng(model, config);  // no tokenizer: token ids in, token ids out, no EOS
+  // No tokenizer: token ids in, token ids out, no EOS.
+  engine::Engine eng(model, config, /*tokenizer=*/nullptr, spec.draft_model);
 
   RunResult res;
   if (spec.warm_graphs) res.n_warmup_graph_captures = eng.warm_up_decode_graphs().captures;
@@ -168,6 +169,9 @@ RunResult run_bench(const LlamaModel& model, const engine::EngineConfig& config,
   res.n_verify_tokens = es.n_verify_tokens;
   res.n_rollbacks = es.n_rollbacks;
   res.n_rolled_back_tokens = es.n_rolled_back_tokens;
+  res.n_drafts = es.n_drafts;
+  res.n_draft_tokens = es.n_draft_tokens;
+  res.n_accepted_draft_tokens = es.n_accepted_draft_tokens;
   res.prefix_hit_tokens = kv.n_hit_tokens;
   res.prefix_query_tokens = kv.n_query_tokens;
   std::vector<double> step_ms, padded_ms, unpadded_ms;  // from the step trace

@@ -35,6 +35,9 @@ struct RunSpec {
   // captures each graph in its first step of that shape, inside the timing (the bench before
   // 2026-12-02).
   bool warm_graphs = true;
+  // The draft model of speculative method draft_model (EngineConfig::speculative); nullptr
+  // for the other methods. It must outlive the run.
+  const LlamaModel* draft_model = nullptr;
 };
 
 struct RunProgress {
@@ -94,6 +97,17 @@ struct RunResult {
   int64_t n_verify_windows = 0, n_verify_tokens = 0, n_rollbacks = 0, n_rolled_back_tokens = 0;
   double verify_share() const {
     return n_computed_tokens ? static_cast<double>(n_verify_tokens) / n_computed_tokens : 0.0;
+  }
+  // Speculative decoding (EngineConfig::speculative; zero without it), vLLM's counters: draft
+  // windows proposed (a sample's drafts before one step), draft tokens proposed, and accepted.
+  int64_t n_drafts = 0, n_draft_tokens = 0, n_accepted_draft_tokens = 0;
+  double acceptance_rate() const {  // accepted / proposed draft tokens
+    return n_draft_tokens ? static_cast<double>(n_accepted_draft_tokens) / n_draft_tokens : 0.0;
+  }
+  // vLLM's mean acceptance length: tokens a window yields, its accepted drafts and the token
+  // drawn after them, 1 + accepted / windows.
+  double mean_accepted_length() const {
+    return n_drafts ? 1.0 + static_cast<double>(n_accepted_draft_tokens) / n_drafts : 0.0;
   }
   LatencySummary step_ms;
   // The model's own step counters over the run (LlamaModel::step_stats): decode steps padded to

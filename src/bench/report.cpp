@@ -108,6 +108,15 @@ nlohmann::json engine_config_json(const engine::EngineConfig& c) {
                       {"decode_fixed_rows", c.decode_fixed_rows},
                       {"host_sampling", c.host_sampling}};
   if (c.policy.mode == DeterminismMode::kVerified) j["verify"] = verify_config_json(c.verify);
+  if (c.speculative.enabled()) {
+    const engine::SpeculativeConfig& sp = c.speculative;
+    j["speculative"] = {{"method", std::string(engine::speculative_method_name(sp.method))},
+                        {"num_speculative_tokens", sp.num_speculative_tokens},
+                        {"prompt_lookup_min", sp.prompt_lookup_min},
+                        {"prompt_lookup_max", sp.prompt_lookup_max},
+                        {"model", sp.model},
+                        {"adaptive", sp.adaptive}};
+  }
   return j;
 }
 
@@ -213,6 +222,12 @@ nlohmann::json report_json(const BenchReport& rep) {
             {"rollbacks", r.n_rollbacks},
             {"rolled_back_tokens", r.n_rolled_back_tokens},
             {"verify_share", r.verify_share()}}},
+          {"speculative",
+           {{"num_drafts", r.n_drafts},
+            {"num_draft_tokens", r.n_draft_tokens},
+            {"num_accepted_tokens", r.n_accepted_draft_tokens},
+            {"acceptance_rate", r.acceptance_rate()},
+            {"mean_accepted_length", r.mean_accepted_length()}}},
           {"prefix_cache",
            {{"hit_tokens", r.prefix_hit_tokens},
             {"query_tokens", r.prefix_query_tokens},
@@ -329,6 +344,26 @@ std::string report_markdown(const BenchReport& rep) {
                        r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline"),
                        share_cell(r.det_share), r.n_verify_windows, r.n_rollbacks,
                        r.n_rolled_back_tokens, r.n_verify_tokens, 100.0 * r.verify_share());
+      }
+    }
+  }
+  bool any_drafted = false;
+  for (const ModeReport& m : rep.modes)
+    for (const RunResult& r : m.runs) any_drafted = any_drafted || r.n_draft_tokens > 0;
+  if (any_drafted) {
+    fmt::format_to(out,
+                   "\n## Speculative decoding (vLLM's spec_decode counters)\n\n"
+                   "| mode | run | det % | drafts | draft tokens | accepted tokens | acceptance "
+                   "rate | mean accepted length |\n"
+                   "|---|---|---|---|---|---|---|---|\n");
+    for (const ModeReport& m : rep.modes) {
+      for (const RunResult& r : m.runs) {
+        if (r.n_draft_tokens == 0) continue;
+        fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.2f} |\n", m.mode,
+                       r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline"),
+                       share_cell(r.det_share), r.n_drafts, r.n_draft_tokens,
+                       r.n_accepted_draft_tokens, 100.0 * r.acceptance_rate(),
+                       r.mean_accepted_length());
       }
     }
   }

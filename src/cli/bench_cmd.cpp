@@ -31,6 +31,7 @@
 #include "cli/bench_options.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/speculative_flags.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "determinism/modes.h"
@@ -341,6 +342,7 @@ engine::EngineConfig mode_engine_config(const BenchContext& ctx, DeterminismMode
   if (o.chunk_size >= 0) cfg.scheduler.chunk_size = o.chunk_size;
   cfg.scheduler.kv.enable_prefix_cache = o.prefix_cache;
   cfg.policy.self_check = o.self_check;
+  cfg.speculative = o.speculative;
   apply_mode(mode, cfg);
   // cuda: room for every request here; run_mode caps it by the device memory once the model
   // is there (size_kv_pool_from_memory).
@@ -395,8 +397,8 @@ bench::ModeReport mode_report(const bench::ModeRun& run, DeterminismMode mode,
 // Untimed: first-use costs (allocations, CUDA graph captures per numerics, cuBLAS heuristics)
 // stay out of the measured runs.
 void warm_up(const BenchContext& ctx, const bench::ModeRun& run, const LlamaModel& model,
-             const engine::EngineConfig& run_cfg, const engine::EngineConfig& resolved,
-             bench::BenchReport& rep) {
+             const LlamaModel* draft_model, const engine::EngineConfig& run_cfg,
+             const engine::EngineConfig& resolved, bench::BenchReport& rep) {
   const bench::Workload head = bench::warmup_workload(ctx.workload, resolved.scheduler.max_seqs);
   rep.warmup_description = bench::warmup_description(static_cast<int32_t>(head.requests.size()));
   for (double share : bench::warmup_shares(run.mode)) {
@@ -404,7 +406,10 @@ void warm_up(const BenchContext& ctx, const bench::ModeRun& run, const LlamaMode
     if (share > 0 && resolved.self_check.state == SelfCheckState::kFailed) continue;
     // Its engine is dropped after it: no graphs to warm for it.
     (void)bench::run_bench(model, run_cfg, head,
-                           {.det_share = share, .seed = ctx.o.w.seed, .warm_graphs = false},
+                           {.det_share = share,
+                            .seed = ctx.o.w.seed,
+                            .warm_graphs = false,
+                            .draft_model = draft_model},
                            ctx.sampling);
     ctx.log.line("mode {}: warm-up of {} requests at {:g}% deterministic done", run.label,
                  head.requests.size(), share);
@@ -413,8 +418,8 @@ void warm_up(const BenchContext& ctx, const bench::ModeRun& run, const LlamaMode
 
 // One measured point (offline when rate == 0): --repeat runs offline, one online; the median.
 bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mode,
-                         const LlamaModel& model, const engine::EngineConfig& run_cfg, double rate,
-                         double share) {
+                         const LlamaModel& model, const LlamaModel* draft_model,
+                         const engine::EngineConfig& run_cfg, double rate, double share) {
   const std::string what =
       rate > 0 ? fmt::format("mode {}, online {:g} req/s, det {:g}%", label_of_mode, rate, share)
                : fmt::format("mode {}, offline, det {:g}%", label_of_mode, share);
@@ -432,7 +437,8 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
                          {.rate = rate,
                           .det_share = share,
                           .seed = ctx.o.w.seed,
-                          .warm_graphs = ctx.o.graph_warmup},
+                          .warm_graphs = ctx.o.graph_warmup,
+                          .draft_model = draft_model},
                          ctx.sampling, progress);
     ctx.log.line("{}: {:.1f} output tok/s, {:.1f} total tok/s, {} steps, {} preemptions", label,
                  r.output_tokens_per_s, r.total_tokens_per_s, r.n_steps, r.n_preemptions);
@@ -442,6 +448,13 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
         "p50 {:.2f} ms",
         label, r.n_padded_steps, r.n_graph_replays, r.n_graph_captures, r.n_warmup_graph_captures,
         r.padded_step_ms.p50, r.unpadded_step_ms.n, r.unpadded_step_ms.p50);
+    if (r.n_drafts > 0) {
+      ctx.log.line(
+          "{}: speculative: {} drafts, {} of {} draft tokens accepted ({:.1f}%), mean accepted "
+          "length {:.2f}",
+          label, r.n_drafts, r.n_accepted_draft_tokens, r.n_draft_tokens,
+          100.0 * r.acceptance_rate(), r.mean_accepted_length());
+    }
     results.push_back(std::move(r));
   }
   return bench::median_run(std::move(results));
@@ -450,6 +463,7 @@ bench::RunResult measure(const BenchContext& ctx, const std::string& label_of_mo
 // One run of a mode (verified: one per group size): warm-up, then every (rate, share) point.
 bench::ModeReport run_mode_run(const BenchContext& ctx, const bench::ModeRun& run,
                                const engine::EngineConfig& cfg, const LlamaModel& model,
+                               const LlamaModel* draft_model,
                                const std::string& backend_description, double setup_s,
                                bench::BenchReport& rep) {
   engine::EngineConfig run_cfg = cfg;
@@ -460,15 +474,15 @@ bench::ModeReport run_mode_run(const BenchContext& ctx, const bench::ModeRun& ru
                mr.policy, mr.backend,
                mr.verify ? fmt::format("; verify {}", bench::verify_config_json(*mr.verify).dump())
                          : std::string());
-  if (ctx.o.warmup) warm_up(ctx, run, model, run_cfg, resolved, rep);
+  if (ctx.o.warmup) warm_up(ctx, run, model, draft_model, run_cfg, resolved, rep);
   if (ctx.o.offline) {
     for (double share : ctx.o.det_shares) {
-      mr.runs.push_back(measure(ctx, run.label, model, run_cfg, 0.0, share));
+      mr.runs.push_back(measure(ctx, run.label, model, draft_model, run_cfg, 0.0, share));
     }
   }
   for (double rate : ctx.o.rates) {
     for (double share : ctx.o.det_shares) {
-      mr.runs.push_back(measure(ctx, run.label, model, run_cfg, rate, share));
+      mr.runs.push_back(measure(ctx, run.label, model, draft_model, run_cfg, rate, share));
     }
   }
   return mr;
@@ -485,6 +499,21 @@ void run_mode(const BenchContext& ctx, DeterminismMode mode,
   Backend backend = make_backend(ctx.o.backend, mode_info(mode).backend, ctx.o.threads);
   ModeModel mm = build_mode_model(src, backend);
   const std::string backend_description = backend.description;  // tensor parallelism added
+  // --speculative-method draft_model: the draft model on a backend made as the mode's; it
+  // must share the target's tokenizer, so the target needs one (not a synthetic model).
+  ModelBundle draft;
+  if (src.bundle && src.bundle->tokenizer) {
+    draft = load_draft_model(
+        cfg.speculative, *src.bundle->tokenizer,
+        [&] { return make_backend(ctx.o.backend, mode_info(mode).backend, ctx.o.threads); },
+        ctx.o.threads);
+  } else {
+    check(cfg.speculative.method != engine::SpeculativeMethod::kDraftModel &&
+              cfg.speculative.model.empty(),
+          "--speculative-method draft_model needs a model with a tokenizer (a GGUF or Hugging "
+          "Face one) for its draft model to share; a synthetic model has none: use ngram");
+  }
+  const LlamaModel* draft_model = draft.llama ? &draft.engine_model() : nullptr;
   cfg.self_check = startup_self_check(*mm.model, cfg, "detllm bench");
   // GEMM plans for every step size now (verified cuBLASLt plans on CUDA), not in the run.
   prepare_gemms_with_progress(
@@ -493,7 +522,8 @@ void run_mode(const BenchContext& ctx, DeterminismMode mode,
   const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
   for (const bench::ModeRun& run : runs) {
     if (run.mode != mode) continue;
-    rep.modes.push_back(run_mode_run(ctx, run, cfg, *mm.model, backend_description, setup_s, rep));
+    rep.modes.push_back(
+        run_mode_run(ctx, run, cfg, *mm.model, draft_model, backend_description, setup_s, rep));
   }
 }
 

@@ -1,6 +1,8 @@
 // The options of `detllm bench` (bench_options.h), registered group by group.
 #include "cli/bench_options.h"
 
+#include "cli/speculative_flags.h"
+
 #include <cstdint>
 #include <string>
 
@@ -194,6 +196,7 @@ CLI::Option* add_bench_options(CLI::App& cmd, const std::shared_ptr<BenchOptions
   add_sampling_options(cmd, o);
   add_measurement_options(cmd, o);
   add_verify_options(cmd, o);
+  add_speculative_options(cmd, o->speculative);
   cmd.add_option("--json", o->json_out, "Write the results and their conditions to FILE");
   cmd.add_option("--step-trace", o->step_trace,
                  "Write every step of every run to FILE (CSV: mode, det share, rate, step, ms, "

@@ -13,6 +13,7 @@
 #include "bench/mode_runs.h"
 #include "bench/workload.h"
 #include "cli/backend.h"
+#include "engine/engine_config.h"
 
 namespace detllm::cli {
 
@@ -30,6 +31,9 @@ struct BenchOptions {
   bench::WorkloadOptions w;
   bool n_given = false;  // --n on the command line (file: the first n requests; else all)
   bench::VerifyOptions verify;
+  // --speculative-method, --num-speculative-tokens, --speculative-config, ... (serve's flags,
+  // speculative_flags.h): every mode's engine drafts so.
+  engine::SpeculativeConfig speculative;
   std::vector<double> det_shares = {100};
   std::vector<double> rates;
   bool offline = true;

@@ -23,6 +23,10 @@ Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokeni
     verifier_.emplace(config_.verify, scheduler_, stats_);
   }
   set_up_draft_model(draft_model);
+  if (config_.speculative.enabled()) {  // every position is reported, from the start
+    stats_.n_accepted_draft_tokens_per_pos.assign(
+        static_cast<size_t>(config_.speculative.num_speculative_tokens), 0);
+  }
 }
 
 Engine::~Engine() = default;
@@ -49,6 +53,7 @@ RequestId Engine::add_request(Request request, RequestCallbacks callbacks) {
   // Speculative decoding keeps its drafts as the scheduler's uncommitted tokens.
   const bool drafting = drafts_for(request);
   opts.speculative = opts.speculative || drafting;
+  opts.drafted = drafting;
   // padded (CoRun): deterministic requests prefill alone and decode at the fixed shape; the
   // others are scheduled around them as usual.
   opts.isolated = mode_info(config_.policy.mode).isolate_prefill && is_deterministic(request);
@@ -194,19 +199,24 @@ DecodeWarmupResult Engine::warm_up_decode_graphs(
 
 Engine::StepClass Engine::step_class(const StepPlan& plan) const {
   StepClass c;
+  bool drafted_deterministic = false;
   for (const ScheduledSeq& s : plan.seqs) {
     auto owner = seq_owner_.find(s.id);
     if (owner == seq_owner_.end() || !is_deterministic(requests_.at(owner->second.first).req)) {
       continue;
     }
     c.deterministic = true;
+    drafted_deterministic = drafted_deterministic || scheduler_.sequence(s.id).options.drafted;
     c.fixed_shape = c.fixed_shape || scheduler_.sequence(s.id).options.isolated;
   }
   // One step, one set of GEMMs: a row of a deterministic request puts the whole step on the
   // deterministic numerics (and, padded, at the fixed decode shape); a step of other requests
   // only runs on theirs (docs/modes.md, "Mixed traffic"). Verified: the verifier says which.
   if (verifier_) {
-    c.numerics = verifier_->step_numerics(plan);
+    // A deterministic sequence's drafts take the place of its fast candidates: every row it
+    // computes (the last committed token and the drafts after it) runs on the invariant
+    // numerics over trusted KV, so the verdict commits invariant draws (docs/speculative.md).
+    c.numerics = drafted_deterministic ? NumericsMode::kInvariant : verifier_->step_numerics(plan);
   } else {
     c.numerics = c.deterministic ? config_.policy.deterministic_mode : config_.policy.default_mode;
   }

@@ -88,14 +88,9 @@ EngineConfig EngineConfig::resolved(const ModelConfig& model) const {
   c.verify.validate();
   c.speculative = c.speculative.with_defaults();
   c.speculative.validate();
-  // verified: its windows already hold the speculative tokens; padded (CoRun): a draft window
-  // is several rows of one sequence, which its scheduler would run as an isolated prefill at
-  // another GEMM shape than its decode steps.
-  check(!c.speculative.enabled() || (c.policy.mode != DeterminismMode::kVerified &&
-                                     c.policy.mode != DeterminismMode::kPadded),
-        "speculative decoding ({}) is not supported in the '{}' mode; use fast, invariant or "
-        "bi-naive, or turn speculation off",
-        speculative_method_name(c.speculative.method), determinism_mode_name(c.policy.mode));
+  // Speculation runs in every mode: verified takes the drafts as its deterministic requests'
+  // candidates (verified on the invariant numerics in the step that computes them); padded
+  // verifies a window as decode rows of its fixed-shape decode step (docs/speculative.md).
   if (!c.policy.self_check) c.self_check = SelfCheckVerdict::disabled();
   return c;
 }

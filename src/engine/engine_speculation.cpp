@@ -89,6 +89,7 @@ void Engine::propose_drafts() {
       scheduler_.append_drafts(st.seq, drafts);
       st.window_proposed = static_cast<int32_t>(drafts.size());
       stats_.n_draft_tokens += static_cast<int64_t>(drafts.size());
+      ++stats_.n_drafts;
     }
   }
   if (wants.empty()) return;
@@ -102,6 +103,7 @@ void Engine::propose_drafts() {
     requests_.at(rid).samples[sample_index].window_proposed =
         static_cast<int32_t>(drafts[i].size());
     stats_.n_draft_tokens += static_cast<int64_t>(drafts[i].size());
+    ++stats_.n_drafts;
   }
 }
 
@@ -110,10 +112,17 @@ void Engine::handle_draft_rows(RequestId rid, RequestState& r, int32_t sample_in
   const Sequence& q = scheduler_.sequence(s.id);
   const int32_t first = first_verified_position(q, s);
   if (first < q.n_tokens() && first <= s.first_pos + s.n_tokens) ++stats_.n_draft_windows;
+  // The window's drafts accepted in earlier steps (a window verified over several).
+  const int32_t accepted_before = r.samples[sample_index].window_accepted;
   Verdict v;
   with_sink(rid, r, sample_index, s,
             [&](VerdictSink& sink) { v = apply_verdict(scheduler_, s, draws, sink); });
   stats_.n_accepted_draft_tokens += v.n_accepted;
+  std::vector<int64_t>& per_pos = stats_.n_accepted_draft_tokens_per_pos;
+  for (int32_t i = accepted_before; i < accepted_before + v.n_accepted; ++i) {
+    if (static_cast<size_t>(i) >= per_pos.size()) per_pos.resize(static_cast<size_t>(i) + 1, 0);
+    ++per_pos[static_cast<size_t>(i)];
+  }
   // r may be gone (the verdict finished its last sample); a finished sample needs no policy.
   auto owner = seq_owner_.find(s.id);
   if (owner == seq_owner_.end()) return;

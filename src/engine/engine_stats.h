@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace detllm::engine {
 
@@ -35,11 +36,20 @@ struct EngineStats {
   // proposed, and of them the ones accepted (equal to the token plain decoding drew).
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
+  int64_t n_drafts = 0;  // windows proposed (a sample's drafts before one step; vLLM's num_drafts)
+  // [i]: windows whose draft i (from 0) was accepted — acceptance is a prefix of the window,
+  // so this falls with i (vLLM's num_accepted_tokens_per_pos); num_speculative_tokens long.
+  std::vector<int64_t> n_accepted_draft_tokens_per_pos;
   int64_t n_draft_windows = 0;  // steps × sequences that scored drafts
   // The draft model's forwards (speculative method draft_model) and the pauses of the
   // adaptive off-switch (SpeculativeConfig::adaptive, draft_policy.h).
   int64_t n_drafter_forwards = 0;
   int64_t n_draft_pauses = 0;
+  // Adds b's counts to a's, position by position (a grows to b's length).
+  static void add_per_pos(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    if (a.size() < b.size()) a.resize(b.size(), 0);
+    for (size_t i = 0; i < b.size(); ++i) a[i] += b[i];
+  }
   // Share of all computed tokens that were verification recompute.
   double verify_share() const {
     return n_computed_tokens == 0 ? 0.0 : static_cast<double>(n_verify_tokens) / n_computed_tokens;

@@ -24,12 +24,19 @@ kernels::StepBatch StepPlan::batch() const {
   b.positions = positions.data();
   b.seq_of_token = seq_of_token.data();
   b.slots = slots.data();
-  b.n_seqs = n_seqs();
+  b.n_seqs = n_table_rows;
   b.max_blocks = max_blocks;
   b.block_tables = block_tables.data();
   b.numerics = numerics;
   return b;
 }
+
+namespace {
+// A padded-mode window of drafts in a decode step: one decode row per token (ScheduledSeq).
+bool decode_rows_of(const Sequence& s, int32_t n) {
+  return n > 1 && Scheduler::is_decode_window(s);
+}
+}  // namespace
 
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(config.kv) {
   config_.validate();
@@ -230,10 +237,13 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
   plan.positions.reserve(n_tokens);
   plan.seq_of_token.reserve(n_tokens);
   plan.slots.reserve(n_tokens);
-  plan.block_tables.assign(picks.size() * static_cast<size_t>(plan.max_blocks), -1);
+  int32_t n_rows = 0;
+  for (const auto& [id, n] : picks) n_rows += decode_rows_of(seqs_.at(id), n) ? n : 1;
+  plan.n_table_rows = n_rows;
+  plan.block_tables.assign(static_cast<size_t>(n_rows) * plan.max_blocks, -1);
 
-  for (size_t row = 0; row < picks.size(); ++row) {
-    const auto [id, n] = picks[row];
+  int32_t row = 0;
+  for (const auto& [id, n] : picks) {
     Sequence& s = seq(id);
     ScheduledSeq ss;
     ss.id = id;
@@ -242,17 +252,21 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
     ss.token_begin = plan.n_tokens();
     ss.sample = s.n_computed + n == s.n_tokens();
     ss.all_logits = s.options.all_logits;
+    ss.decode_rows = decode_rows_of(s, n);
 
     std::span<const int32_t> table = kv_.block_table(id);
     const int32_t n_blocks = (s.n_computed + n + bs - 1) / bs;
-    std::copy_n(table.begin(), n_blocks,
-                plan.block_tables.begin() + static_cast<ptrdiff_t>(row) * plan.max_blocks);
+    for (int32_t r = row; r < row + (ss.decode_rows ? n : 1); ++r) {
+      std::copy_n(table.begin(), n_blocks,
+                  plan.block_tables.begin() + static_cast<ptrdiff_t>(r) * plan.max_blocks);
+    }
     for (int32_t p = s.n_computed; p < s.n_computed + n; ++p) {
       plan.token_ids.push_back(s.tokens[p]);
       plan.positions.push_back(p);
-      plan.seq_of_token.push_back(static_cast<int32_t>(row));
+      plan.seq_of_token.push_back(ss.decode_rows ? row + p - s.n_computed : row);
       plan.slots.push_back(table[p / bs] * bs + p % bs);
     }
+    row += ss.decode_rows ? n : 1;
     // Speculative: from the last committed token on, each row verifies the next candidate
     // (or samples the next token).
     const int32_t spec_first =

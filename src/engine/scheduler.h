@@ -35,6 +35,13 @@
 //   head if it fits (alone if isolated, else an others' step admitting FCFS up to the next
 //   isolated head); else the decode step. So an isolated sequence's rows only ever run alone or
 //   in a decode-only step, whatever the others do; with no isolated sequence live, policy 1-2.
+//   A drafting isolated sequence (SequenceOptions::drafted) whose uncomputed tokens are its
+//   last committed token and drafts (is_decode_window) is a decode sequence: after every
+//   decode sequence has its row, the rows left up to max_seqs (the fixed decode shape,
+//   EngineConfig::decode_fixed_rows) go to such windows, oldest first, each token a decode row
+//   of its own (ScheduledSeq::decode_rows). A window that does not fit goes on in the next
+//   decode steps (its drafts wait, uncomputed). So every row of it is a decode row in a step of
+//   the fixed shape, as plain decoding's are (docs/speculative.md, "The padded mode").
 //   Liveness: the oldest running sequence is never preempted by another and gets >= 1 token
 //   each step; every request fits the pool alone (checked by add()), so it finishes, then the
 //   next oldest, and so on: no livelock, no starvation.
@@ -92,9 +99,16 @@ struct ScheduledSeq {
   // committed token on: the rows that verify candidates, then the sampling row.
   int32_t logits_pos = 0;
   int32_t logit_row(int32_t pos) const { return logits_begin + pos - logits_pos; }
+  // The padded mode's draft window (Scheduler::is_decode_window): each of the n_tokens rows
+  // is a decode row of its own — its own block-table row (a copy of the sequence's), so the
+  // kernels see n_tokens sequences of one query each, every one reading KV [0, its position]
+  // (KV is written before attention reads it: the rows before it in the window are there).
+  bool decode_rows = false;
 };
 
-// Everything the runner needs for one forward step. Row s of block_tables belongs to seqs[s].
+// Everything the runner needs for one forward step. Row s of block_tables belongs to seqs[s],
+// except after a ScheduledSeq with decode_rows, which has one table row per token (the rows
+// are in plan order: seq_of_token names each token's).
 //
 //   token rows  0 1 2 3 4 5 6 | 7 | 8        seq_of_token  0 0 0 0 0 0 0 | 1 | 2
 //   seqs[0] prefill chunk     seqs[1], seqs[2] decode one token each
@@ -108,9 +122,10 @@ struct StepPlan {
   std::vector<int32_t> seq_of_token;  // (n_tokens) row of block_tables
   std::vector<int32_t> slots;         // (n_tokens) KV slot the row's K/V is written to
   int32_t max_blocks = 0;             // row length of block_tables
-  // (n_seqs, max_blocks) physical block ids covering positions [0, first_pos + n_tokens) of each
-  // sequence; padded with -1 (never read).
+  // (n_table_rows, max_blocks) physical block ids covering positions [0, first_pos + n_tokens)
+  // of each sequence; padded with -1 (never read).
   std::vector<int32_t> block_tables;
+  int32_t n_table_rows = 0;  // n_seqs(), plus n_tokens - 1 for each decode_rows sequence
   std::vector<int32_t> logit_rows;  // token rows whose logits are needed, ascending
   std::vector<BlockCopy> copies;    // copy-on-write: apply in this order, before the forward
   std::vector<SeqId> preempted;     // moved back to waiting by this step (for metrics/logs)
@@ -138,6 +153,9 @@ struct SchedulerStats {
 class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);  // validates config
+  // An isolated drafting sequence whose uncomputed tokens are its last committed token (or a
+  // draft after it) and drafts: decoded as rows of the decode step, never as a prefill.
+  static bool is_decode_window(const Sequence& s);
 
   const SchedulerConfig& config() const { return config_; }
 
@@ -207,6 +225,7 @@ class Scheduler {
   // schedule() while an isolated sequence is live: one isolated prefill, an others' step, or
   // a decode step.
   void schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, int32_t>>& picks);
+
   // The prefix-cache hit a waiting sequence may reuse (none for all_logits and isolated).
   PrefixMatch prefix_match(const Sequence& s) const;
   // min(want, budget, chunk_size when set): a prefill chunk's length.

@@ -3,6 +3,7 @@
 // only, or a decode step — so an isolated sequence's rows never share a step with a prefill.
 // The policy is written in scheduler.h ("Isolated sequences"); schedule() comes here when
 // n_isolated_ > 0 and to schedule_batched (scheduler.cpp) otherwise.
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -20,7 +21,7 @@ void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, i
     const SeqId id = running_[i];
     Sequence& s = seq(id);
     const int32_t want = s.n_uncomputed();
-    if (want <= 1 || s.held) continue;
+    if (want <= 1 || s.held || is_decode_window(s)) continue;
     if (!s.options.isolated) {
       schedule_batched(plan, picks, /*others_only=*/true);
       if (!picks.empty()) return;
@@ -73,6 +74,27 @@ void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, i
     picks.emplace_back(id, 1);
     --budget;
   }
+  // 4. The rows left up to max_seqs (the fixed decode shape) go to draft windows, oldest
+  // first, as far as their blocks fit without preempting anyone; the rest of a window waits.
+  auto rows_left = static_cast<int32_t>(max_seqs - picks.size());
+  for (auto& [id, n] : picks) {
+    if (rows_left <= 0 || budget <= 0) break;
+    Sequence& s = seq(id);
+    if (!is_decode_window(s)) continue;
+    const int32_t want = std::min({s.n_uncomputed(), n + rows_left, n + budget});
+    const int32_t fit = kv_.max_tokens_fitting(id, s.n_computed, want);
+    if (fit <= n) continue;
+    check(kv_.ensure_writable(id, s.n_computed, fit, plan.copies),
+          "scheduler: internal error: blocks for sequence {} vanished", id);
+    rows_left -= fit - n;
+    budget -= fit - n;
+    n = fit;
+  }
+}
+
+bool Scheduler::is_decode_window(const Sequence& s) {
+  return s.options.isolated && s.options.drafted && s.n_uncomputed() > 1 &&
+         s.n_computed + 1 >= s.n_committed;
 }
 
 }  // namespace detllm::engine

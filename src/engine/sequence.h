@@ -37,6 +37,12 @@ struct SequenceOptions {
   // preemption drops the candidates. See Sequence::n_committed. N-gram speculation
   // (engine/speculation.h) marks its sequences so too: its candidates are drafts.
   bool speculative = false;
+  // Speculative decoding (engine_speculation.cpp): the uncommitted tokens are a drafter's
+  // proposals, not the verified mode's fast candidates. In the verified mode such a sequence is
+  // never parked: its rows — the last committed token and the drafts — are verified in the step
+  // that computes them (Engine::step_class puts a deterministic one on the invariant numerics).
+  // In the padded mode an isolated one verifies its window as decode rows (scheduler.h).
+  bool drafted = false;
   // The `padded` mode's deterministic sequences (CoRun, determinism/modes.h): the prefill runs
   // alone and whole, decode rows only in decode-only steps, never a prefix-cache hit (see
   // scheduler.h, "Isolated sequences"). The other sequences are scheduled as usual around them.

@@ -19,10 +19,11 @@ bool Verifier::any_decoding() const {
   // Every live sequence is running or waiting; a held one is running.
   for (const SeqId id : scheduler_.running()) {
     const Sequence& q = scheduler_.sequence(id);
-    if (q.options.speculative && !q.held) return true;
+    if (q.options.speculative && !q.options.drafted && !q.held) return true;
   }
   for (const SeqId id : scheduler_.waiting()) {
-    if (scheduler_.sequence(id).options.speculative) return true;
+    const Sequence& q = scheduler_.sequence(id);
+    if (q.options.speculative && !q.options.drafted) return true;
   }
   return false;
 }
@@ -58,7 +59,8 @@ void Verifier::forget(SeqId seq) {
 NumericsMode Verifier::step_numerics(const StepPlan& plan) const {
   for (const ScheduledSeq& s : plan.seqs) {
     const Sequence& q = scheduler_.sequence(s.id);
-    if (!q.options.speculative || s.first_pos != q.n_trusted) continue;
+    // Drafted sequences' numerics are the engine's (Engine::step_class).
+    if (!q.options.speculative || q.options.drafted || s.first_pos != q.n_trusted) continue;
     // Over trusted KV. Only the decode of the last committed token may run fast (its token
     // becomes a candidate); prompt, recompute and verification rows need the invariant path.
     const bool plain_decode = s.n_tokens == 1 && s.first_pos == q.n_tokens() - 1 &&
@@ -71,7 +73,8 @@ NumericsMode Verifier::step_numerics(const StepPlan& plan) const {
 bool Verifier::verifies_window(const StepPlan& plan) const {
   return std::any_of(plan.seqs.begin(), plan.seqs.end(), [&](const ScheduledSeq& s) {
     const Sequence& q = scheduler_.sequence(s.id);
-    return q.options.speculative && s.first_pos == q.n_trusted && q.n_committed < q.n_tokens();
+    return q.options.speculative && !q.options.drafted && s.first_pos == q.n_trusted &&
+           q.n_committed < q.n_tokens();
   });
 }
 

@@ -122,6 +122,9 @@ void EngineLoop::rebuild_engine(std::shared_ptr<const WeightIdentity> identity) 
   stats_base_.n_generated_tokens += es.n_generated_tokens;
   stats_base_.n_draft_tokens += es.n_draft_tokens;
   stats_base_.n_accepted_draft_tokens += es.n_accepted_draft_tokens;
+  stats_base_.n_drafts += es.n_drafts;
+  engine::EngineStats::add_per_pos(stats_base_.n_accepted_draft_tokens_per_pos,
+                                   es.n_accepted_draft_tokens_per_pos);
   const engine::KvCacheStats kv = engine_->scheduler().kv_cache().stats();
   prefix_query_base_ += kv.n_query_tokens;
   prefix_hit_base_ += kv.n_hit_tokens;
@@ -319,6 +322,10 @@ void EngineLoop::publish(double step_seconds, bool stepped) {
   out.n_generated_tokens = stats_base_.n_generated_tokens + es.n_generated_tokens;
   out.n_draft_tokens = stats_base_.n_draft_tokens + es.n_draft_tokens;
   out.n_accepted_draft_tokens = stats_base_.n_accepted_draft_tokens + es.n_accepted_draft_tokens;
+  out.n_drafts = stats_base_.n_drafts + es.n_drafts;
+  out.n_accepted_draft_tokens_per_pos = stats_base_.n_accepted_draft_tokens_per_pos;
+  engine::EngineStats::add_per_pos(out.n_accepted_draft_tokens_per_pos,
+                                   es.n_accepted_draft_tokens_per_pos);
   out.n_steps = stats_base_.n_steps + es.n_steps;
   out.n_aborted = n_aborted_;
   out.n_engine_errors = n_engine_errors_;

@@ -111,6 +111,8 @@ struct EngineSnapshot {
   int64_t n_generated_tokens = 0;
   int64_t n_draft_tokens = 0;           // speculative decoding: drafts proposed
   int64_t n_accepted_draft_tokens = 0;  // … and accepted (EngineStats)
+  int64_t n_drafts = 0;                 // windows proposed
+  std::vector<int64_t> n_accepted_draft_tokens_per_pos;  // [i]: windows that accepted draft i
   int64_t n_steps = 0;
   int64_t n_aborted = 0;        // tickets cancelled before finishing
   int64_t n_engine_errors = 0;  // steps that threw (their requests were failed)

@@ -144,12 +144,22 @@ std::string Metrics::render(const EngineSnapshot& s, const MetricsInfo& info) co
          s.n_prompt_tokens);
   metric(out, "detllm_generation_tokens_total", "counter", "Tokens generated.",
          s.n_generated_tokens);
-  // Speculative decoding, under vLLM's names (docs/speculative.md).
-  metric(out, "vllm:spec_decode_num_draft_tokens", "counter",
+  // Speculative decoding, under vLLM's names as its /metrics exposes them (prometheus_client
+  // ends a counter's samples in _total; docs/speculative.md, docs/server.md).
+  metric(out, "vllm:spec_decode_num_drafts_total", "counter",
+         "Draft windows proposed (a sample's drafts before one step).", s.n_drafts);
+  metric(out, "vllm:spec_decode_num_draft_tokens_total", "counter",
          "Draft tokens proposed by speculative decoding.", s.n_draft_tokens);
-  metric(out, "vllm:spec_decode_num_accepted_tokens", "counter",
+  metric(out, "vllm:spec_decode_num_accepted_tokens_total", "counter",
          "Draft tokens accepted (equal to the token decoding drew there).",
          s.n_accepted_draft_tokens);
+  header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Draft windows whose draft at this position (from 0) was accepted.");
+  for (size_t i = 0; i < s.n_accepted_draft_tokens_per_pos.size(); ++i) {
+    fmt::format_to(app,
+                   "vllm:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{}\"}} {}\n", i,
+                   s.n_accepted_draft_tokens_per_pos[i]);
+  }
   metric(out, "detllm_queue_length", "gauge",
          "Sequences waiting for admission (including requests not yet handed to the engine).",
          s.n_waiting);

@@ -100,6 +100,7 @@ class StepRecorder {
         distinct.push_back(v.request_of_seq[k]);
       }
       if (tracing_ && si.request >= 0) trace_seq(s, q, si.request);
+      if (tracing_ && s.decode_rows) ++res_.n_decode_row_windows;
     }
     if (tracing_) {
       res_.max_tokens_in_step = std::max<int64_t>(res_.max_tokens_in_step, v.plan.n_tokens());

@@ -108,6 +108,9 @@ struct RunResult {
   std::map<int32_t, int64_t> prompt_chunks;
   int64_t n_padded_steps = 0;     // decode steps padded to a bucket (V8: EngineConfig::cuda_graphs)
   int64_t n_graph_replays = 0;    // of which replayed from a captured graph (CUDA)
+  // Steps × sequences whose draft window ran as decode rows of their own (the padded mode's
+  // speculation, ScheduledSeq::decode_rows): the evidence that its layout was exercised.
+  int64_t n_decode_row_windows = 0;
   bool graphs_available = false;  // the backend has Ops::graph_capture()
   int32_t block_size = 0;         // the run's KV block size
   engine::EngineStats engine_stats;  // the engine's counters at the end (warm-up included)

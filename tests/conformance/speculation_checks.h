@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "determinism/modes.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
@@ -72,6 +73,7 @@ struct SpeculationVerdict {
   std::optional<std::string> not_exercised;
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
+  int64_t n_decode_row_windows = 0;  // windows verified as decode rows (the padded mode)
 };
 
 // Runs `reqs` without speculation, then with drafts in several executions; the first
@@ -80,12 +82,19 @@ struct SpeculationVerdict {
 // negative control that must see those cases fail on their own). A suite that runs several
 // workloads runs the draft-model cases (as costly again as the n-gram ones) on one.
 enum class SpeculationCases { kNgram, kAll, kDrafters };
+// with_preemption = false leaves out the cases whose pool preempts (a backend whose prefill
+// rows differ from decode rows — the padded mode's guarantee, not V6 — recomputes other KV).
+// Every execution runs under the target's mode's execution constraints (apply_mode: the padded
+// mode's fixed decode shape).
 inline SpeculationVerdict check_speculation(const Target& target,
                                             const std::vector<engine::Request>& reqs,
-                                            SpeculationCases which = SpeculationCases::kAll) {
+                                            SpeculationCases which = SpeculationCases::kAll,
+                                            bool with_preemption = true) {
   const bool with_drafters = which != SpeculationCases::kNgram;
   SpeculationVerdict v;
-  const RunResult ref = run(target, base_execution("no speculation"), reqs);
+  Execution plain = base_execution("no speculation");
+  apply_mode(target.policy.mode, plain.engine);
+  const RunResult ref = run(target, plain, reqs);
   // A draft model of another seed, where the target's weights are synthetic and its ops can
   // be made (not for a shared model).
   std::unique_ptr<kernels::Ops> other_ops;
@@ -129,8 +138,10 @@ inline SpeculationVerdict check_speculation(const Target& target,
     cases.push_back(
         {"draft model of another seed, K=5, adaptive", 5, 0, 0, false, Drafter::kOther, true});
   }
+  if (!with_preemption) std::erase_if(cases, [](const Case& c) { return c.n_blocks > 0; });
   for (const Case& c : cases) {
     Execution e = base_execution("speculative " + c.label);
+    apply_mode(target.policy.mode, e.engine);
     e.engine.speculative.method = c.drafter == Drafter::kNgram
                                       ? engine::SpeculativeMethod::kNgram
                                       : engine::SpeculativeMethod::kDraftModel;
@@ -155,11 +166,17 @@ inline SpeculationVerdict check_speculation(const Target& target,
     const engine::EngineStats& s = got.engine_stats;
     v.n_draft_tokens += s.n_draft_tokens;
     v.n_accepted_draft_tokens += s.n_accepted_draft_tokens;
+    v.n_decode_row_windows += got.n_decode_row_windows;
+    // padded: a window that only ever got one row a step would be plain decoding; the check
+    // must see windows of several decode rows in every execution.
+    const bool padded = target.policy.mode == DeterminismMode::kPadded;
     // A draft model of other weights may guess nothing right: it must only change no bit.
     if (!v.not_exercised && s.n_accepted_draft_tokens == 0 && c.drafter != Drafter::kOther) {
       v.not_exercised = c.label + ": no draft was accepted";
     } else if (!v.not_exercised && c.n_blocks > 0 && got.n_preemptions == 0) {
       v.not_exercised = c.label + ": nothing was preempted";
+    } else if (!v.not_exercised && padded && got.n_decode_row_windows == 0) {
+      v.not_exercised = c.label + ": no window was verified as decode rows";
     }
   }
   if (!v.not_exercised && v.n_accepted_draft_tokens == v.n_draft_tokens) {

@@ -137,3 +137,38 @@ def test_bench_synthetic_moe_quantized_and_refusals():
     r = run_detllm("bench", "--model", "synthetic:mini-olmoe@q5_k", "--backend", "cpu",
                    "--workload", "fixed", "--n", "2", timeout=60)
     assert r.returncode == 1 and "q8_0, q4_0 or q4_1" in r.stderr, r.stderr
+
+
+def test_bench_speculative_reports_acceptance(tmp_path):
+    """serve's speculative flags: every mode drafts; each run reports vLLM's counters with the
+    acceptance rate and the mean accepted length (1 + accepted / drafts)."""
+    path = tmp_path / "bench.json"
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "4", "--input-len", "24",
+                   "--output-len", "24", "--max-seqs", "8", "--modes", "invariant,padded",
+                   "--speculative-method", "ngram", "--num-speculative-tokens", "3",
+                   "--prompt-lookup-min", "1", "--prompt-lookup-max", "2",
+                   "--no-speculative-adaptive", "--json", str(path), timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "## Speculative decoding" in r.stdout, r.stdout
+    j = json.loads(path.read_text())
+    assert len(j["results"]) == 2
+    for x in j["results"]:
+        s = x["speculative"]
+        assert s["num_drafts"] >= 1 and s["num_draft_tokens"] >= s["num_drafts"], s
+        assert 0 <= s["num_accepted_tokens"] <= s["num_draft_tokens"], s
+        assert s["acceptance_rate"] == pytest.approx(
+            s["num_accepted_tokens"] / s["num_draft_tokens"]), s
+        assert s["mean_accepted_length"] == pytest.approx(
+            1 + s["num_accepted_tokens"] / s["num_drafts"]), s
+        spec = x["conditions"]["engine"]["speculative"]
+        assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 3, spec
+        assert x["output_tokens"] == 4 * 24, x  # drafts change no length
+    rows = [l for l in r.stdout.split("## Speculative decoding")[1].splitlines()
+            if l.startswith("| padded |")]
+    assert len(rows) == 1, r.stdout
+
+
+def test_bench_refuses_a_draft_model_for_a_synthetic_model():
+    r = run_detllm(*TINY, "--workload", "fixed", "--n", "2", "--speculative-method",
+                   "draft_model", "--speculative-model", "x.gguf", timeout=60)
+    assert r.returncode != 0 and "synthetic" in r.stderr, r.stderr

@@ -2,14 +2,16 @@
 `generate` with the n-gram drafter, with the model as its own draft model (`--speculative-model`,
 and the same through `--speculative-config` JSON) prints the token ids of
 plain decoding; a bad `--speculative-config` key and a draft model for the n-gram method are
-refused by name. Token ids are compared, not text."""
+refused by name; `detllm serve` with the n-gram drafter reports its acceptance in `/metrics`
+under vLLM's names, and a request with `"speculative": false` gets the same token ids and
+logprobs. Token ids are compared, not text."""
 import os
 import re
 import subprocess
 
 import pytest
 
-from conftest import find_binary
+from conftest import find_binary, start_server
 
 PROMPT = "Repeat after me: red green blue, red green blue, red green blue"
 N_TOKENS = 12
@@ -56,3 +58,43 @@ def test_bad_speculative_settings_are_refused_by_name():
     r = run("generate", PROMPT, "-n", "1", "--speculative-method", "ngram",
             "--speculative-model", draft)
     assert r.returncode != 0 and "draft_model" in r.stderr, r.stderr
+
+
+def test_serve_reports_acceptance_in_metrics_under_vllms_names():
+    model_path()
+    server = start_server("--speculative-method", "ngram", "--num-speculative-tokens", "4",
+                          "--prompt-lookup-min", "1", "--prompt-lookup-max", "3",
+                          "--no-speculative-adaptive")
+    try:
+        def complete(speculative):
+            body = {"prompt": PROMPT, "max_tokens": N_TOKENS, "temperature": 0,
+                    "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True,
+                    "speculative": speculative}
+            r = server.post("/v1/completions", body)
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            lp = choice["logprobs"]
+            return lp["tokens"], lp["token_logprobs"]
+
+        before = server.metrics()
+        plain = complete(False)
+        after_plain = server.metrics()
+        drafted = complete(True)
+        after = server.metrics()
+        assert drafted == plain  # token ids and logprobs, bit for bit through JSON
+        delta = {k: after[k] - after_plain.get(k, 0.0) for k in after
+                 if k.startswith("vllm:spec_decode")}
+        # the request without speculation proposed nothing
+        drafts_key = "vllm:spec_decode_num_drafts_total"
+        assert after_plain[drafts_key] == before[drafts_key]
+        drafts = delta["vllm:spec_decode_num_drafts_total"]
+        proposed = delta["vllm:spec_decode_num_draft_tokens_total"]
+        accepted = delta["vllm:spec_decode_num_accepted_tokens_total"]
+        assert drafts >= 1 and proposed >= drafts and 1 <= accepted <= proposed, delta
+        per_pos = [delta['vllm:spec_decode_num_accepted_tokens_per_pos_total{position="%d"}' % i]
+                   for i in range(4)]
+        assert sum(per_pos) == accepted, delta
+        assert all(a >= b for a, b in zip(per_pos, per_pos[1:])), per_pos  # a prefix each
+        assert per_pos[0] <= drafts, delta
+    finally:
+        server.stop()

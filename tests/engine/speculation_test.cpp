@@ -30,7 +30,7 @@ struct Output {
 };
 
 class SpeculationTest : public ::testing::Test {
- protected:
+ public:  // the checks below run in several modes as free functions
   void SetUp() override {
     config_ = synthetic_config("tiny-llama");
     weights_ = make_synthetic_weights(config_, 3);
@@ -45,6 +45,13 @@ class SpeculationTest : public ::testing::Test {
       c.speculative.method = SpeculativeMethod::kNgram;
       c.speculative.num_speculative_tokens = k;
     }
+    return c;
+  }
+  // engine_config(k) under `mode` (apply_mode: padded's fixed decode shape of max_seqs rows).
+  EngineConfig mode_config(int32_t k, DeterminismMode mode, int32_t max_seqs = 8) const {
+    EngineConfig c = engine_config(k);
+    c.scheduler.max_seqs = max_seqs;
+    apply_mode(mode, c);
     return c;
   }
   // A repetitive prompt, greedy: the drafter proposes from the first decode step on.
@@ -83,6 +90,10 @@ class SpeculationTest : public ::testing::Test {
     EXPECT_EQ(0, std::memcmp(a.logprobs.data(), b.logprobs.data(), a.logprobs.size() * 4));
     EXPECT_EQ(a.finish, b.finish);
   }
+  int32_t vocab_size() const { return config_.vocab_size; }
+  const LlamaModel& model() const { return *model_; }
+
+ protected:
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<kernels::Ops> ops_;
@@ -102,16 +113,17 @@ TEST_F(SpeculationTest, SameTokensAndLogprobsWithFewerSteps) {
 
 // A stop string completed by an accepted draft: the request ends there, the window's later
 // drafts and draws are discarded, and the output is plain decoding's.
-TEST_F(SpeculationTest, StopStringInsideAnAcceptedWindow) {
+void stop_string_inside_an_accepted_window(SpeculationTest& t, const EngineConfig& plain_config,
+                                           const EngineConfig& spec_config) {
   // A word-level tokenizer over the model's vocabulary: token i is "t<i>", decoded with spaces.
   std::string json = R"({"model": {"type": "BPE", "merges": [], "vocab": {)";
-  for (int32_t i = 0; i < config_.vocab_size; ++i) {
+  for (int32_t i = 0; i < t.vocab_size(); ++i) {
     json += (i ? ", " : "") + ("\"t" + std::to_string(i) + "\": ") + std::to_string(i);
   }
   json += "}}}";
   const auto tok = Tokenizer::from_json_string(json, "words.json");
-  const Request r = request(40);
-  const Output spec = run(engine_config(6), r, nullptr, tok.get());
+  const Request r = t.request(40);
+  const Output spec = t.run(spec_config, r, nullptr, tok.get());
   // An accepted draft (a step that emitted m tokens accepted its first m - 1) that is not the
   // window's last, and the 2…6 tokens ending with it, whose text does not occur before it.
   std::string stop;
@@ -135,11 +147,24 @@ TEST_F(SpeculationTest, StopStringInsideAnAcceptedWindow) {
   ASSERT_GE(stop_at, 0) << "no window accepted two drafts";
   Request stopping = r;
   stopping.stop = {stop};
-  const Output plain = run(engine_config(0), stopping, nullptr, tok.get());
-  const Output spec_stop = run(engine_config(6), stopping, nullptr, tok.get());
-  expect_same(plain, spec_stop);
+  const Output plain = t.run(plain_config, stopping, nullptr, tok.get());
+  const Output spec_stop = t.run(spec_config, stopping, nullptr, tok.get());
+  SpeculationTest::expect_same(plain, spec_stop);
   EXPECT_EQ(spec_stop.finish, FinishReason::kStop);
   EXPECT_EQ(spec_stop.tokens.size(), static_cast<size_t>(stop_at) + 1) << "stop '" << stop << "'";
+}
+
+TEST_F(SpeculationTest, StopStringInsideAnAcceptedWindow) {
+  stop_string_inside_an_accepted_window(*this, engine_config(0), engine_config(6));
+}
+
+// The same in the modes that verify windows their own way: padded (decode rows of the
+// fixed-shape step) and verified (the drafts as the deterministic request's candidates).
+TEST_F(SpeculationTest, StopStringInsideAnAcceptedWindowPaddedAndVerified) {
+  for (DeterminismMode mode : {DeterminismMode::kPadded, DeterminismMode::kVerified}) {
+    SCOPED_TRACE(determinism_mode_name(mode));
+    stop_string_inside_an_accepted_window(*this, mode_config(0, mode), mode_config(6, mode));
+  }
 }
 
 // max_tokens inside a window: drafts never run past it (room is left for the last draw).
@@ -154,25 +179,42 @@ TEST_F(SpeculationTest, MaxTokensIsExact) {
   }
 }
 
-// Chunks of 2 rows: a window of drafts is verified over several steps. An abort between them
-// frees the sequence's KV (drafts included); a request beside it is unaffected.
-TEST_F(SpeculationTest, AbortInTheMiddleOfAWindow) {
-  EngineConfig c = engine_config(6);
-  c.scheduler.chunk_size = 2;
-  c.scheduler.max_tokens_per_step = 4;
-  Engine engine(*model_, c);
-  const RequestId victim = engine.add_request(request(40), {});
-  Request other = request(12);
+// A window of drafts verified over several steps: an abort between them frees the sequence's
+// KV (drafts included); a request beside it is unaffected.
+void abort_in_the_middle_of_a_window(SpeculationTest& t, const EngineConfig& plain_config,
+                                     const EngineConfig& spec_config) {
+  Engine engine(t.model(), spec_config);
+  const RequestId victim = engine.add_request(t.request(40), {});
+  Request other = t.request(12);
   other.prompt.push_back(77);
   std::vector<int32_t> other_tokens;
   RequestCallbacks cb;
   cb.on_token = [&](const TokenEvent& e) { other_tokens.push_back(e.token); };
   engine.add_request(other, cb);
-  EXPECT_TRUE(testing::abort_mid_window(engine, victim)) << "no window was verified over several steps";
+  EXPECT_TRUE(testing::abort_mid_window(engine, victim))
+      << "no window was verified over several steps";
   EXPECT_EQ(engine.status(victim).state, RequestStatus::State::kUnknown);
   EXPECT_EQ(engine.scheduler().kv_cache().stats().n_referenced, 0);
-  EngineConfig plain_config = engine_config(0);
-  EXPECT_EQ(other_tokens, run(plain_config, other).tokens);
+  EXPECT_EQ(other_tokens, t.run(plain_config, other).tokens);
+}
+
+// Chunks of 2 rows: the window is verified over several steps.
+TEST_F(SpeculationTest, AbortInTheMiddleOfAWindow) {
+  EngineConfig c = engine_config(6);
+  c.scheduler.chunk_size = 2;
+  c.scheduler.max_tokens_per_step = 4;
+  abort_in_the_middle_of_a_window(*this, engine_config(0), c);
+}
+
+// padded: a decode step of 4 rows holds the two sequences' last tokens and 2 more of one
+// window, so a window of 7 rows takes several steps. verified: chunks of 2, as above.
+TEST_F(SpeculationTest, AbortInTheMiddleOfAWindowPaddedAndVerified) {
+  abort_in_the_middle_of_a_window(*this, mode_config(0, DeterminismMode::kPadded, 4),
+                                  mode_config(6, DeterminismMode::kPadded, 4));
+  EngineConfig verified = mode_config(6, DeterminismMode::kVerified);
+  verified.scheduler.chunk_size = 2;
+  verified.scheduler.max_tokens_per_step = 4;
+  abort_in_the_middle_of_a_window(*this, mode_config(0, DeterminismMode::kVerified), verified);
 }
 
 TEST_F(SpeculationTest, RequestCanOptOut) {
@@ -221,21 +263,11 @@ TEST_F(SpeculationTest, ConstrainedRequestsAreNotDraftedFor) {
   expect_same(run(engine_config(0), r), spec);
 }
 
-TEST_F(SpeculationTest, RefusedModesAndSettingsByName) {
+TEST_F(SpeculationTest, EveryModeSpeculatesBadSettingsRefused) {
   auto make = [&](const EngineConfig& c) { Engine engine(*model_, c); };
-  for (DeterminismMode mode : {DeterminismMode::kVerified, DeterminismMode::kPadded}) {
-    EngineConfig c = engine_config(4);
-    apply_mode(mode, c);
-    try {
-      make(c);
-      ADD_FAILURE() << "speculation accepted in mode " << determinism_mode_name(mode);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string(determinism_mode_name(mode))),
-                std::string::npos)
-          << e.what();
-    }
-  }
-  for (DeterminismMode mode : {DeterminismMode::kFast, DeterminismMode::kBiNaive}) {
+  for (DeterminismMode mode : {DeterminismMode::kFast, DeterminismMode::kInvariant,
+                               DeterminismMode::kBiNaive, DeterminismMode::kPadded,
+                               DeterminismMode::kVerified}) {
     EngineConfig c = engine_config(4);
     apply_mode(mode, c);
     EXPECT_NO_THROW(make(c)) << determinism_mode_name(mode);

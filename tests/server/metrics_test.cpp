@@ -28,6 +28,8 @@ TEST(Metrics, RendersEveryMetric) {
   s.n_generated_tokens = 60;
   s.n_draft_tokens = 9;
   s.n_accepted_draft_tokens = 4;
+  s.n_drafts = 3;
+  s.n_accepted_draft_tokens_per_pos = {3, 1, 0};
   s.step_buckets = {};
   s.step_buckets[3] = 1;  // one step in (0.005, 0.01]
   for (size_t j = 4; j < s.step_buckets.size(); ++j) s.step_buckets[j] = 1;
@@ -43,8 +45,11 @@ TEST(Metrics, RendersEveryMetric) {
   EXPECT_TRUE(has_line(t, "detllm_client_disconnects_total 1"));
   EXPECT_TRUE(has_line(t, "detllm_prompt_tokens_total 50"));
   EXPECT_TRUE(has_line(t, "detllm_generation_tokens_total 60"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_draft_tokens 9"));
-  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens 4"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_draft_tokens_total 9"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_total 4"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_drafts_total 3"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 0"));
   EXPECT_TRUE(has_line(t, "detllm_queue_length 3"));
   EXPECT_TRUE(has_line(t, "detllm_running_sequences 2"));
   EXPECT_TRUE(has_line(t, "detllm_kv_blocks_used 7"));
