@@ -94,7 +94,7 @@ def run_trl(a) -> int:
     llm = detllm.LLM(model=a.model)
     path = a.model or detllm.llm.default_model_path()
     folder, name = os.path.split(os.path.abspath(path))
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     rollout = make_rollout_func(llm, seed=0)
     calls = []
