@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import detllm
+import detllm.llm  # default_model_path (detllm imports its modules on first use)
 
 ROOT = Path(__file__).resolve().parents[2]
 

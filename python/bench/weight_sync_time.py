@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import detllm
+import detllm.llm  # default_model_path (detllm imports its modules on first use)
 
 ROOT = Path(__file__).resolve().parents[2]
 
