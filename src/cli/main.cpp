@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/data_parallel.h"
 #include "core/error.h"
 #include "core/version.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
       detllm::cli::add_bench_command(app),
       detllm::cli::add_score_command(app),
   };
+  detllm::cli::set_raw_arguments(argc, argv);  // --data-parallel-size passes them on
   CLI11_PARSE(app, argc, argv);
   try {
     for (const auto& c : commands) {

@@ -16,6 +16,7 @@
 #include "cli/backend.h"
 #include "cli/grammar_setup.h"
 #include "cli/commands.h"
+#include "cli/data_parallel.h"
 #include "cli/progress.h"
 #include "cli/speculative_flags.h"
 #include "core/error.h"
@@ -49,6 +50,7 @@ struct ServeOptions {
   // --weight-transfer: the weights are held as host fp32 (GGUF blocks widened at load: the
   // same logits) so vLLM's weight-transfer endpoints can write them (server/weight_sync.h).
   bool weight_transfer = false;
+  DataParallelOptions data_parallel;  // --data-parallel-size N > 1: replicas on Ray instead
 };
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
@@ -451,6 +453,7 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
                       "default cuBLAS GEMMs in every step that holds no deterministic request; "
                       "the CPU runs the same kernels for both)");
   add_tensor_parallel_option(cmd, o->backend);
+  add_data_parallel_options(cmd, o->data_parallel);
   cmd.add_flag("--weight-transfer", o->weight_transfer,
                "Take new weights from a trainer through vLLM's endpoints "
                "(/init_weight_transfer_engine, /start_weight_update, /update_weights, "
@@ -470,6 +473,7 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
 }
 
 int run_serve_command(ServeOptions& o, const VerifyOptionFlags& verify) {
+  if (o.data_parallel.size > 1) run_data_parallel(o.data_parallel);
   if (verify.any()) {
     check(o.backend.mode == "verified",
           "--verify-window, --verify-group-tokens and --verify-group-max-requests "

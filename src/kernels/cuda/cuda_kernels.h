@@ -165,6 +165,44 @@ cudaError_t launch_gemm_invariant_bf16(const uint16_t* x, int32_t m, const uint1
                                        const GemmScratch& scratch, int variant, int splits_override,
                                        cudaStream_t stream);
 
+// ---- fp8_quant.cu, fp8_gemm.cu, fp8_kv.cu (FP8 E4M3; the codec: fp8_codec.cuh = core/fp8.h) ----
+// Per-row activation quantizer: for each row of x (m, k), fp32 or bf16 (x_bf16),
+// scale[r] = amax / 448 (amax = max |x| over the row, NaN ignored; 1 when amax is 0) and
+// q (m, k) E4M3 codes = e4m3(x / scale[r]). Row-local (batch-invariant by construction).
+cudaError_t launch_fp8_quantize_rows(const void* x, bool x_bf16, int32_t m, int64_t k, uint8_t* q,
+                                     float* scale, cudaStream_t stream);
+// Whether the FP8 GEMM takes this weight shape (k % 16 == 0: 16-byte copies of code rows).
+bool fp8_gemm_shape_supported(int64_t n, int64_t k);
+// Tile configurations of the FP8 GEMM (variant 0…kFp8GemmVariants-1; -1 = chosen from m).
+inline constexpr int kFp8GemmVariants = 6;
+// Names the FP8 GEMM's numerics (E4M3 → f16 exactly, k16 f16 MMA chains ascending from zero,
+// one chain over K, then · x_scale · w_scale, then + bias): change it with them.
+inline constexpr std::string_view kFp8GemmNumericsRule = "e4m3->f16;k16-asc;splits=1;*sx*sw";
+// y (m, n) = ((Σ_k dec(xq[r,k]) · dec(w[c,k])) · x_scale[r]) · w_scale[c] (+ bias[c]): xq
+// (m, k) and w (n, k) E4M3 codes, x_scale (m), w_scale (n) fp32. Each element one fp32 chain
+// of f16 tensor-core k16 steps in ascending k from zero: the same for every m, row and
+// variant (fp8_gemm.cuh).
+cudaError_t launch_fp8_gemm(const uint8_t* xq, const float* x_scale, int32_t m, const uint8_t* w,
+                            const float* w_scale, int64_t n, int64_t k, const float* bias,
+                            float* y, int variant, cudaStream_t stream);
+// launch_fp8_quantize_rows into xq (m, k) and x_scale (m), then launch_fp8_gemm.
+cudaError_t launch_fp8_linear(const void* x, bool x_bf16, int32_t m, const uint8_t* w,
+                              const float* w_scale, int64_t n, int64_t k, const float* bias,
+                              float* y, uint8_t* xq, float* x_scale, int variant,
+                              cudaStream_t stream);
+// FP8 KV cache [n_slots, n_kv_heads * head_dim] E4M3 codes ← e4m3(k/v (n_tokens, n_kv_heads *
+// head_dim) fp32 / scale[h]) at slots, h = the element's KV head; k_scale, v_scale
+// (n_kv_heads): this layer's fixed scales. Each value rounded once.
+cudaError_t launch_kv_append_fp8(const float* k, const float* v, const int32_t* slots,
+                                 int32_t n_tokens, int32_t n_kv_heads, int32_t head_dim,
+                                 int64_t n_slots, const float* k_scale, const float* v_scale,
+                                 uint8_t* cache_k, uint8_t* cache_v, cudaStream_t stream);
+// out (n, n_kv_heads * head_dim) fp32 = dec(cache[slots[t]]) · scale[h] (NaN rows for slots
+// outside the cache): the dequantizing read of an FP8 cache.
+cudaError_t launch_kv_read_fp8(const uint8_t* cache, const float* scale, const int32_t* slots,
+                               int32_t n, int32_t n_kv_heads, int32_t head_dim, int64_t n_slots,
+                               float* out, cudaStream_t stream);
+
 // ---- attention.cu --------------------------------------------------------------------
 struct AttentionArgs {
   const float* q = nullptr;        // (n_tokens, n_heads, head_dim)

@@ -1,0 +1,65 @@
+// The FP8 GEMM's activation quantizer: each row x (k) of an (m, k) fp32 or bf16 matrix gets its
+// own scale s = amax / 448 (amax = max |x[i]|, NaN elements ignored; s = 1 when amax is 0) and
+// codes q[i] = e4m3(x[i] / s) (one IEEE division, then the host codec's rounding, fp8_codec.cuh).
+// Row-local: a row's scale and codes depend on that row alone, so quantizing is batch-invariant
+// by construction (max is exact and order-free, so the block's reduction tree cannot move a bit
+// either). Test: test_cuda --gtest_filter='CudaFp8.Quantize*' (= tests/cuda/fp8_reference.h).
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_codec.cuh"
+
+namespace detllm::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <bool BF16>
+__device__ __forceinline__ float load(const void* x, int64_t i) {
+  if constexpr (BF16) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(x)[i]);
+  } else {
+    return static_cast<const float*>(x)[i];
+  }
+}
+
+template <bool BF16>
+__global__ void __launch_bounds__(kThreads)
+    fp8_quantize_rows_kernel(const void* x, int64_t k, uint8_t* q, float* scale) {
+  const int64_t row = blockIdx.x;
+  const int64_t base = row * k;
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < k; i += kThreads) amax = fmaxf(amax, fabsf(load<BF16>(x, base + i)));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  __shared__ float warp_max[kThreads / 32];
+  __shared__ float row_scale;
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = warp_max[0];
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+    const float s = m == 0.0f ? 1.0f : __fdiv_rn(m, fp8::kE4m3Max);
+    row_scale = s;
+    scale[row] = s;
+  }
+  __syncthreads();
+  const float s = row_scale;
+  for (int64_t i = threadIdx.x; i < k; i += kThreads)
+    q[base + i] = fp8::encode_e4m3(__fdiv_rn(load<BF16>(x, base + i), s));
+}
+
+}  // namespace
+
+cudaError_t launch_fp8_quantize_rows(const void* x, bool x_bf16, int32_t m, int64_t k, uint8_t* q,
+                                     float* scale, cudaStream_t stream) {
+  if (m < 0 || k < 0) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;  // (k = 0: every row's scale is 1, no codes)
+  if (x_bf16)
+    fp8_quantize_rows_kernel<true><<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, k, q, scale);
+  else
+    fp8_quantize_rows_kernel<false><<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, k, q, scale);
+  return cudaGetLastError();
+}
+
+}  // namespace detllm::kernels::cuda

@@ -1,0 +1,432 @@
+// The CUDA FP8 kernels (kernels/cuda/fp8_*.cu, docs/cuda.md "FP8"): the device E4M3 codec =
+// the host codec (core/fp8.h) bit for bit; the per-row activation quantizer = the plain
+// reference (fp8_reference.h) bit for bit on fp32 and bf16 rows, special rows included; the
+// FP8 GEMM within its stated bound of the exact sum, for every tile configuration; every row
+// of an m-row FP8 GEMM bit-identical to the same row of the largest batch, at every m from 1
+// to 300 and under every tile configuration, to the row alone and to shuffled rows; a negative
+// control (a K split chosen from m, fp8_test_kernels.cu) that the same check catches; the FP8
+// KV append = the reference, appended in chunks = at once, and its dequantizing read.
+// Run: build-cuda/tests/test_cuda --gtest_filter='CudaFp8*' (skips without a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/fp8.h"
+#include "cuda/cuda_test_util.h"
+#include "cuda/fp8_reference.h"
+#include "cuda/fp8_test_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace detllm::kernels {
+namespace {
+
+using cuda_testing::DeviceArray;
+
+#define ASSERT_CUDA(expr)                                                  \
+  do {                                                                     \
+    const cudaError_t err_ = (expr);                                       \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+// The launchers run on the legacy default stream here; DeviceArray's own copies are on the ops'
+// stream and complete before it returns, so one device-wide synchronize orders the two.
+void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+// Activation rows: normal values times a per-row magnitude (2^-12 … 2^12), a few outliers.
+std::vector<float> activations(int32_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 999);
+  std::vector<float> x(static_cast<size_t>(m) * k);
+  for (int32_t r = 0; r < m; ++r) {
+    const float mag = std::ldexp(1.0f, static_cast<int>(r % 25) - 12);
+    for (int64_t i = 0; i < k; ++i) {
+      float v = normal(rng) * mag;
+      if (pick(rng) == 0) v *= 40.0f;
+      x[static_cast<size_t>(r) * k + i] = v;
+    }
+  }
+  return x;
+}
+
+// FP8 weights (n, k) with a scale per output channel: each row quantized like an activation
+// row (amax / 448), from random values whose scale varies by row.
+struct Fp8Weights {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+Fp8Weights weights(int64_t n, int64_t k, uint32_t seed) {
+  const std::vector<float> f = cuda_testing::fast_random_floats(static_cast<size_t>(n * k), seed);
+  Fp8Weights w{std::vector<uint8_t>(f.size()), std::vector<float>(static_cast<size_t>(n))};
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<float> row(f.begin() + r * k, f.begin() + (r + 1) * k);
+    const float mag = 0.02f * (1.0f + static_cast<float>(r % 7));
+    for (float& v : row) v *= mag;
+    w.scales[r] = fp8_ref::quantize_row(row.data(), k, w.codes.data() + r * k);
+  }
+  return w;
+}
+
+// Whether a (n_words) and b differ anywhere, compared on the device (launch_any_word_differs).
+bool differ_on_device(Ops& ops, const void* a, const void* b, int64_t n_words) {
+  DeviceArray<uint32_t> flag(ops, 1);
+  EXPECT_EQ(cuda::launch_any_word_differs(a, b, n_words, flag.data(), nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return flag.download()[0] != 0;
+}
+
+TEST(CudaFp8, DeviceCodecIsTheHostCodec) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  std::vector<float> x;
+  // Every bf16 pattern (every E4M3 tie and midpoint is one: 4 significant bits), each tie and
+  // code value one float ulp either side, and random floats over the whole exponent range.
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f;
+    const uint32_t bits = h << 16;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+    x.push_back(std::nextafter(f, std::numeric_limits<float>::infinity()));
+    x.push_back(std::nextafter(f, -std::numeric_limits<float>::infinity()));
+  }
+  std::mt19937 rng(8);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+  }
+  DeviceArray<float> dx(*ops, x);
+  DeviceArray<uint8_t> codes(*ops, x.size());
+  DeviceArray<float> values(*ops, 256);
+  ASSERT_CUDA(cuda_testing::fp8_codec_on_device(dx.data(), static_cast<int64_t>(x.size()),
+                                               codes.data(), values.data()));
+  const auto got = codes.download();
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (got[i] != float_to_fp8_e4m3(x[i])) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "first at " << first << ": " << (first >= 0 ? x[first] : 0.0f);
+  const auto dec = values.download();
+  for (int c = 0; c < 256; ++c) {
+    const float want = fp8_e4m3_to_float(static_cast<uint8_t>(c));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(dec[c])) << "code " << c;
+    } else {
+      EXPECT_EQ(std::memcmp(&dec[c], &want, 4), 0) << "code " << c << ": " << dec[c] << " vs " << want;
+    }
+  }
+}
+
+// Scales and codes of the quantizer = the reference, bit for bit, on fp32 and on bf16 rows
+// (random rows, a zero row, rows with NaN, ±inf-free huge and tiny rows, ragged k); a row
+// quantized alone = in the batch.
+TEST(CudaFp8, QuantizeRowsGivesTheReferenceBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  for (int64_t k : {int64_t{4096}, int64_t{14336}, int64_t{16}, int64_t{1000}}) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << (bf16 ? " bf16" : " fp32"));
+      const int32_t m = 40;
+      std::vector<float> x = activations(m, k, static_cast<uint32_t>(k));
+      std::fill(x.begin(), x.begin() + k, 0.0f);                        // row 0: zeros
+      x[k + 3] = std::numeric_limits<float>::quiet_NaN();                // row 1: a NaN
+      for (int64_t i = 0; i < k; ++i) x[2 * k + i] *= 1e30f;            // row 2: huge
+      for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e-35f;           // row 3: tiny
+      x[4 * k] = -0.0f;
+      std::vector<uint16_t> xb;
+      if (bf16) {
+        xb = cuda_testing::to_bf16(x);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_f32(xb[i]);  // what the kernel reads
+      }
+      std::vector<uint8_t> want_q(x.size());
+      std::vector<float> want_s(m);
+      for (int32_t r = 0; r < m; ++r)
+        want_s[r] = fp8_ref::quantize_row(x.data() + r * k, k, want_q.data() + r * k);
+      DeviceArray<float> xf(*ops, x);
+      DeviceArray<uint16_t> xh(*ops, bf16 ? xb : std::vector<uint16_t>(1));
+      const void* src = bf16 ? static_cast<const void*>(xh.data()) : xf.data();
+      DeviceArray<uint8_t> q(*ops, x.size());
+      DeviceArray<float> s(*ops, static_cast<size_t>(m));
+      ASSERT_CUDA(cuda::launch_fp8_quantize_rows(src, bf16, m, k, q.data(), s.data(), nullptr));
+      sync();
+      const auto got_q = q.download();
+      const auto got_s = s.download();
+      EXPECT_EQ(std::memcmp(got_s.data(), want_s.data(), 4 * static_cast<size_t>(m)), 0);
+      EXPECT_EQ(got_q, want_q);
+      // Row 7 alone.
+      const size_t esz = bf16 ? 2 : 4;
+      ASSERT_CUDA(cuda::launch_fp8_quantize_rows(static_cast<const char*>(src) + 7 * k * esz, bf16,
+                                                 1, k, q.data(), s.data(), nullptr));
+      sync();
+      const auto alone_q = q.download(static_cast<size_t>(k));
+      EXPECT_EQ(s.download(1)[0], want_s[7]);
+      EXPECT_TRUE(std::equal(alone_q.begin(), alone_q.end(), want_q.begin() + 7 * k));
+    }
+  }
+}
+
+// One problem on the device: activations quantized there (and checked against the
+// reference), FP8 weights uploaded, the reference copies kept on the host.
+struct Problem {
+  int32_t m;
+  int64_t n, k;
+  std::vector<uint8_t> xq;
+  std::vector<float> xs;
+  Fp8Weights w;
+  DeviceArray<uint8_t> d_xq, d_w;
+  DeviceArray<float> d_xs, d_ws, d_y;
+  Problem(Ops& ops, int32_t m_, int64_t n_, int64_t k_, uint32_t seed)
+      : m(m_), n(n_), k(k_), xq(static_cast<size_t>(m_) * k_), xs(static_cast<size_t>(m_)),
+        w(weights(n_, k_, seed + 1)),
+        d_xq(ops, xq.size()), d_w(ops, w.codes), d_xs(ops, xs.size()), d_ws(ops, w.scales),
+        d_y(ops, static_cast<size_t>(m_) * n_) {
+    const std::vector<float> x = activations(m, k, seed);
+    for (int32_t r = 0; r < m; ++r) xs[r] = fp8_ref::quantize_row(x.data() + r * k, k, xq.data() + r * k);
+    d_xq.upload(xq);
+    d_xs.upload(xs);
+  }
+  cudaError_t run(int32_t rows, int variant, float* y, int32_t first_row = 0,
+                  const float* bias = nullptr) const {
+    return cuda::launch_fp8_gemm(d_xq.data() + int64_t{first_row} * k, d_xs.data() + first_row,
+                                 rows, d_w.data(), d_ws.data(), n, k, bias, y, variant, nullptr);
+  }
+};
+
+// Every element within fp8_ref::gemm_tolerance of the exact sum, for every tile configuration
+// (the default plan too), with a bias; the whole linear (quantizer + GEMM) = the two apart.
+TEST(CudaFp8, GemmIsWithinTheStatedBoundOfTheExactSum) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  struct Shape {
+    int32_t m;
+    int64_t n, k;
+  };
+  // Ragged n, k = 16 (mod 32) and 528 (a half k32 group zero-filled), Llama's k = 4096 and 14336.
+  for (const Shape& sh : {Shape{37, 256, 4096}, Shape{19, 37, 528}, Shape{5, 96, 14336},
+                          Shape{130, 200, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "m " << sh.m << " n " << sh.n << " k " << sh.k);
+    const Problem p(*ops, sh.m, sh.n, sh.k, 11);
+    const std::vector<float> bias_h = cuda_testing::fast_random_floats(static_cast<size_t>(sh.n), 5);
+    DeviceArray<float> bias(*ops, bias_h);
+    double worst = 0;
+    for (int v = -1; v < cuda::kFp8GemmVariants; ++v) {
+      ASSERT_CUDA(p.run(sh.m, v, p.d_y.data(), 0, bias.data()));
+      sync();
+      const auto y = p.d_y.download();
+      int64_t bad = 0;
+      for (int32_t r = 0; r < sh.m; ++r)
+        for (int64_t c = 0; c < sh.n; ++c) {
+          const auto e = fp8_ref::gemm_element(p.xq.data() + r * sh.k, p.xs[r],
+                                               p.w.codes.data() + c * sh.k, p.w.scales[c], sh.k,
+                                               bias_h[c]);
+          const double tol = fp8_ref::gemm_tolerance(e, p.xs[r], p.w.scales[c], sh.k);
+          const double err = std::fabs(double(y[r * sh.n + c]) - e.value);
+          worst = std::max(worst, err / tol);
+          if (!(err <= tol) && bad++ < 3)
+            ADD_FAILURE() << "variant " << v << " (" << r << ", " << c << "): " << y[r * sh.n + c]
+                          << " vs exact " << e.value << ", bound " << tol;
+        }
+      EXPECT_EQ(bad, 0) << "variant " << v;
+    }
+    std::printf("  [fp8 gemm] m %d n %lld k %lld: worst error %.3g of the bound\n", sh.m,
+                static_cast<long long>(sh.n), static_cast<long long>(sh.k), worst);
+    // The linear: quantize (into scratch) then GEMM = the same bits as the two launched apart.
+    const std::vector<float> x = activations(sh.m, sh.k, 11);
+    DeviceArray<float> dx(*ops, x);
+    DeviceArray<uint8_t> xq(*ops, x.size());
+    DeviceArray<float> xs(*ops, static_cast<size_t>(sh.m));
+    DeviceArray<float> y2(*ops, static_cast<size_t>(sh.m) * sh.n);
+    ASSERT_CUDA(cuda::launch_fp8_linear(dx.data(), false, sh.m, p.d_w.data(), p.d_ws.data(), sh.n,
+                                        sh.k, bias.data(), y2.data(), xq.data(), xs.data(), -1,
+                                        nullptr));
+    ASSERT_CUDA(p.run(sh.m, -1, p.d_y.data(), 0, bias.data()));
+    sync();
+    EXPECT_EQ(xq.download(), p.xq);
+    const auto a = y2.download(), b = p.d_y.download();
+    EXPECT_BITS_EQ(a.data(), b.data(), static_cast<int64_t>(a.size()));
+  }
+}
+
+constexpr int32_t kMaxM = 300;
+
+// Rows [0, m) of the GEMM at m rows against the same rows of the kMaxM-row GEMM (device
+// comparison) for each m in `ms`; returns the m whose rows differ.
+template <class Launch>
+std::vector<int32_t> ms_unlike_largest(Ops& ops, const Problem& p, const std::vector<int32_t>& ms,
+                                       Launch&& launch) {
+  DeviceArray<float> big(ops, static_cast<size_t>(kMaxM) * p.n);
+  DeviceArray<float> y(ops, static_cast<size_t>(kMaxM) * p.n);
+  EXPECT_EQ(launch(kMaxM, big.data()), cudaSuccess);
+  std::vector<int32_t> bad;
+  for (int32_t m : ms) {
+    EXPECT_EQ(launch(m, y.data()), cudaSuccess);
+    if (differ_on_device(ops, y.data(), big.data(), int64_t{m} * p.n)) bad.push_back(m);
+  }
+  return bad;
+}
+
+std::vector<int32_t> every_m() {
+  std::vector<int32_t> ms(kMaxM);
+  std::iota(ms.begin(), ms.end(), 1);
+  return ms;
+}
+
+// The invariance: on a ragged shape and on every Llama-3.1-8B projection, rows of an m-row GEMM
+// = the same rows of the 300-row GEMM (every m 1…300 on the small shapes; every m ≤ 64 and
+// each plan edge on the large ones), every tile configuration at 300 rows = the default plan,
+// each row alone = in the batch, and shuffled rows = the rows shuffled.
+TEST(CudaFp8, GemmRowsEqualTheRowAloneAtEveryM) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  std::vector<int32_t> edges(64);
+  std::iota(edges.begin(), edges.end(), 1);
+  for (int32_t m : {65, 100, 127, 128, 129, 200, 255, 256, 257, 299}) edges.push_back(m);
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+    bool every;
+  };
+  for (const Shape& sh : {Shape{"ragged", 37, 528, true}, Shape{"o", 4096, 4096, true},
+                          Shape{"qkv", 6144, 4096, false}, Shape{"gate_up", 28672, 4096, false},
+                          Shape{"down", 4096, 14336, false}}) {
+    SCOPED_TRACE(sh.name);
+    const Problem p(*ops, kMaxM, sh.n, sh.k, 3);
+    const auto bad = ms_unlike_largest(*ops, p, sh.every ? every_m() : edges,
+                                       [&](int32_t m, float* y) { return p.run(m, -1, y); });
+    EXPECT_TRUE(bad.empty()) << bad.size() << " row counts differ, first m = " << bad.front();
+    // Every tile configuration at kMaxM rows.
+    DeviceArray<float> ref(*ops, static_cast<size_t>(kMaxM) * sh.n);
+    ASSERT_CUDA(p.run(kMaxM, -1, ref.data()));
+    for (int v = 0; v < cuda::kFp8GemmVariants; ++v) {
+      ASSERT_CUDA(p.run(kMaxM, v, p.d_y.data()));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), ref.data(), int64_t{kMaxM} * sh.n))
+          << "variant " << v;
+    }
+    // Rows alone (a few, every configuration's first and last rows among them).
+    for (int32_t r : {0, 15, 16, 63, 64, 127, 128, 250, kMaxM - 1}) {
+      ASSERT_CUDA(p.run(1, -1, p.d_y.data(), r));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), ref.data() + int64_t{r} * sh.n, sh.n))
+          << "row " << r;
+    }
+    // Shuffled rows.
+    std::vector<int32_t> perm(kMaxM);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+    std::vector<uint8_t> xq2(p.xq.size());
+    std::vector<float> xs2(p.xs.size());
+    for (int32_t r = 0; r < kMaxM; ++r) {
+      std::copy_n(p.xq.begin() + int64_t{perm[r]} * sh.k, sh.k, xq2.begin() + int64_t{r} * sh.k);
+      xs2[r] = p.xs[perm[r]];
+    }
+    DeviceArray<uint8_t> d_xq2(*ops, xq2);
+    DeviceArray<float> d_xs2(*ops, xs2);
+    ASSERT_CUDA(cuda::launch_fp8_gemm(d_xq2.data(), d_xs2.data(), kMaxM, p.d_w.data(),
+                                      p.d_ws.data(), sh.n, sh.k, nullptr, p.d_y.data(), -1, nullptr));
+    sync();
+    const auto shuffled = p.d_y.download();
+    const auto straight = ref.download();
+    int32_t moved = 0;
+    for (int32_t r = 0; r < kMaxM; ++r)
+      moved += std::memcmp(shuffled.data() + int64_t{r} * sh.n,
+                           straight.data() + int64_t{perm[r]} * sh.n, 4 * sh.n) != 0;
+    EXPECT_EQ(moved, 0) << "shuffled rows that differ";
+    std::printf("  [fp8 gemm invariance] %s %lldx%lld: %zu row counts checked, %zu differ\n",
+                sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+                (sh.every ? every_m() : edges).size(), bad.size());
+  }
+}
+
+// The negative control: the same GEMM with its K range cut in two chains when m > 64 (a split
+// chosen from the batch size). The check above must see rows change past m = 64.
+TEST(CudaFp8, NegativeControlSplitByMIsCaught) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const Problem p(*ops, kMaxM, 4096, 4096, 3);
+  const auto bad = ms_unlike_largest(*ops, p, every_m(), [&](int32_t m, float* y) {
+    return cuda_testing::launch_fp8_gemm_split_by_m(p.d_xq.data(), p.d_xs.data(), m, p.d_w.data(),
+                                                    p.d_ws.data(), p.n, p.k, y);
+  });
+  std::printf("  [fp8 gemm control] K split for m > 64: %zu of %d row counts differ\n", bad.size(),
+              kMaxM);
+  EXPECT_FALSE(bad.empty()) << "the control matched: the invariance check cannot fail";
+  EXPECT_TRUE(std::all_of(bad.begin(), bad.end(), [](int32_t m) { return m <= 64; }))
+      << "(the control's largest batch is split, so it is the small m that differ)";
+}
+
+// The FP8 KV append: codes = the reference bit for bit (values past 448·scale saturate), the
+// slots outside the cache untouched, tokens appended in chunks of 7 = all at once, and the
+// dequantizing read = dec(code)·scale.
+TEST(CudaFp8, KvAppendRoundsOnceAndReadsBack) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const int32_t n_tokens = 50, heads = 8, hd = 128;
+  const int64_t row = int64_t{heads} * hd, n_slots = 64;
+  std::vector<float> k = activations(n_tokens, row, 21), v = activations(n_tokens, row, 22);
+  k[5] = 1e9f;  // saturates
+  v[7] = -std::numeric_limits<float>::infinity();
+  std::vector<float> ks(heads), vs(heads);
+  for (int h = 0; h < heads; ++h) {
+    ks[h] = 0.01f * static_cast<float>(h + 1);
+    vs[h] = 0.003f * static_cast<float>(2 * h + 1);
+  }
+  std::vector<int32_t> slots(n_tokens);
+  std::iota(slots.begin(), slots.end(), 10);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937(3));
+  slots[4] = -1;  // skipped
+  std::vector<uint8_t> want_k(static_cast<size_t>(n_slots * row), 0xAB), want_v = want_k;
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    if (slots[t] < 0) continue;
+    for (int64_t e = 0; e < row; ++e) {
+      want_k[slots[t] * row + e] = fp8_ref::kv_code(k[t * row + e], ks[e / hd]);
+      want_v[slots[t] * row + e] = fp8_ref::kv_code(v[t * row + e], vs[e / hd]);
+    }
+  }
+  DeviceArray<float> dk(*ops, k), dv(*ops, v), dks(*ops, ks), dvs(*ops, vs);
+  DeviceArray<int32_t> dslots(*ops, slots);
+  const std::vector<uint8_t> fill(static_cast<size_t>(n_slots * row), 0xAB);
+  for (int32_t chunk : {n_tokens, 7}) {
+    SCOPED_TRACE(::testing::Message() << "chunks of " << chunk);
+    DeviceArray<uint8_t> ck(*ops, fill), cv(*ops, fill);
+    for (int32_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+      const int32_t c = std::min(chunk, n_tokens - t0);
+      ASSERT_CUDA(cuda::launch_kv_append_fp8(dk.data() + t0 * row, dv.data() + t0 * row,
+                                             dslots.data() + t0, c, heads, hd, n_slots, dks.data(),
+                                             dvs.data(), ck.data(), cv.data(), nullptr));
+    }
+    sync();
+    EXPECT_EQ(ck.download(), want_k);
+    EXPECT_EQ(cv.download(), want_v);
+    // The read of every appended token's K.
+    DeviceArray<float> out(*ops, static_cast<size_t>(n_tokens * row));
+    ASSERT_CUDA(cuda::launch_kv_read_fp8(ck.data(), dks.data(), dslots.data(), n_tokens, heads, hd,
+                                         n_slots, out.data(), nullptr));
+    sync();
+    const auto got = out.download();
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      for (int64_t e = 0; e < row; ++e) {
+        const float g = got[t * row + e];
+        if (slots[t] < 0) {
+          ASSERT_TRUE(std::isnan(g)) << "token " << t;
+          continue;
+        }
+        const float want = fp8_ref::kv_value(want_k[slots[t] * row + e], ks[e / hd]);
+        ASSERT_EQ(std::memcmp(&g, &want, 4), 0) << "token " << t << " element " << e;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detllm::kernels
