@@ -4,16 +4,17 @@
 # with each on the default model. Not part of CI (CI runs the adapters' protocol tests,
 # tests/python/test_rl_adapters.py, without torch); docs/python.md shows its output.
 #
-#   scripts/rl_check.sh [install|run|all]   (default: all)
+#   scripts/rl_check.sh [install|run|trl-client|all]   (default: all)
 #
 # Environment: RL_VENV (default .venv-rl), PY_DETLLM (where the built package is, default
 # build-cpu/python-pkg: `ctest --test-dir build-cpu -R python.install` makes it; the venv's
-# Python must be the one it was built for), DETLLM_DEFAULT_MODEL (default: models/'s file).
+# Python must be the one it was built for), DETLLM_BIN (default build-cpu/detllm),
+# DETLLM_DEFAULT_MODEL (default: models/'s file).
 #
 # What runs:
 #   trl:  examples/trl_grpo.py --trl   TRL's GRPOTrainer, 2 steps, rollout_func = detllm's;
-#         then TRL's own VLLMClient (trl.generation.vllm_client) against
-#         detllm.integrations.trl_server: /health/, /generate/, /chat/, /get_sequence_logprobs/.
+#         then (also alone: trl-client) TRL's own VLLMClient (trl.generation.vllm_client)
+#         against `detllm serve`: scripts/rl_check_trl_client.py.
 #   verl: examples/verl_grpo.py --verl  2 steps, verl's GRPO advantage and TokenOutput; and
 #         DetllmRollout has every abstract method of verl's BaseRollout.
 set -euo pipefail
@@ -31,6 +32,11 @@ install() {
   "$VENV/bin/pip" install --disable-pip-version-check -q "${PINS[@]}"
 }
 
+trl_client() {
+  echo "== TRL: TRL's VLLMClient against detllm serve"
+  "$VENV/bin/python" scripts/rl_check_trl_client.py --bin "${DETLLM_BIN:-$ROOT/build-cpu/detllm}"
+}
+
 run() {
   [ -d "$PY_DETLLM/detllm" ] || { echo "no built detllm package in $PY_DETLLM: run" \
     "ctest --test-dir build-cpu -R python.install (or set PY_DETLLM)" >&2; exit 2; }
@@ -40,10 +46,7 @@ run() {
   local failed=()
   echo "== TRL: GRPOTrainer with detllm's rollout_func, 2 steps"
   "$py" examples/trl_grpo.py --trl --steps 2 --group 4 --max-tokens 16 || failed+=(trl_grpo)
-  echo "== TRL: TRL's VLLMClient against detllm.integrations.trl_server"
-  # TRL 1.16's VLLMClient speaks vLLM's OpenAI server (/v1/models, /v1/completions with
-  # return_token_ids), not the trl vllm-serve protocol this server answers: docs/python.md.
-  "$py" scripts/rl_check_trl_client.py || failed+=(trl_client)
+  trl_client || failed+=(trl_client)
   echo "== verl: DetllmRollout, 2 GRPO steps with verl's advantage and TokenOutput"
   "$py" -c 'from verl.workers.rollout.base import BaseRollout; from detllm.integrations.verl import DetllmRollout; missing = sorted(m for m in BaseRollout.__abstractmethods__ if not hasattr(DetllmRollout, m)); print("verl BaseRollout abstract methods:", sorted(BaseRollout.__abstractmethods__), "missing:", missing); raise SystemExit(1 if missing else 0)' || failed+=(verl_interface)
   "$py" examples/verl_grpo.py --verl --steps 2 --group 4 --max-tokens 16 || failed+=(verl_grpo)
@@ -54,6 +57,7 @@ run() {
 case $what in
   install) install ;;
   run) run ;;
+  trl-client) trl_client ;;
   all) install; run ;;
-  *) echo "usage: $0 [install|run|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [install|run|trl-client|all]" >&2; exit 2 ;;
 esac

@@ -2,13 +2,11 @@
 
 - ``detllm.integrations.trl``: a ``rollout_func`` for TRL's ``GRPOTrainer`` backed by a
   colocated ``detllm.LLM`` (weights synchronised from the trainer's model at each step).
-- ``detllm.integrations.trl_server``: TRL's ``vllm-serve`` HTTP protocol (``/generate/``,
-  ``/chat/``, ``/get_sequence_logprobs/``, ...) over a ``detllm.LLM``, for ``vllm_mode="server"``
-  clients (``trl.generation.vllm_client.VLLMClient``).
 - ``detllm.integrations.verl``: a rollout with verl's interface (``generate`` with token ids,
   logprobs, routed experts and a stop reason; ``update_weights``; ``resume``; ``release``).
 
 None of them imports torch, TRL or verl: they speak the frameworks' protocols (names, JSON,
 call signatures), so their tests run where neither framework is installed, and
-``scripts/rl_check.sh`` runs them against the frameworks themselves.
+``scripts/rl_check.sh`` runs them against the frameworks themselves. TRL's server mode
+(``vllm_mode="server"``) needs no adapter: its ``VLLMClient`` talks to ``detllm serve``.
 """
