@@ -187,7 +187,13 @@ class EngineLoop {
  private:
   struct Command {
     enum class Kind : uint8_t {
-      kAdd, kCancel, kCancelAll, kPause, kResume, kExclusive, kBetweenSteps
+      kAdd,
+      kCancel,
+      kCancelAll,
+      kPause,
+      kResume,
+      kExclusive,
+      kBetweenSteps
     };
     Command(Kind k, std::shared_ptr<Ticket> t = nullptr) : kind(k), ticket(std::move(t)) {}
     Kind kind;

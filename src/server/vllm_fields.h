@@ -31,10 +31,10 @@ struct VllmFields {
 
 // Reads (and marks as seen) min_tokens, bad_words, allowed_token_ids, skip_special_tokens,
 // spaces_between_special_tokens, include_stop_str_in_output, prompt_logprobs,
-// return_tokens_as_token_ids, return_token_ids, truncate_prompt_tokens, priority and use_beam_search. Throws
-// ApiError 400 naming the field on a bad value; `priority` other than 0 is a 400 (this server
-// schedules first come, first served, as vLLM's default scheduler, which refuses it too), and
-// so is `use_beam_search: true` (no beam search here).
+// return_tokens_as_token_ids, return_token_ids, truncate_prompt_tokens, priority and
+// use_beam_search. Throws ApiError 400 naming the field on a bad value; `priority` other than 0 is
+// a 400 (this server schedules first come, first served, as vLLM's default scheduler, which refuses
+// it too), and so is `use_beam_search: true` (no beam search here).
 VllmFields parse_vllm_fields(FieldReader& r, const RequestLimits& limits);
 
 }  // namespace detllm::server

@@ -1,5 +1,6 @@
 // vLLM's RL control endpoints on detllm serve: /pause, /resume, /is_paused, /get_world_size,
-// /server_info, /reset_prefix_cache and the weight-transfer protocol (weight_sync.h). Query parameters as vLLM's: /pause?mode=wait.
+// /server_info, /reset_prefix_cache and the weight-transfer protocol (weight_sync.h). Query
+// parameters as vLLM's: /pause?mode=wait.
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -120,13 +121,15 @@ HttpReply handle_server_info(ServerContext& ctx, std::string_view target) {
   bool as_json = false;  // vLLM's default config_format is text: the config as one string
   for (const auto& [key, v] : query_params(target)) {
     if (key != "config_format") {
-      throw ApiError(400, fmt::format("unknown query parameter '{}' of /server_info "
-                                      "(config_format)", key),
+      throw ApiError(400,
+                     fmt::format("unknown query parameter '{}' of /server_info "
+                                 "(config_format)",
+                                 key),
                      "invalid_request_error", key);
     }
     if (v != "json" && v != "text") {
-      throw ApiError(400, fmt::format("config_format={}: json or text", v),
-                     "invalid_request_error", key);
+      throw ApiError(400, fmt::format("config_format={}: json or text", v), "invalid_request_error",
+                     key);
     }
     as_json = v == "json";
   }
@@ -136,21 +139,20 @@ HttpReply handle_server_info(ServerContext& ctx, std::string_view target) {
   // logprobs before temperature and filters (docs/structured_output.md), vLLM's raw_logprobs.
   // The weight transfer takes a backend per /init_weight_transfer_engine call, not one fixed
   // at startup as vLLM's: both are listed; null without --weight-transfer.
-  json config = {
-      {"model_config",
-       {{"model", ctx.model_name()},
-        {"served_model_name", std::move(names)},
-        {"max_model_len", ctx.max_model_len},
-        {"max_logprobs", SamplingParams::kMaxLogprobs},
-        {"logprobs_mode", "raw_logprobs"}}},
-      {"parallel_config", {{"world_size", ctx.world_size}}},
-      {"weight_transfer_config",
-       ctx.weight_sync != nullptr ? json{{"backends", {"path", "shm"}}} : json(nullptr)},
-      {"detllm",
-       {{"backend", ctx.backend_description},
-        {"determinism", ctx.policy_description},
-        {"system_fingerprint", ctx.fingerprint(true)},
-        {"self_check", ctx.self_check_status}}}};
+  json config = {{"model_config",
+                  {{"model", ctx.model_name()},
+                   {"served_model_name", std::move(names)},
+                   {"max_model_len", ctx.max_model_len},
+                   {"max_logprobs", SamplingParams::kMaxLogprobs},
+                   {"logprobs_mode", "raw_logprobs"}}},
+                 {"parallel_config", {{"world_size", ctx.world_size}}},
+                 {"weight_transfer_config",
+                  ctx.weight_sync != nullptr ? json{{"backends", {"path", "shm"}}} : json(nullptr)},
+                 {"detllm",
+                  {{"backend", ctx.backend_description},
+                   {"determinism", ctx.policy_description},
+                   {"system_fingerprint", ctx.fingerprint(true)},
+                   {"self_check", ctx.self_check_status}}}};
   return json_reply({{"vllm_config", as_json ? config : json(dump_json(config))}});
 }
 
