@@ -4,15 +4,23 @@ requests (written by the bench with --save-requests: random prompt ids, fixed le
 same sampling (temperature, seed + request index, ignore EOS), the `invariant` mode, a warm-up
 of every request capped at 16 tokens, and the median of --repeat timed runs. Prints a ratio.
 
+--via picks the Python path (several: comma-separated, one ratio each): `llm` (LLM.generate),
+`trl` (detllm.integrations.trl's rollout_func, called as TRL's GRPOTrainer calls it, one prompt
+entry per request) or `verl` (detllm.integrations.verl's DetllmRollout: one async generate per
+request, all in flight together, as verl's agent loop sends them). The adapters' seeds are
+their own (derived from the step / request id), which changes no length (EOS is ignored).
+
   PYTHONPATH=python:build-py/python .venv/bin/python python/bench/generate_vs_cli.py \
       [--detllm build-py/detllm] [--backend cpu|cuda] [--model PATH|synthetic:NAME]
-      [--n 32] [--input-len 64] [--output-len 64] [--repeat 3]
+      [--n 32] [--input-len 64] [--output-len 64] [--repeat 3] [--via llm,trl,verl]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import types
 import os
 import statistics
 import subprocess
@@ -22,6 +30,7 @@ import time
 from pathlib import Path
 
 import detllm
+import detllm.llm  # default_model_path (detllm imports its modules on first use)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +55,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--via", default="llm", help="llm, trl, verl, or several comma-separated")
     a = ap.parse_args()
     binary = find_binary(a.detllm)
     model = a.model or detllm.llm.default_model_path()
@@ -77,21 +87,61 @@ def main() -> int:
                 for i, r in enumerate(requests)]
 
     llm.generate(prompts, params(16), use_tqdm=False)  # warm-up, as the bench's
-    durations, n_out = [], 0
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        outs = llm.generate(prompts, params(), use_tqdm=False)
-        durations.append(time.perf_counter() - t0)
-        n_out = sum(len(o.outputs[0].token_ids) for o in outs)
-    py_tps = n_out / statistics.median(durations)
     print(f"workload: {model}, {a.n} requests x ({a.input_len} prompt, {a.output_len} output) "
           f"tokens, {a.backend}, invariant, {a.threads} threads, median of {a.repeat}")
     print(f"detllm bench : {cli_tps:9.1f} output tok/s (output tokens {run['output_tokens']})")
-    print(f"llm.generate : {py_tps:9.1f} output tok/s (output tokens {n_out}; "
-          f"runs {', '.join(f'{d:.2f}' for d in durations)} s)")
-    print(f"python / cli : {py_tps / cli_tps:.3f}; target >= 0.97: "
-          f"{'met' if py_tps / cli_tps >= 0.97 else 'missed'}")
+    runners = {"llm": lambda: via_llm(llm, prompts, params()),
+               "trl": lambda: via_trl(llm, requests, a),
+               "verl": lambda: via_verl(llm, requests, a)}
+    for via in a.via.split(","):
+        if via not in runners:
+            sys.exit(f"--via {via}: one of {', '.join(runners)}")
+        durations, n_out = [], 0
+        for _ in range(a.repeat):
+            t0 = time.perf_counter()
+            n_out = runners[via]()
+            durations.append(time.perf_counter() - t0)
+        py_tps = n_out / statistics.median(durations)
+        print(f"{via:>4} (python): {py_tps:9.1f} output tok/s (output tokens {n_out}; "
+              f"runs {', '.join(f'{d:.2f}' for d in durations)} s)")
+        print(f"python / cli ({via}): {py_tps / cli_tps:.3f}; target >= 0.97: "
+              f"{'met' if py_tps / cli_tps >= 0.97 else 'missed'}", flush=True)
     return 0
+
+
+def via_llm(llm, prompts, params):
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    return sum(len(o.outputs[0].token_ids) for o in outs)
+
+
+def via_trl(llm, requests, a):
+    from detllm.integrations.trl import make_rollout_func
+
+    rollout = make_rollout_func(llm, sync_weights=False, sampling_overrides={"ignore_eos": True})
+    trainer = types.SimpleNamespace(
+        args=types.SimpleNamespace(max_completion_length=requests[0]["output_len"],
+                                   temperature=1.0),
+        state=types.SimpleNamespace(global_step=0), model=None, accelerator=None)
+    out = rollout([r["prompt"] for r in requests], trainer)
+    return sum(len(c) for c in out["completion_ids"])
+
+
+def via_verl(llm, requests, a):
+    from detllm.integrations.verl import DetllmRollout
+
+    rollout = DetllmRollout(llm)
+
+    async def all_requests():
+        return await asyncio.gather(*[
+            rollout.generate(r["prompt"], {"max_tokens": r["output_len"], "temperature": 1.0,
+                                           "ignore_eos": True, "logprobs": True}, request_id=f"r{i}")
+            for i, r in enumerate(requests)])
+
+    try:
+        outs = asyncio.run(all_requests())
+    finally:
+        rollout.close()
+    return sum(len(o.token_ids) for o in outs)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,9 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  // Empties the prefix cache of blocks no request holds (Scheduler::reset_prefix_cache);
+  // returns how many blocks it dropped. Changes no bit of any later request.
+  int32_t reset_prefix_cache() { return scheduler_.reset_prefix_cache(); }
   const EngineStats& stats() const { return stats_; }
   // Called by every step() that runs, before its forward; one observer (none by default).
   void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }

@@ -154,6 +154,19 @@ void KvCacheManager::release(int32_t b) {
 
 // ---- prefix cache ----
 
+int32_t KvCacheManager::drop_idle_cached() {
+  int32_t n = 0;
+  while (lru_head_ >= 0) {
+    const int32_t b = lru_head_;
+    lru_remove(b);
+    uncache(b);
+    free_.push_back(b);
+    blocks_[b].in_free = true;
+    ++n;
+  }
+  return n;
+}
+
 bool KvCacheManager::block_matches(int32_t b, const BlockHash& parent, uint64_t numerics_class,
                                    std::span<const int32_t> tokens) const {
   const BlockInfo& info = blocks_[b];

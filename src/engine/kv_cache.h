@@ -120,6 +120,12 @@ class KvCacheManager {
   // such positions are released (last first); keys of blocks past n_tokens are forgotten.
   void truncate(SeqId id, int32_t n_tokens);
 
+  // Forgets every cached block no sequence holds (vLLM's reset_prefix_cache): their keys go and
+  // they return to the free list, so later requests compute those prefixes again. A cached block
+  // held by a sequence keeps its key (it is in use). Returns the number of blocks dropped. Bits
+  // do not change either way: a prefix hit gives the recomputation's bits (design.md Rule 4).
+  int32_t drop_idle_cached();
+
   bool has_sequence(SeqId id) const { return tables_.count(id) != 0; }
   std::span<const int32_t> block_table(SeqId id) const;  // logical -> physical
   // Keys of the sequence's first full blocks known so far (at least the computed ones).

@@ -210,6 +210,8 @@ class Scheduler {
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool has_unfinished() const { return !seqs_.empty(); }
   const KvCacheManager& kv_cache() const { return kv_; }
+  // KvCacheManager::drop_idle_cached: the prefix cache's idle blocks go back to the free list.
+  int32_t reset_prefix_cache() { return kv_.drop_idle_cached(); }
   const SchedulerStats& stats() const { return stats_; }
 
   // Verifies the KV accounting and every sequence's state; throws detllm::Error on a breach.

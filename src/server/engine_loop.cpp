@@ -114,6 +114,14 @@ void EngineLoop::run_exclusive(const std::function<void()>& fn) {
   check(submit_and_wait(std::move(c)), "the server is shutting down");
 }
 
+int32_t EngineLoop::reset_prefix_cache() {
+  int32_t dropped = 0;
+  Command c{Command::Kind::kBetweenSteps};
+  c.fn = [this, &dropped] { dropped = engine_->reset_prefix_cache(); };
+  check(submit_and_wait(std::move(c)), "the server is shutting down");
+  return dropped;
+}
+
 void EngineLoop::rebuild_engine(std::shared_ptr<const WeightIdentity> identity) {
   // Engine thread, no request in the engine. Its totals carry over into the metrics.
   const engine::EngineStats& es = engine_->stats();
@@ -444,6 +452,14 @@ void EngineLoop::run() {
           exclusive_ = true;
           exclusive_gate_ = c.gate;
           exclusive_fn_ = std::move(c.fn);
+          break;
+        case Command::Kind::kBetweenSteps:
+          try {
+            c.fn();
+            c.gate->release();
+          } catch (...) {
+            c.gate->release(std::current_exception());
+          }
           break;
       }
     }

@@ -173,6 +173,10 @@ class EngineLoop {
   // From run_exclusive's fn only: a new Engine (empty KV pool: no block of the old weights is
   // reused) and the identity new tickets are accepted under.
   void rebuild_engine(std::shared_ptr<const WeightIdentity> identity);
+  // vLLM's reset_prefix_cache: between two steps, the engine forgets the cached blocks no
+  // request holds (Engine::reset_prefix_cache; requests in flight go on). Returns the number of
+  // blocks dropped. No bit changes: a prefix hit gives the recomputation's bits.
+  int32_t reset_prefix_cache();
   // Before serving: the identity of the loaded weights. Then read by any thread.
   void set_identity(std::shared_ptr<const WeightIdentity> identity);
   std::shared_ptr<const WeightIdentity> identity() const;
@@ -184,13 +188,21 @@ class EngineLoop {
 
  private:
   struct Command {
-    enum class Kind : uint8_t { kAdd, kCancel, kCancelAll, kPause, kResume, kExclusive };
+    enum class Kind : uint8_t {
+      kAdd,
+      kCancel,
+      kCancelAll,
+      kPause,
+      kResume,
+      kExclusive,
+      kBetweenSteps
+    };
     Command(Kind k, std::shared_ptr<Ticket> t = nullptr) : kind(k), ticket(std::move(t)) {}
     Kind kind;
     std::shared_ptr<Ticket> ticket;
     PauseMode mode = PauseMode::kAbort;  // kPause
     std::shared_ptr<Gate> gate;          // kPause, kExclusive: the caller waits on it
-    std::function<void()> fn;            // kExclusive
+    std::function<void()> fn;            // kExclusive, kBetweenSteps
   };
   // Admissions are held while paused or while an exclusive task waits for the engine to empty.
   bool admitting() const { return !paused_ && !exclusive_; }

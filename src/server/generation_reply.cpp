@@ -31,6 +31,7 @@ HttpReply start_generation_reply(ServerContext& ctx, const GenerationFields& gen
   }
   meta.tokens_as_ids = gen.vllm.return_tokens_as_token_ids;
   meta.prompt_logprobs = gen.vllm.prompt_logprobs.has_value();
+  meta.token_ids = gen.vllm.return_token_ids;
   meta.routed_experts_k = gen.return_routed_experts ? ctx.n_experts_used : 0;
   HttpReply reply;
   reply.headers = generation_headers(meta);

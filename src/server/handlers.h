@@ -35,6 +35,11 @@ HttpReply handle_pause(ServerContext& ctx, std::string_view target, std::string_
 HttpReply handle_resume(ServerContext& ctx);
 HttpReply handle_is_paused(ServerContext& ctx);
 HttpReply handle_get_world_size(ServerContext& ctx);
+// GET /server_info?config_format=json: the served configuration under vLLM's names (what TRL's
+// VLLMClient reads: model_config.logprobs_mode, weight_transfer_config).
+HttpReply handle_server_info(ServerContext& ctx, std::string_view target);
+// POST /reset_prefix_cache: EngineLoop::reset_prefix_cache; {"success": true, "dropped_blocks"}.
+HttpReply handle_reset_prefix_cache(ServerContext& ctx, std::string_view body);
 HttpReply handle_init_weight_transfer_engine(ServerContext& ctx, std::string_view body);
 HttpReply handle_start_weight_update(ServerContext& ctx, std::string_view body);
 HttpReply handle_update_weights(ServerContext& ctx, std::string_view body);

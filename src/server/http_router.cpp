@@ -17,7 +17,7 @@ struct Route {
   std::string_view method;
 };
 
-constexpr std::array<Route, 15> kRoutes = {{
+constexpr std::array<Route, 17> kRoutes = {{
     {"/v1/completions", "POST"},
     {"/v1/chat/completions", "POST"},
     {"/v1/models", "GET"},
@@ -29,6 +29,8 @@ constexpr std::array<Route, 15> kRoutes = {{
     {"/resume", "POST"},
     {"/is_paused", "GET"},
     {"/get_world_size", "GET"},
+    {"/server_info", "GET"},
+    {"/reset_prefix_cache", "POST"},
     {"/init_weight_transfer_engine", "POST"},
     {"/start_weight_update", "POST"},
     {"/update_weights", "POST"},
@@ -110,6 +112,8 @@ HttpReply dispatch(ServerContext& ctx, const HttpRequestIn& req, std::string_vie
   if (path == "/resume") return handle_resume(ctx);
   if (path == "/is_paused") return handle_is_paused(ctx);
   if (path == "/get_world_size") return handle_get_world_size(ctx);
+  if (path == "/server_info") return handle_server_info(ctx, req.target);
+  if (path == "/reset_prefix_cache") return handle_reset_prefix_cache(ctx, body);
   if (path == "/init_weight_transfer_engine") return handle_init_weight_transfer_engine(ctx, body);
   if (path == "/start_weight_update") return handle_start_weight_update(ctx, body);
   if (path == "/update_weights") return handle_update_weights(ctx, body);
@@ -225,8 +229,8 @@ bool route_is_quick(const HttpRequestIn& req) {
 
 bool route_is_control(const HttpRequestIn& req) {
   const std::string_view p = target_path(req.target);
-  return p == "/pause" || p == "/init_weight_transfer_engine" || p == "/start_weight_update" ||
-         p == "/update_weights" || p == "/finish_weight_update";
+  return p == "/pause" || p == "/reset_prefix_cache" || p == "/init_weight_transfer_engine" ||
+         p == "/start_weight_update" || p == "/update_weights" || p == "/finish_weight_update";
 }
 
 bool same_secret(std::string_view a, std::string_view b) {

@@ -34,7 +34,7 @@ std::string_view endpoint_label(std::string_view path);
 // that can block (everything but POST).
 bool route_is_quick(const HttpRequestIn& req);
 // Whether the request runs on the control pool rather than the worker pool: vLLM's RL control
-// endpoints (/pause, the weight transfer), which must get through while a pause holds
+// endpoints (/pause, /reset_prefix_cache, the weight transfer), which must get through while a pause holds
 // generation requests in every worker. (/resume never blocks: it is quick.)
 bool route_is_control(const HttpRequestIn& req);
 

@@ -187,6 +187,11 @@ GenerationFields parse_common(FieldReader& r, const RequestLimits& limits) {
                       "'prompt_logprobs' is returned only in whole responses: send stream: false "
                       "(or score the prompt with echo and logprobs)");
   }
+  if (g.stream && g.vllm.return_token_ids) {
+    throw_bad_request("return_token_ids",
+                      "'return_token_ids' is returned only in whole responses: send stream: "
+                      "false (a stream's logprobs with return_tokens_as_token_ids name each id)");
+  }
   if (const json* so = r.get_raw("stream_options")) {
     if (!g.stream) {
       throw_bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");

@@ -175,6 +175,17 @@ json prompt_routed_experts_json(const PromptState& p, int32_t k) {
   return out;
 }
 
+namespace {
+
+std::vector<int32_t> output_ids(const ChoiceState& c) {
+  std::vector<int32_t> ids;
+  ids.reserve(c.tokens.size());
+  for (const engine::TokenEvent& t : c.tokens) ids.push_back(t.token);
+  return ids;
+}
+
+}  // namespace
+
 json completion_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tokenizer,
                          bool echo, bool logprobs) {
   json choices = json::array();
@@ -194,6 +205,10 @@ json completion_response(const ResponseMeta& meta, Generation& g, const Tokenize
                        {"stop_reason", stop_reason_json(c)}});
     if (meta.prompt_logprobs) {
       choices.back()["prompt_logprobs"] = prompt_logprobs_json(tokenizer, p, meta.tokens_as_ids);
+    }
+    if (meta.token_ids) {
+      choices.back()["prompt_token_ids"] = p.ids;
+      choices.back()["token_ids"] = output_ids(c);
     }
     if (meta.routed_experts_k > 0) {
       choices.back()["routed_experts"] = routed_experts_json(c.tokens, meta.routed_experts_k);
@@ -257,9 +272,11 @@ json chat_response(const ResponseMeta& meta, Generation& g, const Tokenizer& tok
     if (meta.routed_experts_k > 0) {
       choices.back()["routed_experts"] = routed_experts_json(c.tokens, meta.routed_experts_k);
     }
+    if (meta.token_ids) choices.back()["token_ids"] = output_ids(c);
   }
   json j = envelope(meta, "chat.completion");
   j["choices"] = std::move(choices);
+  if (meta.token_ids) j["prompt_token_ids"] = g.prompts().front().ids;
   if (meta.prompt_logprobs) {
     j["prompt_logprobs"] = prompt_logprobs_json(tokenizer, g.prompts().front(), meta.tokens_as_ids);
     if (meta.routed_experts_k > 0) {

@@ -28,6 +28,8 @@ struct ResponseMeta {
   bool tokens_as_ids = false;
   // vLLM's prompt_logprobs: the response carries each prompt token's logprob.
   bool prompt_logprobs = false;
+  // vLLM's return_token_ids: prompt_token_ids and token_ids in the response.
+  bool token_ids = false;
   // return_routed_experts: the model's experts per token (k), by which the response nests each
   // token's ids into per-layer lists; 0 when not asked for.
   int32_t routed_experts_k = 0;

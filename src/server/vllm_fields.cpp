@@ -58,6 +58,7 @@ VllmFields parse_vllm_fields(FieldReader& r, const RequestLimits& limits) {
     f.prompt_logprobs = static_cast<int32_t>(*p);
   }
   f.return_tokens_as_token_ids = r.get_bool("return_tokens_as_token_ids").value_or(false);
+  f.return_token_ids = r.get_bool("return_token_ids").value_or(false);
   if (auto t = r.get_int("truncate_prompt_tokens", -1, kIntMax)) {
     if (*t == 0) {
       throw_bad_request("truncate_prompt_tokens",

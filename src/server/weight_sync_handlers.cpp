@@ -1,11 +1,13 @@
-// vLLM's RL control endpoints on detllm serve: /pause, /resume, /is_paused, /get_world_size and
-// the weight-transfer protocol (weight_sync.h). Query parameters as vLLM's: /pause?mode=wait.
+// vLLM's RL control endpoints on detllm serve: /pause, /resume, /is_paused, /get_world_size,
+// /server_info, /reset_prefix_cache and the weight-transfer protocol (weight_sync.h). Query
+// parameters as vLLM's: /pause?mode=wait.
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include <map>
 
+#include "kernels/sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/handlers.h"
 #include "server/openai_schema.h"
@@ -113,6 +115,54 @@ HttpReply handle_is_paused(ServerContext& ctx) {
 
 HttpReply handle_get_world_size(ServerContext& ctx) {
   return json_reply({{"world_size", ctx.world_size}});
+}
+
+HttpReply handle_server_info(ServerContext& ctx, std::string_view target) {
+  bool as_json = false;  // vLLM's default config_format is text: the config as one string
+  for (const auto& [key, v] : query_params(target)) {
+    if (key != "config_format") {
+      throw ApiError(400,
+                     fmt::format("unknown query parameter '{}' of /server_info "
+                                 "(config_format)",
+                                 key),
+                     "invalid_request_error", key);
+    }
+    if (v != "json" && v != "text") {
+      throw ApiError(400, fmt::format("config_format={}: json or text", v), "invalid_request_error",
+                     key);
+    }
+    as_json = v == "json";
+  }
+  json names = json::array();
+  for (const auto& n : ctx.options.model_names) names.push_back(n);
+  // vLLM's names for what a client reads. logprobs_mode: the engine reports the model's
+  // logprobs before temperature and filters (docs/structured_output.md), vLLM's raw_logprobs.
+  // The weight transfer takes a backend per /init_weight_transfer_engine call, not one fixed
+  // at startup as vLLM's: both are listed; null without --weight-transfer.
+  json config = {{"model_config",
+                  {{"model", ctx.model_name()},
+                   {"served_model_name", std::move(names)},
+                   {"max_model_len", ctx.max_model_len},
+                   {"max_logprobs", SamplingParams::kMaxLogprobs},
+                   {"logprobs_mode", "raw_logprobs"}}},
+                 {"parallel_config", {{"world_size", ctx.world_size}}},
+                 {"weight_transfer_config",
+                  ctx.weight_sync != nullptr ? json{{"backends", {"path", "shm"}}} : json(nullptr)},
+                 {"detllm",
+                  {{"backend", ctx.backend_description},
+                   {"determinism", ctx.policy_description},
+                   {"system_fingerprint", ctx.fingerprint(true)},
+                   {"self_check", ctx.self_check_status}}}};
+  return json_reply({{"vllm_config", as_json ? config : json(dump_json(config))}});
+}
+
+HttpReply handle_reset_prefix_cache(ServerContext& ctx, std::string_view body) {
+  const json b = optional_body(body);
+  if (!b.is_null() && !(b.is_object() && b.empty())) {
+    throw ApiError(400, "/reset_prefix_cache takes no body", "invalid_request_error");
+  }
+  const int32_t dropped = ctx.loop->reset_prefix_cache();
+  return json_reply({{"success", true}, {"dropped_blocks", dropped}});
 }
 
 HttpReply handle_init_weight_transfer_engine(ServerContext& ctx, std::string_view body) {

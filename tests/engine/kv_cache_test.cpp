@@ -160,6 +160,32 @@ TEST(KvCache, PrefixHitFullPartialNone) {
   EXPECT_EQ(kv.stats().n_referenced, 0);
 }
 
+// reset_prefix_cache: idle cached blocks are forgotten and freed; a block a sequence holds keeps
+// its key until released (then it is idle-cached again, as without the reset).
+TEST(KvCache, DropIdleCachedFreesOnlyUnheldBlocks) {
+  KvCacheManager kv(small_config(16));
+  const auto a = iota_tokens(9, 100);  // 2 full blocks
+  const auto b = iota_tokens(9, 200);
+  add_and_compute(kv, 1, a);
+  add_and_compute(kv, 2, b);
+  kv.free_sequence(1);  // a's 2 blocks idle-cached; b's held by sequence 2
+  const int32_t free_before = kv.n_free_blocks();
+  EXPECT_EQ(kv.drop_idle_cached(), 2);
+  kv.check_consistency();
+  EXPECT_EQ(kv.n_free_blocks(), free_before + 2);
+  EXPECT_EQ(kv.match_prefix(a, 0).n_tokens, 0);  // a is gone
+  EXPECT_EQ(kv.match_prefix(b, 0).n_tokens, 8);  // b is in use: kept
+  EXPECT_EQ(kv.stats().n_cached, 2);
+  EXPECT_EQ(kv.drop_idle_cached(), 0);  // nothing idle left
+  kv.free_sequence(2);
+  EXPECT_EQ(kv.drop_idle_cached(), 2);
+  kv.check_consistency();
+  EXPECT_EQ(kv.stats().n_cached, 0);
+  EXPECT_EQ(kv.n_free_blocks(), 16);
+  EXPECT_EQ(add_and_compute(kv, 3, a), 0);  // computed again, cached again
+  EXPECT_EQ(kv.stats().n_cached, 2);
+}
+
 TEST(KvCache, BlockIsCachedOnlyWhenFullAndComputed) {
   KvCacheManager kv(small_config(8));
   const auto a = iota_tokens(12);

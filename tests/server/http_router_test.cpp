@@ -173,6 +173,14 @@ TEST(HttpRouter, QuickRoutesRunNoHandlerThatBlocks) {
   HttpRequestIn post = get("/v1/completions");
   post.method = "POST";
   EXPECT_FALSE(route_is_quick(post));
+  EXPECT_TRUE(route_is_quick(get("/server_info?config_format=json")));
+  // /reset_prefix_cache waits for the engine thread between two steps: the control pool, so a
+  // pause holding generation requests in every worker does not hold it.
+  HttpRequestIn reset = get("/reset_prefix_cache");
+  reset.method = "POST";
+  EXPECT_FALSE(route_is_quick(reset));
+  EXPECT_TRUE(route_is_control(reset));
+  EXPECT_FALSE(route_is_control(post));
 }
 
 TEST(RequestLog, ControlBytesAreEscaped) {
