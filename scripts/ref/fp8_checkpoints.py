@@ -38,6 +38,9 @@ import transformers
 from safetensors.torch import save_file, load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_checkpoints import randomize  # noqa: E402  (the same random weights as the bf16 fixtures)
+
 F8 = torch.float8_e4m3fn
 MAX = 448.0
 SEQ_LENS = [40, 17]
@@ -111,19 +114,6 @@ def quantize_weight(w, strategy):
             s[i, j] = blk.abs().amax() / MAX
             codes[128 * i:128 * i + 128, 128 * j:128 * j + 128] = e4m3(blk / s[i, j])
     return codes, s
-
-
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in sorted(model.named_parameters()):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "norm" in name:
-                p.copy_(1.0 + 0.1 * r)
-            elif "embed_tokens" in name:
-                p.copy_(0.5 * r)
-            else:
-                p.copy_(0.05 * r)
 
 
 def ct_config(strategy, static):
