@@ -25,6 +25,7 @@
 #include "formats/dequant.h"
 #include "kernels/ops.h"
 #include "model/fp8_weights.h"
+#include "model/checkpoint_test_util.h"
 #include "model/llama_model.h"
 #include "model/model_loader.h"
 #include "model/solo_runner.h"
@@ -48,39 +49,11 @@ const char* const kCases[] = {"ct_channel", "ct_static", "ct_block", "fbgemm"};
 constexpr float kAbsTol = 1e-5f;
 constexpr float kRelTol = 1e-5f;
 
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  EXPECT_TRUE(in.good()) << p;
-  return json::parse(in);
-}
-
-std::vector<float> read_f32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary | std::ios::ate);
-  EXPECT_TRUE(in.good()) << p;
-  std::vector<float> v(static_cast<size_t>(in.tellg()) / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  return v;
-}
-
-struct Loaded {
-  std::unique_ptr<LoadedModel> model;
-  std::unique_ptr<kernels::Ops> ops;
-  std::unique_ptr<LlamaModel> llama;
-};
-
-Loaded load(const fs::path& dir) {
-  Loaded l;
-  l.model = load_model(dir.string());
-  l.ops = kernels::make_cpu_ops(2);
-  l.llama = std::make_unique<LlamaModel>(l.model->config, l.model->weights, *l.ops);
-  return l;
-}
-
-std::vector<float> all_logits(const Loaded& l, const std::vector<int32_t>& ids) {
-  SoloRunner runner(*l.llama, static_cast<int32_t>(ids.size()) + 1);
-  return runner.feed(ids, /*all_logits=*/true);
-}
+using checkpoint_testing::all_logits;
+using checkpoint_testing::load;
+using checkpoint_testing::Loaded;
+using checkpoint_testing::read_f32;
+using checkpoint_testing::read_json;
 
 // A copy of checkpoint `c` whose config.json is `edit`ed (the safetensors file linked).
 fs::path edited(const std::string& c, const std::function<void(json&)>& edit) {
