@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
+import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 
 class Batcher:
+    # Calls that arrive together (verl's agent loops start all their coroutines at once) must
+    # share one batch: a batch runs to its end before the next starts, so a first call taken
+    # alone would make all the others wait a whole batch. The worker therefore takes a batch
+    # only once the queue has not grown for LINGER_S (at most MAX_LINGER_S after the first
+    # call) — a few milliseconds, against batches that take seconds.
+    LINGER_S = 0.002
+    MAX_LINGER_S = 0.05
+
     def __init__(self, llm: Any) -> None:
         self.llm = llm
         self._lock = threading.Lock()
@@ -71,11 +80,25 @@ class Batcher:
                 return None
             if self._queue[0][0] == "call":
                 return [self._queue.pop(0)]
+            self._linger()
             n = 0
             while n < len(self._queue) and self._queue[n][0] == "generate":
                 n += 1
             taken, self._queue = self._queue[:n], self._queue[n:]
             return taken
+
+    def _linger(self) -> None:
+        """With the lock held: waits while more calls keep arriving (see LINGER_S)."""
+        deadline = time.monotonic() + self.MAX_LINGER_S
+        seen = len(self._queue)
+        while not self._closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(min(self.LINGER_S, left))
+            if len(self._queue) == seen:
+                return
+            seen = len(self._queue)
 
     def _loop(self) -> None:
         while True:
