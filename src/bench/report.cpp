@@ -76,6 +76,20 @@ std::string share_cell(double s) {
 }
 
 // "3: 15.56–16.11" (repetitions: fastest–slowest duration); "1" for a single run.
+// The run column of the per-run tables: its arrival rate, or "offline".
+std::string arrival_cell(const RunResult& r) {
+  return r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline");
+}
+
+// Whether any run of any mode satisfies pred (the optional tables print only then).
+template <typename Pred>
+bool any_run(const BenchReport& rep, Pred pred) {
+  for (const ModeReport& m : rep.modes)
+    for (const RunResult& r : m.runs)
+      if (pred(r)) return true;
+  return false;
+}
+
 std::string repeat_cell(const RunResult& r) {
   const std::vector<double>& d = r.repeat_durations_s;
   if (d.empty()) return "1";
@@ -320,10 +334,7 @@ std::string report_markdown(const BenchReport& rep) {
       }
     }
   }
-  bool any_verified = false;
-  for (const ModeReport& m : rep.modes)
-    for (const RunResult& r : m.runs) any_verified = any_verified || r.n_verify_windows > 0;
-  if (any_verified) {
+  if (any_run(rep, [](const RunResult& r) { return r.n_verify_windows > 0; })) {
     fmt::format_to(out,
                    "\n## Verified mode: verification and rollback (LLM-42's table 2)\n\n"
                    "| mode | window | group tokens | group requests | run | det % | windows | "
@@ -341,16 +352,13 @@ std::string report_markdown(const BenchReport& rep) {
         if (r.n_verify_windows == 0) continue;
         fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f}% |\n",
                        m.mode, window, group, group_requests,
-                       r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline"),
+                       arrival_cell(r),
                        share_cell(r.det_share), r.n_verify_windows, r.n_rollbacks,
                        r.n_rolled_back_tokens, r.n_verify_tokens, 100.0 * r.verify_share());
       }
     }
   }
-  bool any_drafted = false;
-  for (const ModeReport& m : rep.modes)
-    for (const RunResult& r : m.runs) any_drafted = any_drafted || r.n_draft_tokens > 0;
-  if (any_drafted) {
+  if (any_run(rep, [](const RunResult& r) { return r.n_draft_tokens > 0; })) {
     fmt::format_to(out,
                    "\n## Speculative decoding (vLLM's spec_decode counters)\n\n"
                    "| mode | run | det % | drafts | draft tokens | accepted tokens | acceptance "
@@ -360,7 +368,7 @@ std::string report_markdown(const BenchReport& rep) {
       for (const RunResult& r : m.runs) {
         if (r.n_draft_tokens == 0) continue;
         fmt::format_to(out, "| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.2f} |\n", m.mode,
-                       r.online() ? fmt::format("{:g} req/s", r.rate) : std::string("offline"),
+                       arrival_cell(r),
                        share_cell(r.det_share), r.n_drafts, r.n_draft_tokens,
                        r.n_accepted_draft_tokens, 100.0 * r.acceptance_rate(),
                        r.mean_accepted_length());
