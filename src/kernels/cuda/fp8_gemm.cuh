@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 
@@ -211,6 +212,20 @@ cudaError_t run(const GemmParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   gemm_kernel<C, SPLIT_CONTROL><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
+}
+
+// A linear layer as both FP8 GEMMs run it: the rows quantized (launch_fp8_quantize_rows) into
+// xq / x_scale, then `gemm` (launch_fp8_gemm or launch_fp8_gemm_wg) on them.
+template <class Gemm>
+cudaError_t quantize_then(const void* x, bool x_bf16, int32_t m, const uint8_t* w,
+                          const float* w_scale, int64_t n, int64_t k, const float* bias, float* y,
+                          uint8_t* xq, float* x_scale, int variant, cudaStream_t stream,
+                          Gemm gemm) {
+  if (m == 0) return cudaSuccess;
+  if (!fp8_gemm_shape_supported(n, k)) return cudaErrorInvalidValue;
+  const cudaError_t err = launch_fp8_quantize_rows(x, x_bf16, m, k, xq, x_scale, stream);
+  if (err != cudaSuccess) return err;
+  return gemm(xq, x_scale, m, w, w_scale, n, k, bias, y, variant, stream);
 }
 
 }  // namespace detllm::kernels::cuda::fp8

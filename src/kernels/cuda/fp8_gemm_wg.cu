@@ -39,11 +39,8 @@ cudaError_t launch_fp8_linear_wg(const void* x, bool x_bf16, int32_t m, const ui
                                  const float* w_scale, int64_t n, int64_t k, const float* bias,
                                  float* y, uint8_t* xq, float* x_scale, int variant,
                                  cudaStream_t stream) {
-  if (m == 0) return cudaSuccess;
-  if (!fp8_gemm_shape_supported(n, k)) return cudaErrorInvalidValue;
-  const cudaError_t err = launch_fp8_quantize_rows(x, x_bf16, m, k, xq, x_scale, stream);
-  if (err != cudaSuccess) return err;
-  return launch_fp8_gemm_wg(xq, x_scale, m, w, w_scale, n, k, bias, y, variant, stream);
+  return fp8::quantize_then(x, x_bf16, m, w, w_scale, n, k, bias, y, xq, x_scale, variant, stream,
+                            launch_fp8_gemm_wg);
 }
 
 }  // namespace detllm::kernels::cuda
