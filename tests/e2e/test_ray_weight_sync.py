@@ -11,12 +11,18 @@ weights go in through the weight-sync endpoints behind the router's version barr
   back give the first outputs again, bit for bit.
 - A tensor of the wrong shape is refused by every replica with nothing written anywhere; the
   pool keeps serving its version and the next update goes through.
+- A replica killed after in-place updates (SIGKILL) and brought back by restart_replica: the
+  updates are applied again in order (the path one by its path, the tensor one from the copy
+  keep_updates made), it is admitted with the pool's fingerprint and, serving alone, gives the
+  pool's outputs bit for bit. Without keep_updates the tensor update cannot be replayed: a
+  clear refusal, and the replica is not admitted.
 
 The weight changed is the final norm, which the default GGUF holds as F32 (so the same values
 can be written into a GGUF copy for the fresh pool), as in test_weight_sync.py.
 """
 import os
 import shutil
+import signal
 import sys
 import threading
 
@@ -52,11 +58,11 @@ def replay(pool):
             for o in outs], versions.pop()
 
 
-def make_pool(n, model):
+def make_pool(n, model, **options):
     from detllm.ray import LLMPool
 
     return LLMPool(n, model=model, serve_args=SERVE_ARGS, binary=find_binary(), api_key=API_KEY,
-                   ray_num_cpus=4, health_interval=0.2)
+                   ray_num_cpus=4, health_interval=0.2, **options)
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +168,39 @@ def test_a_bad_tensor_writes_nothing_and_the_pool_goes_on(setup):
     # The sessions the refusal left open were closed: the next update goes through.
     pool.update_weights({NORM_HF: setup["norm"]}, version="3")
     assert replay(pool) == (setup["first"], "3")
+
+
+def kill(pool, name):
+    os.kill(pool.replicas.pid(name), signal.SIGKILL)
+    assert wait_until(lambda: any(b["name"] == name and b["state"] == "down"
+                                  for b in pool.replicas.router.status()["replicas"]), 60)
+
+
+def test_a_replica_restarted_after_a_crash_gets_the_updates_again(setup):
+    # The module's pool took version 2 and 3 as tensors it did not keep: r0 cannot be brought
+    # back to version 3, and is not admitted on its file's weights.
+    pool = setup["pool"]
+    kill(pool, "r0")
+    with pytest.raises(RuntimeError, match="keep_updates=True"):
+        pool.restart_replica("r0")
+    assert replay(pool) == (setup["first"], "3")  # r1 serves on
+
+    kept = make_pool(2, DEFAULT_MODEL, keep_updates=True)
+    try:
+        kept.update_weights(setup["ckpt"], version="1")                           # path
+        kept.update_weights({NORM_HF: setup["norm"] * np.float32(1.5)}, version="2")  # shm, kept
+        before, version = replay(kept)
+        assert version == "2" and before != setup["first"]
+        fp = kept.replicas.router.status()["fingerprint"]
+        pid = kept.replicas.pid("r0")
+        kill(kept, "r0")
+        info = kept.restart_replica("r0")
+        assert info["weight_version"] == "2" and kept.replicas.pid("r0") != pid
+        assert {(b["name"], b["state"], b["fingerprint"]) for b in
+                kept.replicas.router.status()["replicas"]} == {("r0", "up", fp), ("r1", "up", fp)}
+        kept.replicas.router.drain("r1", migrate=False)  # r0 alone serves the replay
+        after, version = replay(kept)
+        assert {o["replica"] for o in kept.generate(PROMPTS[:2], max_tokens=1)} == {"r0"}
+        assert (after, version) == (before, "2")
+    finally:
+        kept.shutdown()

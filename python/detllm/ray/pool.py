@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from . import weight_transfer as wt
 from .cluster import ReplicaSet
@@ -98,11 +100,16 @@ class LLMPool:
     def __init__(self, n: int, model: Optional[str] = None, serve_args: Sequence[str] = (),
                  binary: Optional[str] = None, address: Optional[str] = None,
                  weight_version: str = "0", concurrency: int = 64,
-                 weight_transfer: Optional[bool] = None, **replica_set_options):
+                 weight_transfer: Optional[bool] = None, keep_updates: bool = False,
+                 **replica_set_options):
         """weight_transfer: start the replicas with --weight-transfer (the in-place update
         endpoints; the server then holds GGUF weights as fp32, the same logits, and runs the
         CPU backend only). None: on unless serve_args choose another backend. False:
-        update_weights restarts the replicas."""
+        update_weights restarts the replicas.
+
+        keep_updates: also keep each in-place update given as tensors (a safetensors file in a
+        directory the pool owns), so that restart_replica can bring a crashed replica back to
+        the pool's weights. Updates from a path are always remembered (by their path)."""
         args = list(serve_args) + (["--model", model] if model else [])
         if weight_transfer is None:
             weight_transfer = _backend_of(args) == "cpu"
@@ -111,7 +118,7 @@ class LLMPool:
         rs = ReplicaSet(n, args, binary=binary, address=address,
                         weight_version=weight_version, **replica_set_options)
         rs.start()
-        self._attach(rs, concurrency)
+        self._attach(rs, concurrency, keep_updates)
 
     @classmethod
     def from_replicas(cls, replicas: ReplicaSet, concurrency: int = 64) -> "LLMPool":
@@ -120,7 +127,7 @@ class LLMPool:
         pool._attach(replicas, concurrency)
         return pool
 
-    def _attach(self, replicas: ReplicaSet, concurrency: int) -> None:
+    def _attach(self, replicas: ReplicaSet, concurrency: int, keep_updates: bool = False) -> None:
         self.replicas = replicas
         self.url = replicas.url
         self.api_key = replicas.api_key
@@ -130,6 +137,13 @@ class LLMPool:
         self.last_update: Optional[dict] = None
         # Set once the running processes hold in-place weights (a restart would lose them).
         self._in_place_version: Optional[str] = None
+        # The in-place updates since the processes loaded their model file, in order, for
+        # restart_replica: (version, safetensors path, or None where the tensors were not kept),
+        # and the version label of the file itself.
+        self.keep_updates = keep_updates
+        self._updates: List[Tuple[str, Optional[str]]] = []
+        self._file_version = replicas.weight_version
+        self._kept_dir: Optional[str] = None
 
     # ----- calls --------------------------------------------------------------------------
     def _post(self, path: str, body: dict) -> dict:
@@ -217,6 +231,9 @@ class LLMPool:
         elif not in_place:
             raise ValueError("tensors can only go into replicas started with --weight-transfer "
                              "(LLMPool(weight_transfer=True), the default)")
+        elif self.keep_updates:
+            # Read twice (staged, then kept): an iterator would be spent by the first.
+            weights = list(weights.items()) if hasattr(weights, "items") else list(weights)
         router.pause(timeout)  # new calls wait; the ones in flight end on the old weights
         try:
             if reason is None:
@@ -233,6 +250,7 @@ class LLMPool:
                 finally:
                     staged.close()
                 if reason is None:
+                    self._remember(weights, version)
                     self.last_update = {"method": "in_place", "backend": staged.backend,
                                         "seconds": time.perf_counter() - t0, "reason": None}
                     return fp
@@ -318,7 +336,69 @@ class LLMPool:
                                   ReplicaIdentity(**info["identity"]))
         rs.weight_version = version
         self._in_place_version = None  # the processes hold the file's weights again
+        self._updates, self._file_version = [], version
         return idents[0][1].fingerprint
+
+    # ----- a replica back after a crash ---------------------------------------------------
+    def _remember(self, weights, version: str) -> None:
+        """Records an in-place update for restart_replica (the path, or a kept copy)."""
+        if isinstance(weights, str):
+            self._updates.append((version, os.path.abspath(weights)))
+            return
+        kept = None
+        if self.keep_updates:
+            if self._kept_dir is None:
+                self._kept_dir = tempfile.mkdtemp(prefix="detllm-pool-updates-")
+            kept = os.path.join(self._kept_dir, f"update-{len(self._updates):04d}.safetensors")
+            items = weights.items() if hasattr(weights, "items") else weights
+            wt.write_safetensors(kept, [(n, *wt.as_bytes(n, t)) for n, t in items])
+        self._updates.append((version, kept))
+
+    def restart_replica(self, name: str, timeout: float = 600.0) -> dict:
+        """Restarts one replica's process (after a crash) and brings it to the pool's weights
+        before it gets traffic: the process loads its model file, the in-place updates since
+        that file are applied again in their order (each through the same weight-sync
+        endpoints), and the router admits it only if its fingerprint is then the pool's —
+        the same check as any replica gets. Other replicas keep serving meanwhile.
+        Raises RuntimeError, naming the version, when an update was given as tensors that
+        the pool did not keep (LLMPool(keep_updates=True) keeps them)."""
+        import ray
+
+        rs, router = self.replicas, self.replicas.router
+        lost = [v for v, p in self._updates if p is None]
+        if lost:
+            raise RuntimeError(
+                f"replica {name} cannot be brought back to weight version {self._updates[-1][0]}: "
+                f"the update(s) {', '.join(lost)} came as tensors and were not kept (start the "
+                f"pool with keep_updates=True, or update_weights from a path / restart the pool "
+                f"on a checkpoint)")
+        with router.lock:
+            if name in router.backends:
+                router.backends[name].state = "down"  # no traffic until it is brought back
+        info = ray.get(rs.actors[name].restart.remote(None, self._file_version), timeout=timeout)
+        url, version = info["url"], self._file_version
+        for version, path in self._updates:
+            staged = wt.stage_path(path)
+            try:
+                _, error = wt.stage_everywhere({name: url}, staged, self.api_key, timeout)
+                if error is not None:
+                    raise error
+                _, failed = wt.finish_everywhere({name: url}, version, self.api_key, timeout)
+                if failed:
+                    raise wt.WeightTransferError(
+                        f"replica {name}: applying version {version} again failed: "
+                        f"{failed[name]}", failed, refused=False)
+            finally:
+                staged.close()
+        ident = fetch_identity(url, self.api_key)
+        router.update_replica(name, url, version, ident)  # FingerprintMismatch if it differs
+        ray.get(rs.actors[name].set_weight_version.remote(version))
+        info = {**info, "weight_version": version, "identity": ident.__dict__}
+        rs.infos[name] = info
+        return info
 
     def shutdown(self) -> None:
         self.replicas.shutdown()
+        if self._kept_dir is not None:
+            shutil.rmtree(self._kept_dir, ignore_errors=True)
+            self._kept_dir = None
