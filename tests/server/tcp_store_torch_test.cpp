@@ -29,13 +29,19 @@ import ctypes, os, pickle, socket, sys, types
 from datetime import timedelta
 import torch.distributed as dist
 
-# vLLM's structure, under vLLM's module name, so the pickle is byte for byte vLLM's.
-m = types.ModuleType("vllm.distributed.device_communicators.pynccl_wrapper")
+# vLLM's structure, under vLLM's module name, so the pickle is byte for byte vLLM's (the
+# package chain is registered so that pickle can import the name back).
+name = "vllm.distributed.device_communicators.pynccl_wrapper"
+parts = name.split(".")
+for i in range(1, len(parts) + 1):
+    sys.modules[".".join(parts[:i])] = types.ModuleType(".".join(parts[:i]))
+for i in range(1, len(parts)):
+    setattr(sys.modules[".".join(parts[:i])], parts[i], sys.modules[".".join(parts[:i + 1])])
+m = sys.modules[name]
 class ncclUniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_byte * 128)]
-ncclUniqueId.__module__ = m.__name__
+ncclUniqueId.__module__ = name
 m.ncclUniqueId = ncclUniqueId
-sys.modules[m.__name__] = m
 
 # StatelessProcessGroup.create(host, port, rank=0, world_size=2)
 listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
