@@ -168,23 +168,47 @@ json trl_init(uint64_t buffer) {
                          {"packed_buffer_size_bytes", buffer}}}};
 }
 
-// The new values of a test update: the final norm x 1.5 (fp32) and layer 0's up_proj x 0.5
-// (as bf16), packed into several chunks.
+// The new values of a test update, in the order they are sent: the final norm x 1.5 and
+// layer 0's norms x 1.1 (fp32), layer 0's up_proj x 0.5 (as bf16), layer 1's norms x 0.9. With
+// a buffer of three norm vectors the packed cut is [3 norms + up_proj], [2 norms]: two
+// broadcasts for six tensors, where the unpacked cut has six.
 struct Update {
   std::vector<Sent> sent;
-  std::vector<float> norm, up;  // the values the engine must then hold
+  std::vector<std::pair<std::vector<float>* (*)(TinyServer&), std::vector<float>>> vectors;
+  std::vector<float> up;  // layer 0's up_proj as the engine must then hold it
+  uint64_t buffer = 0;
 };
 
 Update make_update(TinyServer& s) {
   Update u;
-  u.norm = s.weights.out_norm;
-  for (float& x : u.norm) x *= 1.5f;
+  using Get = std::vector<float>* (*)(TinyServer&);
+  auto vec = [&](const std::string& name, Get get, float scale) {
+    std::vector<float> v = *get(s);
+    for (float& x : v) x *= scale;
+    u.sent.push_back(f32_tensor(name, v));
+    u.vectors.emplace_back(get, v);
+  };
+  vec("model.norm.weight", [](TinyServer& t) { return &t.weights.out_norm; }, 1.5f);
+  vec("model.layers.0.input_layernorm.weight",
+      [](TinyServer& t) { return &t.weights.layers.at(0).attn_norm; }, 1.1f);
+  vec("model.layers.0.post_attention_layernorm.weight",
+      [](TinyServer& t) { return &t.weights.layers.at(0).ffn_norm; }, 1.1f);
   const HostTensor& w = s.weights.layers.at(0).w_up.w;
   std::vector<float> half(w.data);
   for (float& x : half) x *= 0.5f;
   u.sent.push_back(bf16_tensor("model.layers.0.mlp.up_proj.weight", w.shape, half, &u.up));
-  u.sent.push_back(f32_tensor("model.norm.weight", u.norm));
+  vec("model.layers.1.input_layernorm.weight",
+      [](TinyServer& t) { return &t.weights.layers.at(1).attn_norm; }, 0.9f);
+  vec("model.layers.1.post_attention_layernorm.weight",
+      [](TinyServer& t) { return &t.weights.layers.at(1).ffn_norm; }, 0.9f);
+  u.buffer = 3 * s.weights.out_norm.size() * sizeof(float);
   return u;
+}
+
+// A server whose weights hold the update's values before any engine runs.
+void apply(const Update& u, TinyServer& t) {
+  for (const auto& [get, values] : u.vectors) std::copy(values.begin(), values.end(), get(t)->begin());
+  std::copy(u.up.begin(), u.up.end(), t.weights.layers.at(0).w_up.w.data.begin());
 }
 
 TEST(WeightSyncNccl, TrlsInitJoinsAndAPackedUpdateReplaysAsTheNewWeights) {
@@ -193,8 +217,8 @@ TEST(WeightSyncNccl, TrlsInitJoinsAndAPackedUpdateReplaysAsTheNewWeights) {
   WeightSync ws(*s.loop, s.config, s.weights, identity_fn(), fake_factory(wire), 3);
   s.ctx->weight_sync = &ws;
   const Out before = complete(*s.ctx);
-  const uint64_t buffer = 1000;  // several chunks: up_proj alone crosses it
-  HttpReply init = post(*s.ctx, "/init_weight_transfer_engine", trl_init(buffer));
+  const Update u = make_update(s);
+  HttpReply init = post(*s.ctx, "/init_weight_transfer_engine", trl_init(u.buffer));
   ASSERT_EQ(init.status, 200) << init.body;
   EXPECT_EQ(json::parse(init.body)["backend"], "nccl");
   ASSERT_EQ(wire.joins.size(), 1u);
@@ -205,9 +229,8 @@ TEST(WeightSyncNccl, TrlsInitJoinsAndAPackedUpdateReplaysAsTheNewWeights) {
   EXPECT_EQ(wire.joins[0].device, 3);
   EXPECT_FALSE(wire.joins[0].unique_id.has_value());
 
-  const Update u = make_update(s);
-  trainer_broadcast(wire, u.sent, true, buffer);
-  EXPECT_GT(wire.broadcasts.size(), 2u);
+  trainer_broadcast(wire, u.sent, true, u.buffer);
+  EXPECT_EQ(wire.broadcasts.size(), 2u);  // six tensors packed into two chunks
   ASSERT_EQ(post(*s.ctx, "/start_weight_update", json::object()).status, 200);
   HttpReply up = post(*s.ctx, "/update_weights", {{"update_info", update_info(u.sent)}});
   ASSERT_EQ(up.status, 200) << up.body;
@@ -217,29 +240,23 @@ TEST(WeightSyncNccl, TrlsInitJoinsAndAPackedUpdateReplaysAsTheNewWeights) {
   const Out after = complete(*s.ctx);
   EXPECT_EQ(after.version, "update-1");
   EXPECT_FALSE(after == before);
-
   TinyServer fresh;
-  fresh.weights.out_norm = u.norm;
-  std::copy(u.up.begin(), u.up.end(), fresh.weights.layers.at(0).w_up.w.data.begin());
+  apply(u, fresh);
   EXPECT_TRUE(complete(*fresh.ctx) == after);
 
-  // Empty lists: vLLM reuses the previous update's names, dtypes and shapes (unpacked here,
-  // as vLLM < 0.28 asked per update). Sending the old values back gives the first outputs.
-  std::vector<Sent> back = u.sent;
-  std::vector<float> ignored;
-  back[0] = bf16_tensor(back[0].name, back[0].shape, s.weights.layers.at(0).w_up.w.data, &ignored);
-  // (bf16 of the original weights is not the original fp32; so compare with a fresh server
-  // holding those bf16 values rather than with `before`.)
-  back[1] = f32_tensor("model.norm.weight", TinyServer().weights.out_norm);
-  trainer_broadcast(wire, back, false, buffer);
+  // Empty lists: vLLM reuses the previous update's names, dtypes and shapes; here unpacked (as
+  // vLLM < 0.28 said per update). The same values again give the same outputs.
+  trainer_broadcast(wire, u.sent, false, u.buffer);
+  EXPECT_EQ(wire.broadcasts.size(), u.sent.size());
   ASSERT_EQ(post(*s.ctx, "/start_weight_update", nullptr).status, 200);
   HttpReply again = post(*s.ctx, "/update_weights", {{"update_info", {{"names", json::array()},
       {"dtype_names", json::array()}, {"shapes", json::array()}, {"packed", false}}}});
   ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(wire.broadcasts.empty());
   ASSERT_EQ(post(*s.ctx, "/finish_weight_update", {{"weight_version", "v2"}}).status, 200);
-  TinyServer fresh2;
-  std::copy(ignored.begin(), ignored.end(), fresh2.weights.layers.at(0).w_up.w.data.begin());
-  EXPECT_TRUE(complete(*fresh2.ctx) == complete(*s.ctx));
+  const Out replay = complete(*s.ctx);
+  EXPECT_EQ(replay.version, "v2");
+  EXPECT_TRUE(replay == after);
 }
 
 TEST(WeightSyncNccl, RefusedUpdatesTakeEveryBroadcastAndStageNothing) {
@@ -248,16 +265,16 @@ TEST(WeightSyncNccl, RefusedUpdatesTakeEveryBroadcastAndStageNothing) {
   WeightSync ws(*s.loop, s.config, s.weights, identity_fn(), fake_factory(wire));
   s.ctx->weight_sync = &ws;
   const Out before = complete(*s.ctx);
-  ASSERT_EQ(post(*s.ctx, "/init_weight_transfer_engine", trl_init(1000)).status, 200);
-  ASSERT_EQ(post(*s.ctx, "/start_weight_update", nullptr).status, 200);
   Update u = make_update(s);
+  ASSERT_EQ(post(*s.ctx, "/init_weight_transfer_engine", trl_init(u.buffer)).status, 200);
+  ASSERT_EQ(post(*s.ctx, "/start_weight_update", nullptr).status, 200);
   std::vector<Sent> bad = u.sent;
   bad.push_back(f32_tensor("model.layers.0.bogus.weight", {1, 2, 3}));
   Sent f64{"model.layers.0.input_layernorm.weight", "float64",
            {static_cast<int64_t>(s.weights.layers.at(0).attn_norm.size())}, {}};
   f64.bytes.resize(s.weights.layers.at(0).attn_norm.size() * 8);
   bad.push_back(f64);
-  trainer_broadcast(wire, bad, true, 1000);
+  trainer_broadcast(wire, bad, true, u.buffer);
   HttpReply r = post(*s.ctx, "/update_weights", {{"update_info", update_info(bad)}});
   EXPECT_EQ(r.status, 400);
   const std::string msg = json::parse(r.body)["error"]["message"];
@@ -266,10 +283,10 @@ TEST(WeightSyncNccl, RefusedUpdatesTakeEveryBroadcastAndStageNothing) {
   EXPECT_NE(msg.find("received and dropped"), std::string::npos) << msg;
   EXPECT_TRUE(wire.broadcasts.empty()) << "the refused update left broadcasts unreceived";
   // The group is still in step: the good update goes through after the refused one.
-  trainer_broadcast(wire, u.sent, true, 1000);
+  trainer_broadcast(wire, u.sent, true, u.buffer);
   ASSERT_EQ(post(*s.ctx, "/update_weights", {{"update_info", update_info(u.sent)}}).status, 200);
   // Twice the same tensor in one update: refused, drained.
-  trainer_broadcast(wire, u.sent, true, 1000);
+  trainer_broadcast(wire, u.sent, true, u.buffer);
   EXPECT_EQ(post(*s.ctx, "/update_weights", {{"update_info", update_info(u.sent)}}).status, 400);
   EXPECT_TRUE(wire.broadcasts.empty());
   ASSERT_EQ(post(*s.ctx, "/finish_weight_update", nullptr).status, 200);
@@ -282,12 +299,12 @@ TEST(WeightSyncNccl, AReceiverThatCutsOtherwiseFailsLoudly) {
   Wire wire;
   WeightSync ws(*s.loop, s.config, s.weights, identity_fn(), fake_factory(wire));
   s.ctx->weight_sync = &ws;
-  json init = trl_init(1000);
+  const Update u = make_update(s);
+  json init = trl_init(u.buffer);
   init["init_info"]["packed"] = false;
   ASSERT_EQ(post(*s.ctx, "/init_weight_transfer_engine", init).status, 200);
   ASSERT_EQ(post(*s.ctx, "/start_weight_update", nullptr).status, 200);
-  const Update u = make_update(s);
-  trainer_broadcast(wire, u.sent, true, 1000);
+  trainer_broadcast(wire, u.sent, true, u.buffer);
   HttpReply r = post(*s.ctx, "/update_weights", {{"update_info", update_info(u.sent)}});
   EXPECT_EQ(r.status, 500) << r.body;
   EXPECT_NE(r.body.find("the group was left"), std::string::npos) << r.body;
