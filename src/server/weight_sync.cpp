@@ -247,11 +247,6 @@ json WeightSync::init_nccl(const json& info) {
                                           "({})", key, fmt::join(kKeys, ", ")));
     }
   }
-  if (!nccl_factory_) {
-    bad("init_info.backend", "the nccl weight transfer needs a detllm built with NCCL (cmake "
-                             "-DDETLLM_NCCL=ON where NCCL and CUDA are installed); this build "
-                             "has none: use \"path\" or \"shm\"");
-  }
   const std::string w = "init_info.";
   NcclJoinInfo join;
   join.rank = static_cast<int32_t>(int_field(info, "rank_offset", w, 1, 1 << 20, std::nullopt));
@@ -296,6 +291,11 @@ json WeightSync::init_nccl(const json& info) {
   // The trainer's double buffering; the receiver takes the broadcasts one after another in the
   // order they were issued, whatever the count (checked, not used).
   int_field(info, "packed_num_buffers", w, 1, 64, kDefaultPackedNumBuffers);
+  if (!nccl_factory_) {
+    bad("init_info.backend", "the nccl weight transfer needs a detllm built with NCCL (cmake "
+                             "-DDETLLM_NCCL=ON where NCCL and CUDA are installed); this build "
+                             "has none: use \"path\" or \"shm\"");
+  }
   if (started_) out_of_order("a weight update is in progress: /finish_weight_update first");
   join.device = nccl_device_;
   link_.reset();  // a group of an earlier init is left first

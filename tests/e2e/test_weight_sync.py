@@ -230,7 +230,7 @@ def test_bad_updates_are_refused_and_the_server_keeps_serving(ws, norm, tmp_path
     refused("/init_weight_transfer_engine", {"init_info": {
         "master_address": "127.0.0.1", "master_port": 1, "rank_offset": 1, "world_size": 3,
         "packed": True}}, 400, "world_size")
-    info = ws.get("/server_info?config_format=json").json()["weight_transfer_config"]
+    info = ws.get("/server_info?config_format=json").json()["vllm_config"]["weight_transfer_config"]
     assert {"path", "shm"} <= set(info["backends"]), info
     refused("/init_weight_transfer_engine", "{not json", 400)
     assert ws.post("/init_weight_transfer_engine", {"init_info": {"backend": "path"}}).status_code == 200
