@@ -260,6 +260,7 @@ NB_MODULE(_core, m) {
       .def("sleep", &LlmSession::sleep, "level"_a = 1, nb::call_guard<nb::gil_scoped_release>())
       .def("wake", &LlmSession::wake, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("sleeping", &LlmSession::sleeping)
+      .def_prop_ro("forward_reads_blocks", &LlmSession::forward_reads_blocks)
       .def_prop_ro("fingerprint", &LlmSession::fingerprint)
       .def_prop_ro("weight_version", &LlmSession::weight_version)
       .def_prop_ro("model_name", &LlmSession::model_name)

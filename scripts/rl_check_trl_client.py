@@ -8,8 +8,9 @@ scripts/rl_check.sh.
 
 VLLMClient refuses to be built without vLLM installed (it imports vLLM's NCCL weight-transfer
 helpers at init_communicator), although nothing else uses vLLM; the check is bypassed here.
-init_communicator itself needs a CUDA device and vLLM's NCCL group, which detllm serve does
-not join: it is called last, to show how it is refused.
+The server here runs without --weight-transfer, so init_communicator, called last, is refused
+(no weight-transfer engine). The NCCL weight sync itself needs GPUs on both sides:
+scripts/gpu/trl_nccl_weight_sync.py runs it against detllm serve --weight-transfer.
 """
 
 import argparse

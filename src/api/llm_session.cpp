@@ -53,6 +53,13 @@ struct LlmSession::State {
   // written device to device by update_weights; the host copy is refreshed from the device
   // (bf16 widened: exact) when someone reads it (read_parameter, sleep(2)).
   std::set<std::tuple<int, int32_t, int32_t>> host_stale;
+  // CPU backend, GGUF blocks: the forward reads the blocks as the file stores them (as `detllm
+  // generate`/`bench` do: a Q4_1 matrix is 1/6 of the bytes of its fp32 widening, and a
+  // decode step reads every weight once), and `f32` holds the widened values the slots point
+  // into (the same values: the logits do not change). The first update_weights moves `f32` into
+  // the model and rebuilds the forward on it; from then on the forward computes in place on the
+  // host fp32 weights. Null when the forward already computes on fp32 (or on a device).
+  std::unique_ptr<ModelWeights> f32;
   // Structured output: compiles a request's grammar for this vocabulary (built on first use;
   // empty in a build without the grammar engine).
   structured::ConstraintCompileFn compile_grammar;
@@ -68,6 +75,21 @@ int32_t default_threads() { return static_cast<int32_t>(std::max(1u, std::thread
 
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 constexpr uint64_t kSyntheticWeightSeed = 1;  // as `detllm bench` (cli/bench_cmd.cpp)
+
+// Whether a matrix of w is held in a GGUF block type (Q4_1, Q8_0, ...), whose CPU matmul
+// decodes the blocks in registers with the fp32 weights' logits (FP8 rows are another
+// numerics class: not these).
+bool has_stored_blocks(ModelWeights& w) {
+  auto stored = [](const HostTensor& t) { return !t.empty() && dtype_is_block(t.dtype) && !dtype_is_fp8(t.dtype);
+  };
+  if (stored(w.tok_embd) || stored(w.lm_head.w)) return true;
+  for (LayerWeights& l : w.layers) {
+    for (Linear* lin : l.matrices()) {
+      if (stored(lin->w)) return true;
+    }
+  }
+  return false;
+}
 
 std::tuple<int, int32_t, int32_t> param_key(const ParameterSlot& s) {
   return {static_cast<int>(s.param), s.layer, s.expert};
@@ -174,14 +196,21 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   } else {
     s_->bundle = open_model_bundle(o.model, threads);
     // Weights are written in place by update_weights (host fp32 is the source of truth), so a
-    // GGUF's blocks are widened here, before the backend's forward takes pointers into them
-    // (the same values: the logits do not change). install_backend builds that forward.
+    // GGUF's blocks are widened to fp32 (the same values: the logits do not change). On the
+    // CPU the forward keeps reading the blocks until the first update (State::f32); a device
+    // backend, or tensor parallelism (ranks slice fp32), gets the widened weights at once.
     s_->bundle.llama.reset();
-    dequantize_weights(s_->bundle.model->weights);
+    ModelWeights& w = s_->bundle.model->weights;
+    if (o.backend == "cpu" && o.tensor_parallel == 0 && has_stored_blocks(w)) {
+      s_->f32 = std::make_unique<ModelWeights>(w);
+      dequantize_weights(*s_->f32);
+    } else {
+      dequantize_weights(w);
+    }
     backends::install_backend(s_->bundle, s_->backend);
   }
-  s_->slots = parameter_slots(s_->bundle.model->config,
-                              s_->host_copy ? &s_->bundle.model->weights : nullptr);
+  ModelWeights* host = s_->f32 ? s_->f32.get() : &s_->bundle.model->weights;
+  s_->slots = parameter_slots(s_->bundle.model->config, s_->host_copy ? host : nullptr);
   s_->weights_hash = s_->bundle.model->weights_hash;
 
   engine::SpeculativeConfig& sc = cfg.speculative;
@@ -246,6 +275,21 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
 LlmSession::~LlmSession() {
   if (s_) s_->engine.reset();  // before the model it refers to
 }
+
+void LlmSession::forward_on_host_f32() {
+  if (!s_->f32) return;
+  // The slots point into f32's buffers; moving the ModelWeights moves its vectors, whose
+  // buffers (and so the slots' pointers) stay where they are.
+  s_->engine.reset();       // it refers to the forward
+  s_->bundle.llama.reset();  // it refers to the blocks
+  s_->bundle.model->weights = std::move(*s_->f32);
+  s_->f32.reset();
+  s_->bundle.llama = std::make_unique<LlamaModel>(s_->bundle.model->config,
+                                                  s_->bundle.model->weights, *s_->bundle.ops);
+  s_->bundle.llama->prepare_gemms(s_->config.scheduler.max_tokens_per_step);
+}
+
+bool LlmSession::forward_reads_blocks() const { return s_->f32 != nullptr; }
 
 void LlmSession::build_engine() {
   s_->engine.reset();
@@ -350,6 +394,7 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   }
   // Throws (writing nothing) on any bad name, shape or dtype.
   const std::vector<size_t> index = check_weights(s_->slots, sources);
+  forward_on_host_f32();
   // Where each source goes: the host fp32 copy (the CPU computes on it in place) and, on a
   // device backend that holds its weights (not asleep at level 2), the placed tensor. A device
   // tensor of the placed dtype (bf16 matrices, fp32 vectors on CUDA) is copied device to

@@ -143,6 +143,9 @@ class LlmSession {
   void sleep(int level);
   void wake();
   bool sleeping() const { return sleep_level_ > 0; }
+  // True while the CPU forward reads a GGUF's stored blocks (until the first update_weights;
+  // the logits are those of the fp32 weights either way).
+  bool forward_reads_blocks() const;
 
   std::string fingerprint() const;     // of deterministic requests
   std::string weight_version() const;  // "" until update_weights
@@ -159,6 +162,9 @@ class LlmSession {
   struct State;
   void build_engine();
   void read_device_values(const ParameterSlot& slot, float* dst) const;
+  // CPU, GGUF blocks: the forward moves from the stored blocks to the host fp32 weights
+  // (State::f32) before the first update writes them; a no-op afterwards and elsewhere.
+  void forward_on_host_f32();
   void refresh_host_copy();
   // A request's grammar compiled for this model's vocabulary (the compiler made on first use).
   std::shared_ptr<const structured::TokenConstraint> compile_grammar(

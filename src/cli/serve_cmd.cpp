@@ -31,6 +31,9 @@
 #include "server/request_builder.h"
 #include "server/server_context.h"
 #include "server/weight_sync.h"
+#if DETLLM_HAVE_NCCL
+#include "server/nccl/nccl_link.h"
+#endif
 
 namespace detllm::cli {
 namespace {
@@ -52,6 +55,33 @@ struct ServeOptions {
   bool weight_transfer = false;
   DataParallelOptions data_parallel;  // --data-parallel-size N > 1: replicas on Ray instead
 };
+
+// --weight-transfer on a device backend: /finish_weight_update writes the host fp32 weights,
+// then this uploads each written parameter into the placed copy (fp32 vectors as they are,
+// bf16 matrices rounded as the load rounds them), in place: the GEMM plans and captured graphs
+// keep their pointers. Empty on the CPU, which computes on the host weights themselves.
+server::WeightSync::PlaceFn place_updates(ModelBundle& b) {
+  if (b.ops == nullptr || b.ops->host_memory()) return {};
+  return [&b](std::span<const ParameterSlot> written) {
+    std::vector<uint16_t> bf16;
+    for (const ParameterSlot& slot : written) {
+      const LlamaModel::PlacedTensor dst = b.llama->placed(slot.param, slot.layer);
+      const auto n = static_cast<size_t>(slot.numel());
+      check(dst.data != nullptr && dst.numel == slot.numel(), "weight update: {} is not placed "
+            "as {} elements (internal)", slot.name, n);
+      if (dst.dtype == DType::kF32) {
+        b.ops->upload(dst.data, slot.data, n * sizeof(float));
+      } else {
+        check(dst.dtype == DType::kBF16, "weight update: {} is placed as {} (internal)",
+              slot.name, dtype_name(dst.dtype));
+        bf16.resize(n);
+        for (size_t i = 0; i < n; ++i) bf16[i] = f32_to_bf16(slot.data[i]);
+        b.ops->upload(dst.data, bf16.data(), n * sizeof(uint16_t));
+      }
+      b.ops->synchronize();  // bf16 is reused by the next parameter
+    }
+  };
+}
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
 // drains: new requests get 503, in-flight ones may finish for up to drain_timeout_s, the rest
@@ -124,9 +154,6 @@ int run_serve(ServeOptions& o) {
                         ? make_backend(o.backend, mode_info(*det_mode).backend, o.threads)
                         : make_backend(o.backend, o.engine.policy.deterministic_mode, o.threads);
   if (o.weight_transfer) {
-    check(o.backend.backend == "cpu", "--weight-transfer: the CPU backend only for now (the "
-          "server writes the host fp32 weights it computes on); drop --backend {} or the flag",
-          o.backend.backend);
     check(o.backend.tensor_parallel == 0, "--weight-transfer with --tensor-parallel is not "
           "supported yet (the ranks hold slices of the weights); drop one of them");
   }
@@ -135,7 +162,11 @@ int run_serve(ServeOptions& o) {
       open_model_bundle(o.model, o.threads, [&](size_t d, size_t t) { progress.update(d, t); });
   if (o.weight_transfer) {
     // Written in place by /finish_weight_update: every block type widened to fp32 before the
-    // backend's forward takes pointers into the weights (as the Python facade does).
+    // backend's forward takes pointers into the weights (as the Python facade does). A device
+    // backend places them (bf16 matrices) and gets each update uploaded in place.
+    check(o.backend.backend == "cpu" || !b.model->config.moe.active(), "--weight-transfer on "
+          "--backend {}: a mixture-of-experts model's experts are placed fused on the device, "
+          "and that write path is not built; use the CPU backend", o.backend.backend);
     b.llama.reset();
     dequantize_weights(b.model->weights);
   }
@@ -216,8 +247,13 @@ int run_serve(ServeOptions& o) {
     // training step would cost seconds, so the trainer vouches for the version.
     const uint64_t file_hash = b.model->weights_hash;
     const DeterminismPolicy policy = cfg.policy;
+    server::NcclLinkFactory nccl;
+#if DETLLM_HAVE_NCCL
+    nccl = server::nccl_link_factory();
+#endif
     weight_sync = std::make_unique<server::WeightSync>(
-        loop, b.model->config, b.model->weights, [&backend, file_hash, policy](const std::string& v) {
+        loop, b.model->config, b.model->weights,
+        [&backend, file_hash, policy](const std::string& v) {
           const uint64_t h =
               hash_bytes(std::as_bytes(std::span(v.data(), v.size())), file_hash).lo;
           server::WeightIdentity id;
@@ -225,10 +261,11 @@ int run_serve(ServeOptions& o) {
           id.fingerprint_deterministic = backends::backend_fingerprint(backend, h, policy, true);
           id.fingerprint_other = backends::backend_fingerprint(backend, h, policy, false);
           return id;
-        });
+        },
+        std::move(nccl), o.backend.device, place_updates(b));
     ctx.weight_sync = weight_sync.get();
   } else {
-    ctx.weight_sync_refusal = "start detllm serve with --weight-transfer (CPU backend)";
+    ctx.weight_sync_refusal = "start detllm serve with --weight-transfer";
   }
   ctx.self_check_status = std::string(self_check_state_name(cfg.self_check.state));
   ctx.started_at = server::unix_now();
@@ -457,9 +494,10 @@ void add_run_options(CLI::App& cmd, const std::shared_ptr<ServeOptions>& o) {
   cmd.add_flag("--weight-transfer", o->weight_transfer,
                "Take new weights from a trainer through vLLM's endpoints "
                "(/init_weight_transfer_engine, /start_weight_update, /update_weights, "
-               "/finish_weight_update; docs/server.md): the weights are held as fp32 on the host "
-               "(GGUF blocks widened at load; the same logits). CPU backend, no tensor "
-               "parallelism");
+               "/finish_weight_update; docs/server.md) over safetensors files, shared memory "
+               "or NCCL (TRL's VLLMClient.init_communicator): the weights are held as fp32 on "
+               "the host (GGUF blocks widened at load; the same logits), and a CUDA backend "
+               "gets each update uploaded in place. No tensor parallelism");
   cmd.add_flag_function(
       "--no-graph-warmup", [o](std::int64_t) { o->graph_warmup = false; },
       "Do not capture every decode shape's CUDA graph before serving (row buckets x block-table "

@@ -21,7 +21,16 @@
 //   shm:  {"names": [...], "dtype_names": [...], "shapes": [[...]], "shm_names": [...]} — one
 //         POSIX shared-memory object (shm_open name) per tensor, written by a process on the
 //         same machine, row-major; read once and not kept.
-//   nccl (vLLM's default) is refused by name: this server has no NCCL group.
+//   nccl: vLLM's NCCL weight transfer (TRL's VLLMClient.init_communicator/update_named_params).
+//         init_info {"master_address", "master_port", "rank_offset", "world_size", "packed",
+//         "packed_buffer_size_bytes", "packed_num_buffers"} (or "nccl_unique_id_b64" instead of
+//         the address: no TCPStore); it names no "backend" (vLLM configures that at startup), so
+//         an init_info carrying these fields is the nccl backend. The server joins the
+//         trainer's group as rank `rank_offset` (nccl_link.h). update_info {"names",
+//         "dtype_names", "shapes"} (all empty: the previous call's), then the trainer
+//         broadcasts the tensors, packed or one by one (packed_chunks.h), which the server
+//         receives while the call runs. Refused updates still receive (and drop) the bytes, so
+//         the group stays in step. Needs a build with DETLLM_NCCL (a null factory refuses it).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,6 +46,7 @@
 
 #include "model/weight_update.h"
 #include "server/engine_loop.h"
+#include "server/nccl_link.h"
 
 namespace detllm::server {
 
@@ -44,9 +54,20 @@ class WeightSync {
  public:
   // The identity of the weights after an update to `version` (the fingerprints keyed by it).
   using IdentityFn = std::function<WeightIdentity(const std::string& version)>;
-  // weights: the host fp32 weights the engine computes on (every parameter present, fp32).
+  // After the staged values are written into the host weights (engine thread, no request in
+  // the engine): a device backend uploads those slots into its placed copy. Empty on the CPU.
+  using PlaceFn = std::function<void(std::span<const ParameterSlot> written)>;
+  // weights: the host fp32 weights (every parameter present, fp32): the CPU backend computes
+  // on them in place; a device backend places them (place). nccl: joins a trainer's NCCL group
+  // (null: this build has no NCCL, and the nccl backend is refused by name); nccl_device: the
+  // CUDA device its communicator uses.
   WeightSync(EngineLoop& loop, const ModelConfig& config, ModelWeights& weights,
-             IdentityFn identity_of);
+             IdentityFn identity_of, NcclLinkFactory nccl = {}, int32_t nccl_device = 0,
+             PlaceFn place = {});
+  ~WeightSync();
+
+  // The backends /init_weight_transfer_engine takes ("path", "shm", and "nccl" with a factory).
+  std::vector<std::string> backends() const;
 
   // The endpoints' bodies (JSON), each answered with a JSON object; ApiError 400 for a bad
   // body or tensor, 409 for a call out of order.
@@ -58,7 +79,12 @@ class WeightSync {
  private:
   // check_weights as a 400 listing every offending tensor.
   void check_all(std::span<const WeightSource> sources) const;
-  void stage(std::span<const WeightSource> sources);
+  // Checks and widens `sources` into `into` (slot index -> fp32); a tensor already staged in
+  // this update (staged_ or into) is refused.
+  void stage(std::span<const WeightSource> sources, std::map<size_t, std::vector<float>>& into);
+  void stage(std::span<const WeightSource> sources) { stage(sources, staged_); }
+  nlohmann::json init_nccl(const nlohmann::json& info);
+  nlohmann::json update_nccl(const nlohmann::json& info);
 
   EngineLoop& loop_;
   std::vector<ParameterSlot> slots_;
@@ -68,6 +94,18 @@ class WeightSync {
   bool started_ = false;
   std::map<size_t, std::vector<float>> staged_;  // slot index -> fp32 values
   int64_t n_updates_ = 0;
+  // nccl
+  NcclLinkFactory nccl_factory_;
+  int32_t nccl_device_ = 0;
+  std::unique_ptr<NcclLink> link_;  // null until init (and after a broken transfer)
+  bool packed_ = false;
+  uint64_t packed_buffer_bytes_ = 0;
+  struct TensorMeta {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+  };
+  std::vector<TensorMeta> last_meta_;  // reused by an update_info with empty lists
+  PlaceFn place_;
 };
 
 }  // namespace detllm::server

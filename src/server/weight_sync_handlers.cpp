@@ -147,7 +147,7 @@ HttpReply handle_server_info(ServerContext& ctx, std::string_view target) {
                    {"logprobs_mode", "raw_logprobs"}}},
                  {"parallel_config", {{"world_size", ctx.world_size}}},
                  {"weight_transfer_config",
-                  ctx.weight_sync != nullptr ? json{{"backends", {"path", "shm"}}} : json(nullptr)},
+                  ctx.weight_sync != nullptr ? json{{"backends", ctx.weight_sync->backends()}} : json(nullptr)},
                  {"detllm",
                   {{"backend", ctx.backend_description},
                    {"determinism", ctx.policy_description},

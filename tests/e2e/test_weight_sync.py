@@ -221,7 +221,17 @@ def test_bad_updates_are_refused_and_the_server_keeps_serving(ws, norm, tmp_path
             assert w in msg, (w, msg)
 
     refused("/init_weight_transfer_engine", {"init_info": {}}, 400, "backend")
-    refused("/init_weight_transfer_engine", {"init_info": {"backend": "nccl"}}, 400, "not supported")
+    refused("/init_weight_transfer_engine", {"init_info": {"backend": "ipc"}}, 400, "not supported")
+    # nccl: without its rendezvous fields (a build with NCCL), or refused by name (without).
+    r = ws.post("/init_weight_transfer_engine", {"init_info": {"backend": "nccl"}})
+    assert r.status_code == 400, r.text
+    assert any(w in r.json()["error"]["message"] for w in ("rank_offset", "built with NCCL")), r.text
+    # TRL's init_info with a world size this one-process server cannot be part of.
+    refused("/init_weight_transfer_engine", {"init_info": {
+        "master_address": "127.0.0.1", "master_port": 1, "rank_offset": 1, "world_size": 3,
+        "packed": True}}, 400, "world_size")
+    info = ws.get("/server_info?config_format=json").json()["vllm_config"]["weight_transfer_config"]
+    assert {"path", "shm"} <= set(info["backends"]), info
     refused("/init_weight_transfer_engine", "{not json", 400)
     assert ws.post("/init_weight_transfer_engine", {"init_info": {"backend": "path"}}).status_code == 200
     refused("/start_weight_update", {"is_checkpoint_format": False}, 400, "is_checkpoint_format")

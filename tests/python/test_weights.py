@@ -182,3 +182,34 @@ def test_synthetic_model_token_ids_and_updates():
             llm.sleep(2)
     with pytest.raises(detllm.Error, match="tiny-llama"):
         detllm.LLM(model="synthetic:no-such-model", backend=TEST_BACKEND)
+
+
+def test_cpu_forward_reads_the_gguf_blocks_until_the_first_update():
+    """On the CPU a GGUF's blocks are what the forward reads (as `detllm bench` does: a Q4_1
+    matrix is a sixth of its fp32 bytes) until the first update_weights moves it onto the host
+    fp32 weights. Both forwards give the same bits; an update after the move reaches the
+    forward (the negative control: new values change the output, the old ones restore it)."""
+    if TEST_BACKEND != "cpu":
+        pytest.skip("the stored-block forward is the CPU backend's")
+    llm = make_llm(threads=2)
+    assert llm._s.forward_reads_blocks, "the CPU session widened the GGUF's blocks at load"
+    sp = detllm.SamplingParams(max_tokens=12, temperature=1.0, seed=7, logprobs=3)
+    on_blocks = llm.generate(PROMPTS, sp, use_tqdm=False)
+    name = "model.norm.weight"
+    old = llm.get_parameter(name)
+    llm.update_weights({name: old}, version="same-values")  # the same values: the move alone
+    assert not llm._s.forward_reads_blocks
+    on_f32 = llm.generate(PROMPTS, sp, use_tqdm=False)
+    for a, b in zip(on_blocks, on_f32):
+        assert a.outputs[0].token_ids == b.outputs[0].token_ids
+        assert (bits(a.outputs[0].token_logprobs) == bits(b.outputs[0].token_logprobs)).all()
+    assert (bits(llm.get_parameter(name)) == bits(old)).all()
+    llm.update_weights({name: old * np.float32(1.25)}, version="scaled")
+    scaled = llm.generate(PROMPTS, sp, use_tqdm=False)
+    assert any(a.outputs[0].token_ids != b.outputs[0].token_ids or
+               (bits(a.outputs[0].token_logprobs) != bits(b.outputs[0].token_logprobs)).any()
+               for a, b in zip(on_f32, scaled)), "the update did not reach the forward"
+    llm.update_weights({name: old}, version="restored")
+    restored = llm.generate(PROMPTS, sp, use_tqdm=False)
+    for a, b in zip(on_blocks, restored):
+        assert (bits(a.outputs[0].token_logprobs) == bits(b.outputs[0].token_logprobs)).all()
