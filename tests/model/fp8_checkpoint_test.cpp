@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +25,8 @@
 #include "core/fp8.h"
 #include "core/quant.h"
 #include "formats/dequant.h"
+#include "formats/safetensors.h"
+#include "kernels/ref/fp8_linear.h"
 #include "kernels/ops.h"
 #include "model/fp8_weights.h"
 #include "model/checkpoint_test_util.h"
@@ -423,6 +426,110 @@ TEST(Fp8Checkpoint, QuantizationAtLoadMakesPerChannelRows) {
     }
   }
   EXPECT_THROW(quantize_weights_fp8(m->weights, m->config), Error);  // FP8 already
+}
+
+// A Mixtral / Qwen2-MoE checkpoint written as compressed-tensors FP8 (per-channel weights,
+// dynamic per-token activations) from the bf16 tiny one: every projection, every expert's and
+// the shared expert's included, as F8_E4M3 codes + weight_scale (out, 1) made by the rule of
+// --quantization fp8 (ref::fp8_quantize_weight_row); the rest as F32 (the bf16 values exactly);
+// the routers (and Qwen2-MoE's shared-expert gate) in ignore. Loading it gives the rows
+// --quantization fp8 makes of the bf16 checkpoint, byte for byte, so the logits are the same
+// bits: the loader finds every expert by its published name (block_sparse_moe.experts.E.w1/w3/w2,
+// mlp.experts.E.*_proj, mlp.shared_expert.*).
+fs::path write_ct_fp8_moe(const fs::path& src, const std::string& tag) {
+  const fs::path dir = fs::temp_directory_path() /
+                       ("detllm_fp8moe_" + tag + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto st = SafetensorsFile::open((src / "model.safetensors").string());
+  json header = json::object();
+  std::string data;
+  std::vector<std::string> ignore = {"lm_head"};
+  auto put = [&](const std::string& name, const char* dtype, std::vector<int64_t> shape,
+                 const void* bytes, size_t n) {
+    header[name] = {{"dtype", dtype}, {"shape", shape},
+                    {"data_offsets", {data.size(), data.size() + n}}};
+    data.append(static_cast<const char*>(bytes), n);
+  };
+  auto projection = [](const std::string& n) {
+    if (n.find("layers.") == std::string::npos || n.size() < 7 ||
+        n.compare(n.size() - 7, 7, ".weight") != 0)
+      return false;
+    for (const char* p : {"_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"})
+      if (n.find(p) != std::string::npos) return true;
+    return false;
+  };
+  for (const std::string& name : st->tensor_names()) {
+    const HostTensor t = st->load_f32(name);
+    const std::string module = name.substr(0, name.rfind('.'));
+    if ((module.ends_with(".gate") || module.ends_with("shared_expert_gate")) &&
+        name.ends_with(".weight"))
+      ignore.push_back(module);
+    if (!projection(name)) {
+      put(name, "F32", t.shape, t.data.data(), t.data.size() * 4);
+      continue;
+    }
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const int64_t rb = dtype_row_bytes(DType::kF8E4M3, cols);
+    std::vector<uint8_t> row(static_cast<size_t>(rb)), codes;
+    std::vector<float> scales;
+    for (int64_t r = 0; r < rows; ++r) {
+      kernels::ref::fp8_quantize_weight_row(t.data.data() + r * cols, cols, row.data());
+      scales.push_back(fp8_row_weight_scale(row.data(), 0));
+      const uint8_t* c = fp8_row_codes(DType::kF8E4M3, row.data(), cols);
+      codes.insert(codes.end(), c, c + cols);
+    }
+    put(name, "F8_E4M3", t.shape, codes.data(), codes.size());
+    put(module + ".weight_scale", "F32", {rows, 1}, scales.data(), scales.size() * 4);
+  }
+  const std::string h = header.dump();
+  const uint64_t hn = h.size();
+  std::ofstream out(dir / "model.safetensors", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&hn), 8);
+  out << h << data;
+  json cfg = read_json(src / "config.json");
+  json q = read_json(kData / "ct_moe" / "config.json")["quantization_config"];
+  q["ignore"] = ignore;
+  cfg["quantization_config"] = q;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  return dir;
+}
+
+TEST(Fp8Checkpoint, MixtralAndQwen2MoeExpertsLoadAsTheRowsQuantizationMakes) {
+  for (const char* c : {"mixtral", "qwen2_moe", "qwen3_moe"}) {
+    SCOPED_TRACE(c);
+    const fs::path src = fs::path(DETLLM_SOURCE_DIR) / "tests/data/loaders/hf_v5" / c;
+    const fs::path dir = write_ct_fp8_moe(src, c);
+    Loaded file = load(dir);
+    ASSERT_TRUE(file.model->config.fp8.active());
+    Loaded at_load;
+    at_load.model = load_model(src.string());
+    quantize_weights_fp8(at_load.model->weights, at_load.model->config);
+    at_load.ops = kernels::make_cpu_ops(2);
+    at_load.llama = std::make_unique<LlamaModel>(at_load.model->config, at_load.model->weights,
+                                                 *at_load.ops);
+    size_t n_experts = 0;
+    for (size_t i = 0; i < file.model->weights.layers.size(); ++i) {
+      const auto a = file.model->weights.layers[i].matrices();
+      const auto b = at_load.model->weights.layers[i].matrices();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t j = 0; j < a.size(); ++j) {
+        EXPECT_EQ(a[j]->w.dtype, b[j]->w.dtype) << "matrix " << j;
+        EXPECT_EQ(a[j]->w.raw, b[j]->w.raw) << "matrix " << j;
+      }
+      n_experts += file.model->weights.layers[i].experts.size();
+      EXPECT_FALSE(dtype_is_fp8(file.model->weights.layers[i].router.w.dtype));
+    }
+    EXPECT_GT(n_experts, 0u);
+    const json g = read_json(src / "golden.json");
+    const auto ids = g["sequences"][0]["tokens"].get<std::vector<int32_t>>();
+    const std::vector<float> x = all_logits(file, ids), y = all_logits(at_load, ids);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0);
+    file.llama.reset();  // before the ops and weights it uses
+    file.ops.reset();
+    file.model.reset();
+    fs::remove_all(dir);
+  }
 }
 
 // --quantization fp8 on a mixture of experts: every expert's projections become FP8 rows, the
