@@ -267,9 +267,13 @@ void read_fine_grained(Section& q, Fp8Config& f) {
     q.refuse("dequantize", *d, "dequantize true runs the weights widened to bf16, another "
              "numerics than the FP8 arithmetic (load the FP8 checkpoint as stored)");
   }
+  // ignored_layers: transformers' alias, read when modules_to_not_convert is not given.
+  if (const json* il = q.find("ignored_layers"); il != nullptr && q.find("modules_to_not_convert")) {
+    q.refuse("ignored_layers", *il, "give modules_to_not_convert or its alias ignored_layers, "
+             "not both");
+  }
   read_not_convert(q, "modules_to_not_convert", f);
-  if (q.find("modules_to_not_convert") == nullptr) read_not_convert(q, "ignored_layers", f);
-  q.ignore({"ignored_layers"});
+  read_not_convert(q, "ignored_layers", f);
   f.ignore.push_back("lm_head");  // transformers never converts lm_head under this method
   q.refuse_unread();
 }

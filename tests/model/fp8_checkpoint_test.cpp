@@ -260,6 +260,8 @@ TEST(Fp8Checkpoint, Fp8FormatKeysAndQuantizedRoutersAreRefusedByName) {
       {"dequantize", "fp8_dense", [&](json& c) { qc(c)["dequantize"] = true; }, "dequantize"},
       {"unknown key", "fp8_dense", [&](json& c) { qc(c)["mystery"] = 1; },
        "quantization_config.mystery"},
+      {"both lists", "fp8_moe",
+       [&](json& c) { qc(c)["ignored_layers"] = json::array({"lm_head"}); }, "ignored_layers"},
       {"regex in modules_to_not_convert", "fp8_moe",
        [&](json& c) { qc(c)["modules_to_not_convert"] = json::array({"lm_head", "re:.*gate$"}); },
        "modules_to_not_convert"},
