@@ -38,7 +38,8 @@ Writes, under OUT (default tests/data/fp8):
         Their references emulate transformers' integrations/finegrained_fp8.py in torch: per
         (token, 128 columns) act_quant (s = amax / 448), each 128-column block's product times
         the activation scale then the weight scale, added in fp32 (`acc += dot(a, b) * a_s *
-        b_s`, the Triton kernel's order); for the MoE the experts module is replaced by one that
+        b_s`, the Triton kernel's order), the products of a block summed k ascending as detllm
+        sums them (seq_matmul); for the MoE the experts module is replaced by one that
         runs each routed expert's gate, up and down through that layer, as transformers' experts
         loop does (FP8Expert), the router unquantized.
 
