@@ -23,12 +23,32 @@ Writes, under OUT (default tests/data/fp8):
   linear_golden.json   FP8 linear layers on random data: x, codes and scales, and y computed
         with torch's float8 casts and a sequential fp32 sum in numpy — the bits
         kernels/ref/fp8_linear.h must give (tests/kernels/fp8_linear_test.cpp).
+  linear_g128_golden.json   the same for transformers' fp8 arithmetic (kF8E4M3G128):
+        activations scaled per token and 128-column group, y = Σ_b (P_b · s_b) · s_w[b].
+  Checkpoints of transformers' own quant_method "fp8" (FineGrainedFP8Config, the format of
+  Qwen3-*-FP8 and DeepSeek-V3: `weight` F8_E4M3, `weight_scale_inv` per 128x128 block — a
+  multiplier, despite the name), and a mixture of experts with FP8 experts in both formats:
+          fp8_dense   Qwen3 (q/k norms), hidden 128 / intermediate 256 (K a multiple of 128, as
+                      transformers' act_quant asserts), fp32 scales, no modules_to_not_convert
+                      (transformers keeps lm_head unconverted by default, as Qwen3-8B-FP8 relies on)
+          fp8_moe     Qwen3-MoE, 4 experts of 128, top 2, bf16 scales; the routers listed in
+                      modules_to_not_convert as Qwen3-30B-A3B-FP8 lists them
+          ct_moe      Qwen3-MoE, compressed-tensors per-channel / dynamic per token, 8 experts of
+                      32, top 2, the routers in ignore
+        Their references emulate transformers' integrations/finegrained_fp8.py in torch: per
+        (token, 128 columns) act_quant (s = amax / 448), each 128-column block's product times
+        the activation scale then the weight scale, added in fp32 (`acc += dot(a, b) * a_s *
+        b_s`, the Triton kernel's order), the products of a block summed k ascending as detllm
+        sums them (seq_matmul); for the MoE the experts module is replaced by one that
+        runs each routed expert's gate, up and down through that layer, as transformers' experts
+        loop does (FP8Expert), the router unquantized.
 
 Deterministic (fixed seeds). Needs torch (with float8), transformers >= 5, safetensors, numpy:
-    python3 scripts/ref/fp8_checkpoints.py [OUT]
+    python3 scripts/ref/fp8_checkpoints.py [OUT] [CASE ...]   (no CASE: every file)
 """
 import json
 import os
+import re
 import struct
 import sys
 
@@ -39,7 +59,7 @@ from safetensors.torch import save_file, load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_checkpoints import randomize  # noqa: E402  (the same random weights as the bf16 fixtures)
+from hf_checkpoints import randomize, stable_topk  # noqa: E402  (the bf16 fixtures' weights)
 
 F8 = torch.float8_e4m3fn
 MAX = 448.0
@@ -88,7 +108,7 @@ class Fp8Linear(torch.nn.Module):
             n, k = self.codes.shape
             y = torch.zeros(q.shape[:-1] + (n,), dtype=torch.float32)
             for b in range(0, k, 128):
-                part = q[..., b:b + 128] @ self.codes[:, b:b + 128].T
+                part = seq_matmul(q[..., b:b + 128], self.codes[:, b:b + 128])
                 sw = self.scale[:, b // 128].repeat_interleave(128)[:n]
                 y = y + part * sw
             return y * s
@@ -281,13 +301,241 @@ def write_linear_golden(out):
     print("linear golden:", len(cases), "cases")
 
 
+# ---- transformers' quant_method "fp8" and FP8 mixtures of experts -------------------------
+
+QWEN3_128 = dict(model_type="qwen3", vocab_size=128, hidden_size=128, intermediate_size=256,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                 max_position_embeddings=128, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+QWEN3_MOE = dict(model_type="qwen3_moe", vocab_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                 rms_norm_eps=1e-6, tie_word_embeddings=False, norm_topk_prob=True,
+                 num_experts_per_tok=2, rope_parameters={"rope_type": "default",
+                                                         "rope_theta": 1000000.0})
+HF_CASES = {
+    "fp8_dense": dict(model=QWEN3_128, fmt="fp8", scale_dtype=torch.float32),
+    "fp8_moe": dict(model=dict(QWEN3_MOE, hidden_size=128, head_dim=32, intermediate_size=256,
+                               moe_intermediate_size=128, num_experts=4),
+                    fmt="fp8", scale_dtype=torch.bfloat16),
+    "ct_moe": dict(model=dict(QWEN3_MOE, hidden_size=64, head_dim=16, intermediate_size=96,
+                              moe_intermediate_size=32, num_experts=8),
+                   fmt="ct_channel", scale_dtype=torch.float32),
+}
+# The quantized Linear layers: attention, a dense MLP, every expert (not the router mlp.gate).
+QUANTIZED = re.compile(r"model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj|"
+                       r"mlp\.experts\.\d+\.(gate|up|down)_proj)$")
+
+
+def act_quant_groups(x):
+    """transformers' act_quant (DeepSeek's kernel) per 128 columns of each token: codes as
+    float32 and scales (..., groups). An all-zero group gets s = 1 (act_quant divides by 0 there
+    and nan_to_num zeroes the output row; detllm's rule, kernels/ref/fp8_linear.h)."""
+    k = x.shape[-1]
+    qs, ss = [], []
+    for b in range(0, k, 128):
+        xb = x[..., b:b + 128]
+        s = xb.abs().amax(dim=-1, keepdim=True) / MAX
+        s = torch.where(s == 0, torch.ones_like(s), s)
+        qs.append(e4m3(xb / s).float())
+        ss.append(s)
+    return torch.cat(qs, dim=-1), torch.cat(ss, dim=-1)
+
+
+def seq_matmul(q, codes):
+    """q @ codesᵀ with each output's products summed in fp32 from 0, k ascending — detllm's order
+    (torch's matmul sums in another order, which can move a downstream activation across an
+    E4M3 rounding boundary)."""
+    acc = torch.zeros(q.shape[:-1] + (codes.shape[0],), dtype=torch.float32)
+    for k in range(q.shape[-1]):
+        acc = acc + q[..., k:k + 1] * codes[:, k]
+    return acc
+
+
+class Fp8SeqLinear(torch.nn.Module):
+    """Per-channel FP8 (compressed-tensors channel / dynamic per token) with detllm's sum order:
+    y = ((Σ_k q·w) · s_x) · s_w."""
+
+    def __init__(self, codes, scale):
+        super().__init__()
+        self.codes, self.scale = codes.float(), scale.float().reshape(-1)
+
+    def forward(self, x):
+        q, s = quantize_activation(x.float())
+        return seq_matmul(q, self.codes) * s * self.scale
+
+
+class Fp8GroupLinear(torch.nn.Module):
+    """finegrained_fp8's FP8Linear in torch: acc += (q_b @ w_bᵀ) · a_s[b] · w_s[b], b ascending."""
+
+    def __init__(self, codes, scale_inv):
+        super().__init__()
+        self.codes, self.scale = codes.float(), scale_inv.float()
+
+    def forward(self, x):
+        q, s = act_quant_groups(x.float())
+        n, k = self.codes.shape
+        y = torch.zeros(q.shape[:-1] + (n,), dtype=torch.float32)
+        for b in range(0, k, 128):
+            part = seq_matmul(q[..., b:b + 128], self.codes[:, b:b + 128])
+            sw = self.scale[:, b // 128].repeat_interleave(128)[:n]
+            y = y + part * s[..., b // 128:b // 128 + 1] * sw
+        return y
+
+
+class Fp8Experts(torch.nn.Module):
+    """transformers' experts loop (Qwen3MoeExperts.forward, FP8Expert.forward) with each
+    expert's gate, up and down an FP8 layer of its own, as the checkpoint stores them."""
+
+    def __init__(self, experts, act_fn):
+        super().__init__()
+        self.experts, self.act_fn = experts, act_fn  # [(gate, up, down)] modules
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        n = len(self.experts)
+        mask = torch.nn.functional.one_hot(top_k_index, num_classes=n + 1).permute(2, 1, 0)
+        for e in range(n):
+            top_k_pos, token_idx = torch.where(mask[e])
+            if token_idx.numel() == 0:
+                continue
+            x = hidden_states[token_idx]
+            g, u, d = self.experts[e]
+            h = d(self.act_fn(g(x)) * u(x))
+            out.index_add_(0, token_idx, h * top_k_weights[token_idx, top_k_pos, None])
+        return out
+
+
+def fp8_config(fmt, n_layers, moe):
+    if fmt == "fp8":
+        q = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+             "weight_block_size": [128, 128]}
+        if moe:  # Qwen3-30B-A3B-FP8 lists lm_head and every router
+            q["modules_to_not_convert"] = ["lm_head"] + [
+                f"model.layers.{i}.mlp.gate" for i in range(n_layers)]
+        return q
+    q = ct_config("channel", static=False)
+    q["ignore"] = ["lm_head"] + [f"model.layers.{i}.mlp.gate" for i in range(n_layers)]
+    return q
+
+
+def write_hf_case(out, name, case, seed):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    kw = dict(case["model"])
+    config = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    randomize(model, seed)
+    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))
+    ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    tensors = load_file(os.path.join(d, "model.safetensors"))
+    layers = {}  # module -> the FP8 layer that replaces it in the reference
+    for key in sorted(tensors):
+        module = key[:-len(".weight")]
+        if not key.endswith(".weight") or not QUANTIZED.search(module):
+            continue
+        w = tensors[key].float()
+        if case["fmt"] == "fp8":
+            codes, s = quantize_weight(w, "block")
+            tensors[module + ".weight_scale_inv"] = s.to(case["scale_dtype"]).contiguous()
+            layers[module] = Fp8GroupLinear(codes, s.to(case["scale_dtype"]))
+        else:
+            codes, s = quantize_weight(w, "channel")
+            tensors[module + ".weight_scale"] = s.contiguous()
+            layers[module] = Fp8SeqLinear(codes, s)
+        tensors[key] = codes
+    moe = hasattr(config, "num_experts")
+    for i, layer in enumerate(ref.model.layers):
+        for p in ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"]:
+            parent, leaf = p.split(".")
+            setattr(layer.get_submodule(parent), leaf, layers[f"model.layers.{i}.{p}"])
+        if moe:
+            experts = [tuple(layers[f"model.layers.{i}.mlp.experts.{e}.{x}_proj"]
+                             for x in ("gate", "up", "down")) for e in range(config.num_experts)]
+            layer.mlp.experts = Fp8Experts(experts, layer.mlp.experts.act_fn)
+        else:
+            for x in ("gate", "up", "down"):
+                setattr(layer.mlp, f"{x}_proj", layers[f"model.layers.{i}.mlp.{x}_proj"])
+    save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = fp8_config(case["fmt"], config.num_hidden_layers, moe)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    rng = np.random.default_rng(seed)
+    seqs, blobs = [], []
+    with torch.no_grad():
+        for n in SEQ_LENS:
+            ids = rng.integers(0, config.vocab_size, size=n).tolist()
+            blobs.append(ref(torch.tensor([ids])).logits[0].float().numpy().astype("<f4"))
+            seqs.append({"tokens": ids})
+    np.concatenate(blobs).tofile(os.path.join(d, "logits.f32"))
+    with open(os.path.join(d, "golden.json"), "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "torch": torch.__version__,
+                   "case": name, "vocab_size": config.vocab_size, "sequences": seqs}, f)
+        f.write("\n")
+    print(name, "written to", d)
+
+
+def g128_case(rng, m, n, k, zero_group):
+    """One kF8E4M3G128 layer: x with groups of different loudness, 128x128-block weights."""
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x *= np.repeat(rng.choice([0.01, 1.0, 30.0], size=(m, (k + 127) // 128)), 128, axis=1)[:, :k]
+    if zero_group:
+        x[0, :128] = 0
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    nw = (k + 127) // 128
+    ws = (rng.uniform(0.5, 2.0, size=(n, nw)) * 1e-3).astype(np.float32)
+    codes = e4m3(torch.from_numpy(w / np.repeat(ws, 128, axis=1)[:, :k]))
+    wd = codes.float().numpy()
+    q, s = act_quant_groups(torch.from_numpy(x))
+    q, s = q.numpy(), s.numpy()
+    y = np.zeros((m, n), np.float32)
+    for i in range(m):
+        for j in range(n):
+            prods = (q[i] * wd[j]).astype(np.float32)  # exact in fp32
+            acc = np.float32(0)
+            for b in range(nw):
+                part = seq_sum(prods[128 * b:128 * b + 128])
+                acc = np.float32(acc + np.float32(np.float32(part * s[i, b]) * ws[j, b]))
+            y[i, j] = acc
+    return {"m": m, "n": n, "k": k, "blocks": True, "groups": True, "input_scale": 0.0,
+            "act_bound": 0.0, "x": f32_bits(x), "codes": codes.view(torch.uint8).reshape(-1).tolist(),
+            "weight_scales": f32_bits(ws), "y": f32_bits(y)}
+
+
+def write_g128_golden(out):
+    rng = np.random.default_rng(12)
+    cases = [g128_case(rng, 3, 5, 256, True), g128_case(rng, 2, 4, 300, False),
+             g128_case(rng, 4, 3, 128, False)]
+    with open(os.path.join(out, "linear_g128_golden.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "cases": cases}, f)
+        f.write("\n")
+    print("linear g128 golden:", len(cases), "cases")
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "fp8")
+    args = sys.argv[1:]
+    out = args.pop(0) if args and args[0] not in CASES and args[0] not in HF_CASES and \
+        not args[0].startswith("linear") else os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "fp8")
+    want = set(args)
     os.makedirs(out, exist_ok=True)
+    torch.topk = stable_topk  # the MoE routers' only top-k: ties to the lower expert index
     for seed, (name, case) in enumerate(CASES.items()):
-        write_case(out, name, case, 100 + seed)
-    write_linear_golden(out)
+        if not want or name in want:
+            write_case(out, name, case, 100 + seed)
+    for seed, (name, case) in enumerate(HF_CASES.items()):
+        if not want or name in want:
+            write_hf_case(out, name, case, 200 + seed)
+    if not want or "linear" in want:
+        write_linear_golden(out)
+    if not want or "linear_g128" in want:
+        write_g128_golden(out)
 
 
 if __name__ == "__main__":

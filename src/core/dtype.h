@@ -31,6 +31,9 @@ enum class DType : uint8_t {
   // FP8 E4M3 weights with their scales in each row (core/fp8.h "FP8 rows"):
   kF8E4M3,      // one weight scale per row (output channel)
   kF8E4M3B128,  // one weight scale per 128-column block of the row (DeepSeek's 128x128 blocks)
+  // The B128 row layout with activations scaled per 128-column group of each token as well
+  // (transformers' quant_method "fp8": Qwen3-*-FP8, DeepSeek-V3; kernels/ref/fp8_linear.h).
+  kF8E4M3G128,
 };
 
 inline std::string_view dtype_name(DType t) {
@@ -52,18 +55,27 @@ inline std::string_view dtype_name(DType t) {
     case DType::kIQ4_XS: return "iq4_xs";
     case DType::kF8E4M3: return "fp8_e4m3";
     case DType::kF8E4M3B128: return "fp8_e4m3_b128";
+    case DType::kF8E4M3G128: return "fp8_e4m3_g128";
   }
   return "?";
 }
 
 // True for the FP8 row types (core/fp8.h): a row is a header of fp32 scales, then one E4M3
 // code per element.
-constexpr bool dtype_is_fp8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E4M3B128; }
+constexpr bool dtype_is_fp8(DType t) {
+  return t == DType::kF8E4M3 || t == DType::kF8E4M3B128 || t == DType::kF8E4M3G128;
+}
+
+// True for the FP8 row types with one weight scale per 128 columns (B128, G128).
+constexpr bool dtype_fp8_blocks(DType t) {
+  return t == DType::kF8E4M3B128 || t == DType::kF8E4M3G128;
+}
 
 // The fp32 scales before an FP8 row's codes: the activation's static scale, its dynamic bound,
-// then one weight scale (kF8E4M3) or one per 128 columns (kF8E4M3B128, the last block partial).
+// then one weight scale (kF8E4M3) or one per 128 columns (kF8E4M3B128 / kF8E4M3G128, the last
+// block partial).
 constexpr int64_t fp8_row_scales(DType t, int64_t cols) {
-  return 2 + (t == DType::kF8E4M3B128 ? (cols + 127) / 128 : 1);
+  return 2 + (dtype_fp8_blocks(t) ? (cols + 127) / 128 : 1);
 }
 
 // True for the block (quantized) types, FP8 rows included.
@@ -91,7 +103,8 @@ constexpr int64_t dtype_block_elems(DType t) {
     case DType::kQ5_K:
     case DType::kIQ4_XS: return 256;
     case DType::kF8E4M3:
-    case DType::kF8E4M3B128: return 1;  // a row: fp8_row_scales fp32 scales + one byte each
+    case DType::kF8E4M3B128:
+    case DType::kF8E4M3G128: return 1;  // a row: fp8_row_scales fp32 scales + one byte each
   }
   return 1;
 }
@@ -120,7 +133,8 @@ constexpr int64_t dtype_block_bytes(DType t) {
     case DType::kQ5_K: return 176;
     case DType::kIQ4_XS: return 136;
     case DType::kF8E4M3:
-    case DType::kF8E4M3B128: return 1;  // the codes; dtype_row_bytes adds the row's scales
+    case DType::kF8E4M3B128:
+    case DType::kF8E4M3G128: return 1;  // the codes; dtype_row_bytes adds the row's scales
   }
   return 0;
 }

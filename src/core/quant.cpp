@@ -323,7 +323,8 @@ void dequantize_row(DType t, const uint8_t* src, float* dst, int64_t n) {
     case DType::kIQ4_XS:
       return dequant_blocks<dequant_iq4_xs>(t, src, dst, n);
     case DType::kF8E4M3:
-    case DType::kF8E4M3B128: {
+    case DType::kF8E4M3B128:
+    case DType::kF8E4M3G128: {
       // One FP8 row (core/fp8.h): dec(code) · weight scale, one fp32 product per element.
       const uint8_t* codes = fp8_row_codes(t, src, n);
       for (int64_t i = 0; i < n; ++i) {

@@ -62,13 +62,20 @@ struct MoeConfig {
 // checkpoint's quantization_config (config_fp8.cpp: compressed-tensors float-quantized or
 // fbgemm_fp8). source kNone: the weights are used as stored.
 struct Fp8Config {
-  enum class Source : uint8_t { kNone, kCompressedTensors, kFbgemm };
+  // kFineGrained: transformers' quant_method "fp8" (FineGrainedFP8Config: Qwen3-*-FP8,
+  // DeepSeek-V3): 128x128 block weight scales (`weight_scale_inv`), activations dynamic per
+  // token and 128-column group (DType::kF8E4M3G128).
+  enum class Source : uint8_t { kNone, kCompressedTensors, kFbgemm, kFineGrained };
   enum class WeightScales : uint8_t { kChannel, kTensor, kBlock };  // the checkpoint's strategy
   Source source = Source::kNone;
   WeightScales weight_scales = WeightScales::kChannel;
   bool static_activations = false;  // an input_scale tensor per layer; else dynamic per token
   float activation_bound = 0.0f;    // fbgemm_fp8 activation_scale_ub (0: none)
-  std::vector<std::string> ignore;  // module names kept unquantized ("lm_head", ...)
+  // Modules kept unquantized ("lm_head", ...). compressed-tensors' `ignore` names modules
+  // exactly; transformers' modules_to_not_convert (fbgemm_fp8, fp8) also names a subtree
+  // ("model.layers.0" keeps everything under it) or a module's trailing names ("mlp.gate" keeps
+  // every layer's router).
+  std::vector<std::string> ignore;
   bool active() const { return source != Source::kNone; }
   // True when the module (e.g. "model.layers.0.self_attn.q_proj", "lm_head") is quantized.
   bool quantizes(const std::string& module) const;

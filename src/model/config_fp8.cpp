@@ -1,6 +1,7 @@
 // ModelConfig::fp8_from_hf: a Hugging Face config.json's quantization_config for FP8
 // checkpoints as they are published — compressed-tensors "float-quantized" (llm-compressor's
-// FP8 / FP8_DYNAMIC / FP8_BLOCK schemes) and fbgemm_fp8 (Meta's Llama 3.1 FP8). Every key is
+// FP8 / FP8_DYNAMIC / FP8_BLOCK schemes), fbgemm_fp8 (Meta's Llama 3.1 FP8) and transformers'
+// fp8 (FineGrainedFP8Config: Qwen3-*-FP8, DeepSeek-V3). Every key is
 // read, ignored by name (bookkeeping with no effect on the forward), or refused by name with
 // why: a setting whose numerics are not the ones kernels/ref/fp8_linear.h computes never loads
 // as something else. A per-tensor DYNAMIC activation scale is refused: it is a max over the
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <string_view>
@@ -32,6 +34,8 @@ class Section {
     auto it = j_.find(key);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
   }
+  // True when the key is written, null included.
+  bool present(std::string_view key) const { return j_.contains(key); }
   void ignore(std::initializer_list<std::string_view> keys) {
     for (auto k : keys) read_.insert(std::string(k));
   }
@@ -193,6 +197,26 @@ void read_compressed_tensors(Section& q, Fp8Config& f) {
   q.refuse_unread();
 }
 
+// A modules_to_not_convert list (transformers' fbgemm_fp8 and fp8): module names, subtrees
+// or trailing names (Fp8Config::ignore). transformers also matches its entries as regular
+// expressions; one that uses regex syntax is refused rather than read two ways.
+void read_not_convert(Section& q, const char* key, Fp8Config& f) {
+  const json* m = q.find(key);
+  if (m == nullptr) return;
+  check(m->is_array(), "{}: config.json quantization_config.{} must be a list of module names",
+        q.path(), key);
+  for (const json& e : *m) {
+    check(e.is_string(), "{}: config.json quantization_config.{} entries must be strings",
+          q.path(), key);
+    const std::string name = e.get<std::string>();
+    if (name.empty() || name.find_first_of("*?[]()^$\\+|{}") != std::string::npos) {
+      q.refuse(key, e, "entries are module names (\"lm_head\", \"model.layers.0.mlp.gate\"), a "
+               "subtree or a module's trailing names; regular expressions are not implemented");
+    }
+    f.ignore.push_back(name);
+  }
+}
+
 // fbgemm_fp8 (transformers' FbgemmFp8Config): per-channel weight scales, activations dynamic
 // per token with their amax capped at activation_scale_ub.
 void read_fbgemm(Section& q, Fp8Config& f) {
@@ -205,15 +229,52 @@ void read_fbgemm(Section& q, Fp8Config& f) {
         "{}: config.json quantization_config.activation_scale_ub must be a positive number, got "
         "{}", q.path(), ub ? ub->dump() : "null");
   f.activation_bound = static_cast<float>(ub->get<double>());
-  if (const json* m = q.find("modules_to_not_convert")) {
-    check(m->is_array(), "{}: config.json quantization_config.modules_to_not_convert must be a "
-          "list of module names", q.path());
-    for (const json& e : *m) {
-      check(e.is_string(), "{}: config.json quantization_config.modules_to_not_convert entries "
-            "must be strings", q.path());
-      f.ignore.push_back(e.get<std::string>());
-    }
+  read_not_convert(q, "modules_to_not_convert", f);
+  q.refuse_unread();
+}
+
+// transformers' quant_method "fp8" (FineGrainedFP8Config; Qwen3-*-FP8 and DeepSeek-V3 ship it):
+// E4M3 weights with one `weight_scale_inv` per 128x128 block (a multiplier, despite the name:
+// w = code · scale_inv), activations quantized dynamically per token and 128-column group.
+void read_fine_grained(Section& q, Fp8Config& f) {
+  f.source = Fp8Config::Source::kFineGrained;
+  f.weight_scales = Fp8Config::WeightScales::kBlock;
+  q.ignore({"quant_method"});
+  std::string scheme = q.string("activation_scheme", "dynamic");
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (scheme != "dynamic") {
+    q.refuse("activation_scheme", json(scheme), "static activation scales (activation_scale "
+             "tensors) are not implemented for the fp8 format; dynamic per-token, per-128-column "
+             "scales are");
   }
+  // Absent: transformers' default, [128, 128]. null (per-tensor scales) and other blocks are
+  // not implemented.
+  const json* b = q.find("weight_block_size");
+  if ((b == nullptr && q.present("weight_block_size")) ||
+      (b != nullptr && *b != json::array({128, 128}))) {
+    q.refuse("weight_block_size", b ? *b : json(nullptr),
+             "block scales are implemented for 128x128 blocks");
+  }
+  if (const json* fmt = q.find("fmt"); fmt != nullptr && *fmt != "e4m3") {
+    q.refuse("fmt", *fmt, "FP8 weights are E4M3 (fmt e4m3)");
+  }
+  if (const json* sf = q.find("scale_fmt"); sf != nullptr && *sf != "float") {
+    q.refuse("scale_fmt", *sf, "activation scales are fp32 amax / 448 (scale_fmt float); "
+             "power-of-two (ue8m0) scales are another arithmetic, not implemented");
+  }
+  if (const json* d = q.find("dequantize"); d != nullptr && *d != false) {
+    q.refuse("dequantize", *d, "dequantize true runs the weights widened to bf16, another "
+             "numerics than the FP8 arithmetic (load the FP8 checkpoint as stored)");
+  }
+  // ignored_layers: transformers' alias, read when modules_to_not_convert is not given.
+  if (const json* il = q.find("ignored_layers"); il != nullptr && q.find("modules_to_not_convert")) {
+    q.refuse("ignored_layers", *il, "give modules_to_not_convert or its alias ignored_layers, "
+             "not both");
+  }
+  read_not_convert(q, "modules_to_not_convert", f);
+  read_not_convert(q, "ignored_layers", f);
+  f.ignore.push_back("lm_head");  // transformers never converts lm_head under this method
   q.refuse_unread();
 }
 
@@ -227,16 +288,29 @@ Fp8Config ModelConfig::fp8_from_hf(const nlohmann::json& q, const std::string& p
     read_compressed_tensors(s, f);
   } else if (method == "fbgemm_fp8") {
     read_fbgemm(s, f);
+  } else if (method == "fp8") {
+    read_fine_grained(s, f);
   } else {
     s.refuse("quant_method", json(method), "the quantized checkpoints detllm loads are FP8: "
-             "compressed-tensors (float-quantized) and fbgemm_fp8 (or use bf16/fp16/fp32 "
+             "compressed-tensors (float-quantized), fbgemm_fp8 and fp8 (or use bf16/fp16/fp32 "
              "safetensors, or a GGUF file)");
   }
   return f;
 }
 
 bool Fp8Config::quantizes(const std::string& module) const {
-  return active() && std::find(ignore.begin(), ignore.end(), module) == ignore.end();
+  if (!active()) return false;
+  const bool by_name = source == Source::kCompressedTensors;  // its ignore lists exact names
+  for (const std::string& e : ignore) {
+    if (module == e) return false;
+    if (by_name) continue;
+    if (module.size() > e.size() && module.compare(0, e.size(), e) == 0 && module[e.size()] == '.')
+      return false;  // a subtree
+    if (module.size() > e.size() && module[module.size() - e.size() - 1] == '.' &&
+        module.compare(module.size() - e.size(), e.size(), e) == 0)
+      return false;  // trailing names
+  }
+  return true;
 }
 
 }  // namespace detllm

@@ -15,22 +15,64 @@
 
 namespace detllm {
 
-void quantize_weights_fp8(ModelWeights& w, const ModelConfig& c) {
-  check(!c.moe.active(), "--quantization fp8: FP8 weights are implemented for dense models "
-        "(this one has {} experts)", c.moe.n_experts);
-  check(!has_fp8_weights(w), "--quantization fp8: the checkpoint's weights are FP8 already "
-        "(its quantization_config says how; drop the flag)");
+namespace {
+
+// The layer projections FP8 applies to: attention, the dense MLP, every expert's and the shared
+// expert's gate/up/down — not a mixture of experts' router or shared-expert gate.
+std::vector<HostTensor*> fp8_projections(ModelWeights& w) {
   std::vector<HostTensor*> mats;
   for (LayerWeights& l : w.layers) {
-    for (Linear* lin : l.matrices()) mats.push_back(&lin->w);
+    for (Linear* lin : l.matrices()) {
+      if (lin == &l.router || lin == &l.shared_expert_gate || lin->w.empty()) continue;
+      mats.push_back(&lin->w);
+    }
   }
+  return mats;
+}
+
+// One 128x128-block matrix as kF8E4M3G128 rows: s = max|w| / 448 over each block (1 when 0),
+// codes e4m3(w / s); rows of a block repeat its scales (core/fp8.h).
+void quantize_blocks_g128(HostTensor& t) {
+  const int64_t rows = t.shape.at(0), cols = t.shape.at(1), B = kFp8ScaleBlock;
+  const int64_t nb = (cols + B - 1) / B, row_bytes = dtype_row_bytes(DType::kF8E4M3G128, cols);
+  std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes));
+  std::vector<float> s(static_cast<size_t>(nb));
+  for (int64_t r0 = 0; r0 < rows; r0 += B) {
+    const int64_t r1 = std::min(rows, r0 + B);
+    for (int64_t b = 0; b < nb; ++b) {
+      float a = 0.0f;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t k = b * B; k < std::min(cols, b * B + B); ++k)
+          a = std::max(a, std::fabs(t.data[static_cast<size_t>(r * cols + k)]));
+      s[static_cast<size_t>(b)] = a == 0.0f ? 1.0f : a / kFp8E4m3Max;
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* row = raw.data() + r * row_bytes;
+      fp8_write_row_header(DType::kF8E4M3G128, row, cols, 0.0f, 0.0f, s.data());
+      uint8_t* codes = row + 4 * fp8_row_scales(DType::kF8E4M3G128, cols);
+      for (int64_t k = 0; k < cols; ++k)
+        codes[k] = float_to_fp8_e4m3(t.data[static_cast<size_t>(r * cols + k)] / s[static_cast<size_t>(k / B)]);
+    }
+  }
+  t.data = {};
+  t.raw = std::move(raw);
+  t.dtype = DType::kF8E4M3G128;
+}
+
+}  // namespace
+
+void quantize_weights_fp8(ModelWeights& w, const ModelConfig& /*c*/, Fp8Rows rows) {
+  check(!has_fp8_weights(w), "--quantization fp8: the checkpoint's weights are FP8 already "
+        "(its quantization_config says how; drop the flag)");
+  const std::vector<HostTensor*> mats = fp8_projections(w);
   parallel_each(mats.size(), 32, [&](size_t i) {
     HostTensor& t = *mats[i];
     dequantize_tensor(t);  // the checkpoint's values in fp32 (exact for bf16/fp16)
-    const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
+    if (rows == Fp8Rows::kBlockG128) return quantize_blocks_g128(t);
+    const int64_t n_rows = t.shape.at(0), cols = t.shape.at(1);
     const int64_t row_bytes = dtype_row_bytes(DType::kF8E4M3, cols);
-    std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes));
-    for (int64_t r = 0; r < rows; ++r) {
+    std::vector<uint8_t> raw(static_cast<size_t>(n_rows * row_bytes));
+    for (int64_t r = 0; r < n_rows; ++r) {
       kernels::ref::fp8_quantize_weight_row(t.data.data() + r * cols, cols,
                                             raw.data() + r * row_bytes);
     }
@@ -112,11 +154,16 @@ std::vector<float> fp8_kv_scales(const ModelConfig& c, const ModelWeights& w, in
 
 std::string fp8_class_name(const ModelWeights& w) {
   bool channel = false, block = false, token = false, bounded = false, fixed = false;
+  bool group = false;
   for (const LayerWeights& l : w.layers) {
     for (const Linear* lin : l.matrices()) {
       const HostTensor& t = lin->w;
       if (!dtype_is_fp8(t.dtype)) continue;
       (t.dtype == DType::kF8E4M3 ? channel : block) = true;
+      if (t.dtype == DType::kF8E4M3G128) {  // dynamic per (token, 128 columns)
+        group = true;
+        continue;
+      }
       const int64_t rb = dtype_row_bytes(t.dtype, t.shape.at(1));
       for (int64_t r = 0; r < t.shape.at(0); ++r) {
         const uint8_t* row = t.raw.data() + r * rb;
@@ -140,7 +187,8 @@ std::string fp8_class_name(const ModelWeights& w) {
     return s;
   };
   return "fp8=" + join({{channel, "channel"}, {block, "block128"}}) + "/" +
-         join({{token, "token"}, {bounded, "token-bounded"}, {fixed, "static"}});
+         join({{token, "token"}, {group, "token-group128"}, {bounded, "token-bounded"},
+               {fixed, "static"}});
 }
 
 }  // namespace detllm

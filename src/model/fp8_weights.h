@@ -1,6 +1,6 @@
 // FP8 weights made at load from a bf16/fp16/fp32 checkpoint (`--quantization fp8`, vLLM's name):
-// every projection of every layer (attention q/k/v/o, the MLP's gate/up/down) held as FP8 rows
-// with one scale per output channel (kernels/ref/fp8_linear.h fp8_quantize_weight_row:
+// every projection of every layer (attention q/k/v/o, the MLP's or each expert's gate/up/down)
+// held as FP8 rows with one scale per output channel (kernels/ref/fp8_linear.h fp8_quantize_weight_row:
 // s_w = max|w| / 448, codes e4m3(w / s_w)), activations dynamic per token. The embedding and
 // lm_head stay as stored, as in vLLM's online FP8. docs/models.md, "FP8".
 #pragma once
@@ -13,9 +13,16 @@
 
 namespace detllm {
 
-// In place. Throws for a mixture-of-experts model (FP8 experts are not implemented) and for
-// weights that are FP8 already.
-void quantize_weights_fp8(ModelWeights& w, const ModelConfig& c);
+// The FP8 rows quantize_weights_fp8 makes: per-channel kF8E4M3 (`--quantization fp8`), or
+// kF8E4M3G128 — 128x128 block scales s = max|w| / 448 over each block, activations per token
+// and 128-column group, the arithmetic of transformers' fp8 checkpoints (the conformance
+// suite's "@fp8g" models).
+enum class Fp8Rows : uint8_t { kChannel, kBlockG128 };
+
+// In place: every layer projection, a mixture of experts' experts and shared expert included;
+// the router and the shared-expert gate stay as stored (as published FP8 MoE checkpoints keep
+// them). Throws for weights that are FP8 already.
+void quantize_weights_fp8(ModelWeights& w, const ModelConfig& c, Fp8Rows rows = Fp8Rows::kChannel);
 
 // True when any matrix of w is held as FP8 rows.
 bool has_fp8_weights(const ModelWeights& w);
@@ -33,8 +40,9 @@ std::vector<float> fp8_kv_scales(const ModelConfig& c, const ModelWeights& w, in
 
 // The FP8 numerics class of w's FP8 matrices, for the fingerprint's backend build string:
 // "fp8=<weight scales>/<activation scales>", weight scales "channel" or "block128" (both when
-// mixed: "channel+block128"), activation scales "token" (dynamic), "token-bounded" (dynamic
-// with fbgemm's bound), "static" (the checkpoint's input_scale), joined with "+" when mixed.
+// mixed: "channel+block128"), activation scales "token" (dynamic), "token-group128" (dynamic
+// per token and 128 columns: kF8E4M3G128), "token-bounded" (dynamic with fbgemm's bound),
+// "static" (the checkpoint's input_scale), joined with "+" when mixed.
 std::string fp8_class_name(const ModelWeights& w);
 
 }  // namespace detllm

@@ -300,7 +300,10 @@ void pack_fp8(Fp8Plan& p, const ModelConfig& c, const std::string& path) {
     scale_ok(input_scale, "input_scale");
   }
   const bool blocks = f.weight_scales == Fp8Config::WeightScales::kBlock;
-  const DType dt = blocks ? DType::kF8E4M3B128 : DType::kF8E4M3;
+  // transformers' fp8: the block rows, activations scaled per 128-column group.
+  const DType dt = f.source == Fp8Config::Source::kFineGrained ? DType::kF8E4M3G128
+                   : blocks                                    ? DType::kF8E4M3B128
+                                                               : DType::kF8E4M3;
   const int64_t n_w = fp8_row_scales(dt, cols) - 2, row_bytes = dtype_row_bytes(dt, cols);
   std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes));
   std::vector<float> ws(static_cast<size_t>(n_w));
@@ -346,41 +349,51 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   const bool gguf = naming == WeightNaming::kGguf;
   Loader ld(source, cb, storage);
   const Fp8Config& f = c.fp8;
-  check(!f.active() || (!gguf && !c.moe.active()),
-        "{}: FP8 weights are implemented for dense models (this one has {} experts)",
-        source.path(), c.moe.n_experts);
+  check(!f.active() || !gguf, "{}: FP8 weights come from safetensors checkpoints", source.path());
   check(!f.active() || !f.quantizes("lm_head"),
         "{}: an FP8 lm_head is not implemented (the config's quantization_config quantizes "
         "it; published FP8 checkpoints list lm_head in ignore / modules_to_not_convert)",
         source.path());
   std::deque<Fp8Plan> fp8;  // deque: jobs hold pointers into it
+  // The scale tensors of an FP8 checkpoint's quantized module (HF name, weight (out, in)).
+  auto plan_fp8 = [&](Linear& l, const std::string& module, int64_t out, int64_t in) {
+    if (gguf || !f.quantizes(module)) return;
+    Fp8Plan& p = fp8.emplace_back(Fp8Plan{&l, module, {}, {}, {}});
+    switch (f.weight_scales) {
+      case Fp8Config::WeightScales::kChannel:
+        ld.vec(module + ".weight_scale", out, &p.w_scale);
+        break;
+      case Fp8Config::WeightScales::kTensor:
+        ld.vec(module + ".weight_scale", 1, &p.w_scale);
+        break;
+      case Fp8Config::WeightScales::kBlock:
+        // transformers' fp8 names it weight_scale_inv; it multiplies all the same.
+        ld.tensor(module + (f.source == Fp8Config::Source::kFineGrained ? ".weight_scale_inv"
+                                                                        : ".weight_scale"),
+                  {(out + kFp8ScaleBlock - 1) / kFp8ScaleBlock,
+                   (in + kFp8ScaleBlock - 1) / kFp8ScaleBlock},
+                  &p.block_scale);
+        break;
+    }
+    if (f.source == Fp8Config::Source::kFbgemm) {
+      if (ld.has(module + ".input_scale_ub")) ld.vec(module + ".input_scale_ub", 1, &p.in_scale);
+    } else if (f.static_activations) {
+      ld.vec(module + ".input_scale", 1, &p.in_scale);
+    }
+  };
+  // A mixture of experts' gates (the router, Qwen2-MoE's shared-expert gate) stay as stored.
+  auto unquantized_gate = [&](const std::string& module) {
+    check(gguf || !f.quantizes(module),
+          "{}: the config's quantization_config quantizes {}, a mixture-of-experts gate: FP8 "
+          "gates are not implemented (published FP8 checkpoints keep them unquantized: list it "
+          "in ignore / modules_to_not_convert)",
+          source.path(), module);
+  };
   auto linear = [&](Linear& l, int i, const char* g, const char* h, int64_t out, int64_t in,
                     bool bias, std::function<void(HostTensor&)> fixup = {}) {
     ld.tensor(n.layer(i, fmt::format("{}.weight", g).c_str(), fmt::format("{}.weight", h).c_str()),
               {out, in}, &l.w, std::move(fixup));
-    const std::string module = fmt::format("model.layers.{}.{}", i, h);
-    if (!gguf && f.quantizes(module)) {
-      Fp8Plan& p = fp8.emplace_back(Fp8Plan{&l, module, {}, {}, {}});
-      switch (f.weight_scales) {
-        case Fp8Config::WeightScales::kChannel:
-          ld.vec(module + ".weight_scale", out, &p.w_scale);
-          break;
-        case Fp8Config::WeightScales::kTensor:
-          ld.vec(module + ".weight_scale", 1, &p.w_scale);
-          break;
-        case Fp8Config::WeightScales::kBlock:
-          ld.tensor(module + ".weight_scale",
-                    {(out + kFp8ScaleBlock - 1) / kFp8ScaleBlock,
-                     (in + kFp8ScaleBlock - 1) / kFp8ScaleBlock},
-                    &p.block_scale);
-          break;
-      }
-      if (f.source == Fp8Config::Source::kFbgemm) {
-        if (ld.has(module + ".input_scale_ub")) ld.vec(module + ".input_scale_ub", 1, &p.in_scale);
-      } else if (f.static_activations) {
-        ld.vec(module + ".input_scale", 1, &p.in_scale);
-      }
-    }
+    plan_fp8(l, fmt::format("model.layers.{}.{}", i, h), out, in);
     if (bias) {
       ld.vec(n.layer(i, fmt::format("{}.bias", g).c_str(), fmt::format("{}.bias", h).c_str()), out,
              &l.bias);
@@ -420,12 +433,17 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
       const MoeNames mn = moe_names(c.arch);
       const int64_t fe = c.moe.expert_ffn_dim;
       auto hf = [&](const std::string& rest) { return fmt::format("model.layers.{}.{}", i, rest); };
+      auto proj = [&](Linear& lin, const std::string& module, int64_t out, int64_t in) {
+        ld.tensor(hf(module + ".weight"), {out, in}, &lin.w);
+        plan_fp8(lin, hf(module), out, in);
+      };
       auto mlp = [&](MlpWeights& m, const std::string& prefix, const char* g, const char* u,
                      const char* d, int64_t ffn) {
-        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, g)), {ffn, c.dim}, &m.w_gate.w);
-        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, u)), {ffn, c.dim}, &m.w_up.w);
-        ld.tensor(hf(fmt::format("{}.{}.weight", prefix, d)), {c.dim, ffn}, &m.w_down.w);
+        proj(m.w_gate, fmt::format("{}.{}", prefix, g), ffn, c.dim);
+        proj(m.w_up, fmt::format("{}.{}", prefix, u), ffn, c.dim);
+        proj(m.w_down, fmt::format("{}.{}", prefix, d), c.dim, ffn);
       };
+      unquantized_gate(hf(mn.block + ".gate"));
       ld.tensor(hf(mn.block + ".gate.weight"), {c.moe.n_experts, c.dim}, &l.router.w);
       l.experts.resize(static_cast<size_t>(c.moe.n_experts));  // no resize below (jobs)
       for (int32_t e = 0; e < c.moe.n_experts; ++e) {
@@ -434,6 +452,7 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
       if (c.moe.shared_expert_ffn_dim > 0) {
         mlp(l.shared_expert, "mlp.shared_expert", "gate_proj", "up_proj", "down_proj",
             c.moe.shared_expert_ffn_dim);
+        unquantized_gate(hf("mlp.shared_expert_gate"));
         ld.tensor(hf("mlp.shared_expert_gate.weight"), {1, c.dim}, &l.shared_expert_gate.w);
       }
     } else {

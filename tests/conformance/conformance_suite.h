@@ -7,7 +7,8 @@
 // q/k norm), each also with its matrices held as GGUF blocks ("tiny-llama@q4_1": Q4_1, Q8_0
 // or Q4_0, quantized by core/quant.h; the k-quants need rows of 256 and the tiny models have
 // 64), and with FP8 projections ("tiny-qwen3@fp8": model/fp8_weights.h, activations rounded
-// per token). Backend-specific checks (V11 threads on the CPU) live in the including file.
+// per token; "tiny-qwen3-moe@fp8g": FP8 experts in 128x128 blocks, activations per token and
+// 128 columns). Backend-specific checks (V11 threads on the CPU) live in the including file.
 // A "#tpN" suffix runs the whole suite on a tensor-parallel group of N ranks as threads
 // (model/tp_group.h; CPU ranks, or CUDA ranks on one GPU): the Target's model is the group's
 // leader, and TpDegreeIsNotANumerics compares it with TP 1.
@@ -40,9 +41,11 @@ bool suite_backend_available(std::string* why);
 namespace {
 
 // Every matrix of w (embeddings, projections, lm_head) held as block type `name` ("q4_1", …),
-// or "fp8": the projections as per-channel FP8 rows (--quantization fp8).
+// or "fp8": the projections (experts included) as per-channel FP8 rows (--quantization fp8);
+// "fp8g": as 128x128-block rows with activations per token and 128 columns (transformers' fp8).
 inline void quantize_matrices(ModelWeights& w, const ModelConfig& c, const std::string& name) {
   if (name == "fp8") return quantize_weights_fp8(w, c);
+  if (name == "fp8g") return quantize_weights_fp8(w, c, Fp8Rows::kBlockG128);
   DType t = DType::kF32;
   for (DType d : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0})
     if (dtype_name(d) == name) t = d;

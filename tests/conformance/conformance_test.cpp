@@ -2,7 +2,9 @@
 // which only the CPU has. V8 runs as batch padding (the CPU has no graphs).
 // The "+q8" parameters run it in the q8-activation numerics class (CpuActivations::kQ8:
 // activations rounded to int8 per block before every Q4_0/Q4_1/Q8_0 matmul); "@fp8" on FP8
-// weights (per-channel, activations rounded per token), "+kvfp8" with the FP8 KV cache
+// weights (per-channel, activations rounded per token; on tiny-qwen3-moe the experts too),
+// "@fp8g" on FP8 weights in 128x128 blocks with activations per token and 128 columns
+// (transformers' fp8 format), "+kvfp8" with the FP8 KV cache
 // (--kv-dtype fp8: K/V rounded to E4M3 on append, scales fixed at load).
 // Negative controls: DETLLM_CONFORMANCE_FAULT=<fault> (fault_ops.h) runs the whole suite, the
 // real-model tests of this binary included, on a backend with that fault planted — the suite
@@ -58,7 +60,8 @@ INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                                            "tiny-qwen3@q4_0+q8", "tiny-llama#tp2", "tiny-qwen2#tp2",
                                            "tiny-qwen3#tp2", "tiny-qwen3-moe",
                                            "tiny-qwen3-moe@q8_0", "tiny-qwen3@fp8",
-                                           "tiny-llama@fp8+kvfp8"),
+                                           "tiny-llama@fp8+kvfp8", "tiny-qwen3-moe@fp8",
+                                           "tiny-qwen3-moe@fp8g"),
                          suite_param_name);
 
 }  // namespace

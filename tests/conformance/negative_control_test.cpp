@@ -188,6 +188,28 @@ TEST_F(Fp8NegativeControl, BatchScaleFailsV1AndPerTokenHoldsIt) {
   }
 }
 
+// The same control on a mixture of experts with FP8 experts — per-channel rows, and the fp8
+// format's 128x128-block rows with activations per token and 128 columns: one scale for the
+// whole call fails V1, the CPU backend's row-local scales hold it (routed experts included).
+TEST_F(NegativeControl, Fp8BatchScaleFailsV1OnFp8Experts) {
+  model_ = "tiny-qwen3-moe";
+  for (const Fp8Rows rows : {Fp8Rows::kChannel, Fp8Rows::kBlockG128}) {
+    SetUp();
+    quantize_weights_fp8(weights_, config_, rows);
+    const char* name = rows == Fp8Rows::kChannel ? "fp8" : "fp8g";
+    const CellResult c = run_cell("fp8-batch-scale", "V1");
+    std::printf("fp8-batch-scale × V1 (tiny-qwen3-moe@%s): %s\n", name, c.text().c_str());
+    EXPECT_EQ(c.state, CellResult::State::kFails) << name << ": " << c.text();
+    for (const Variation& v : variations()) {
+      if (v.id != "V1") continue;
+      Target exact = target("fp8-batch-scale");
+      exact.make_ops = [](int n) { return kernels::make_cpu_ops(n); };
+      const CellResult ok = run_variation(exact, DeterminismMode::kInvariant, v);
+      EXPECT_EQ(ok.state, CellResult::State::kHolds) << name << ": " << ok.text();
+    }
+  }
+}
+
 // The FP8 KV cache: scales from the call's own K/V (a live batch) fail V1; the scales fixed at
 // load (the CPU backend's --kv-dtype fp8) hold it on the same model.
 TEST_F(NegativeControl, Fp8KvLiveScaleFailsV1AndFixedScalesHoldIt) {

@@ -1,7 +1,8 @@
 // The FP8 linear layer (kernels/ref/fp8_linear.h): its definition against an independent
 // computation in torch + numpy (tests/data/fp8/linear_golden.json, scripts/ref/fp8_checkpoints.py:
 // torch's float8 casts, a sequential fp32 sum) bit for bit — per-channel and 128-block weight
-// scales, dynamic, static and bounded activation scales, an all-zero row, saturation — and the
+// scales, dynamic, static and bounded activation scales, an all-zero row, saturation; the
+// per-(token, 128-column) activation scales of transformers' fp8 (kF8E4M3G128) — and the
 // CPU kernel (kernels/cpu/matmul_fp8.cpp, through make_cpu_ops) against the definition bit for
 // bit for m = 1…19, n not a multiple of the 8 lanes, partial 128-blocks, rows of a fused matrix
 // with different static scales, 1–3 threads; each row's bits are the same whatever the other
@@ -63,15 +64,19 @@ std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, uint32_t s
   return out;
 }
 
-TEST(Fp8Linear, MatchesTorchGoldenBitForBit) {
-  const auto path = std::filesystem::path(DETLLM_SOURCE_DIR) / "tests/data/fp8/linear_golden.json";
+// The golden cases of `file` (tests/data/fp8/): ref::fp8_linear and the CPU backend give
+// torch's bits.
+void expect_golden(const char* file, size_t min_cases) {
+  const auto path = std::filesystem::path(DETLLM_SOURCE_DIR) / "tests/data/fp8" / file;
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << path;
   const auto g = nlohmann::json::parse(in);
-  ASSERT_GE(g["cases"].size(), 5u);
+  ASSERT_GE(g["cases"].size(), min_cases);
   for (const auto& c : g["cases"]) {
     const int64_t m = c["m"], n = c["n"], k = c["k"];
-    const DType t = c["blocks"].get<bool>() ? DType::kF8E4M3B128 : DType::kF8E4M3;
+    const DType t = c.value("groups", false) ? DType::kF8E4M3G128
+                    : c["blocks"].get<bool>() ? DType::kF8E4M3B128
+                                              : DType::kF8E4M3;
     SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " "
                                     << dtype_name(t));
     std::vector<float> x;
@@ -103,6 +108,54 @@ TEST(Fp8Linear, MatchesTorchGoldenBitForBit) {
   }
 }
 
+TEST(Fp8Linear, MatchesTorchGoldenBitForBit) { expect_golden("linear_golden.json", 5); }
+
+// transformers' fp8 arithmetic (kF8E4M3G128): activations per token and 128-column group,
+// (P_b · s_b) · s_w[b] summed over blocks — against torch's casts and a sequential numpy sum.
+TEST(Fp8Linear, GroupActivationsMatchTorchGoldenBitForBit) {
+  expect_golden("linear_g128_golden.json", 3);
+}
+
+// kF8E4M3G128 by hand: two groups of one row, each with its own scale. The same row with
+// kF8E4M3B128 (one scale for the whole row) gives other bits — the quiet group loses its
+// precision to the loud one.
+TEST(Fp8Linear, GroupScalesByHand) {
+  const int64_t k = 130;  // a full group and a partial one of 2 columns
+  const DType t = DType::kF8E4M3G128;
+  std::vector<uint8_t> row(static_cast<size_t>(dtype_row_bytes(t, k)));
+  const float ws[2] = {0.5f, 0.25f};
+  fp8_write_row_header(t, row.data(), k, 0.0f, 0.0f, ws);
+  uint8_t* codes = row.data() + 4 * fp8_row_scales(t, k);
+  std::vector<float> x(static_cast<size_t>(k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) codes[i] = float_to_fp8_e4m3(0.0f);
+  x[0] = 1.0f;    // group 0: amax 3 → s_0 = 3 / 448
+  x[1] = -3.0f;
+  codes[0] = float_to_fp8_e4m3(1.0f);
+  codes[1] = float_to_fp8_e4m3(0.5f);
+  x[128] = 0.01f;  // group 1: amax 0.01 → s_1 = 0.01 / 448, q = 448
+  codes[128] = float_to_fp8_e4m3(2.0f);
+  const float s0 = 3.0f / 448.0f, s1 = 0.01f / 448.0f;
+  const float p0 = 144.0f * 1.0f + -448.0f * 0.5f, p1 = 448.0f * 2.0f;
+  float want = 0.0f;
+  want += p0 * s0 * 0.5f;
+  want += p1 * s1 * 0.25f;
+  float y = 0;
+  ref::fp8_linear(x.data(), 1, {row.data(), t, 1, k}, nullptr, &y);
+  EXPECT_EQ(bits(y), bits(want)) << y << " vs " << want;
+  auto ops = make_cpu_ops(1);
+  float yc = 0;
+  ops->matmul(x.data(), 1, {row.data(), t, 1, k}, nullptr, &yc);
+  EXPECT_EQ(bits(yc), bits(want));
+  // One scale per row (B128 on the same bytes): x[128] / (3 / 448) rounds to a subnormal code.
+  float yb = 0;
+  ref::fp8_linear(x.data(), 1, {row.data(), DType::kF8E4M3B128, 1, k}, nullptr, &yb);
+  EXPECT_NE(bits(yb), bits(want));
+  // An all-zero group keeps s = 1 and adds nothing.
+  x[128] = 0.0f;
+  ref::fp8_linear(x.data(), 1, {row.data(), t, 1, k}, nullptr, &y);
+  EXPECT_EQ(bits(y), bits(p0 * s0 * 0.5f + 0.0f * 1.0f * 0.25f));
+}
+
 TEST(Fp8Linear, DefinitionByHand) {
   // k = 2, one row: x = (1, -3) dynamic → s_x = 3 / 448; q = e4m3(x / s_x) = (149.33 → 144,
   // -448); w codes 1.0 and 0.5, s_w 0.25: y = ((144 - 224) · s_x) · 0.25.
@@ -128,7 +181,7 @@ TEST(Fp8Linear, DefinitionByHand) {
 }
 
 TEST(Fp8Linear, CpuKernelEqualsDefinitionAndIsBatchInvariant) {
-  for (const DType t : {DType::kF8E4M3, DType::kF8E4M3B128}) {
+  for (const DType t : {DType::kF8E4M3, DType::kF8E4M3B128, DType::kF8E4M3G128}) {
     for (const int64_t k : {16, 128, 300}) {
       // n 37: four full 8-lane groups and a partial one; three static scales cycling over the
       // rows (a fused q/k/v with a boundary inside a group), then dynamic, then bounded.

@@ -389,6 +389,7 @@ void matmul(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix& w, 
       return matmul_typed<DType::kIQ4_XS>(pool, x, m, w, bias, y);
     case DType::kF8E4M3:
     case DType::kF8E4M3B128:
+    case DType::kF8E4M3G128:
       break;  // its own arithmetic: matmul_fp8.h
   }
   throw_error("matmul: unsupported weight dtype {}", static_cast<int>(w.dtype));

@@ -26,7 +26,8 @@ const std::array<float, 256>& fp8_table() {
 }
 
 // The x rows quantized for one activation scheme (input_scale, act_bound) and decoded to fp32
-// (exact): qx (m, k) and their scales s (m).
+// (exact): qx (m, k) and their scales s (m), or for kF8E4M3G128 one per 128-column group
+// (m, n_groups).
 struct QuantizedX {
   float input_scale, act_bound;
   std::vector<float> qx, s;
@@ -44,6 +45,8 @@ void matmul_fp8(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix&
   // Each distinct activation scheme among the rows (one, or q/k/v's three static scales).
   std::vector<QuantizedX> schemes;
   std::vector<int32_t> scheme_of(static_cast<size_t>(n));
+  const bool groups = w.dtype == DType::kF8E4M3G128;  // activation scales per 128 columns
+  const int64_t n_g = groups ? (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock : 1;
   std::vector<uint8_t> q(static_cast<size_t>(k));
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* row = wp + j * row_bytes;
@@ -52,19 +55,23 @@ void matmul_fp8(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix&
     while (s < schemes.size() && !(schemes[s].input_scale == in && schemes[s].act_bound == bound)) ++s;
     if (s == schemes.size()) {
       QuantizedX qx{in, bound, std::vector<float>(static_cast<size_t>(m * k)),
-                    std::vector<float>(static_cast<size_t>(m))};
+                    std::vector<float>(static_cast<size_t>(m * n_g))};
       for (int32_t i = 0; i < m; ++i) {
         const float* xi = x + static_cast<int64_t>(i) * k;
-        const float sx = ref::fp8_activation_scale(xi, k, in, bound);
-        ref::fp8_quantize_activation(xi, k, sx, q.data());
-        qx.s[static_cast<size_t>(i)] = sx;
+        float* si = qx.s.data() + static_cast<int64_t>(i) * n_g;
+        if (groups) {
+          ref::fp8_quantize_activation_groups(xi, k, in, bound, q.data(), si);
+        } else {
+          *si = ref::fp8_activation_scale(xi, k, in, bound);
+          ref::fp8_quantize_activation(xi, k, *si, q.data());
+        }
         for (int64_t c = 0; c < k; ++c) qx.qx[static_cast<size_t>(i * k + c)] = table[q[c]];
       }
       schemes.push_back(std::move(qx));
     }
     scheme_of[static_cast<size_t>(j)] = static_cast<int32_t>(s);
   }
-  const bool blocks = w.dtype == DType::kF8E4M3B128;
+  const bool blocks = dtype_fp8_blocks(w.dtype);
   const int64_t n_groups = (n + kLanes - 1) / kLanes;
   pool.parallel_for(n_groups, [&](int64_t g0, int64_t g1) {
     // Eight weight rows decoded side by side: wt[c * 8 + l] = dec(w[j0 + l, c]).
@@ -106,11 +113,19 @@ void matmul_fp8(ThreadPool& pool, const float* x, int32_t m, const WeightMatrix&
                 const int64_t j = j0 + std::min(l2, lanes - 1);
                 sw[l2] = fp8_row_weight_scale(wp + j * row_bytes, b0 / kFp8ScaleBlock);
               }
+              if (groups) {  // (P_b · s_b) · s_w[b]: the group's activation scale first
+                const float sg = qs.s[static_cast<size_t>(i * n_g + b0 / kFp8ScaleBlock)];
+                p = _mm256_mul_ps(p, _mm256_set1_ps(sg));
+              }
               a = _mm256_add_ps(a, _mm256_mul_ps(p, _mm256_load_ps(sw)));
             }
             _mm256_store_ps(acc, a);
           }
           for (int64_t l2 = l; l2 < lanes && scheme_of[static_cast<size_t>(j0 + l2)] == sc; ++l2) {
+            if (groups) {  // the scales are inside the sum
+              out[l2] = acc[l2];
+              continue;
+            }
             const float sx = qs.s[static_cast<size_t>(i)];
             out[l2] = blocks ? acc[l2] * sx
                              : acc[l2] * sx * fp8_row_weight_scale(wp + (j0 + l2) * row_bytes, 0);

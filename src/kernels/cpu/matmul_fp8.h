@@ -1,5 +1,6 @@
-// CPU matmul on FP8 weights (DType::kF8E4M3 / kF8E4M3B128): the arithmetic of
-// kernels/ref/fp8_linear.h with its bits — each x row quantized once per activation scheme,
+// CPU matmul on FP8 weights (DType::kF8E4M3 / kF8E4M3B128 / kF8E4M3G128): the arithmetic of
+// kernels/ref/fp8_linear.h with its bits — each x row quantized once per activation scheme
+// (per 128-column group for kF8E4M3G128),
 // then 8 output features in the 8 AVX lanes, each lane summing its own products k ascending
 // (lanes are independent features, so no sum is reordered). Threads split output features.
 // Test: build/tests/test_kernels --gtest_filter='Fp8*'.

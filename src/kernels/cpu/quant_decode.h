@@ -340,6 +340,7 @@ inline void decode_row(DType t, const uint8_t* src, float* y, int64_t n) {
     case DType::kBF16:
     case DType::kF8E4M3:
     case DType::kF8E4M3B128:
+    case DType::kF8E4M3G128:
       break;
   }
   dequantize_row(t, src, y, n);  // element types: the scalar widening

@@ -22,6 +22,30 @@ void fp8_quantize_activation(const float* x, int64_t k, float s_x, uint8_t* q) {
   for (int64_t i = 0; i < k; ++i) q[i] = float_to_fp8_e4m3(x[i] / s_x);
 }
 
+void fp8_quantize_activation_groups(const float* x, int64_t k, float input_scale,
+                                    float act_bound, uint8_t* q, float* s) {
+  for (int64_t b0 = 0; b0 < k; b0 += kFp8ScaleBlock) {
+    const int64_t len = std::min(kFp8ScaleBlock, k - b0);
+    const float sg = fp8_activation_scale(x + b0, len, input_scale, act_bound);
+    fp8_quantize_activation(x + b0, len, sg, q + b0);
+    s[b0 / kFp8ScaleBlock] = sg;
+  }
+}
+
+float fp8_dot_g128(const uint8_t* q, const float* s_g, const uint8_t* row, int64_t k) {
+  const uint8_t* w = fp8_row_codes(DType::kF8E4M3G128, row, k);
+  float acc = 0.0f;
+  for (int64_t b0 = 0; b0 < k; b0 += kFp8ScaleBlock) {
+    float part = 0.0f;
+    for (int64_t i = b0; i < std::min(k, b0 + kFp8ScaleBlock); ++i) {
+      part += fp8_e4m3_to_float(q[i]) * fp8_e4m3_to_float(w[i]);
+    }
+    const int64_t b = b0 / kFp8ScaleBlock;
+    acc += part * s_g[b] * fp8_row_weight_scale(row, b);
+  }
+  return acc;
+}
+
 float fp8_dot(DType t, const uint8_t* q, float s_x, const uint8_t* row, int64_t k) {
   const uint8_t* w = fp8_row_codes(t, row, k);
   if (t == DType::kF8E4M3) {
@@ -45,7 +69,9 @@ void fp8_linear(const float* x, int32_t m, const WeightMatrix& w, const float* b
   check(dtype_is_fp8(w.dtype), "fp8_linear: weight dtype {} is not FP8", dtype_name(w.dtype));
   const int64_t k = w.cols, row_bytes = dtype_row_bytes(w.dtype, k);
   const auto* wp = static_cast<const uint8_t*>(w.data);
+  const bool groups = w.dtype == DType::kF8E4M3G128;
   std::vector<uint8_t> q(static_cast<size_t>(k));
+  std::vector<float> s_g(static_cast<size_t>((k + kFp8ScaleBlock - 1) / kFp8ScaleBlock));
   for (int32_t i = 0; i < m; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * k;
     // Rows of one matrix may differ in input scale (q, k and v fused): quantize per row's own.
@@ -54,12 +80,17 @@ void fp8_linear(const float* x, int32_t m, const WeightMatrix& w, const float* b
       const uint8_t* row = wp + n * row_bytes;
       const float in = fp8_row_input_scale(row), bound = fp8_row_act_bound(row);
       if (in != last_in || bound != last_bound) {
-        s_x = fp8_activation_scale(xi, k, in, bound);
-        fp8_quantize_activation(xi, k, s_x, q.data());
+        if (groups) {
+          fp8_quantize_activation_groups(xi, k, in, bound, q.data(), s_g.data());
+        } else {
+          s_x = fp8_activation_scale(xi, k, in, bound);
+          fp8_quantize_activation(xi, k, s_x, q.data());
+        }
         last_in = in;
         last_bound = bound;
       }
-      float v = fp8_dot(w.dtype, q.data(), s_x, row, k);
+      float v = groups ? fp8_dot_g128(q.data(), s_g.data(), row, k)
+                       : fp8_dot(w.dtype, q.data(), s_x, row, k);
       if (bias != nullptr) v += bias[n];
       y[static_cast<int64_t>(i) * w.rows + n] = v;
     }
