@@ -2,8 +2,11 @@
 // cuda_verify_cost_bench): `batch` sequences whose next token is at position `context`, each
 // owning its own KV blocks (contents: zeros); the step writes K/V at `context`. Optionally a
 // prompt chunk beside them (a mixed step), or `window` tokens per sequence at positions
-// context … context + window − 1, each a logit row (a speculative verify step). Times
-// LlamaModel::forward over it.
+// context … context + window − 1, each a logit row (a speculative verify step) — as one chunk
+// of its sequence, or with window_rows as the engine verifies windows where decode steps are
+// padded: each window token on a block-table row of its own (a copy of its sequence's), so the
+// step is a decode step of batch · window rows, padded to a row bucket and replayed from a
+// graph (docs/speculative.md). Times LlamaModel::forward over it.
 #pragma once
 
 #include <algorithm>
@@ -31,9 +34,10 @@ class DecodeStep {
   // prefill > 0: one more sequence's first `prefill` tokens (positions 0…prefill − 1) after the
   // decode rows, in the same step — a mixed step, as the engine schedules a prompt chunk beside
   // the running sequences under load. Its last token's logits are a logit row too.
-  // window > 1: each sequence's next `window` tokens (a verify step), every one a logit row.
+  // window > 1: each sequence's next `window` tokens (a verify step), every one a logit row;
+  // window_rows: each of them on a table row of its own (decode rows).
   DecodeStep(Ops& ops, const ModelConfig& c, int batch, int context, int prefill = 0,
-             int window = 1)
+             int window = 1, bool window_rows = false)
       : blocks_per_seq_(
             std::max((context + window + kBlock - 1) / kBlock, (prefill + kBlock - 1) / kBlock)),
         kv_(ops, c, (batch + (prefill > 0 ? 1 : 0)) * blocks_per_seq_, kBlock, max_pad_rows()) {
@@ -60,11 +64,22 @@ class DecodeStep {
                        i % kBlock);
     }
     if (prefill > 0) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    int32_t n_table_rows = n_seqs;
+    if (window_rows && prefill == 0) {  // row t: a copy of its sequence's table row
+      std::vector<int32_t> rows_tables;
+      for (int32_t& s : seqs_) {
+        const auto row = tables_.begin() + static_cast<ptrdiff_t>(s) * blocks_per_seq_;
+        rows_tables.insert(rows_tables.end(), row, row + blocks_per_seq_);
+        s = static_cast<int32_t>(&s - seqs_.data());
+      }
+      tables_ = std::move(rows_tables);
+      n_table_rows = static_cast<int32_t>(seqs_.size());
+    }
     batch_ = {static_cast<int32_t>(tokens_.size()),
               positions_.data(),
               seqs_.data(),
               slots_.data(),
-              n_seqs,
+              n_table_rows,
               blocks_per_seq_,
               tables_.data()};
   }

@@ -10,9 +10,10 @@
 // that the tokens are identical (docs/speculative.md).
 // Run: build/benchmarks/speculative_bench [--model PATH] [--threads T] [--max-tokens N] [--k K]
 //        [--lookup-min N] [--lookup-max N] [--repeats R] [--draft self|PATH] [--draft-layers N]
+//        [--graphs on|off] (on: decode steps padded to row buckets on the CPU too, windows
+//        verified as decode rows, docs/speculative.md)
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,66 +28,14 @@
 #include "engine/engine.h"
 #include "kernels/ops.h"
 #include "model/bundle.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
+#include "speculative_common.h"
 
 namespace {
 
 using namespace detllm;
-using Clock = std::chrono::steady_clock;
-
-constexpr const char* kText =
-    "The lighthouse stood at the end of a narrow spit of land, its white tower streaked with "
-    "salt. Every evening the keeper climbed the one hundred and twelve steps, trimmed the wick, "
-    "polished the great lens and wrote the weather in a leather book. Ships passed far out in "
-    "the channel, and none of them knew his name.";
-
-struct Figures {
-  std::vector<int32_t> tokens;
-  double decode_tok_s = 0;
-  engine::EngineStats stats;
-};
-
-struct Setup {
-  std::string label;
-  engine::SpeculativeMethod method = engine::SpeculativeMethod::kNone;
-  bool adaptive = false;
-};
-
-Figures run_one(LlamaModel& model, const LlamaModel* draft, const Tokenizer& tok,
-                const std::string& prompt, int max_tokens, const Setup& setup, int k,
-                int lookup_min, int lookup_max) {
-  engine::EngineConfig cfg;
-  cfg.scheduler.max_seqs = 1;
-  cfg.speculative.method = setup.method;
-  cfg.speculative.adaptive = setup.adaptive;
-  cfg.speculative.num_speculative_tokens = k;
-  cfg.speculative.prompt_lookup_min = lookup_min;
-  cfg.speculative.prompt_lookup_max = lookup_max;
-  engine::Engine eng(model, cfg, &tok,
-                     setup.method == engine::SpeculativeMethod::kDraftModel ? draft : nullptr);
-  engine::Request req;
-  // The model's chat template around the user's message (SmolLM2-Instruct answers a chat).
-  const ChatTemplate chat = ChatTemplate::parse(tok.chat_template());
-  req.prompt = tok.encode(chat.render({ChatMessage{"user", prompt, {}}}, true, "", ""),
-                          /*add_special_tokens=*/false);
-  req.max_tokens = max_tokens;
-  req.ignore_eos = true;
-  req.sampling.temperature = 0;
-  Figures f;
-  Clock::time_point t_first;
-  engine::RequestCallbacks cb;
-  cb.on_token = [&](const engine::TokenEvent& e) {
-    if (f.tokens.empty()) t_first = Clock::now();
-    f.tokens.push_back(e.token);
-  };
-  eng.add_request(req, cb);
-  eng.run_until_idle();
-  const double s = std::chrono::duration<double>(Clock::now() - t_first).count();
-  f.decode_tok_s = f.tokens.size() > 1 ? static_cast<double>(f.tokens.size() - 1) / s : 0.0;
-  f.stats = eng.stats();
-  return f;
-}
+using bench_util::Figures;
+using bench_util::run_one;
+using bench_util::Setup;
 
 // The first n layers of `full` with its embedding, final norm and lm_head: a model of the same
 // vocabulary whose logits are the full model's early exit after layer n.
@@ -112,6 +61,7 @@ int main(int argc, char** argv) {
   int repeats = 3;
   std::string draft_path = "self";
   int draft_layers = 0;
+  GraphMode graphs = GraphMode::kAuto;  // --graphs on: decode (and verify) steps padded
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model"))
       model_path = argv[i + 1];
@@ -131,10 +81,14 @@ int main(int argc, char** argv) {
       draft_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--draft-layers"))
       draft_layers = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--graphs") && !std::strcmp(argv[i + 1], "on"))
+      graphs = GraphMode::kOn;
+    else if (!std::strcmp(argv[i], "--graphs") && !std::strcmp(argv[i + 1], "off"))
+      graphs = GraphMode::kOff;
     else {
       fmt::print(stderr,
                  "unknown flag {} (--model, --threads, --max-tokens, --k, --lookup-min, "
-                 "--lookup-max, --repeats, --draft, --draft-layers)\n",
+                 "--lookup-max, --repeats, --draft, --draft-layers, --graphs on|off)\n",
                  argv[i]);
       return 2;
     }
@@ -162,19 +116,17 @@ int main(int argc, char** argv) {
       draft_bundle = open_model_bundle(draft_path, threads);
       draft = &draft_bundle.engine_model();
     }
-    const std::string prompts[2] = {
-        fmt::format("Rewrite the following text exactly, word for word.\n\n{}", kText),
-        "Write a short story about a lighthouse keeper who finds a message in a bottle."};
-    const char* names[2] = {"repetitive (rewrite a text)", "non-repetitive (a story)"};
+    const std::vector<std::string> prompts = bench_util::speculative_prompts();
+    const std::vector<std::string> names = bench_util::speculative_prompt_names();
     engine::SpeculativeConfig shown;  // the bounds the engine runs with (0: its default)
     shown.prompt_lookup_min = lookup_min;
     shown.prompt_lookup_max = lookup_max;
     shown = shown.with_defaults();
     fmt::print(
         "batch 1, greedy, {} new tokens, {} threads, K = {}, n-gram lookup {}..{}, draft model "
-        "{}, best of {}\n",
+        "{}, best of {}, graphs {}\n",
         max_tokens, threads, k, shown.prompt_lookup_min, shown.prompt_lookup_max, draft_name,
-        repeats);
+        repeats, graph_mode_name(graphs));
     using engine::SpeculativeMethod;
     const Setup setups[] = {{"plain"},
                             {"ngram", SpeculativeMethod::kNgram, false},
@@ -189,7 +141,7 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < repeats; ++rep) {
         for (int i = 0; i < kSetups; ++i) {
           Figures f = run_one(model, draft, *b.tokenizer, prompts[p], max_tokens, setups[i], k,
-                              lookup_min, lookup_max);
+                              lookup_min, lookup_max, graphs);
           if (f.decode_tok_s > best[i].decode_tok_s) best[i] = std::move(f);
         }
       }
@@ -198,10 +150,11 @@ int main(int argc, char** argv) {
         const engine::EngineStats& st = best[i].stats;
         fmt::print(
             "  {:22} {:6.1f} tok/s  ratio {:.2f}x  {:3} steps  {:3}/{:3} drafts accepted  {} "
-            "pauses  {} draft forwards  tokens identical: {}\n",
+            "pauses  {} draft forwards  {} verify steps padded  tokens identical: {}\n",
             setups[i].label, best[i].decode_tok_s, best[i].decode_tok_s / best[0].decode_tok_s,
             st.n_steps, st.n_accepted_draft_tokens, st.n_draft_tokens, st.n_draft_pauses,
-            st.n_drafter_forwards, best[i].tokens == best[0].tokens ? "yes" : "NO");
+            st.n_drafter_forwards, st.n_window_row_steps_padded,
+            best[i].tokens == best[0].tokens ? "yes" : "NO");
       }
     }
   } catch (const std::exception& e) {

@@ -9,11 +9,21 @@
 #include "tokenizer/tokenizer.h"
 
 namespace detllm::engine {
+namespace {
+// Where decode steps are padded (and replayed from graphs), drafting windows are verified as
+// decode rows, so that a verify step is a decode step too (SchedulerConfig).
+EngineConfig with_window_rows(EngineConfig c, const LlamaModel& model) {
+  c.scheduler.windows_as_decode_rows =
+      c.scheduler.windows_as_decode_rows ||
+      pads_decode_steps(c.cuda_graphs, model.graph_capture() != nullptr);
+  return c;
+}
+}  // namespace
 
 Engine::Engine(const LlamaModel& model, const EngineConfig& config, const Tokenizer* tokenizer,
                const LlamaModel* draft_model)
     : model_(model),
-      config_(config.resolved(model.config())),
+      config_(with_window_rows(config.resolved(model.config()), model)),
       tokenizer_(tokenizer),
       scheduler_(config_.scheduler),
       runner_(model, config_.scheduler.kv.n_blocks, config_.scheduler.kv.block_size,
@@ -140,7 +150,9 @@ bool Engine::step() {
   plan.numerics = cls.numerics;
   count_step(plan, cls);
   if (step_observer_) observe_step(plan);
+  const LlamaModel::StepStats before = model_.step_stats();
   runner_.run(plan, cls.fixed_shape);  // the logits stay in backend memory
+  count_window_rows(plan, before);
   // Trusted KV: the verified mode's invariant steps; every step elsewhere (a drafting
   // sequence's KV is its request's own numerics; only committed tokens' KV is published).
   scheduler_.complete_step(plan, !verifier_ || cls.numerics == NumericsMode::kInvariant);
@@ -193,7 +205,14 @@ DecodeWarmupResult Engine::warm_up_decode_graphs(
     add(NumericsMode::kFast);
   }
   const size_t limit = kMaxStepGraphs / 2 / numerics.size();  // room for other shapes
-  return runner_.warm_up(numerics, config_.scheduler.max_seqs, config_.max_model_len,
+  // Windows verified as decode rows make decode steps of up to max_seqs · (K + 1) rows.
+  int32_t max_rows = config_.scheduler.max_seqs;
+  if (config_.speculative.enabled() && config_.scheduler.windows_as_decode_rows) {
+    const int64_t rows = int64_t{max_rows} * (config_.speculative.num_speculative_tokens + 1);
+    max_rows = static_cast<int32_t>(
+        std::min<int64_t>(rows, std::max(max_rows, config_.scheduler.max_tokens_per_step)));
+  }
+  return runner_.warm_up(numerics, max_rows, config_.max_model_len,
                          config_.scheduler.max_tokens_per_step, limit, progress);
 }
 
@@ -227,6 +246,16 @@ void Engine::count_step(const StepPlan& plan, const StepClass& cls) {
   ++(cls.numerics == NumericsMode::kInvariant ? stats_.n_invariant_steps : stats_.n_fast_steps);
   stats_.n_deterministic_steps += cls.deterministic;
   if (verifier_) stats_.n_verify_steps += verifier_->verifies_window(plan);
+}
+
+void Engine::count_window_rows(const StepPlan& plan, const LlamaModel::StepStats& before) {
+  const bool window_rows = std::any_of(plan.seqs.begin(), plan.seqs.end(),
+                                       [](const ScheduledSeq& s) { return s.decode_rows; });
+  if (!window_rows) return;
+  const LlamaModel::StepStats& after = model_.step_stats();
+  ++stats_.n_window_row_steps;
+  stats_.n_window_row_steps_padded += after.n_padded_steps > before.n_padded_steps;
+  stats_.n_window_row_steps_replayed += after.n_graph_replays > before.n_graph_replays;
 }
 
 void Engine::observe_step(const StepPlan& plan) {

@@ -192,6 +192,8 @@ class Engine {
   };
   StepClass step_class(const StepPlan& plan) const;
   void count_step(const StepPlan& plan, const StepClass& cls);
+  // EngineStats' window-row step counts: `before` the model's step stats before the forward.
+  void count_window_rows(const StepPlan& plan, const LlamaModel::StepStats& before);
   void observe_step(const StepPlan& plan);
   // The first position s draws a token for (the rows before each position give its logits;
   // the draws run to s.first_pos + s.n_tokens); none when s draws nothing this step.

@@ -45,6 +45,12 @@ struct EngineStats {
   // adaptive off-switch (SpeculativeConfig::adaptive, draft_policy.h).
   int64_t n_drafter_forwards = 0;
   int64_t n_draft_pauses = 0;
+  // Steps that computed a window of drafts as decode rows (ScheduledSeq::decode_rows), and of
+  // them the ones padded to a row bucket (a decode step: model/step_padding.h) and the ones
+  // replayed from a graph (docs/speculative.md, "Verify steps replay decode graphs").
+  int64_t n_window_row_steps = 0;
+  int64_t n_window_row_steps_padded = 0;
+  int64_t n_window_row_steps_replayed = 0;
   // Adds b's counts to a's, position by position (a grows to b's length).
   static void add_per_pos(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
     if (a.size() < b.size()) a.resize(b.size(), 0);

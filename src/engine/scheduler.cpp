@@ -31,13 +31,6 @@ kernels::StepBatch StepPlan::batch() const {
   return b;
 }
 
-namespace {
-// A padded-mode window of drafts in a decode step: one decode row per token (ScheduledSeq).
-bool decode_rows_of(const Sequence& s, int32_t n) {
-  return n > 1 && Scheduler::is_decode_window(s);
-}
-}  // namespace
-
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(config.kv) {
   config_.validate();
 }
@@ -237,6 +230,10 @@ void Scheduler::build_rows(const std::vector<std::pair<SeqId, int32_t>>& picks, 
   plan.positions.reserve(n_tokens);
   plan.seq_of_token.reserve(n_tokens);
   plan.slots.reserve(n_tokens);
+  // A window of drafts as decode rows: one table row per token (ScheduledSeq::decode_rows).
+  auto decode_rows_of = [this](const Sequence& s, int32_t n) {
+    return n > 1 && is_decode_window(s);
+  };
   int32_t n_rows = 0;
   for (const auto& [id, n] : picks) n_rows += decode_rows_of(seqs_.at(id), n) ? n : 1;
   plan.n_table_rows = n_rows;

@@ -36,7 +36,8 @@
 //   isolated head); else the decode step. So an isolated sequence's rows only ever run alone or
 //   in a decode-only step, whatever the others do; with no isolated sequence live, policy 1-2.
 //   A drafting isolated sequence (SequenceOptions::drafted) whose uncomputed tokens are its
-//   last committed token and drafts (is_decode_window) is a decode sequence: after every
+//   last committed token and drafts (is_decode_window; with windows_as_decode_rows any
+//   drafting sequence's) is a decode sequence: after every
 //   decode sequence has its row, the rows left up to max_seqs (the fixed decode shape,
 //   EngineConfig::decode_fixed_rows) go to such windows, oldest first, each token a decode row
 //   of its own (ScheduledSeq::decode_rows). A window that does not fit goes on in the next
@@ -76,6 +77,12 @@ struct SchedulerConfig {
   int32_t max_tokens_per_step = 2048;  // token budget of one step (>= 1)
   int32_t max_seqs = 256;              // sequences per step and running at once (>= 1)
   int32_t chunk_size = 0;              // prefill chunk limit; 0 = whole prompt within the budget
+  // Every drafting sequence's window (not only an isolated one's) is verified as decode rows
+  // (is_decode_window), so that a step of decode rows and windows is a decode step that the
+  // model pads to a row bucket and replays from a graph (model/step_padding.h). The engine sets
+  // it where decode steps are padded (EngineConfig::cuda_graphs on, or auto with graphs); an
+  // execution setting: a window row is a decode row by V3/V4 (docs/speculative.md).
+  bool windows_as_decode_rows = false;
 
   void validate() const;  // throws detllm::Error
 };
@@ -153,9 +160,10 @@ struct SchedulerStats {
 class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);  // validates config
-  // An isolated drafting sequence whose uncomputed tokens are its last committed token (or a
-  // draft after it) and drafts: decoded as rows of the decode step, never as a prefill.
-  static bool is_decode_window(const Sequence& s);
+  // A drafting sequence — isolated, or any with config().windows_as_decode_rows — whose
+  // uncomputed tokens are its last committed token (or a draft after it) and drafts: its
+  // window is computed as decode rows (ScheduledSeq::decode_rows), never as a prefill chunk.
+  bool is_decode_window(const Sequence& s) const;
 
   const SchedulerConfig& config() const { return config_; }
 

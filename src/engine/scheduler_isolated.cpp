@@ -92,9 +92,9 @@ void Scheduler::schedule_isolated(StepPlan& plan, std::vector<std::pair<SeqId, i
   }
 }
 
-bool Scheduler::is_decode_window(const Sequence& s) {
-  return s.options.isolated && s.options.drafted && s.n_uncomputed() > 1 &&
-         s.n_computed + 1 >= s.n_committed;
+bool Scheduler::is_decode_window(const Sequence& s) const {
+  return s.options.drafted && (s.options.isolated || config_.windows_as_decode_rows) &&
+         s.n_uncomputed() > 1 && s.n_computed + 1 >= s.n_committed;
 }
 
 }  // namespace detllm::engine

@@ -51,9 +51,13 @@ int32_t max_pad_rows() {
   return gap;
 }
 
+bool pads_decode_steps(GraphMode mode, bool backend_graphs) {
+  return mode == GraphMode::kOn || (mode == GraphMode::kAuto && backend_graphs);
+}
+
 namespace {
 bool pads(GraphMode mode, bool backend_graphs) {
-  return mode == GraphMode::kOn || (mode == GraphMode::kAuto && backend_graphs);
+  return pads_decode_steps(mode, backend_graphs);
 }
 }  // namespace
 

@@ -30,6 +30,10 @@ namespace detllm {
 enum class GraphMode { kAuto, kOn, kOff };
 const char* graph_mode_name(GraphMode mode);
 
+// Whether decode steps are padded under `mode` (kOn; kAuto where the backend has graphs), so
+// that a step of decode rows — a drafting sequence's window among them — replays a graph.
+bool pads_decode_steps(GraphMode mode, bool backend_graphs);
+
 // Row buckets: 1, 2, 4, …, 256, 384, 512 (a decode step of n rows runs as the smallest bucket ≥ n).
 std::span<const int32_t> decode_row_buckets();
 // The smallest bucket ≥ n_rows; 0 when n_rows is 0 or above the largest bucket.

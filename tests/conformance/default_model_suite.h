@@ -161,7 +161,8 @@ TEST_F(DefaultModelConformance, GenerationLogitsEqualScoringLogits) {
 
 // Speculative decoding (docs/speculative.md) on the real model: repetitive prompts, which a
 // trained model continues by copying, so n-gram drafts are accepted; tokens, logprobs, top
-// logprobs and logits the same bits as without speculation, whole and chunked.
+// logprobs and logits the same bits as without speculation, whole and chunked; on a backend
+// with graphs, verify steps replayed from them.
 TEST_F(DefaultModelConformance, SpeculativeDecodingChangesNoBit) {
   auto reqs = repetitive_workload(31, model_->config.vocab_size, 3);
   for (auto& r : reqs) r.max_tokens = std::min(r.max_tokens, 16);
@@ -178,6 +179,11 @@ TEST_F(DefaultModelConformance, SpeculativeDecodingChangesNoBit) {
     EXPECT_GT(got.engine_stats.n_accepted_draft_tokens, 0) << e.label << ": no draft accepted";
     if (chunk == 0) {  // (chunks add prefill steps)
       EXPECT_LT(got.n_steps, ref.n_steps) << e.label;
+    }
+    // A backend with graphs (CUDA: graphs on by default) verifies windows as decode rows and
+    // replays those steps from the decode graphs (docs/speculative.md).
+    if (got.graphs_available && chunk == 0) {
+      EXPECT_GT(got.engine_stats.n_window_row_steps_replayed, 0) << e.label;
     }
   }
 }

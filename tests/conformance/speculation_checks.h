@@ -9,7 +9,9 @@
 // accepted, the seeded ones' mostly rejected), whole, chunked and preempting, and a synthetic
 // model of another seed with the same vocabulary — and with the adaptive draft length and
 // off-switch (draft_policy.h) on both drafters. Every deterministic request's tokens,
-// logprobs, top logprobs and fp32 logits must be the same bits.
+// logprobs, top logprobs and fp32 logits must be the same bits. With graphs on, verify steps
+// must have run as padded decode steps (windows as decode rows) and, where the backend has
+// graphs, replayed from them.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 
 #include "determinism/modes.h"
 #include "model/llama_model.h"
+#include "model/step_padding.h"
 #include "model/synthetic.h"
 #include "verify/conformance.h"
 
@@ -74,6 +77,11 @@ struct SpeculationVerdict {
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
   int64_t n_decode_row_windows = 0;  // windows verified as decode rows (the padded mode)
+  // Steps that computed windows as decode rows, and of them those padded to a row bucket and
+  // those replayed from a graph (EngineStats::n_window_row_steps*), over every execution.
+  int64_t n_window_row_steps = 0;
+  int64_t n_window_row_steps_padded = 0;
+  int64_t n_window_row_steps_replayed = 0;
 };
 
 // Runs `reqs` without speculation, then with drafts in several executions; the first
@@ -85,15 +93,19 @@ enum class SpeculationCases { kNgram, kAll, kDrafters };
 // with_preemption = false leaves out the cases whose pool preempts (a backend whose prefill
 // rows differ from decode rows — the padded mode's guarantee, not V6 — recomputes other KV).
 // Every execution runs under the target's mode's execution constraints (apply_mode: the padded
-// mode's fixed decode shape).
+// mode's fixed decode shape). graphs: every execution's EngineConfig::cuda_graphs (after
+// apply_mode), the mode's own when none; kOn also asks that verify steps were padded — and,
+// on a backend with graphs, replayed — as decode steps (windows as decode rows).
 inline SpeculationVerdict check_speculation(const Target& target,
                                             const std::vector<engine::Request>& reqs,
                                             SpeculationCases which = SpeculationCases::kAll,
-                                            bool with_preemption = true) {
+                                            bool with_preemption = true,
+                                            std::optional<GraphMode> graphs = std::nullopt) {
   const bool with_drafters = which != SpeculationCases::kNgram;
   SpeculationVerdict v;
   Execution plain = base_execution("no speculation");
   apply_mode(target.policy.mode, plain.engine);
+  if (graphs) plain.engine.cuda_graphs = *graphs;
   const RunResult ref = run(target, plain, reqs);
   // A draft model of another seed, where the target's weights are synthetic and its ops can
   // be made (not for a shared model).
@@ -139,9 +151,11 @@ inline SpeculationVerdict check_speculation(const Target& target,
         {"draft model of another seed, K=5, adaptive", 5, 0, 0, false, Drafter::kOther, true});
   }
   if (!with_preemption) std::erase_if(cases, [](const Case& c) { return c.n_blocks > 0; });
+  bool backend_graphs = false;
   for (const Case& c : cases) {
     Execution e = base_execution("speculative " + c.label);
     apply_mode(target.policy.mode, e.engine);
+    if (graphs) e.engine.cuda_graphs = *graphs;
     e.engine.speculative.method = c.drafter == Drafter::kNgram
                                       ? engine::SpeculativeMethod::kNgram
                                       : engine::SpeculativeMethod::kDraftModel;
@@ -167,6 +181,10 @@ inline SpeculationVerdict check_speculation(const Target& target,
     v.n_draft_tokens += s.n_draft_tokens;
     v.n_accepted_draft_tokens += s.n_accepted_draft_tokens;
     v.n_decode_row_windows += got.n_decode_row_windows;
+    v.n_window_row_steps += s.n_window_row_steps;
+    v.n_window_row_steps_padded += s.n_window_row_steps_padded;
+    v.n_window_row_steps_replayed += s.n_window_row_steps_replayed;
+    backend_graphs = backend_graphs || got.graphs_available;
     // padded: a window that only ever got one row a step would be plain decoding; the check
     // must see windows of several decode rows in every execution.
     const bool padded = target.policy.mode == DeterminismMode::kPadded;
@@ -181,6 +199,15 @@ inline SpeculationVerdict check_speculation(const Target& target,
   }
   if (!v.not_exercised && v.n_accepted_draft_tokens == v.n_draft_tokens) {
     v.not_exercised = "no run rejected a draft";
+  }
+  // Graphs on: verify steps must have run as padded decode steps, replayed where the backend
+  // has graphs (a check that only saw eager windows would say nothing about replays).
+  if (!v.not_exercised && graphs == GraphMode::kOn) {
+    if (v.n_window_row_steps_padded == 0) {
+      v.not_exercised = "graphs on: no verify step was padded as a decode step";
+    } else if (backend_graphs && v.n_window_row_steps_replayed == 0) {
+      v.not_exercised = "graphs on: no verify step was replayed from a graph";
+    }
   }
   return v;
 }

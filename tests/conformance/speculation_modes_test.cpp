@@ -93,5 +93,74 @@ TEST(SpeculationModes, PaddedHoldsWhereAttentionDependsOnQueryLength) {
   EXPECT_TRUE(chunked.mismatch.has_value()) << "a chunk-verified window hid the fault";
 }
 
+// Verify steps replay decode graphs (docs/speculative.md): with graphs on, a drafting
+// sequence's window is verified as decode rows, so a step of decode rows and windows is a
+// decode step padded to a row bucket and replayed. On the CPU backend with emulated graphs
+// (fault_ops.h `graph-replay-exact`: ops recorded and replayed as a CUDA graph would) and on
+// the plain CPU backend (padded eagerly), in the modes whose windows are otherwise chunks; the
+// padded mode's own are decode rows already. Every case of the check gives the bits of the
+// run without speculation (with the same graph setting), and verify steps were replayed.
+TEST(SpeculationModes, VerifyStepsReplayDecodeGraphs) {
+  const ModelConfig config = synthetic_config("tiny-llama");
+  const ModelWeights weights = make_synthetic_weights(config, 42);
+  for (DeterminismMode mode : {DeterminismMode::kInvariant, DeterminismMode::kBiNaive,
+                               DeterminismMode::kPadded, DeterminismMode::kVerified}) {
+    for (const char* backend : {"graph-replay-exact", "cpu"}) {
+      const bool emulated = std::string(backend) != "cpu";
+      // verified: its own backend (perturbed fast GEMMs, no graphs), padded eagerly.
+      if (mode == DeterminismMode::kVerified && emulated) continue;
+      Target t = target_for(mode, config, weights);
+      t.name += std::string(" on ") + backend;
+      if (emulated) t.make_ops = [](int n) { return make_fault_ops("graph-replay-exact", n); };
+      const SpeculationVerdict v = check_speculation(
+          t, workload(config.vocab_size), SpeculationCases::kNgram, true, GraphMode::kOn);
+      ASSERT_FALSE(v.mismatch.has_value()) << t.name << ": " << v.mismatch->what;
+      EXPECT_FALSE(v.not_exercised.has_value()) << t.name << ": " << *v.not_exercised;
+      EXPECT_GT(v.n_window_row_steps_padded, 0) << t.name;
+      if (emulated) {
+        EXPECT_GT(v.n_window_row_steps_replayed, 0) << t.name;
+      }
+    }
+  }
+}
+
+// Windows as decode rows are what makes a verify row a decode row: on a backend whose attention
+// depends on the query length (`qlen-attention`), the invariant mode with graphs on (windows as
+// decode rows, padded eagerly: the fault backend has no graphs) still gives the bits of plain
+// decoding; the control — graphs off, windows verified as chunks of k + 1 rows — must fail.
+// Whole prompts, no prefix-cache reuse: the fault changes chunked or cache-shortened prefills
+// too (V3), which is not what this test is about.
+TEST(SpeculationModes, WindowRowsHoldWhereAttentionDependsOnQueryLength) {
+  const ModelConfig config = synthetic_config("tiny-llama");
+  const ModelWeights weights = make_synthetic_weights(config, 42);
+  Target t = target_for(DeterminismMode::kInvariant, config, weights);
+  t.name += " on qlen-attention";
+  t.make_ops = [](int n) { return make_fault_ops("qlen-attention", n); };
+  const auto reqs = workload(config.vocab_size);
+  for (GraphMode graphs : {GraphMode::kOn, GraphMode::kOff}) {
+    Execution plain = base_execution("no speculation");
+    plain.engine.cuda_graphs = graphs;
+    const RunResult ref = run(t, plain, reqs);
+    for (int32_t k : {3, 8}) {
+      Execution e = base_execution("n-gram K=" + std::to_string(k));
+      e.engine.cuda_graphs = graphs;
+      e.engine.speculative.method = engine::SpeculativeMethod::kNgram;
+      e.engine.speculative.num_speculative_tokens = k;
+      e.engine.speculative.prompt_lookup_min = 1;
+      e.engine.speculative.prompt_lookup_max = 3;
+      const RunResult got = run(t, e, reqs);
+      const auto m = first_mismatch(reqs, ref.traces, got.traces);
+      EXPECT_GT(got.engine_stats.n_accepted_draft_tokens, 0);
+      if (graphs == GraphMode::kOn) {
+        EXPECT_FALSE(m.has_value()) << e.label << ", windows as decode rows: " << m->what;
+        EXPECT_GT(got.engine_stats.n_window_row_steps_padded, 0) << e.label;
+      } else {
+        EXPECT_EQ(got.engine_stats.n_window_row_steps, 0) << e.label;
+        EXPECT_TRUE(m.has_value()) << e.label << ": a chunk-verified window hid the fault";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace detllm::conformance

@@ -11,7 +11,10 @@
 //    warp, a CTA or warp per split + the merge kernel, chosen);
 //  - rows of 67 and 130 splits (LongRowsMergeToTheSameBits): the scan merge kernel, the in-CTA
 //    merge and the decode warps' in-warp merge, bit for bit;
-//  - a negative control: a deliberately layout-dependent variant is caught by the same checks.
+//  - speculative decoding's windows verified as decode rows (a table row each, sharing the
+//    sequence's pages, K/V appended in the same step) give the decode bits, under every kernel;
+//  - a negative control: a deliberately layout-dependent variant is caught by the same checks,
+//    and on it windows as decode rows keep the decode bits where windows as chunks do not.
 // Run: test_cuda --gtest_filter='CudaAttentionTc*' (skips without a GPU).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -141,6 +144,24 @@ void run_schedules(Ops& ops, const AttnShape& shape, const DevicePagedWorld& bas
       w.step(step, order);
     }
     expect_same_rows(base, 0, w, 1, 0, kLen);
+  }
+  {
+    // Speculative decoding's verify step with windows as decode rows (docs/speculative.md):
+    // the last committed token and k drafts, each on a block-table row of its own (a copy of
+    // the sequence's: the rows share its pages), at consecutive positions whose K/V is appended
+    // in the same step, beside another sequence's decode row. Windows of 1 … 9 rows (k = 0 … 8).
+    SCOPED_TRACE("windows of drafts as decode rows, a table row each");
+    DevicePagedWorld w(ops, shape, {42, 9}, {kLen, kLen}, 55);
+    const int from = kLen - 45;
+    for (const auto& step : chunked(0, 0, from, 333)) w.step(step);
+    w.step({{1, 0, from}});
+    int p0 = from, p1 = from;
+    for (int k = 0; p0 < kLen; k = (k + 1) % 9) {
+      std::vector<Chunk> step{{0, p0, std::min(k + 1, kLen - p0)}, {1, p1++, 1}};
+      p0 += step[0].count;
+      w.step_rows(step);
+    }
+    expect_same_rows(base, 0, w, 0, 0, kLen);
   }
   {
     SCOPED_TRACE("prefix-cache hit: the second copy computes only past the shared blocks");
@@ -283,6 +304,42 @@ TEST_P(CudaAttentionTc, NegativeControlLayoutDependentIsCaught) {
   if (HasFatalFailure()) return;
   EXPECT_GT(count_different_rows(base, 0, w, 0, 0, kLen, nullptr), 0)
       << "the layout-dependent variant went unnoticed: the check cannot fail";
+}
+
+// Windows of drafts as decode rows are what keeps a verify row a decode row where attention
+// depends on the row's place (the layout-dependent kernel above: a chunk of k + 1 rows of one
+// sequence packs them into a warp tile; decode rows run a token a CTA, as decoding does). The
+// decode-row windows must give the one-token decode steps' bits on it; windows verified as
+// chunks must not (the control: the check can fail).
+TEST_P(CudaAttentionTc, NegativeControlWindowRowsHoldWhereChunksDoNot) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const AttnShape shape = GetParam();
+  if ((shape.n_heads / shape.n_kv_heads) % 16 == 0)
+    GTEST_SKIP() << "n_rep " << shape.n_heads / shape.n_kv_heads
+                 << ": no schedule moves a row to another place in the tile";
+  LayoutDependentOps ops;
+  const int from = 300, to = 360, window = 5;
+  auto world = [&](int how) {  // 0: decode steps, 1: windows as decode rows, 2: as chunks
+    auto w = std::make_unique<DevicePagedWorld>(ops.memory(), shape, std::vector<int>{42},
+                                                std::vector<int>{to}, 3);
+    w->step(ops, {{0, 0, from}});
+    for (int p = from; p < to; p += how == 0 ? 1 : window) {
+      const Chunk c{0, p, how == 0 ? 1 : std::min(window, to - p)};
+      if (how == 1)
+        w->step_rows(ops, {c});
+      else
+        w->step(ops, {c});
+    }
+    return w;
+  };
+  const auto decode = world(0), rows = world(1), chunks = world(2);
+  if (HasFatalFailure()) return;
+  std::string what;
+  EXPECT_EQ(count_different_rows(*decode, 0, *rows, 0, from, to, &what), 0)
+      << "windows as decode rows differ from decoding: " << what;
+  EXPECT_GT(count_different_rows(*decode, 0, *chunks, 0, from, to, nullptr), 0)
+      << "windows verified as chunks went unnoticed on the layout-dependent kernel: the check "
+         "cannot fail";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTc,

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "engine/scheduler.h"
+#include "model/step_padding.h"
 
 namespace detllm::engine {
 namespace {
@@ -721,6 +722,92 @@ TEST(Scheduler, PreemptionDropsDrafts) {
   EXPECT_EQ(qa.status, SeqStatus::kWaiting);
   EXPECT_EQ(qa.n_tokens(), 5);  // prompt + the committed token
   EXPECT_EQ(qa.n_committed, 5);
+  s.complete_step(p);
+  s.check_consistency();
+}
+
+// SchedulerConfig::windows_as_decode_rows: a drafting sequence's window (its last committed
+// token and drafts) gets one block-table row per token — a copy of its own — so the kernels see
+// a decode step (one query per table row, n_tokens == n_seqs) that step padding takes as such
+// (model/step_padding.h); without it the window is one chunk, which is not a decode step.
+TEST(Scheduler, WindowsAsDecodeRows) {
+  for (bool rows : {true, false}) {
+    SchedulerConfig c = make_config(32, /*block_size=*/4);
+    c.windows_as_decode_rows = rows;
+    Scheduler s(c);
+    SequenceOptions o = gen(12);
+    o.speculative = true;
+    o.drafted = true;
+    const SeqId a = s.add(iota_tokens(7), o);
+    const SeqId b = s.add(iota_tokens(5, 300), gen(12));  // decodes plainly beside it
+    StepPlan p = s.schedule();
+    s.complete_step(p);
+    s.append_token(a, 20);
+    s.append_token(b, 21);
+    s.append_drafts(a, std::vector<int32_t>{22, 23, 24});  // positions 8, 9, 10
+    EXPECT_EQ(s.is_decode_window(s.sequence(a)), rows);
+    p = s.schedule();
+    ASSERT_EQ(p.seqs.size(), 2u);
+    EXPECT_EQ(p.n_tokens(), 5);
+    EXPECT_EQ(p.seqs[0].decode_rows, rows);
+    EXPECT_FALSE(p.seqs[1].decode_rows);
+    EXPECT_EQ(p.logit_rows, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+    const kernels::StepBatch batch = p.batch();
+    const auto key = plan_padded_step(batch, GraphMode::kOn, /*backend_graphs=*/true, 127);
+    if (rows) {
+      EXPECT_EQ(p.n_table_rows, 5);
+      EXPECT_EQ(p.seq_of_token, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+      for (int32_t r = 1; r < 4; ++r) {  // every window row reads a's table
+        EXPECT_TRUE(std::equal(p.block_tables.begin(), p.block_tables.begin() + p.max_blocks,
+                               p.block_tables.begin() + r * p.max_blocks));
+      }
+      ASSERT_TRUE(key.has_value());  // a decode step of 5 rows: bucket 8
+      EXPECT_EQ(key->rows, 8);
+    } else {
+      EXPECT_EQ(p.n_table_rows, 2);
+      EXPECT_EQ(p.seq_of_token, (std::vector<int32_t>{0, 0, 0, 0, 1}));
+      EXPECT_FALSE(key.has_value());  // a chunk: run as it is
+    }
+    EXPECT_EQ(p.positions, (std::vector<int32_t>{7, 8, 9, 10, 5}));
+    s.complete_step(p);
+    // Only committed KV is published, whatever the layout: a's blocks of positions 0-3 and
+    // 4-7 and b's of 0-3, never a's 8-11 (drafts).
+    EXPECT_EQ(s.kv_cache().stats().n_cached, 3);
+    s.check_consistency();
+  }
+}
+
+// A window cut by the chunk size goes on as decode rows in the next step (its first token is a
+// draft then): still a decode window.
+TEST(Scheduler, WindowAsDecodeRowsAcrossSteps) {
+  SchedulerConfig c = make_config(32, /*block_size=*/4, /*budget=*/64, /*max_seqs=*/8,
+                                  /*chunk=*/2);
+  c.windows_as_decode_rows = true;
+  Scheduler s(c);
+  SequenceOptions o = gen(12);
+  o.speculative = true;
+  o.drafted = true;
+  const SeqId a = s.add(iota_tokens(6), o);
+  StepPlan p = s.schedule();  // the prompt in chunks of 2
+  while (s.sequence(a).n_computed < 6) {
+    s.complete_step(p);
+    if (s.sequence(a).n_computed < 6) p = s.schedule();
+  }
+  s.append_token(a, 20);
+  s.append_drafts(a, std::vector<int32_t>{22, 23, 24});  // positions 7, 8, 9
+  p = s.schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].n_tokens, 2);
+  EXPECT_TRUE(p.seqs[0].decode_rows);
+  EXPECT_EQ(p.n_table_rows, 2);
+  s.complete_step(p);
+  p = s.schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].first_pos, 8);
+  EXPECT_EQ(p.seqs[0].n_tokens, 2);
+  EXPECT_TRUE(p.seqs[0].decode_rows);
+  EXPECT_EQ(p.seqs[0].logits_pos, 8);
+  EXPECT_EQ(p.n_table_rows, 2);
   s.complete_step(p);
   s.check_consistency();
 }

@@ -520,6 +520,23 @@ void check_attention(const Backend& b, Ops& ops, Ops& ref, const AttentionCase& 
     rescore.step({{1, 0, len}});
     EXPECT_EQ(first_row_difference(decode, 0, rescore, 1, len), -1);
   }
+  {
+    // A window of drafts verified as decode rows (ScheduledSeq::decode_rows): the window's
+    // tokens each on a table row of its own, K/V appended in the same step, beside another
+    // sequence's decode row; windows of 1, 3, 5, … tokens.
+    SCOPED_TRACE("windows as decode rows equal the prefill");
+    PagedWorld w(ops, shape, {42, 9}, {len, len}, 77);
+    const int from = len > 12 ? len - 12 : 1;
+    w.step({{0, 0, from}, {1, 0, from}});
+    int p0 = from, p1 = from;
+    for (int k = 1; p0 < len; k += 2) {
+      std::vector<Chunk> step{{0, p0, std::min(k, len - p0)}};
+      if (p1 < len) step.push_back({1, p1++, 1});
+      p0 += step[0].count;
+      w.step_rows(step);
+    }
+    EXPECT_EQ(first_row_difference(base, 0, w, 0, len), -1);
+  }
   if (b.sibling) {
     SCOPED_TRACE("sibling backend");
     auto sib = b.sibling();

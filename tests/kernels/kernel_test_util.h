@@ -188,6 +188,21 @@ class PagedWorld {
   // of the step; empty = chunk order). Writes KV, runs attention and records each token's
   // output. The one-argument form runs the ops whose memory holds the cache.
   void step(Ops& ops, const std::vector<Chunk>& chunks, const std::vector<int>& order = {}) {
+    run_step(ops, chunks, order, false);
+  }
+  void step(const std::vector<Chunk>& chunks, const std::vector<int>& order = {}) {
+    step(ops_, chunks, order);
+  }
+  // The same step with every token on a block-table row of its own (a copy of its sequence's):
+  // the kernels see n_tokens sequences of one query each — how the engine verifies a window of
+  // drafts as decode rows (ScheduledSeq::decode_rows) — rows of one chunk at consecutive
+  // positions sharing its pages, their K/V appended in the same step.
+  void step_rows(Ops& ops, const std::vector<Chunk>& chunks) { run_step(ops, chunks, {}, true); }
+  void step_rows(const std::vector<Chunk>& chunks) { step_rows(ops_, chunks); }
+
+ private:
+  void run_step(Ops& ops, const std::vector<Chunk>& chunks, const std::vector<int>& order,
+                bool rows_of_their_own) {
     std::vector<std::pair<int, int>> tokens;  // (seq, pos)
     for (const Chunk& c : chunks)
       for (int i = 0; i < c.count; ++i) tokens.emplace_back(c.seq, c.start + i);
@@ -213,12 +228,23 @@ class PagedWorld {
                      shape_.block_size +
                  p % shape_.block_size;
     }
+    int32_t n_table_rows = static_cast<int32_t>(lengths_.size());
+    std::vector<int32_t> own_tables;  // rows_of_their_own: token t's table row is row t
+    if (rows_of_their_own) {
+      n_table_rows = n;
+      for (int t = 0; t < n; ++t) {
+        const auto row = tables_.begin() + static_cast<ptrdiff_t>(seqs[t]) * max_blocks_;
+        own_tables.insert(own_tables.end(), row, row + max_blocks_);
+        seqs[t] = t;
+      }
+    }
     DeviceArray<float> dq(ops_, q), dk(ops_, k), dv(ops_, v), dout(ops_, q.size());
     DeviceArray<int32_t> dpos(ops_, positions), dseq(ops_, seqs), dslots(ops_, slots);
+    DeviceArray<int32_t> dtables(ops_, rows_of_their_own ? own_tables : std::vector<int32_t>{0});
     const StepBatch batch{n,           dpos.data(),
                           dseq.data(), dslots.data(),
-                          static_cast<int32_t>(lengths_.size()), max_blocks_,
-                          tables_dev_->data()};
+                          n_table_rows, max_blocks_,
+                          rows_of_their_own ? dtables.data() : tables_dev_->data()};
     ops.kv_append(dk.data(), dv.data(), batch, cache());
     ops.attention(dq.data(), cache(), batch, shape_.n_heads, scale(), dout.data());
     const std::vector<float> out = dout.download();
@@ -226,10 +252,8 @@ class PagedWorld {
       outputs_[tokens[t]] =
           std::vector<float>(out.begin() + t * q_row, out.begin() + (t + 1) * q_row);
   }
-  void step(const std::vector<Chunk>& chunks, const std::vector<int>& order = {}) {
-    step(ops_, chunks, order);
-  }
 
+ public:
   KvCacheLayer cache() const {
     return KvCacheLayer{k_->data(),        v_->data(),       n_blocks_, shape_.block_size,
                         shape_.n_kv_heads, shape_.head_dim, dtype_};
