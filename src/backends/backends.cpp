@@ -17,6 +17,7 @@
 #include "model/tp_group.h"
 #if defined(DETLLM_HAVE_CUDA)
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fp8_rule.h"
 #endif
 
 namespace detllm::backends {
@@ -156,6 +157,18 @@ bool has_q8_activation_matrix(const ModelWeights& w) {
   return kernels::ref::q8_act_weight_dtype(w.lm_head_tensor().dtype);
 }
 
+// The FP8 GEMM a device backend's FP8 linears run, for the build string: CUDA's is another
+// summation than the CPU's (kernels/ref/fp8_linear.h, which fp8_class_name's class implies), so
+// the two are different classes. "" for host backends.
+std::string device_fp8_rule(const Backend& b) {
+#if defined(DETLLM_HAVE_CUDA)
+  if (b.ops && !b.ops->host_memory()) return kernels::cuda_fp8_gemm_rule();
+#else
+  (void)b;
+#endif
+  return "";
+}
+
 }  // namespace
 
 void check_activations_apply(const Backend& backend, const ModelWeights& weights) {
@@ -199,6 +212,9 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
     const std::string fp8 = fp8_class_name(w);
     backend.build.append(";").append(fp8);
     backend.description.append("; ").append(fp8);
+    if (const std::string rule = device_fp8_rule(backend); !rule.empty()) {
+      backend.build.append(";").append(rule);
+    }
   }
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "formats/dequant.h"
+#include "kernels/fp8_device_matrix.h"
 #include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "model/tp_group.h"
@@ -135,6 +136,9 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   if (config.moe.active()) {
     check(!tp_.active(), "tensor parallelism does not support mixture-of-experts models yet");
+    check(ops.host_memory() || !has_fp8_weights(w), "FP8 weights on a mixture of experts: "
+          "backend {} runs FP8 for dense models only (the cpu backend runs FP8 experts)",
+          ops.name());
     moe_ = std::make_unique<MoeFfn>(config_, ops);  // refuses a backend that cannot run it
   }
   if (ops.kv_fp8()) {
@@ -267,7 +271,7 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
 }
 
 kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> tensors) {
-  if (!tensors.empty() && dtype_is_fp8(tensors[0]->dtype) && ops_.host_memory() &&
+  if (!tensors.empty() && dtype_is_fp8(tensors[0]->dtype) &&
       ops_.reads_weight_dtype(tensors[0]->dtype)) {
     // FP8 rows carry their scales: fusing concatenates the rows' bytes, values untouched.
     const DType dt = tensors[0]->dtype;
@@ -277,6 +281,18 @@ kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> 
       check(t->dtype == dt && t->shape.at(1) == cols,
             "fused weights: FP8 parts must share their type and columns");
       rows += t->shape.at(0);
+    }
+    if (!ops_.host_memory()) {
+      // A device backend takes codes and scales apart (kernels/fp8_device_matrix.h; it refuses,
+      // by name, rows its FP8 GEMMs cannot run): the concatenated rows, split, uploaded.
+      std::vector<uint8_t> host_rows;
+      host_rows.reserve(static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
+      for (const HostTensor* t : tensors) host_rows.insert(host_rows.end(), t->raw.begin(), t->raw.end());
+      std::vector<uint8_t> split(kernels::fp8_device_bytes(rows, cols));
+      kernels::fp8_device_split(dt, host_rows.data(), rows, cols, split.data());
+      owned_.emplace_back(ops_, split.size());
+      ops_.upload(owned_.back().data(), split.data(), split.size());
+      return {owned_.back().data<char>(), dt, rows, cols};
     }
     owned_.emplace_back(ops_, static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
     char* dst = owned_.back().data<char>();

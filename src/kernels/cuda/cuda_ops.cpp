@@ -19,12 +19,15 @@
 #include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_rule.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/logit_penalties.h"
 #include "kernels/cuda/masked_sampling.h"
 #include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
+#include "kernels/fp8_device_matrix.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
@@ -136,7 +139,8 @@ class CudaOps final : public Ops {
         stream_,
         [this] {
           return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
-                                          attn_.base(), rope_dev_.base(), y_part_.base()};
+                                          attn_.base(), rope_dev_.base(), y_part_.base(),
+                                          fp8_act_.base()};
         });
   }
 
@@ -150,6 +154,8 @@ class CudaOps final : public Ops {
     attn_.release();
     rope_dev_.release();
     y_part_.release();
+    fp8_act_.release();
+    fp8_lt_.reset();
     grouped_ptrs_.release();
     for (auto& [key, table] : weight_tables_) cudaFree(table.device);
     sample_io_.release();
@@ -181,6 +187,11 @@ class CudaOps final : public Ops {
   // ---- memory -----------------------------------------------------------------------
   bool host_memory() const override { return false; }
   DType weight_dtype() const override { return DType::kBF16; }
+  // FP8 weights (docs/cuda.md "FP8 on the model"): per-channel E4M3 in the device form of
+  // kernels/fp8_device_matrix.h, which the model uploads; the FP8 GEMMs below run them.
+  bool reads_weight_dtype(DType t) const override {
+    return t == weight_dtype() || t == DType::kF8E4M3;
+  }
   DType kv_dtype() const override { return kv_dtype_; }
   size_t device_memory_free() const override {
     size_t free = 0, total = 0;
@@ -256,6 +267,12 @@ class CudaOps final : public Ops {
               NumericsMode numerics) override {
     check_matmul_args(x, w);
     if (m == 0) return;
+    if (w.dtype == DType::kF8E4M3) {
+      // matmul_rounded's FP8 linear on the bf16 rounding of x (what the model's producers write).
+      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
+      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
+      return fp8_linear(xb, m, w, bias, y, numerics);
+    }
     const auto* wd = static_cast<const uint16_t*>(w.data);
     // The verified mode asks for fast numerics per step on an invariant ops object.
     const bool fast = gemm_numerics(numerics) == NumericsMode::kFast;
@@ -279,10 +296,15 @@ class CudaOps final : public Ops {
           w.rows);
     if (m == 0) return;
     const auto* xb = static_cast<const uint16_t*>(x);
-    if (ldy == w.rows) return gemm_bf16(xb, m, w, bias, y, numerics);
+    const bool fp8 = w.dtype == DType::kF8E4M3;
+    if (ldy == w.rows)
+      return fp8 ? fp8_linear(xb, m, w, bias, y, numerics) : gemm_bf16(xb, m, w, bias, y, numerics);
     // One part of a projection kept apart: into scratch, then its columns into place.
     float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * m * w.rows, stream_));
-    gemm_bf16(xb, m, w, bias, tmp, numerics);
+    if (fp8)
+      fp8_linear(xb, m, w, bias, tmp, numerics);
+    else
+      gemm_bf16(xb, m, w, bias, tmp, numerics);
     cuda_check(cudaMemcpy2DAsync(y, sizeof(float) * ldy, tmp, sizeof(float) * w.rows,
                                  sizeof(float) * w.rows, m, cudaMemcpyDeviceToDevice, stream_),
                "matmul_rounded (columns)");
@@ -346,6 +368,44 @@ class CudaOps final : public Ops {
                "silu_mul_rows");
   }
 
+  // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
+  // quantized to E4M3 with its own scale (fp8_quant.cu, row-local), then
+  //   invariant numerics: the FP8 wgmma GEMM (fp8_gemm_wg.cuh) at every m — one kernel for a
+  //     model's FP8 linears whatever the batch, so a row's bits are its own (kFp8GemmWgNumericsRule);
+  //   fast numerics: cuBLASLt's FP8 matmul with outer-vector scales (fp8_gemm_lt.h), its order
+  //     chosen per m; where this cuBLASLt has no algorithm for the shape, the wgmma kernel.
+  // No host synchronization and no allocation once the scratch has its size (CUDA graphs);
+  // cuBLASLt's plan of a shape is made by the eager step that precedes every capture.
+  void fp8_linear(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
+                  float* y, NumericsMode numerics) {
+    const int64_t n = w.rows, k = w.cols;
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    const auto* w_scale =
+        reinterpret_cast<const float*>(codes + fp8_device_scale_offset(n, k));
+    const size_t xq_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
+    auto* xq = static_cast<uint8_t*>(fp8_act_.get(xq_bytes + sizeof(float) * m, stream_));
+    auto* x_scale = reinterpret_cast<float*>(xq + xq_bytes);
+    if (gemm_numerics(numerics) == NumericsMode::kFast) {
+      if (!fp8_lt_) fp8_lt_ = std::make_unique<cuda::Fp8LtGemm>();
+      cuda_check(cuda::launch_fp8_quantize_rows(xb, true, m, k, xq, x_scale, stream_),
+                 "fp8 quantize (fast)");
+      const cublasStatus_t st = fp8_lt_->run(xq, x_scale, m, codes, w_scale, n, k, y, stream_);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, n, stream_), "add_bias (fp8)");
+        return;
+      }
+      check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt FP8 matmul ({}×{}×{}): {}", m, n, k,
+            cublasGetStatusString(st));
+      cuda_check(cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1,
+                                          stream_),
+                 "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
+      return;
+    }
+    cuda_check(cuda::launch_fp8_linear_wg(xb, true, m, codes, w_scale, n, k, bias, y, xq, x_scale,
+                                          -1, stream_),
+               "fp8 linear (wgmma)");
+  }
+
   // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
   void gemm_bf16(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
                  float* y, NumericsMode numerics) {
@@ -386,6 +446,14 @@ class CudaOps final : public Ops {
   }
 
   void check_matmul_args(const void* x, const WeightMatrix& w) const {
+    if (w.dtype == DType::kF8E4M3) {
+      check(cuda::fp8_gemm_shape_supported(w.rows, w.cols),
+            "CUDA FP8 matmul: in_features {} must be a multiple of 16", w.cols);
+      check(reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
+            "CUDA FP8 matmul: x and w must be 16-byte aligned");
+      return;
+    }
     check(w.dtype == DType::kBF16,
           "CUDA matmul: weights must be bf16 on the device (got {}); upload them through "
           "Ops::weight_dtype()",
@@ -753,6 +821,8 @@ class CudaOps final : public Ops {
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  Scratch fp8_act_;                         // FP8 linears: the E4M3 rows of x and their scales
+  std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
   int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
   // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
   static constexpr int32_t kPdlMaxRows = 4;
@@ -868,6 +938,10 @@ std::string cuda_device_description(int device) {
   cudaRuntimeGetVersion(&runtime);
   return fmt::format("{} (sm_{}{}, {} SMs, driver {}, runtime {})", prop.name, prop.major,
                      prop.minor, prop.multiProcessorCount, driver, runtime);
+}
+
+std::string cuda_fp8_gemm_rule() {
+  return fmt::format("fp8-gemm=x-bf16/token;{}", cuda::kFp8GemmWgNumericsRule);
 }
 
 }  // namespace detllm::kernels
