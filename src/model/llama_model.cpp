@@ -381,7 +381,17 @@ LlamaModel::Projection LlamaModel::place(std::initializer_list<const Linear*> pa
   check(parts.size() == 2 || parts.size() == 3, "a projection has 2 or 3 parts");
   Projection p;
   for (const Linear* l : parts) p.cols += l->w.shape.at(0);
-  if (layout_ == ProjectionLayout::kFused) {
+  // A device backend quantizes a matrix's input once, by one rule (kernels/fp8_device_matrix.h):
+  // FP8 parts with different static input scales or bounds stay apart (the same bits: each part
+  // is its rows' arithmetic either way).
+  bool one_rule = true;
+  for (const Linear* l : parts) {
+    const HostTensor& a = parts.begin()[0]->w;
+    one_rule = one_rule && (ops_.host_memory() || !dtype_is_fp8(a.dtype) ||
+                            !dtype_is_fp8(l->w.dtype) || a.raw.empty() || l->w.raw.empty() ||
+                            kernels::fp8_same_activation_rule(a.raw.data(), l->w.raw.data()));
+  }
+  if (layout_ == ProjectionLayout::kFused && one_rule) {
     p.parts.push_back({place_fused(parts), 0});
     return p;
   }

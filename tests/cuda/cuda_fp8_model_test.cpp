@@ -6,7 +6,10 @@
 // the invariant one; FP8 really runs (dequantized weights give other logits); a negative control
 // — one activation scale for the whole batch, the per-tensor dynamic scheme refused at load —
 // that must FAIL V1 where the per-token FP8 backend holds it; the refusals by name (128-block
-// scales, FP8 experts). The conformance suite's V1–V10 bit for bit on "tiny-qwen3@fp8" and
+// scales); the quantizer with a matrix's static input scale or activation bound = the library's
+// reference (kernels/ref/fp8_linear.h) bit for bit, and a model with such rules (placed apart
+// where fused parts differ) within the tolerance of the CPU's. The conformance suite's V1–V10
+// bit for bit on "tiny-qwen3@fp8" and
 // "tiny-llama@fp8" runs in cuda_conformance_test.cpp (graphs on/off is its V8).
 // Run: build-cuda/tests/test_cuda --gtest_filter='CudaFp8Model*' (skips without a GPU).
 #include <gtest/gtest.h>
@@ -23,8 +26,10 @@
 #include "cuda/cuda_test_util.h"
 #include "cuda/forwarding_ops.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/fp8_rule.h"
 #include "kernels/fp8_device_matrix.h"
+#include "kernels/ref/fp8_linear.h"
 #include "model/fp8_weights.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
@@ -211,6 +216,88 @@ TEST(CudaFp8Model, RefusesBlockScalesByName) {
     what = e.what();
   }
   EXPECT_NE(what.find("fp8_e4m3_b128"), std::string::npos) << what;
+}
+
+// The quantizer with a matrix's activation rule ({input_scale, act_bound} in device memory, as
+// the device form holds it) = kernels/ref/fp8_linear.h's scale and codes, bit for bit, on bf16
+// rows (what the model's GEMM inputs are): dynamic, bounded (some rows above the bound, some
+// below), static (some values saturating), and a row alone = in the batch.
+TEST(CudaFp8Model, QuantizerWithAMatrixRuleIsTheReference) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = kernels::cuda_testing::invariant_ops();
+  const int32_t m = 24;
+  for (int64_t k : {int64_t{64}, int64_t{4096}}) {
+    std::vector<float> x = kernels::cuda_testing::fast_random_floats(static_cast<size_t>(m * k),
+                                                                     static_cast<uint64_t>(k), -3, 3);
+    for (int32_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < k; ++i) x[r * k + i] *= 0.25f * static_cast<float>(r + 1);
+    const std::vector<uint16_t> xb = kernels::cuda_testing::to_bf16(x);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_f32(xb[i]);
+    for (auto [in, bound] : {std::pair<float, float>{0.0f, 0.0f}, {0.0f, 9.0f}, {0.03f, 0.0f}}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " input_scale " << in << " bound " << bound);
+      std::vector<uint8_t> want_q(x.size());
+      std::vector<float> want_s(static_cast<size_t>(m));
+      for (int32_t r = 0; r < m; ++r) {
+        want_s[r] = kernels::ref::fp8_activation_scale(x.data() + r * k, k, in, bound);
+        kernels::ref::fp8_quantize_activation(x.data() + r * k, k, want_s[r],
+                                              want_q.data() + r * k);
+      }
+      const std::vector<float> params = {in, bound};
+      kernels::cuda_testing::DeviceArray<uint16_t> dx(*ops, xb);
+      kernels::cuda_testing::DeviceArray<float> dp(*ops, params);
+      kernels::cuda_testing::DeviceArray<uint8_t> q(*ops, x.size());
+      kernels::cuda_testing::DeviceArray<float> s(*ops, static_cast<size_t>(m));
+      ASSERT_EQ(kernels::cuda::launch_fp8_quantize_rows_params(dx.data(), true, m, k, dp.data(),
+                                                               q.data(), s.data(), nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto got_s = s.download();
+      EXPECT_EQ(std::memcmp(got_s.data(), want_s.data(), sizeof(float) * m), 0);
+      EXPECT_EQ(q.download(), want_q);
+      // Row 5 alone.
+      ASSERT_EQ(kernels::cuda::launch_fp8_quantize_rows_params(dx.data() + 5 * k, true, 1, k,
+                                                               dp.data(), q.data(), s.data(),
+                                                               nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(s.download(1)[0], want_s[5]);
+      const auto alone = q.download(static_cast<size_t>(k));
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), want_q.begin() + 5 * k));
+    }
+  }
+}
+
+// Every row of t with this static input scale and activation bound (a checkpoint's rule).
+void set_rule(HostTensor& t, float input_scale, float bound) {
+  const int64_t rb = dtype_row_bytes(t.dtype, t.shape.at(1));
+  for (int64_t r = 0; r < t.shape.at(0); ++r) {
+    std::memcpy(t.raw.data() + r * rb, &input_scale, 4);
+    std::memcpy(t.raw.data() + r * rb + 4, &bound, 4);
+  }
+}
+
+// Static input scales (q and v one, k another: placed apart) and bounded activations (gate/up,
+// fused) on the GPU: within the same tolerance of the CPU's FP8 reference on the same weights.
+TEST(CudaFp8Model, StaticScalesAndBoundsAreCloseToTheCpuFp8Reference) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  for (const char* name : {"tiny-llama", "tiny-qwen2"}) {
+    Fp8Model m(name);
+    for (LayerWeights& l : m.weights.layers) {
+      set_rule(l.wq.w, 0.02f, 0.0f);
+      set_rule(l.wv.w, 0.02f, 0.0f);
+      set_rule(l.wk.w, 0.03f, 0.0f);
+      set_rule(l.w_gate.w, 0.0f, 1.5f);
+      set_rule(l.w_up.w, 0.0f, 1.5f);
+      set_rule(l.wo.w, 0.01f, 0.0f);
+    }
+    const auto reqs = one_step_workload(m.config);
+    const RunResult cpu = run(m.target([](int n) { return kernels::make_cpu_ops(n); }),
+                              base_execution("cpu"), reqs);
+    const RunResult gpu = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
+                              base_execution("gpu"), reqs);
+    const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), 0.05f);
+    std::printf("[fp8] %s static/bounded: CUDA vs CPU worst ratio %.3g\n", name, worst);
+  }
 }
 
 // The fingerprint's backend build names the CUDA FP8 GEMM's rule (backends.cpp appends it).

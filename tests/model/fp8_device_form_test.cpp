@@ -3,8 +3,9 @@
 // device form of kernels/fp8_device_matrix.h and uploaded; a test backend that joins the form
 // back into rows and runs the CPU's FP8 kernel gives the CPU backend's logits bit for bit on the
 // tiny models (so the fusion, the split and the upload lose nothing); the device form is really
-// what runs (fp32 weights give other logits); rows the device class cannot run — 128-block
-// scales, a static input scale — are refused by name at load.
+// what runs (fp32 weights give other logits); static input scales and activation bounds (a
+// checkpoint's) go with the matrix, and fused parts with different rules are placed apart — the
+// CPU's logits bit for bit again; 128-column block scales are refused by name at load.
 // Run: build/tests/test_model --gtest_filter='Fp8DeviceForm*'.
 #include <gtest/gtest.h>
 
@@ -101,18 +102,48 @@ std::string load_error(const ModelConfig& c, const ModelWeights& w) {
   return "";
 }
 
-TEST(Fp8DeviceForm, RefusesRowsTheDeviceClassCannotRunByName) {
+// Every row of t gets this static input scale and activation bound (as a checkpoint's would).
+void set_rule(HostTensor& t, float input_scale, float bound) {
+  const int64_t rb = dtype_row_bytes(t.dtype, t.shape.at(1));
+  for (int64_t r = 0; r < t.shape.at(0); ++r) {
+    std::memcpy(t.raw.data() + r * rb, &input_scale, 4);
+    std::memcpy(t.raw.data() + r * rb + 4, &bound, 4);
+  }
+}
+
+TEST(Fp8DeviceForm, StaticScalesAndBoundsGiveTheCpuBackendsLogits) {
+  for (const char* name : {"tiny-llama", "tiny-qwen2"}) {
+    const ModelConfig c = synthetic_config(name);
+    ModelWeights w = make_synthetic_weights(c, 42);
+    quantize_weights_fp8(w, c);
+    for (LayerWeights& l : w.layers) {
+      set_rule(l.wq.w, 0.02f, 0.0f);  // q and v share a static scale, k has another:
+      set_rule(l.wv.w, 0.02f, 0.0f);
+      set_rule(l.wk.w, 0.03f, 0.0f);  // q/k/v are placed apart
+      set_rule(l.w_gate.w, 0.0f, 1.5f);  // gate and up: one bound (fused)
+      set_rule(l.w_up.w, 0.0f, 1.5f);
+      set_rule(l.wo.w, 0.01f, 0.0f);
+    }
+    auto cpu = kernels::make_cpu_ops(2);
+    Fp8DeviceFormOps dev;
+    const LlamaModel on_cpu(c, w, *cpu), on_dev(c, w, dev);
+    const std::vector<float> a = logits(on_cpu);
+    EXPECT_TRUE(same_bits(a, logits(on_dev))) << name;
+    // Control: the same weights with dynamic activations give other logits.
+    ModelWeights dynamic = w;
+    for (LayerWeights& l : dynamic.layers)
+      for (Linear* m : l.matrices()) set_rule(m->w, 0.0f, 0.0f);
+    Fp8DeviceFormOps dev2;
+    const LlamaModel on_dev2(c, dynamic, dev2);
+    EXPECT_FALSE(same_bits(a, logits(on_dev2))) << name << ": the rules were not applied";
+  }
+}
+
+TEST(Fp8DeviceForm, RefusesBlockScalesByName) {
   const ModelConfig c = synthetic_config("tiny-llama");
   ModelWeights w = make_synthetic_weights(c, 42);
   quantize_weights_fp8(w, c);
   EXPECT_EQ(load_error(c, w), "");
-
-  ModelWeights stat = w;  // layer 1's k_proj with a static input scale (a checkpoint's)
-  HostTensor& k = stat.layers.at(1).wk.w;
-  const float in = 0.25f;
-  for (int64_t r = 0; r < k.shape.at(0); ++r)
-    std::memcpy(k.raw.data() + r * dtype_row_bytes(k.dtype, k.shape.at(1)), &in, 4);
-  EXPECT_NE(load_error(c, stat).find("static input scale"), std::string::npos);
 
   ModelWeights block = w;  // down_proj with 128-column block scales
   HostTensor& d = block.layers.at(0).w_down.w;

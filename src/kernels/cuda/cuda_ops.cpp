@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/fp8_rule.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/logit_penalties.h"
@@ -369,7 +370,8 @@ class CudaOps final : public Ops {
   }
 
   // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
-  // quantized to E4M3 with its own scale (fp8_quant.cu, row-local), then
+  // quantized to E4M3 by the matrix's rule (fp8_quant.cu, row-local: the row's amax / 448,
+  // capped by an activation bound, or the checkpoint's static scale), then
   //   invariant numerics: the FP8 wgmma GEMM (fp8_gemm_wg.cuh) at every m — one kernel for a
   //     model's FP8 linears whatever the batch, so a row's bits are its own (kFp8GemmWgNumericsRule);
   //   fast numerics: cuBLASLt's FP8 matmul with outer-vector scales (fp8_gemm_lt.h), its order
@@ -382,13 +384,14 @@ class CudaOps final : public Ops {
     const auto* codes = static_cast<const uint8_t*>(w.data);
     const auto* w_scale =
         reinterpret_cast<const float*>(codes + fp8_device_scale_offset(n, k));
+    const auto* params = reinterpret_cast<const float*>(codes + fp8_device_params_offset(n, k));
     const size_t xq_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
     auto* xq = static_cast<uint8_t*>(fp8_act_.get(xq_bytes + sizeof(float) * m, stream_));
     auto* x_scale = reinterpret_cast<float*>(xq + xq_bytes);
+    cuda_check(cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
+               "fp8 quantize");
     if (gemm_numerics(numerics) == NumericsMode::kFast) {
       if (!fp8_lt_) fp8_lt_ = std::make_unique<cuda::Fp8LtGemm>();
-      cuda_check(cuda::launch_fp8_quantize_rows(xb, true, m, k, xq, x_scale, stream_),
-                 "fp8 quantize (fast)");
       const cublasStatus_t st = fp8_lt_->run(xq, x_scale, m, codes, w_scale, n, k, y, stream_);
       if (st == CUBLAS_STATUS_SUCCESS) {
         if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, n, stream_), "add_bias (fp8)");
@@ -401,9 +404,9 @@ class CudaOps final : public Ops {
                  "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
       return;
     }
-    cuda_check(cuda::launch_fp8_linear_wg(xb, true, m, codes, w_scale, n, k, bias, y, xq, x_scale,
-                                          -1, stream_),
-               "fp8 linear (wgmma)");
+    cuda_check(
+        cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1, stream_),
+        "fp8 gemm (wgmma)");
   }
 
   // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
