@@ -89,8 +89,8 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
-  check(numerics.kv_dtype != KvDType::kFP8, "--kv-dtype fp8 runs on the cpu backend (the "
-        "reference of the FP8 KV cache, docs/models.md); on cuda use bf16 or fp32");
+  check(numerics.kv_dtype != KvDType::kFP8 || !numerics.tp_canonical,
+        "--kv-dtype fp8 is not implemented with --tensor-parallel; drop one of them");
   check(numerics.cpu_activations == CpuActivations::kF32,
         "--activations q8 is a cpu numerics class (activations rounded to int8 per 32-block "
         "before quantized matmuls); the cuda backend runs bf16 weights: drop --activations, or "
@@ -101,7 +101,12 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   b.ops = kernels::make_cuda_ops(cuda);  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
-  const std::string_view kv = b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16";
+  // The FP8 KV class: E4M3 codes with per-(layer, KV head) scales bounded from the weights
+  // (the CPU's rule, model/fp8_weights.h), read as bf16(dec · scale): named as the CPU names it.
+  const DType kv_type = b.ops->kv_dtype();
+  const std::string_view kv = kv_type == DType::kF32        ? "fp32"
+                              : kv_type == DType::kF8E4M3 ? "fp8-e4m3-weight-bound"
+                                                          : "bf16";
   b.build = fmt::format("sm_90a;kv={}", kv);
   b.description =
       fmt::format("cuda; device {}: {}; numerics={}{}; kv={}", o.device, device,

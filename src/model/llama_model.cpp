@@ -146,6 +146,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
     for (int32_t li = 0; li < config.n_layers; ++li) {
       kv_scales_.push_back(fp8_kv_scales(config, w, li));
     }
+    if (!ops.host_memory()) {
+      // A device backend reads them from its memory: uploaded before any weight, so that
+      // owned_[li] is layer li's copy (forward's KvCacheLayer::k_scale).
+      check(owned_.empty(), "FP8 KV: the scales must be the first buffers placed");
+      for (const std::vector<float>& s : kv_scales_) place(s);
+    }
   }
   tok_embd_ = place(w.tok_embd);
   for (const LayerWeights& l : w.layers) {
@@ -755,7 +761,8 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     const LayerView& l = layers_[li];
     kernels::KvCacheLayer cache = kv.layer(li);
     if (!kv_scales_.empty()) {  // FP8 KV: this layer's per-head scales (fixed at load)
-      cache.k_scale = kv_scales_[static_cast<size_t>(li)].data();
+      cache.k_scale = ops_.host_memory() ? kv_scales_[static_cast<size_t>(li)].data()
+                                         : owned_[static_cast<size_t>(li)].f32();
       cache.v_scale = cache.k_scale + c.n_kv_heads;
     }
     // The previous layer's MLP residual joins the attention norm (none before layer 0).

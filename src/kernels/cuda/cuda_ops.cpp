@@ -122,8 +122,8 @@ class CudaOps final : public Ops {
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     sm_count_ = prop.multiProcessorCount;
     pdl_mode_ = options.programmatic_launch;
-    check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
-          "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
+    check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32 || kv_dtype_ == DType::kF8E4M3,
+          "CUDA backend: KV dtype {} unsupported; use bf16, fp32 or fp8 (--kv-dtype)",
           dtype_name(kv_dtype_));
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (mode_ == NumericsMode::kFast) ensure_cublas();
@@ -194,6 +194,10 @@ class CudaOps final : public Ops {
     return t == weight_dtype() || t == DType::kF8E4M3;
   }
   DType kv_dtype() const override { return kv_dtype_; }
+  // --kv-dtype fp8: E4M3 codes with the model's per-(layer, KV head) scales (KvCacheLayer's
+  // k_scale / v_scale, device memory), rounded once on append; attention reads the codes
+  // (the packed CTA, attention_fp8_load.cuh).
+  bool kv_fp8() const override { return kv_dtype_ == DType::kF8E4M3; }
   size_t device_memory_free() const override {
     size_t free = 0, total = 0;
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
@@ -346,6 +350,12 @@ class CudaOps final : public Ops {
     a.cache_k = cache.k;
     a.cache_v = cache.v;
     a.kv_bf16 = cache.dtype == DType::kBF16;
+    a.kv_fp8 = cache.dtype == DType::kF8E4M3;
+    if (a.kv_fp8) {
+      check_fp8_scales(cache);
+      a.k_scale = cache.k_scale;
+      a.v_scale = cache.v_scale;
+    }
     a.q_out = q_out;
     a.pdl = pdl(n);
     cuda_check(cuda::launch_qkv_rope_append(a, stream_), "qkv_rope_append");
@@ -354,7 +364,7 @@ class CudaOps final : public Ops {
   void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                          int32_t n_heads, float scale, void* out) override {
     auto* ob = static_cast<__nv_bfloat16*>(out);
-    if (cache.dtype == DType::kBF16) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
+    if (cache.dtype != DType::kF32) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
     // fp32 KV (attention.cu) writes fp32: round it after.
     const int64_t n_out = int64_t{batch.n_tokens} * n_heads * cache.head_dim;
     float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * n_out, stream_));
@@ -530,6 +540,15 @@ class CudaOps final : public Ops {
     const int64_t row = int64_t{cache.n_kv_heads} * cache.head_dim;
     const int64_t n_slots = int64_t{cache.n_blocks} * cache.block_size;
     check_cache_dtype(cache);
+    if (cache.dtype == DType::kF8E4M3) {
+      check_fp8_scales(cache);
+      cuda_check(cuda::launch_kv_append_fp8(k, v, batch.slots, batch.n_tokens, cache.n_kv_heads,
+                                            cache.head_dim, n_slots, cache.k_scale,
+                                            cache.v_scale, static_cast<uint8_t*>(cache.k),
+                                            static_cast<uint8_t*>(cache.v), stream_),
+                 "kv_append (fp8)");
+      return;
+    }
     if (cache.dtype == DType::kBF16) {
       cuda_check(cuda::launch_kv_append_bf16(k, v, batch.slots, batch.n_tokens, row, n_slots,
                                              static_cast<uint16_t*>(cache.k),
@@ -547,7 +566,14 @@ class CudaOps final : public Ops {
     run_attention(q, cache, batch, n_heads, scale, out, nullptr);
   }
 
-  // Into out (fp32) or, for a bf16 cache only, out_bf16.
+  // An FP8 cache comes with its layer's per-head scales (the model passes them, fixed at load).
+  void check_fp8_scales(const KvCacheLayer& cache) const {
+    check(cache.k_scale != nullptr && cache.v_scale != nullptr,
+          "CUDA backend: an FP8 KV cache without its per-head scales (the model passes them "
+          "in KvCacheLayer::k_scale / v_scale)");
+  }
+
+  // Into out (fp32) or, for a bf16 or FP8 cache only, out_bf16.
   void run_attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                      int32_t n_heads, float scale, float* out, __nv_bfloat16* out_bf16) {
     check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0 &&
@@ -556,6 +582,30 @@ class CudaOps final : public Ops {
           cache.n_kv_heads);
     check_cache_dtype(cache);
     cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
+    if (cache.dtype == DType::kF8E4M3) {
+      // The packed CTA reads the codes (attention_fp8_load.cuh); the other schedules' rings copy
+      // bf16 rows, so the plan is the packed CTA on every step (same reduction grid and order).
+      check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
+            "CUDA attention with an FP8 KV cache: head_dim {} and {} query heads per KV head "
+            "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head)",
+            cache.head_dim, n_heads / cache.n_kv_heads);
+      check_fp8_scales(cache);
+      a.k_fp8 = static_cast<const uint8_t*>(cache.k);
+      a.v_fp8 = static_cast<const uint8_t*>(cache.v);
+      a.k_scale = cache.k_scale;
+      a.v_scale = cache.v_scale;
+      a.out_bf16 = out_bf16;
+      a.pdl = pdl(batch.n_tokens);
+      AttentionForce packed = attention_force_;
+      packed.kernel = static_cast<int>(AttentionKernel::kPacked);
+      const AttentionPlan plan =
+          plan_attention(cuda::attention_step_shape(a, batch.n_seqs), packed);
+      float* scratch =
+          static_cast<float*>(attn_.get(sizeof(float) * plan.scratch_floats, stream_));
+      cuda_check(cuda::launch_attention_tc(a, plan, scratch, stream_),
+                 "attention (tensor cores, FP8 KV)");
+      return;
+    }
     if (cache.dtype == DType::kBF16) {
       check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with a bf16 KV cache: head_dim {} and {} query heads per KV head "
@@ -870,7 +920,9 @@ CudaOptions cuda_options_for(const BackendNumerics& numerics, int device) {
   o.mode = numerics.numerics;
   o.gemm_lt = numerics.gemm_lt;
   o.gemm_fixed_tile = numerics.gemm_fixed_tile;
-  o.kv_dtype = numerics.kv_dtype == KvDType::kF32 ? DType::kF32 : DType::kBF16;
+  o.kv_dtype = numerics.kv_dtype == KvDType::kF32   ? DType::kF32
+               : numerics.kv_dtype == KvDType::kFP8 ? DType::kF8E4M3
+                                                    : DType::kBF16;
   return o;
 }
 
