@@ -15,7 +15,8 @@
 // on the host (fp32, ~32 GB for 8B) and quantized per channel as --quantization fp8 does
 // (model/fp8_weights.h), then uploaded in the device form; it prints FP8 ÷ bf16 step times
 // and prefill tokens/s (one "RESULT_FP8 batch context mode graph_ms" and "PREFILL_FP8 tokens
-// mode ms tok/s" line each).
+// mode ms tok/s" line each). --fp8-kv: those runs with the FP8 KV cache too (--kv-dtype fp8:
+// the packed attention CTA on every step).
 // Run: build-cuda/benchmarks/cuda_e2e_bench [--quick] [--steps N] [--invariant-only]
 //      [--cases 1x512,64x2048,…] [--fp8]  (exits without a CUDA device; progress on stderr,
 // markdown on stdout, and one "RESULT batch context mode graph_ms greedy_ms sampled_ms" line per
@@ -116,7 +117,7 @@ int usage(const char* argv0) {
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
-             "       [--attn-kernel K] [--attn-split S] [--fp8]\n"
+             "       [--attn-kernel K] [--attn-split S] [--fp8 [--fp8-kv]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -133,7 +134,8 @@ int usage(const char* argv0) {
              "attention_split_blocks (-1 chosen, 0 a row's splits in its CTA, 1 a CTA a split);\n"
              "same bits.\n"
              "--fp8: also every case and prefill on per-channel FP8 projections (weights made\n"
-             "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n",
+             "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n"
+             "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n",
              argv0);
   return 2;
 }
@@ -160,7 +162,7 @@ using bench_util::parse_counts;
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, invariant_only = false, fp8 = false;
+  bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false;
   int steps = 20;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
@@ -175,6 +177,8 @@ int main(int argc, char** argv) {
       steps = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--fp8") == 0) {
       fp8 = true;
+    } else if (std::strcmp(argv[i], "--fp8-kv") == 0) {
+      fp8_kv = true;
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
       invariant_only = true;
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
@@ -307,6 +311,7 @@ int main(int argc, char** argv) {
         o.programmatic_launch = pdl;
         o.attention_kernel = attn_kernel;
         o.attention_split_blocks = attn_split;
+        if (fp8_kv) o.kv_dtype = DType::kF8E4M3;
         auto ops = make_cuda_ops(o);
         auto model = std::make_unique<LlamaModel>(c, host, *ops);
         ops->synchronize();
@@ -401,9 +406,10 @@ int main(int argc, char** argv) {
     if (fp8) {
       fmt::print(
           "\nFP8 projections (per-channel E4M3, activations per token; embedding and lm_head "
-          "bf16) against bf16, graph step with every logit row (ms; ratio = bf16 ÷ FP8, > 1 = "
+          "bf16{}) against bf16, graph step with every logit row (ms; ratio = bf16 ÷ FP8, > 1 = "
           "FP8 faster):\n\n| batch | context | bf16 invariant | FP8 invariant | ratio | bf16 "
-          "fast | FP8 fast | ratio |\n|---|---|---|---|---|---|---|---|\n");
+          "fast | FP8 fast | ratio |\n|---|---|---|---|---|---|---|---|\n",
+          fp8_kv ? "; FP8 KV cache" : "; bf16 KV cache");
       for (const Case& k : cases) {
         const double bi = results[0].at({k.batch, k.context}).graph_ms;
         const double bf = results[n_modes - 1].at({k.batch, k.context}).graph_ms;

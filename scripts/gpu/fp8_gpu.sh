@@ -9,7 +9,8 @@
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
 #   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
-#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] scripts/gpu/fp8_gpu.sh
+#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] scripts/gpu/fp8_gpu.sh
+#   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too)
 #   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err,
 #     $OUT/fp8_e2e.log (FP8 vs bf16 tables at the end), $OUT/fp8_e2e.err
 set -uo pipefail
@@ -38,7 +39,7 @@ echo "cuda_fp8_bench: rc=$?" >&2
 sed -n '/^| shape/,$p' "$out/fp8_bench.log"
 
 if [ -z "${SKIP_E2E:-}" ]; then
-  "$bin/cuda_e2e_bench" --fp8 --cases "${E2E_CASES:-1x512,8x512,64x512}" \
+  "$bin/cuda_e2e_bench" --fp8 ${FP8_KV:+--fp8-kv} --cases "${E2E_CASES:-1x512,8x512,64x512}" \
     --prefill "${PREFILL:-2048,4096}" --steps 10 >"$out/fp8_e2e.log" 2>"$out/fp8_e2e.err"
   echo "cuda_e2e_bench --fp8: rc=$?" >&2
   sed -n '/^FP8 projections/,$p' "$out/fp8_e2e.log"
