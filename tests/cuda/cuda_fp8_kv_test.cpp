@@ -8,7 +8,8 @@
 // reference (a tolerance: bf16 attention inputs against fp32; bf16-rounded or FP8 weights on
 // both sides); and the negative control — K/V
 // scales taken from the call's own tokens instead of fixed at load — FAILS V1 where the fixed
-// scales hold it. The conformance suite runs on "tiny-llama@fp8+kvfp8" and "tiny-qwen3+kvfp8"
+// scales hold it; the startup self-check (its random K/V come without scales: 1 a head) passes on
+// an FP8-KV backend. The conformance suite runs on "tiny-llama@fp8+kvfp8" and "tiny-qwen3+kvfp8"
 // (cuda_conformance_test.cpp). Run: build-cuda/tests/test_cuda --gtest_filter='CudaFp8Kv*'.
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "verify/guarantee_matrix.h"
+#include "verify/self_check.h"
 
 namespace detllm::conformance {
 namespace {
@@ -215,6 +217,14 @@ TEST(CudaFp8Kv, LiveScalesFailV1AndFixedScalesHoldIt) {
                                         DeterminismMode::kInvariant, v);
     EXPECT_EQ(ok.state, CellResult::State::kHolds) << ok.text();
   }
+}
+
+TEST(CudaFp8Kv, TheStartupSelfCheckPasses) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_ops(DType::kF8E4M3);
+  const SelfCheckReport r =
+      run_self_check(*ops, self_check_options_for(synthetic_config("tiny-llama")));
+  EXPECT_TRUE(r.passed()) << r.describe();
 }
 
 }  // namespace

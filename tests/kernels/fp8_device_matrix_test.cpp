@@ -106,7 +106,7 @@ TEST(Fp8DeviceMatrix, RefusesWhatTheDeviceClassCannotRunByName) {
   EXPECT_NE(refusal(DType::kF8E4M3, zero, rows, cols).find("weight scale"), std::string::npos);
 
   const std::vector<uint8_t> narrow = random_rows(2, 40, 9);
-  EXPECT_NE(refusal(DType::kF8E4M3, narrow, 2, 40).find("multiple of 16"), std::string::npos);
+  EXPECT_NE(refusal(DType::kF8E4M3, narrow, 2, 40).find("multiples of 16"), std::string::npos);
 }
 
 }  // namespace

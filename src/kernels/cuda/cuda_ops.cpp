@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -126,6 +128,15 @@ class CudaOps final : public Ops {
           "CUDA backend: KV dtype {} unsupported; use bf16, fp32 or fp8 (--kv-dtype)",
           dtype_name(kv_dtype_));
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (kv_dtype_ == DType::kF8E4M3) {
+      const std::vector<float> ones(kMaxUnitScales, 1.0f);
+      cuda_check(cudaMalloc(reinterpret_cast<void**>(&unit_scales_), sizeof(float) * kMaxUnitScales),
+                 "cudaMalloc (FP8 KV unit scales)");
+      cuda_check(cudaMemcpyAsync(unit_scales_, ones.data(), sizeof(float) * kMaxUnitScales,
+                                 cudaMemcpyHostToDevice, stream_),
+                 "FP8 KV unit scales");
+      cuda_check(cudaStreamSynchronize(stream_), "FP8 KV unit scales (sync)");
+    }
     if (mode_ == NumericsMode::kFast) ensure_cublas();
     if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
         gemm_splits_override_ == 0) {
@@ -162,6 +173,7 @@ class CudaOps final : public Ops {
     sample_io_.release();
     sample_scratch_.release();
     uploader_.release();
+    if (unit_scales_) cudaFree(unit_scales_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -351,11 +363,7 @@ class CudaOps final : public Ops {
     a.cache_v = cache.v;
     a.kv_bf16 = cache.dtype == DType::kBF16;
     a.kv_fp8 = cache.dtype == DType::kF8E4M3;
-    if (a.kv_fp8) {
-      check_fp8_scales(cache);
-      a.k_scale = cache.k_scale;
-      a.v_scale = cache.v_scale;
-    }
+    if (a.kv_fp8) std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
     a.q_out = q_out;
     a.pdl = pdl(n);
     cuda_check(cuda::launch_qkv_rope_append(a, stream_), "qkv_rope_append");
@@ -541,10 +549,10 @@ class CudaOps final : public Ops {
     const int64_t n_slots = int64_t{cache.n_blocks} * cache.block_size;
     check_cache_dtype(cache);
     if (cache.dtype == DType::kF8E4M3) {
-      check_fp8_scales(cache);
+      const auto [ks, vs] = fp8_scales(cache);
       cuda_check(cuda::launch_kv_append_fp8(k, v, batch.slots, batch.n_tokens, cache.n_kv_heads,
-                                            cache.head_dim, n_slots, cache.k_scale,
-                                            cache.v_scale, static_cast<uint8_t*>(cache.k),
+                                            cache.head_dim, n_slots, ks, vs,
+                                            static_cast<uint8_t*>(cache.k),
                                             static_cast<uint8_t*>(cache.v), stream_),
                  "kv_append (fp8)");
       return;
@@ -566,11 +574,17 @@ class CudaOps final : public Ops {
     run_attention(q, cache, batch, n_heads, scale, out, nullptr);
   }
 
-  // An FP8 cache comes with its layer's per-head scales (the model passes them, fixed at load).
-  void check_fp8_scales(const KvCacheLayer& cache) const {
-    check(cache.k_scale != nullptr && cache.v_scale != nullptr,
-          "CUDA backend: an FP8 KV cache without its per-head scales (the model passes them "
-          "in KvCacheLayer::k_scale / v_scale)");
+  // An FP8 cache's per-head scales: the layer's (the model passes them, fixed at load), or —
+  // for a caller without any, as Ops::kv_append allows (the startup self-check's random K/V) —
+  // 1 for every head (codes e4m3(x)), from a device array of ones made at construction.
+  std::pair<const float*, const float*> fp8_scales(const KvCacheLayer& cache) const {
+    if (cache.k_scale != nullptr && cache.v_scale != nullptr) return {cache.k_scale, cache.v_scale};
+    check(cache.k_scale == nullptr && cache.v_scale == nullptr && unit_scales_ != nullptr &&
+              cache.n_kv_heads <= kMaxUnitScales,
+          "CUDA backend: an FP8 KV cache with K scales but no V scales (or the reverse), or "
+          "{} KV heads without scales (at most {})",
+          cache.n_kv_heads, kMaxUnitScales);
+    return {unit_scales_, unit_scales_};
   }
 
   // Into out (fp32) or, for a bf16 or FP8 cache only, out_bf16.
@@ -589,11 +603,9 @@ class CudaOps final : public Ops {
             "CUDA attention with an FP8 KV cache: head_dim {} and {} query heads per KV head "
             "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head)",
             cache.head_dim, n_heads / cache.n_kv_heads);
-      check_fp8_scales(cache);
       a.k_fp8 = static_cast<const uint8_t*>(cache.k);
       a.v_fp8 = static_cast<const uint8_t*>(cache.v);
-      a.k_scale = cache.k_scale;
-      a.v_scale = cache.v_scale;
+      std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
       a.out_bf16 = out_bf16;
       a.pdl = pdl(batch.n_tokens);
       AttentionForce packed = attention_force_;
@@ -875,6 +887,8 @@ class CudaOps final : public Ops {
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch fp8_act_;                         // FP8 linears: the E4M3 rows of x and their scales
+  static constexpr int32_t kMaxUnitScales = 1024;
+  float* unit_scales_ = nullptr;            // FP8 KV: ones, the scales of a cache given none
   std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
   int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
   // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
