@@ -11,10 +11,16 @@
 // (padded decode step, model/step_padding.h), and the download alone; and, as the engine runs
 // it now, replayed from a graph with the logits left on the device and every row sampled there
 // (Ops::sample_rows; only tokens and logprobs are downloaded).
+// --fp8 also runs every case (and --prefill) on FP8 projections: the same synthetic weights made
+// on the host (fp32, ~32 GB for 8B) and quantized per channel as --quantization fp8 does
+// (model/fp8_weights.h), then uploaded in the device form; it prints FP8 ÷ bf16 step times
+// and prefill tokens/s (one "RESULT_FP8 batch context mode graph_ms" and "PREFILL_FP8 tokens
+// mode ms tok/s" line each). --fp8-kv: those runs with the FP8 KV cache too (--kv-dtype fp8:
+// the packed attention CTA on every step).
 // Run: build-cuda/benchmarks/cuda_e2e_bench [--quick] [--steps N] [--invariant-only]
-//      [--cases 1x512,64x2048,…]  (exits without a CUDA device; progress on stderr, markdown on
-// stdout, and one "RESULT batch context mode graph_ms greedy_ms sampled_ms" line per case for
-// scripts/gpu/vs_peer.sh; docs/cuda.md)
+//      [--cases 1x512,64x2048,…] [--fp8]  (exits without a CUDA device; progress on stderr,
+// markdown on stdout, and one "RESULT batch context mode graph_ms greedy_ms sampled_ms" line per
+// case for scripts/gpu/vs_peer.sh; docs/cuda.md)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,6 +40,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/sampling/sample_row.h"
+#include "model/fp8_weights.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "model/step_padding.h"
@@ -110,7 +117,7 @@ int usage(const char* argv0) {
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
-             "       [--attn-kernel K] [--attn-split S]\n"
+             "       [--attn-kernel K] [--attn-split S] [--fp8 [--fp8-kv]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -125,7 +132,10 @@ int usage(const char* argv0) {
              "planner's choice; 0 decode warps, 1 shared-split CTA, 2 warpgroup CTA, 3 packed\n"
              "CTA, 4 packed streams, on every step they can run; kernels/attention_plan.h) and\n"
              "attention_split_blocks (-1 chosen, 0 a row's splits in its CTA, 1 a CTA a split);\n"
-             "same bits.\n",
+             "same bits.\n"
+             "--fp8: also every case and prefill on per-channel FP8 projections (weights made\n"
+             "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n"
+             "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n",
              argv0);
   return 2;
 }
@@ -152,7 +162,7 @@ using bench_util::parse_counts;
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, invariant_only = false;
+  bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false;
   int steps = 20;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
@@ -165,6 +175,10 @@ int main(int argc, char** argv) {
       steps = 5;
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--fp8") == 0) {
+      fp8 = true;
+    } else if (std::strcmp(argv[i], "--fp8-kv") == 0) {
+      fp8_kv = true;
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
       invariant_only = true;
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
@@ -221,6 +235,7 @@ int main(int argc, char** argv) {
     };
 
     std::map<std::pair<int, int>, Timing> results[2];  // [mode][(batch, context)]
+    std::map<int, double> prefill[2];                   // [mode][tokens] ms (bf16)
     double gen_s[2] = {0, 0};
     const NumericsMode modes[2] = {NumericsMode::kInvariant, NumericsMode::kFast};
     const int n_modes = invariant_only ? 1 : 2;
@@ -244,6 +259,7 @@ int main(int argc, char** argv) {
       progress("{}: weights ready in {:.2f} s", mode, gen_s[mi]);
       for (int tokens : prefill_tokens) {
         const double ms = bench_util::prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
+        prefill[mi][tokens] = ms;
         progress("{}: prefill of {} tokens: {:.2f} ms, {:.0f} tok/s", mode, tokens, ms,
                  tokens / ms * 1e3);
         fmt::print("PREFILL {} {} {:.4f} {:.1f}\n", tokens, mode, ms, tokens / ms * 1e3);
@@ -276,6 +292,48 @@ int main(int argc, char** argv) {
             mode, k.batch, k.context, t.all_rows_ms, t.one_row_ms, t.graph_ms,
             t.graph_replayed ? "CUDA graph" : "NOT replayed from a graph", t.download_ms,
             t.sampled_ms, t.greedy_ms, t.enqueued_ms);
+      }
+    }
+
+    // FP8 projections: one host copy of the weights, quantized once, uploaded per mode.
+    std::map<std::pair<int, int>, double> fp8_graph_ms[2];  // [mode][(batch, context)]
+    std::map<int, double> fp8_prefill[2];
+    if (fp8) {
+      progress("fp8: making the weights on the host (fp32) and quantizing the projections");
+      const auto t0 = Clock::now();
+      ModelWeights host = make_synthetic_weights(c, 1);
+      quantize_weights_fp8(host, c);
+      progress("fp8: host weights ready in {:.1f} s ({})", since(t0), fp8_class_name(host));
+      for (int mi = 0; mi < n_modes; ++mi) {
+        const char* mode = mi == 0 ? "invariant" : "fast";
+        CudaOptions o;
+        o.mode = modes[mi];
+        o.programmatic_launch = pdl;
+        o.attention_kernel = attn_kernel;
+        o.attention_split_blocks = attn_split;
+        if (fp8_kv) o.kv_dtype = DType::kF8E4M3;
+        auto ops = make_cuda_ops(o);
+        auto model = std::make_unique<LlamaModel>(c, host, *ops);
+        ops->synchronize();
+        for (int tokens : prefill_tokens) {
+          const double ms = bench_util::prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
+          fp8_prefill[mi][tokens] = ms;
+          fmt::print("PREFILL_FP8 {} {} {:.4f} {:.1f}\n", tokens, mode, ms, tokens / ms * 1e3);
+          std::fflush(stdout);
+        }
+        for (const Case& k : cases) {
+          DecodeStep step(*ops, c, k.batch, k.context);
+          std::vector<int32_t> all(static_cast<size_t>(k.batch));
+          std::iota(all.begin(), all.end(), 0);
+          const int64_t replays = model->step_stats().n_graph_replays;
+          const double ms = step.time_ms(*model, all, GraphMode::kAuto, warmup + 2, steps);
+          const bool replayed = model->step_stats().n_graph_replays >= replays + steps;
+          fp8_graph_ms[mi][{k.batch, k.context}] = ms;
+          fmt::print("RESULT_FP8 {} {} {} {:.4f}\n", k.batch, k.context, mode, ms);
+          std::fflush(stdout);
+          progress("fp8 {}: batch {:3d}, context {:4d}: {:.2f} ms/step ({})", mode, k.batch,
+                   k.context, ms, replayed ? "CUDA graph" : "NOT replayed from a graph");
+        }
       }
     }
 
@@ -344,6 +402,35 @@ int main(int argc, char** argv) {
       fmt::print("| {} | {} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} |\n", k.batch, k.context,
                  mb, ti.download_ms, mb / ti.download_ms, ti.all_rows_ms - ti.download_ms,
                  tf.all_rows_ms - tf.download_ms);
+    }
+    if (fp8) {
+      fmt::print(
+          "\nFP8 projections (per-channel E4M3, activations per token; embedding and lm_head "
+          "bf16{}) against bf16, graph step with every logit row (ms; ratio = bf16 ÷ FP8, > 1 = "
+          "FP8 faster):\n\n| batch | context | bf16 invariant | FP8 invariant | ratio | bf16 "
+          "fast | FP8 fast | ratio |\n|---|---|---|---|---|---|---|---|\n",
+          fp8_kv ? "; FP8 KV cache" : "; bf16 KV cache");
+      for (const Case& k : cases) {
+        const double bi = results[0].at({k.batch, k.context}).graph_ms;
+        const double bf = results[n_modes - 1].at({k.batch, k.context}).graph_ms;
+        const double fi = fp8_graph_ms[0].at({k.batch, k.context});
+        const double ff = fp8_graph_ms[n_modes - 1].at({k.batch, k.context});
+        fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", k.batch,
+                   k.context, bi, fi, bi / fi, bf, ff, bf / ff);
+      }
+      if (!prefill_tokens.empty()) {
+        fmt::print(
+            "\nPrefill of one prompt (tokens/s; ratio = FP8 ÷ bf16):\n\n| tokens | bf16 "
+            "invariant | FP8 invariant | ratio | bf16 fast | FP8 fast | ratio |\n"
+            "|---|---|---|---|---|---|---|\n");
+        for (int t : prefill_tokens) {
+          const auto tps = [t](double ms) { return t / ms * 1e3; };
+          const double bi = tps(prefill[0].at(t)), bf = tps(prefill[n_modes - 1].at(t));
+          const double fi = tps(fp8_prefill[0].at(t)), ff = tps(fp8_prefill[n_modes - 1].at(t));
+          fmt::print("| {} | {:.0f} | {:.0f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} |\n", t, bi, fi,
+                     fi / bi, bf, ff, ff / bf);
+        }
+      }
     }
     return 0;
   } catch (const std::exception& e) {

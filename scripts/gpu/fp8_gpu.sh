@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The FP8 kernels on a GPU machine, in one run: test_cuda's FP8 tests (codec, quantizer, both
 # FP8 GEMMs — mma.sync and wgmma — within their bounds, rows = the row alone at every m, the
-# negative controls, the KV cache), then cuda_fp8_bench (Llama-3.1-8B shapes: bf16 engine and
-# kernel, the FP8 GEMMs and linears, the cuBLASLt FP8 fast path). Each part writes its log as
-# it goes, so a run cut off keeps what finished.
+# negative controls, the KV cache; FP8 models on the backend: CudaFp8Model.* and the conformance
+# suite on tiny-qwen3@fp8 / tiny-llama@fp8), then cuda_fp8_bench (Llama-3.1-8B shapes: bf16
+# engine and kernel, the FP8 GEMMs and linears, the cuBLASLt FP8 fast path), then
+# cuda_e2e_bench --fp8 (8B decode steps at batch 1/8/64 and prefill tokens/s, FP8 vs bf16).
+# Each part writes its log as it goes, so a run cut off keeps what finished.
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
-# BINS=cuda_fp8_bench scripts/gpu/prebuild.sh):
-#   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] scripts/gpu/fp8_gpu.sh
-#   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err
+# BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
+#   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
+#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] scripts/gpu/fp8_gpu.sh
+#   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too)
+#   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err,
+#     $OUT/fp8_e2e.log (FP8 vs bf16 tables at the end), $OUT/fp8_e2e.err
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
@@ -22,7 +27,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 echo "device: $(cat "$out/fp8_device.txt"); binaries from $(cat "$bin/COMMIT" 2>/dev/null || echo '?')" >&2
 
 if [ -z "${SKIP_TESTS:-}" ]; then
-  DETLLM_REQUIRE_GPU=1 "$bin/test_cuda" --gtest_filter='CudaFp8*' >"$out/fp8_tests.log" 2>&1
+  DETLLM_REQUIRE_GPU=1 "$bin/test_cuda" --gtest_filter='CudaFp8*:Gpu/Conformance.*fp8*' \
+    >"$out/fp8_tests.log" 2>&1
   echo "CudaFp8 tests: rc=$? ($(grep -c '^\[       OK' "$out/fp8_tests.log") passed," \
     "$(grep -c '^\[  FAILED  \].*ms)' "$out/fp8_tests.log") failed)" >&2
   grep -E '^\s+\[fp8' "$out/fp8_tests.log" >&2
@@ -31,3 +37,10 @@ fi
 "$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
 echo "cuda_fp8_bench: rc=$?" >&2
 sed -n '/^| shape/,$p' "$out/fp8_bench.log"
+
+if [ -z "${SKIP_E2E:-}" ]; then
+  "$bin/cuda_e2e_bench" --fp8 ${FP8_KV:+--fp8-kv} --cases "${E2E_CASES:-1x512,8x512,64x512}" \
+    --prefill "${PREFILL:-2048,4096}" --steps 10 >"$out/fp8_e2e.log" 2>"$out/fp8_e2e.err"
+  echo "cuda_e2e_bench --fp8: rc=$?" >&2
+  sed -n '/^FP8 projections/,$p' "$out/fp8_e2e.log"
+fi

@@ -17,6 +17,7 @@
 #include "model/tp_group.h"
 #if defined(DETLLM_HAVE_CUDA)
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fp8_rule.h"
 #endif
 
 namespace detllm::backends {
@@ -88,8 +89,8 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
     return b;
   }
   check(o.backend == "cuda", "unknown backend '{}' (valid: cpu, cuda)", o.backend);
-  check(numerics.kv_dtype != KvDType::kFP8, "--kv-dtype fp8 runs on the cpu backend (the "
-        "reference of the FP8 KV cache, docs/models.md); on cuda use bf16 or fp32");
+  check(numerics.kv_dtype != KvDType::kFP8 || !numerics.tp_canonical,
+        "--kv-dtype fp8 is not implemented with --tensor-parallel; drop one of them");
   check(numerics.cpu_activations == CpuActivations::kF32,
         "--activations q8 is a cpu numerics class (activations rounded to int8 per 32-block "
         "before quantized matmuls); the cuda backend runs bf16 weights: drop --activations, or "
@@ -100,7 +101,12 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   b.ops = kernels::make_cuda_ops(cuda);  // throws, saying why, without a usable GPU
   const std::string device = kernels::cuda_device_description(o.device);
   b.fingerprint_name = "cuda:" + device;
-  const std::string_view kv = b.ops->kv_dtype() == DType::kF32 ? "fp32" : "bf16";
+  // The FP8 KV class: E4M3 codes with per-(layer, KV head) scales bounded from the weights
+  // (the CPU's rule, model/fp8_weights.h), read as bf16(dec · scale): named as the CPU names it.
+  const DType kv_type = b.ops->kv_dtype();
+  const std::string_view kv = kv_type == DType::kF32        ? "fp32"
+                              : kv_type == DType::kF8E4M3 ? "fp8-e4m3-weight-bound"
+                                                          : "bf16";
   b.build = fmt::format("sm_90a;kv={}", kv);
   b.description =
       fmt::format("cuda; device {}: {}; numerics={}{}; kv={}", o.device, device,
@@ -156,6 +162,18 @@ bool has_q8_activation_matrix(const ModelWeights& w) {
   return kernels::ref::q8_act_weight_dtype(w.lm_head_tensor().dtype);
 }
 
+// The FP8 GEMM a device backend's FP8 linears run, for the build string: CUDA's is another
+// summation than the CPU's (kernels/ref/fp8_linear.h, which fp8_class_name's class implies), so
+// the two are different classes. "" for host backends.
+std::string device_fp8_rule(const Backend& b) {
+#if defined(DETLLM_HAVE_CUDA)
+  if (b.ops && !b.ops->host_memory()) return kernels::cuda_fp8_gemm_rule();
+#else
+  (void)b;
+#endif
+  return "";
+}
+
 }  // namespace
 
 void check_activations_apply(const Backend& backend, const ModelWeights& weights) {
@@ -199,6 +217,9 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
     const std::string fp8 = fp8_class_name(w);
     backend.build.append(";").append(fp8);
     backend.description.append("; ").append(fp8);
+    if (const std::string rule = device_fp8_rule(backend); !rule.empty()) {
+      backend.build.append(";").append(rule);
+    }
   }
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();

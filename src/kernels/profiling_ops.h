@@ -34,6 +34,7 @@ class ProfilingOps final : public Ops {
   DType weight_dtype() const override { return inner_.weight_dtype(); }
   bool reads_weight_dtype(DType t) const override { return inner_.reads_weight_dtype(t); }
   DType kv_dtype() const override { return inner_.kv_dtype(); }
+  bool kv_fp8() const override { return inner_.kv_fp8(); }
   size_t device_memory_free() const override { return inner_.device_memory_free(); }
   void* alloc_bytes(size_t n) override { return inner_.alloc_bytes(n); }
   void free_bytes(void* p) override { inner_.free_bytes(p); }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "formats/dequant.h"
+#include "kernels/fp8_device_matrix.h"
 #include "model/fp8_weights.h"
 #include "model/synthetic.h"
 #include "model/tp_group.h"
@@ -135,12 +136,21 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   if (config.moe.active()) {
     check(!tp_.active(), "tensor parallelism does not support mixture-of-experts models yet");
+    check(ops.host_memory() || !has_fp8_weights(w), "FP8 weights on a mixture of experts: "
+          "backend {} runs FP8 for dense models only (the cpu backend runs FP8 experts)",
+          ops.name());
     moe_ = std::make_unique<MoeFfn>(config_, ops);  // refuses a backend that cannot run it
   }
   if (ops.kv_fp8()) {
     // FP8 KV: each layer's per-head scales, from the weights, once (model/fp8_weights.h).
     for (int32_t li = 0; li < config.n_layers; ++li) {
       kv_scales_.push_back(fp8_kv_scales(config, w, li));
+    }
+    if (!ops.host_memory()) {
+      // A device backend reads them from its memory: uploaded before any weight, so that
+      // owned_[li] is layer li's copy (forward's KvCacheLayer::k_scale).
+      check(owned_.empty(), "FP8 KV: the scales must be the first buffers placed");
+      for (const std::vector<float>& s : kv_scales_) place(s);
     }
   }
   tok_embd_ = place(w.tok_embd);
@@ -267,7 +277,7 @@ kernels::WeightMatrix LlamaModel::place(const HostTensor& t) {
 }
 
 kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> tensors) {
-  if (!tensors.empty() && dtype_is_fp8(tensors[0]->dtype) && ops_.host_memory() &&
+  if (!tensors.empty() && dtype_is_fp8(tensors[0]->dtype) &&
       ops_.reads_weight_dtype(tensors[0]->dtype)) {
     // FP8 rows carry their scales: fusing concatenates the rows' bytes, values untouched.
     const DType dt = tensors[0]->dtype;
@@ -277,6 +287,18 @@ kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> 
       check(t->dtype == dt && t->shape.at(1) == cols,
             "fused weights: FP8 parts must share their type and columns");
       rows += t->shape.at(0);
+    }
+    if (!ops_.host_memory()) {
+      // A device backend takes codes and scales apart (kernels/fp8_device_matrix.h; it refuses,
+      // by name, rows its FP8 GEMMs cannot run): the concatenated rows, split, uploaded.
+      std::vector<uint8_t> host_rows;
+      host_rows.reserve(static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
+      for (const HostTensor* t : tensors) host_rows.insert(host_rows.end(), t->raw.begin(), t->raw.end());
+      std::vector<uint8_t> split(kernels::fp8_device_bytes(rows, cols));
+      kernels::fp8_device_split(dt, host_rows.data(), rows, cols, split.data());
+      owned_.emplace_back(ops_, split.size());
+      ops_.upload(owned_.back().data(), split.data(), split.size());
+      return {owned_.back().data<char>(), dt, rows, cols};
     }
     owned_.emplace_back(ops_, static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
     char* dst = owned_.back().data<char>();
@@ -365,7 +387,17 @@ LlamaModel::Projection LlamaModel::place(std::initializer_list<const Linear*> pa
   check(parts.size() == 2 || parts.size() == 3, "a projection has 2 or 3 parts");
   Projection p;
   for (const Linear* l : parts) p.cols += l->w.shape.at(0);
-  if (layout_ == ProjectionLayout::kFused) {
+  // A device backend quantizes a matrix's input once, by one rule (kernels/fp8_device_matrix.h):
+  // FP8 parts with different static input scales or bounds stay apart (the same bits: each part
+  // is its rows' arithmetic either way).
+  bool one_rule = true;
+  for (const Linear* l : parts) {
+    const HostTensor& a = parts.begin()[0]->w;
+    one_rule = one_rule && (ops_.host_memory() || !dtype_is_fp8(a.dtype) ||
+                            !dtype_is_fp8(l->w.dtype) || a.raw.empty() || l->w.raw.empty() ||
+                            kernels::fp8_same_activation_rule(a.raw.data(), l->w.raw.data()));
+  }
+  if (layout_ == ProjectionLayout::kFused && one_rule) {
     p.parts.push_back({place_fused(parts), 0});
     return p;
   }
@@ -729,7 +761,8 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
     const LayerView& l = layers_[li];
     kernels::KvCacheLayer cache = kv.layer(li);
     if (!kv_scales_.empty()) {  // FP8 KV: this layer's per-head scales (fixed at load)
-      cache.k_scale = kv_scales_[static_cast<size_t>(li)].data();
+      cache.k_scale = ops_.host_memory() ? kv_scales_[static_cast<size_t>(li)].data()
+                                         : owned_[static_cast<size_t>(li)].f32();
       cache.v_scale = cache.k_scale + c.n_kv_heads;
     }
     // The previous layer's MLP residual joins the attention norm (none before layer 0).

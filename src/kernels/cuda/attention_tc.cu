@@ -326,7 +326,8 @@ __global__ void __launch_bounds__(W * P * 32, 1)
 // steps) or without it; and two streams of 4 warps × 32 rows (head_dim ≥ 64), swizzled tiles.
 // The kernels' other shapes (1 or 8 warps, a ring of 3 tiles, one stream of 32-row warps) were
 // never chosen on any step (docs/cuda.md) and are no longer instantiated.
-template <int HD, bool FAST>
+// KV8: the same CTA over an FP8 cache (its loads dequantize into the bf16 tiles).
+template <int HD, bool FAST, bool KV8 = false>
 cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split,
                       cudaStream_t stream) {
   constexpr int W = 4, ST = 2;
@@ -334,12 +335,12 @@ cudaError_t launch_tc(const AttentionArgs& a, int tq, float* scratch, bool split
   const size_t smem = sizeof(__nv_bfloat16) * 2 * ST * kKvTile * (HD + 8);
   // Once per kernel and process (a host call per launch costs decode steps microseconds).
   static const cudaError_t attr = cudaFuncSetAttribute(
-      attention_tc_kernel<HD, W, ST, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      attention_tc_kernel<HD, W, ST, FAST, false, KV8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(smem));
   cudaError_t err = attr;
   if (err != cudaSuccess) return err;
   const dim3 grid((a.n_tokens + tq - 1) / tq, a.n_kv_heads, split ? max_splits : 1);
-  attention_tc_kernel<HD, W, ST, FAST><<<grid, W * 32, smem, stream>>>(
+  attention_tc_kernel<HD, W, ST, FAST, false, KV8><<<grid, W * 32, smem, stream>>>(
       a, tq, a.scale * kLog2e, scratch, max_splits, split);
   err = cudaGetLastError();
   if (err != cudaSuccess || !split) return err;
@@ -373,6 +374,10 @@ cudaError_t launch_hd(const AttentionArgs& a, const AttentionPlan& p, float* scr
     if (p.kernel == AttentionKernel::kPackedStreams)
       return launch_streams<HD>(a, p.tq, scratch, p.split_blocks, stream);
   if (p.kernel != AttentionKernel::kPacked) return cudaErrorInvalidValue;
+  if (a.k_fp8 != nullptr) {
+    if (p.fast) return launch_tc<HD, true, true>(a, p.tq, scratch, p.split_blocks, stream);
+    return launch_tc<HD, false, true>(a, p.tq, scratch, p.split_blocks, stream);
+  }
   if (p.fast) return launch_tc<HD, true>(a, p.tq, scratch, p.split_blocks, stream);
   return launch_tc<HD, false>(a, p.tq, scratch, p.split_blocks, stream);
 }
@@ -394,10 +399,15 @@ AttentionStepShape attention_step_shape(const AttentionArgs& a, int n_seqs) {
 cudaError_t launch_attention_tc(const AttentionArgs& a, const AttentionPlan& plan, float* scratch,
                                 cudaStream_t stream) {
   if (a.n_tokens == 0) return cudaSuccess;
+  const bool fp8 = a.k_fp8 != nullptr;
   if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
-      !attention_tc_supported(a.head_dim, a.n_heads / a.n_kv_heads) || a.k_bf16 == nullptr ||
-      a.v_bf16 == nullptr)
+      !attention_tc_supported(a.head_dim, a.n_heads / a.n_kv_heads) ||
+      (fp8 ? a.v_fp8 == nullptr || a.k_scale == nullptr || a.v_scale == nullptr
+           : a.k_bf16 == nullptr || a.v_bf16 == nullptr))
     return cudaErrorInvalidValue;
+  // An FP8 cache: the packed CTA only (its loads dequantize; the other schedules' cp.async
+  // rings copy bf16 rows). The caller forces it (CudaOps); any other plan is refused.
+  if (fp8 && plan.kernel != AttentionKernel::kPacked) return cudaErrorInvalidValue;
   if (plan.scratch_floats > 0 && scratch == nullptr) return cudaErrorInvalidValue;
   switch (plan.kernel) {
     case AttentionKernel::kDecodeWarps:

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_fp8_load.cuh"
 #include "kernels/cuda/attention_tc_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -23,7 +24,9 @@ namespace detllm::kernels::cuda::tc {
 // in flight). FAST: tiles unmasked for all of the warp's rows take tile_qk + tile_softmax<HD,
 // false> (no mask selects; the same values), others tile_scores. NEG: the tests' negative
 // control (tile_exp_sum's LD), instantiated only in tests/cuda/attention_negative_control.cu.
-template <int HD, int W, int ST = 2, bool FAST = false, bool NEG = false>
+// KV8: an FP8 cache (a.k_fp8, a.v_fp8): each tile row loaded as bf16(dec(code) · scale[g])
+// (attention_fp8_load.cuh) into the same tiles, so everything after the load is the bf16 path.
+template <int HD, int W, int ST = 2, bool FAST = false, bool NEG = false, bool KV8 = false>
 __global__ void __launch_bounds__(W * 32)
     attention_tc_kernel(const AttentionArgs a, int tq, float scale_log2, float* partials,
                         int max_splits, bool split_blocks) {
@@ -55,6 +58,7 @@ __global__ void __launch_bounds__(W * 32)
 
   const uint32_t row_elems = static_cast<uint32_t>(a.n_kv_heads) * HD;  // elements per slot
   const int block_shift = block_shift_of(a.block_size);
+  const float k_scale = KV8 ? a.k_scale[g] : 0.0f, v_scale = KV8 ? a.v_scale[g] : 0.0f;
 
   for (int seg_begin = t_begin; seg_begin < t_end;) {
     const SegmentSplits sg = segment_splits(a, seg_begin, t_end, split_blocks);
@@ -90,8 +94,13 @@ __global__ void __launch_bounds__(W * 32)
           const int j = threadIdx.x / CH + kRowsPerPass * k;
           const int a0 = __shfl_sync(kFull, s0, j & 31), a1 = __shfl_sync(kFull, s1, j & 31);
           const int slot = j < 32 ? a0 : a1;
-          copy_chunk(kb + j * LD + d, a.k_bf16 + g * HD + d, slot, row_elems);
-          copy_chunk(vb + j * LD + d, a.v_bf16 + g * HD + d, slot, row_elems);
+          if constexpr (KV8) {
+            load_fp8_chunk(kb + j * LD + d, a.k_fp8 + g * HD + d, slot, row_elems, k_scale);
+            load_fp8_chunk(vb + j * LD + d, a.v_fp8 + g * HD + d, slot, row_elems, v_scale);
+          } else {
+            copy_chunk(kb + j * LD + d, a.k_bf16 + g * HD + d, slot, row_elems);
+            copy_chunk(vb + j * LD + d, a.v_bf16 + g * HD + d, slot, row_elems);
+          }
         }
       };
       SplitState<HD> st;  // this split

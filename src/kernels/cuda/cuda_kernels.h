@@ -98,6 +98,12 @@ struct QkvRopeArgs {
   void* cache_k = nullptr;  // [n_slots, n_kv_heads * head_dim], bf16 when kv_bf16 else fp32
   void* cache_v = nullptr;
   bool kv_bf16 = true;
+  // FP8 KV (overrides kv_bf16): the cache holds E4M3 codes, e4m3(k / k_scale[h]) and
+  // e4m3(v / v_scale[h]) (one IEEE division, the host codec's rounding), h the KV head;
+  // k_scale, v_scale (n_kv_heads) device memory, the layer's scales fixed at load.
+  bool kv_fp8 = false;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   float* q_out = nullptr;  // (n, n_heads, head_dim)
   bool pdl = false;         // programmatic dependent launch (pdl.cuh; the same bits)
 };
@@ -227,6 +233,13 @@ struct AttentionArgs {
   const float* v_cache = nullptr;
   const uint16_t* k_bf16 = nullptr;  // the same layout in bf16 (attention_tc.cu)
   const uint16_t* v_bf16 = nullptr;
+  // The same layout in E4M3 codes (an FP8 cache; attention_tc.cu's packed CTA only, which
+  // loads each value as bf16(dec(code) · scale[h]) into its bf16 tiles), k_scale / v_scale
+  // (n_kv_heads) the layer's per-head scales. Set instead of k_bf16 / v_bf16.
+  const uint8_t* k_fp8 = nullptr;
+  const uint8_t* v_fp8 = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   const int32_t* positions = nullptr;     // (n_tokens)
   const int32_t* seq_of_token = nullptr;  // (n_tokens)
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks)

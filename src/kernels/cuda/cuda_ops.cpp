@@ -12,19 +12,25 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/cuda_graph.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_launch.h"
+#include "kernels/cuda/fp8_rule.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/logit_penalties.h"
 #include "kernels/cuda/masked_sampling.h"
 #include "kernels/gemm_buckets.h"
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
+#include "kernels/fp8_device_matrix.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
@@ -118,10 +124,19 @@ class CudaOps final : public Ops {
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     sm_count_ = prop.multiProcessorCount;
     pdl_mode_ = options.programmatic_launch;
-    check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32,
-          "CUDA backend: KV dtype {} unsupported; use bf16 or fp32 (--kv-dtype)",
+    check(kv_dtype_ == DType::kBF16 || kv_dtype_ == DType::kF32 || kv_dtype_ == DType::kF8E4M3,
+          "CUDA backend: KV dtype {} unsupported; use bf16, fp32 or fp8 (--kv-dtype)",
           dtype_name(kv_dtype_));
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (kv_dtype_ == DType::kF8E4M3) {
+      const std::vector<float> ones(kMaxUnitScales, 1.0f);
+      cuda_check(cudaMalloc(reinterpret_cast<void**>(&unit_scales_), sizeof(float) * kMaxUnitScales),
+                 "cudaMalloc (FP8 KV unit scales)");
+      cuda_check(cudaMemcpyAsync(unit_scales_, ones.data(), sizeof(float) * kMaxUnitScales,
+                                 cudaMemcpyHostToDevice, stream_),
+                 "FP8 KV unit scales");
+      cuda_check(cudaStreamSynchronize(stream_), "FP8 KV unit scales (sync)");
+    }
     if (mode_ == NumericsMode::kFast) ensure_cublas();
     if (mode_ == NumericsMode::kInvariant && options.gemm_lt && gemm_variant_ < 0 &&
         gemm_splits_override_ == 0) {
@@ -136,7 +151,8 @@ class CudaOps final : public Ops {
         stream_,
         [this] {
           return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
-                                          attn_.base(), rope_dev_.base(), y_part_.base()};
+                                          attn_.base(), rope_dev_.base(), y_part_.base(),
+                                          fp8_act_.base()};
         });
   }
 
@@ -150,11 +166,14 @@ class CudaOps final : public Ops {
     attn_.release();
     rope_dev_.release();
     y_part_.release();
+    fp8_act_.release();
+    fp8_lt_.reset();
     grouped_ptrs_.release();
     for (auto& [key, table] : weight_tables_) cudaFree(table.device);
     sample_io_.release();
     sample_scratch_.release();
     uploader_.release();
+    if (unit_scales_) cudaFree(unit_scales_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -181,7 +200,16 @@ class CudaOps final : public Ops {
   // ---- memory -----------------------------------------------------------------------
   bool host_memory() const override { return false; }
   DType weight_dtype() const override { return DType::kBF16; }
+  // FP8 weights (docs/cuda.md "FP8 on the model"): per-channel E4M3 in the device form of
+  // kernels/fp8_device_matrix.h, which the model uploads; the FP8 GEMMs below run them.
+  bool reads_weight_dtype(DType t) const override {
+    return t == weight_dtype() || t == DType::kF8E4M3;
+  }
   DType kv_dtype() const override { return kv_dtype_; }
+  // --kv-dtype fp8: E4M3 codes with the model's per-(layer, KV head) scales (KvCacheLayer's
+  // k_scale / v_scale, device memory), rounded once on append; attention reads the codes
+  // (the packed CTA, attention_fp8_load.cuh).
+  bool kv_fp8() const override { return kv_dtype_ == DType::kF8E4M3; }
   size_t device_memory_free() const override {
     size_t free = 0, total = 0;
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
@@ -256,6 +284,12 @@ class CudaOps final : public Ops {
               NumericsMode numerics) override {
     check_matmul_args(x, w);
     if (m == 0) return;
+    if (w.dtype == DType::kF8E4M3) {
+      // matmul_rounded's FP8 linear on the bf16 rounding of x (what the model's producers write).
+      auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
+      cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
+      return fp8_linear(xb, m, w, bias, y, numerics);
+    }
     const auto* wd = static_cast<const uint16_t*>(w.data);
     // The verified mode asks for fast numerics per step on an invariant ops object.
     const bool fast = gemm_numerics(numerics) == NumericsMode::kFast;
@@ -279,10 +313,15 @@ class CudaOps final : public Ops {
           w.rows);
     if (m == 0) return;
     const auto* xb = static_cast<const uint16_t*>(x);
-    if (ldy == w.rows) return gemm_bf16(xb, m, w, bias, y, numerics);
+    const bool fp8 = w.dtype == DType::kF8E4M3;
+    if (ldy == w.rows)
+      return fp8 ? fp8_linear(xb, m, w, bias, y, numerics) : gemm_bf16(xb, m, w, bias, y, numerics);
     // One part of a projection kept apart: into scratch, then its columns into place.
     float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * m * w.rows, stream_));
-    gemm_bf16(xb, m, w, bias, tmp, numerics);
+    if (fp8)
+      fp8_linear(xb, m, w, bias, tmp, numerics);
+    else
+      gemm_bf16(xb, m, w, bias, tmp, numerics);
     cuda_check(cudaMemcpy2DAsync(y, sizeof(float) * ldy, tmp, sizeof(float) * w.rows,
                                  sizeof(float) * w.rows, m, cudaMemcpyDeviceToDevice, stream_),
                "matmul_rounded (columns)");
@@ -323,6 +362,8 @@ class CudaOps final : public Ops {
     a.cache_k = cache.k;
     a.cache_v = cache.v;
     a.kv_bf16 = cache.dtype == DType::kBF16;
+    a.kv_fp8 = cache.dtype == DType::kF8E4M3;
+    if (a.kv_fp8) std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
     a.q_out = q_out;
     a.pdl = pdl(n);
     cuda_check(cuda::launch_qkv_rope_append(a, stream_), "qkv_rope_append");
@@ -331,7 +372,7 @@ class CudaOps final : public Ops {
   void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                          int32_t n_heads, float scale, void* out) override {
     auto* ob = static_cast<__nv_bfloat16*>(out);
-    if (cache.dtype == DType::kBF16) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
+    if (cache.dtype != DType::kF32) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
     // fp32 KV (attention.cu) writes fp32: round it after.
     const int64_t n_out = int64_t{batch.n_tokens} * n_heads * cache.head_dim;
     float* tmp = static_cast<float*>(y_part_.get(sizeof(float) * n_out, stream_));
@@ -344,6 +385,46 @@ class CudaOps final : public Ops {
     cuda_check(cuda::launch_silu_mul_rows(gate_up, n, ffn, static_cast<__nv_bfloat16*>(out),
                                           stream_, pdl(n)),
                "silu_mul_rows");
+  }
+
+  // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
+  // quantized to E4M3 by the matrix's rule (fp8_quant.cu, row-local: the row's amax / 448,
+  // capped by an activation bound, or the checkpoint's static scale), then
+  //   invariant numerics: the FP8 wgmma GEMM (fp8_gemm_wg.cuh) at every m — one kernel for a
+  //     model's FP8 linears whatever the batch, so a row's bits are its own (kFp8GemmWgNumericsRule);
+  //   fast numerics: cuBLASLt's FP8 matmul with outer-vector scales (fp8_gemm_lt.h), its order
+  //     chosen per m; where this cuBLASLt has no algorithm for the shape, the wgmma kernel.
+  // No host synchronization and no allocation once the scratch has its size (CUDA graphs);
+  // cuBLASLt's plan of a shape is made by the eager step that precedes every capture.
+  void fp8_linear(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
+                  float* y, NumericsMode numerics) {
+    const int64_t n = w.rows, k = w.cols;
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    const auto* w_scale =
+        reinterpret_cast<const float*>(codes + fp8_device_scale_offset(n, k));
+    const auto* params = reinterpret_cast<const float*>(codes + fp8_device_params_offset(n, k));
+    const size_t xq_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
+    auto* xq = static_cast<uint8_t*>(fp8_act_.get(xq_bytes + sizeof(float) * m, stream_));
+    auto* x_scale = reinterpret_cast<float*>(xq + xq_bytes);
+    cuda_check(cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
+               "fp8 quantize");
+    if (gemm_numerics(numerics) == NumericsMode::kFast) {
+      if (!fp8_lt_) fp8_lt_ = std::make_unique<cuda::Fp8LtGemm>();
+      const cublasStatus_t st = fp8_lt_->run(xq, x_scale, m, codes, w_scale, n, k, y, stream_);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        if (bias) cuda_check(cuda::launch_add_bias(y, bias, m, n, stream_), "add_bias (fp8)");
+        return;
+      }
+      check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt FP8 matmul ({}×{}×{}): {}", m, n, k,
+            cublasGetStatusString(st));
+      cuda_check(cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1,
+                                          stream_),
+                 "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
+      return;
+    }
+    cuda_check(
+        cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1, stream_),
+        "fp8 gemm (wgmma)");
   }
 
   // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
@@ -386,6 +467,14 @@ class CudaOps final : public Ops {
   }
 
   void check_matmul_args(const void* x, const WeightMatrix& w) const {
+    if (w.dtype == DType::kF8E4M3) {
+      check(cuda::fp8_gemm_shape_supported(w.rows, w.cols),
+            "CUDA FP8 matmul: in_features {} must be a multiple of 16", w.cols);
+      check(reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
+            "CUDA FP8 matmul: x and w must be 16-byte aligned");
+      return;
+    }
     check(w.dtype == DType::kBF16,
           "CUDA matmul: weights must be bf16 on the device (got {}); upload them through "
           "Ops::weight_dtype()",
@@ -459,6 +548,15 @@ class CudaOps final : public Ops {
     const int64_t row = int64_t{cache.n_kv_heads} * cache.head_dim;
     const int64_t n_slots = int64_t{cache.n_blocks} * cache.block_size;
     check_cache_dtype(cache);
+    if (cache.dtype == DType::kF8E4M3) {
+      const auto [ks, vs] = fp8_scales(cache);
+      cuda_check(cuda::launch_kv_append_fp8(k, v, batch.slots, batch.n_tokens, cache.n_kv_heads,
+                                            cache.head_dim, n_slots, ks, vs,
+                                            static_cast<uint8_t*>(cache.k),
+                                            static_cast<uint8_t*>(cache.v), stream_),
+                 "kv_append (fp8)");
+      return;
+    }
     if (cache.dtype == DType::kBF16) {
       cuda_check(cuda::launch_kv_append_bf16(k, v, batch.slots, batch.n_tokens, row, n_slots,
                                              static_cast<uint16_t*>(cache.k),
@@ -476,7 +574,20 @@ class CudaOps final : public Ops {
     run_attention(q, cache, batch, n_heads, scale, out, nullptr);
   }
 
-  // Into out (fp32) or, for a bf16 cache only, out_bf16.
+  // An FP8 cache's per-head scales: the layer's (the model passes them, fixed at load), or —
+  // for a caller without any, as Ops::kv_append allows (the startup self-check's random K/V) —
+  // 1 for every head (codes e4m3(x)), from a device array of ones made at construction.
+  std::pair<const float*, const float*> fp8_scales(const KvCacheLayer& cache) const {
+    if (cache.k_scale != nullptr && cache.v_scale != nullptr) return {cache.k_scale, cache.v_scale};
+    check(cache.k_scale == nullptr && cache.v_scale == nullptr && unit_scales_ != nullptr &&
+              cache.n_kv_heads <= kMaxUnitScales,
+          "CUDA backend: an FP8 KV cache with K scales but no V scales (or the reverse), or "
+          "{} KV heads without scales (at most {})",
+          cache.n_kv_heads, kMaxUnitScales);
+    return {unit_scales_, unit_scales_};
+  }
+
+  // Into out (fp32) or, for a bf16 or FP8 cache only, out_bf16.
   void run_attention(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                      int32_t n_heads, float scale, float* out, __nv_bfloat16* out_bf16) {
     check(n_heads > 0 && cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0 &&
@@ -485,6 +596,28 @@ class CudaOps final : public Ops {
           cache.n_kv_heads);
     check_cache_dtype(cache);
     cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
+    if (cache.dtype == DType::kF8E4M3) {
+      // The packed CTA reads the codes (attention_fp8_load.cuh); the other schedules' rings copy
+      // bf16 rows, so the plan is the packed CTA on every step (same reduction grid and order).
+      check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
+            "CUDA attention with an FP8 KV cache: head_dim {} and {} query heads per KV head "
+            "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head)",
+            cache.head_dim, n_heads / cache.n_kv_heads);
+      a.k_fp8 = static_cast<const uint8_t*>(cache.k);
+      a.v_fp8 = static_cast<const uint8_t*>(cache.v);
+      std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
+      a.out_bf16 = out_bf16;
+      a.pdl = pdl(batch.n_tokens);
+      AttentionForce packed = attention_force_;
+      packed.kernel = static_cast<int>(AttentionKernel::kPacked);
+      const AttentionPlan plan =
+          plan_attention(cuda::attention_step_shape(a, batch.n_seqs), packed);
+      float* scratch =
+          static_cast<float*>(attn_.get(sizeof(float) * plan.scratch_floats, stream_));
+      cuda_check(cuda::launch_attention_tc(a, plan, scratch, stream_),
+                 "attention (tensor cores, FP8 KV)");
+      return;
+    }
     if (cache.dtype == DType::kBF16) {
       check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with a bf16 KV cache: head_dim {} and {} query heads per KV head "
@@ -753,6 +886,10 @@ class CudaOps final : public Ops {
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
+  Scratch fp8_act_;                         // FP8 linears: the E4M3 rows of x and their scales
+  static constexpr int32_t kMaxUnitScales = 1024;
+  float* unit_scales_ = nullptr;            // FP8 KV: ones, the scales of a cache given none
+  std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
   int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
   // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
   static constexpr int32_t kPdlMaxRows = 4;
@@ -797,7 +934,9 @@ CudaOptions cuda_options_for(const BackendNumerics& numerics, int device) {
   o.mode = numerics.numerics;
   o.gemm_lt = numerics.gemm_lt;
   o.gemm_fixed_tile = numerics.gemm_fixed_tile;
-  o.kv_dtype = numerics.kv_dtype == KvDType::kF32 ? DType::kF32 : DType::kBF16;
+  o.kv_dtype = numerics.kv_dtype == KvDType::kF32   ? DType::kF32
+               : numerics.kv_dtype == KvDType::kFP8 ? DType::kF8E4M3
+                                                    : DType::kBF16;
   return o;
 }
 
@@ -868,6 +1007,10 @@ std::string cuda_device_description(int device) {
   cudaRuntimeGetVersion(&runtime);
   return fmt::format("{} (sm_{}{}, {} SMs, driver {}, runtime {})", prop.name, prop.major,
                      prop.minor, prop.multiProcessorCount, driver, runtime);
+}
+
+std::string cuda_fp8_gemm_rule() {
+  return fmt::format("fp8-gemm=x-bf16/token;{}", cuda::kFp8GemmWgNumericsRule);
 }
 
 }  // namespace detllm::kernels

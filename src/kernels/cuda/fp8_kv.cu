@@ -3,9 +3,9 @@
 // fp8_codec.cuh) with a scale fixed per (layer, KV head) — given by the caller, never computed
 // from the batch — so a token's cached codes depend on its own K/V alone, and KV appended in
 // this step and KV cached earlier are the same bits (as for the bf16 cache, kv_cache.cu). The
-// read gives dec(code) · scale[h] in fp32 (one rounding of an exact product): what attention
-// over an FP8 cache computes with; a tensor-core attention reading the codes directly is not
-// written yet (docs/cuda.md, "FP8").
+// read gives dec(code) · scale[h] in fp32 (one rounding of an exact product), a reference for
+// tests: the attention reads the codes itself (attention_fp8_load.cuh), and the model's append
+// is the fused q/k/v kernel's (fused.cu), with the same rounding (docs/cuda.md, "FP8").
 // Test: test_cuda --gtest_filter='CudaFp8.Kv*' (= tests/cuda/fp8_reference.h).
 #include <algorithm>
 

@@ -3,11 +3,15 @@
 // codes q[i] = e4m3(x[i] / s) (one IEEE division, then the host codec's rounding, fp8_codec.cuh).
 // Row-local: a row's scale and codes depend on that row alone, so quantizing is batch-invariant
 // by construction (max is exact and order-free, so the block's reduction tree cannot move a bit
-// either). Test: test_cuda --gtest_filter='CudaFp8.Quantize*' (= tests/cuda/fp8_reference.h).
+// either). With a matrix's activation parameters (fp8_launch.h: a static input scale, or a bound
+// on the amax) the scale is the static one, or min(amax, bound) / 448: still the row's alone.
+// Test: test_cuda --gtest_filter='CudaFp8.Quantize*' (= tests/cuda/fp8_reference.h, and
+// kernels/ref/fp8_linear.h for the parameters).
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/fp8_launch.h"
 
 namespace detllm::kernels::cuda {
 namespace {
@@ -23,11 +27,21 @@ __device__ __forceinline__ float load(const void* x, int64_t i) {
   }
 }
 
+// params: nullptr, or {input_scale, act_bound} in device memory (kernels/fp8_device_matrix.h):
+// input_scale > 0 is the scale of every row; else act_bound > 0 caps the amax.
 template <bool BF16>
 __global__ void __launch_bounds__(kThreads)
-    fp8_quantize_rows_kernel(const void* x, int64_t k, uint8_t* q, float* scale) {
+    fp8_quantize_rows_kernel(const void* x, int64_t k, uint8_t* q, float* scale,
+                             const float* params) {
   const int64_t row = blockIdx.x;
   const int64_t base = row * k;
+  const float input_scale = params ? params[0] : 0.0f, bound = params ? params[1] : 0.0f;
+  if (input_scale > 0.0f) {  // static: the checkpoint's scale, the same for every row
+    if (threadIdx.x == 0) scale[row] = input_scale;
+    for (int64_t i = threadIdx.x; i < k; i += kThreads)
+      q[base + i] = fp8::encode_e4m3(__fdiv_rn(load<BF16>(x, base + i), input_scale));
+    return;
+  }
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < k; i += kThreads) amax = fmaxf(amax, fabsf(load<BF16>(x, base + i)));
 #pragma unroll
@@ -39,6 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     float m = warp_max[0];
     for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+    if (bound > 0.0f) m = fminf(m, bound);  // fbgemm's activation_scale_ub
     const float s = m == 0.0f ? 1.0f : __fdiv_rn(m, fp8::kE4m3Max);
     row_scale = s;
     scale[row] = s;
@@ -55,10 +70,19 @@ cudaError_t launch_fp8_quantize_rows(const void* x, bool x_bf16, int32_t m, int6
                                      float* scale, cudaStream_t stream) {
   if (m < 0 || k < 0) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;  // (k = 0: every row's scale is 1, no codes)
+  return launch_fp8_quantize_rows_params(x, x_bf16, m, k, nullptr, q, scale, stream);
+}
+
+cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t m, int64_t k,
+                                            const float* params, uint8_t* q, float* scale,
+                                            cudaStream_t stream) {
+  if (m < 0 || k < 0) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  const unsigned grid = static_cast<unsigned>(m);
   if (x_bf16)
-    fp8_quantize_rows_kernel<true><<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, k, q, scale);
+    fp8_quantize_rows_kernel<true><<<grid, kThreads, 0, stream>>>(x, k, q, scale, params);
   else
-    fp8_quantize_rows_kernel<false><<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, k, q, scale);
+    fp8_quantize_rows_kernel<false><<<grid, kThreads, 0, stream>>>(x, k, q, scale, params);
   return cudaGetLastError();
 }
 

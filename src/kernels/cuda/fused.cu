@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
@@ -102,7 +103,10 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const 
     for (int e = 0; e < kE; ++e) {
       const int d = 32 * e + lane;
       if (d >= hd) break;
-      if (a.kv_bf16) {
+      if (a.kv_fp8) {  // FP8 KV: the code of v / scale, rounded once
+        const float s = a.v_scale[hh - a.n_heads - a.n_kv_heads];
+        static_cast<uint8_t*>(a.cache_v)[at + d] = fp8::encode_e4m3(__fdiv_rn(v[e], s));
+      } else if (a.kv_bf16) {
         static_cast<__nv_bfloat16*>(a.cache_v)[at + d] = __float2bfloat16_rn(v[e]);
       } else {
         static_cast<float*>(a.cache_v)[at + d] = v[e];
@@ -155,7 +159,10 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_rope_append_kernel(const 
   if (!slot_ok) return;
   const int64_t at = slot * kv_row + static_cast<int64_t>(hh - a.n_heads) * hd;
   for (int d = lane; d < hd; d += 32) {
-    if (a.kv_bf16) {
+    if (a.kv_fp8) {
+      const float s = a.k_scale[hh - a.n_heads];
+      static_cast<uint8_t*>(a.cache_k)[at + d] = fp8::encode_e4m3(__fdiv_rn(row[d], s));
+    } else if (a.kv_bf16) {
       static_cast<__nv_bfloat16*>(a.cache_k)[at + d] = __float2bfloat16_rn(row[d]);
     } else {
       static_cast<float*>(a.cache_k)[at + d] = row[d];

@@ -1,0 +1,14 @@
+// The name of the CUDA FP8 linear's arithmetic, for the fingerprint's backend build string: the
+// activations are the bf16 GEMM inputs quantized per token, and the GEMM is the FP8 wgmma kernel
+// at every m (kFp8GemmWgNumericsRule), another summation than the CPU's FP8 reference, so CPU-FP8
+// and CUDA-FP8 are different classes. A header without CUDA types (backends.cpp reads it).
+#pragma once
+
+#include <string>
+
+namespace detllm::kernels {
+
+// "fp8-gemm=x-bf16/token;<kFp8GemmWgNumericsRule>"; defined in cuda_ops.cpp.
+std::string cuda_fp8_gemm_rule();
+
+}  // namespace detllm::kernels
