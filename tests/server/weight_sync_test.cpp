@@ -9,7 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "server/api_error.h"
@@ -60,6 +63,25 @@ HttpReply post(ServerContext& ctx, const std::string& target, const json& body) 
   r.target = target;
   r.body = body.is_null() ? "" : body.dump();
   return route_request(ctx, r);
+}
+
+// Starts `body` on `t`, which fills `out`, and returns once the engine runs it. On a busy machine
+// a tiny model can finish a request before this thread looks, so a request that ended unseen is
+// sent again (the same request gives the same `out`); never looking in 50 tries is a failure.
+void start_in_flight(TinyServer& s, const json& body, std::thread& t, Out& out) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    t = std::thread([&s, &out, body, done] {
+      out = complete(*s.ctx, body);
+      *done = true;
+    });
+    while (!*done && s.loop->snapshot().n_running == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!*done) return;
+    t.join();
+  }
+  FAIL() << "the request always finished before it was seen running";
 }
 
 WeightSync::IdentityFn identity_fn() {
@@ -158,8 +180,9 @@ TEST(WeightSync, KeepPauseHoldsRequestsAndRefusesAnUpdateUnderThem) {
                          {"seed", 9}, {"logprobs", 0}, {"ignore_eos", true}};
   const Out alone = complete(*s.ctx, long_req);
   Out kept;
-  std::thread t([&] { kept = complete(*s.ctx, long_req); });
-  while (s.loop->snapshot().n_running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread t;
+  start_in_flight(s, long_req, t, kept);
+  ASSERT_TRUE(t.joinable());
   EXPECT_EQ(post(*s.ctx, "/pause?mode=keep", nullptr).status, 200);
   EXPECT_TRUE(s.loop->paused());
   const int64_t steps = s.loop->snapshot().n_steps;
@@ -183,8 +206,9 @@ TEST(WeightSync, WaitPauseFinishesInFlightAndHoldsNewRequests) {
   const json long_req = {{"prompt", "abc"}, {"max_tokens", 100}, {"temperature", 0.9},
                          {"seed", 9}, {"logprobs", 0}, {"ignore_eos", true}};
   Out first, held;
-  std::thread t([&] { first = complete(*s.ctx, long_req); });
-  while (s.loop->snapshot().n_running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread t;
+  start_in_flight(s, long_req, t, first);
+  ASSERT_TRUE(t.joinable());
   EXPECT_EQ(post(*s.ctx, "/pause?mode=wait", nullptr).status, 200);
   t.join();  // /pause answered after the request in flight finished
   EXPECT_EQ(first.ids.size(), 100u);
