@@ -198,6 +198,8 @@ NB_MODULE(_core, m) {
       .def_rw("self_check", &SessionOptions::self_check)
       .def_rw("deterministic", &SessionOptions::deterministic)
       .def_rw("tensor_parallel", &SessionOptions::tensor_parallel)
+      .def_rw("quantization", &SessionOptions::quantization)
+      .def_rw("kv_cache_dtype", &SessionOptions::kv_cache_dtype)
       .def_rw("speculative_method", &SessionOptions::speculative_method)
       .def_rw("num_speculative_tokens", &SessionOptions::num_speculative_tokens)
       .def_rw("prompt_lookup_min", &SessionOptions::prompt_lookup_min)

@@ -110,6 +110,11 @@ class LLM:
     runs N CPU ranks over the canonical partition (docs/tensor_parallel.md) — every N gives the
     same bits and fingerprint, which differ from the one-device model's (0, the default);
     update_weights rebuilds the ranks from the new weights; sleep is refused with it.
+    quantization: None (the weights as the checkpoint stores them; an FP8 checkpoint says so
+    itself) or "fp8" (per-channel FP8 E4M3 made at load, activations rounded per token: a
+    numerics class of its own). kv_cache_dtype: "auto" (the backend's own), "bf16", "fp32" or
+    "fp8" / "fp8_e4m3" (E4M3 with scales fixed per layer and KV head). Both are vLLM's names;
+    both change the numerics and so the fingerprint (docs/models.md, FP8).
     """
 
     def __init__(
@@ -129,6 +134,8 @@ class LLM:
         tensor_parallel_size: Optional[int] = None,
         tensor_parallel: Optional[int] = None,
         speculative_config: Optional[Mapping[str, Any]] = None,
+        quantization: Optional[str] = None,
+        kv_cache_dtype: str = "auto",
         **vllm_kwargs: Any,
     ) -> None:
         if vllm_kwargs:
@@ -157,6 +164,8 @@ class LLM:
         o.tensor_parallel = 0 if tensor_parallel_size is None else int(tensor_parallel_size)
         if speculative_config is not None:
             _apply_speculative_config(o, speculative_config)
+        o.quantization = quantization or ""
+        o.kv_cache_dtype = kv_cache_dtype
         self.backend = backend
         self.mode = mode
         self._s = _core.Session(o)
@@ -449,7 +458,6 @@ class LLM:
 # dropped: docs/python.md, "Migrating from vLLM").
 _LLM_KWARGS_REFUSED = {
     "dtype": "weights are fp32 on the CPU and bf16 on CUDA (docs/python.md)",
-    "quantization": "GGUF blocks are widened when the model opens; no other quantization",
     "gpu_memory_utilization": "size the KV pool with kv_cache_tokens=",
     "max_model_len": "the model's context is used",
     "seed": "each request carries its seed (SamplingParams.seed; None: drawn and returned)",

@@ -25,6 +25,7 @@
 #include "engine/bad_words.h"
 #include "engine/engine.h"
 #include "model/bundle.h"
+#include "model/fp8_weights.h"
 #include "model/kv_storage.h"
 #include "model/synthetic.h"
 #include "structured/grammar_spec.h"
@@ -49,6 +50,10 @@ struct LlmSession::State {
   // False for a synthetic model generated in device memory: its weights exist only there.
   bool host_copy = true;
   std::vector<ParameterSlot> slots;  // every parameter by HF name (parameter_slots)
+  // The FP8 class of a model whose projections are FP8 rows (quantization "fp8" or an FP8
+  // checkpoint; model/fp8_weights.h), "" otherwise. Its slots hold no host values: the rows
+  // are codes and scales, so update_weights and read_parameter are refused by name.
+  std::string fp8_class;
   // Parameters (LlamaModel::Param, layer) whose device values are newer than the host copy:
   // written device to device by update_weights; the host copy is refreshed from the device
   // (bf16 widened: exact) when someone reads it (read_parameter, sleep(2)).
@@ -89,6 +94,15 @@ bool has_stored_blocks(ModelWeights& w) {
     }
   }
   return false;
+}
+
+// vLLM's kv_cache_dtype onto the backend's --kv-dtype: "fp8_e4m3" is vLLM's long name for the
+// E4M3 cache; fp8_e5m2 and anything else are refused by name.
+std::string kv_dtype_option(const std::string& v) {
+  if (v == "auto" || v == "bf16" || v == "fp32" || v == "fp8") return v;
+  if (v == "fp8_e4m3") return "fp8";
+  throw Error(fmt::format("kv_cache_dtype='{}' is not supported: auto (the backend's own), bf16, "
+                          "fp32 or fp8 (= fp8_e4m3; an FP8 E5M2 cache is not offered)", v));
 }
 
 std::tuple<int, int32_t, int32_t> param_key(const ParameterSlot& s) {
@@ -181,6 +195,8 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
   bo.mode = o.mode;
   bo.device = o.device;
   bo.tensor_parallel = o.tensor_parallel;
+  bo.quantization = o.quantization;
+  bo.kv_dtype = kv_dtype_option(o.kv_cache_dtype);
   const DeterminismMode mode = parse_determinism_mode(o.mode);
   engine::EngineConfig& cfg = s_->config;
   // max_seqs before apply_mode: the padded mode pads decode steps to it.
@@ -201,7 +217,8 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     // backend, or tensor parallelism (ranks slice fp32), gets the widened weights at once.
     s_->bundle.llama.reset();
     ModelWeights& w = s_->bundle.model->weights;
-    if (o.backend == "cpu" && o.tensor_parallel == 0 && has_stored_blocks(w)) {
+    if (o.backend == "cpu" && o.tensor_parallel == 0 && o.quantization.empty() &&
+        has_stored_blocks(w)) {
       s_->f32 = std::make_unique<ModelWeights>(w);
       dequantize_weights(*s_->f32);
     } else {
@@ -210,7 +227,11 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     backends::install_backend(s_->bundle, s_->backend);
   }
   ModelWeights* host = s_->f32 ? s_->f32.get() : &s_->bundle.model->weights;
-  s_->slots = parameter_slots(s_->bundle.model->config, s_->host_copy ? host : nullptr);
+  if (has_fp8_weights(s_->bundle.model->weights)) {
+    s_->fp8_class = fp8_class_name(s_->bundle.model->weights);
+  }
+  s_->slots = parameter_slots(s_->bundle.model->config,
+                              s_->host_copy && s_->fp8_class.empty() ? host : nullptr);
   s_->weights_hash = s_->bundle.model->weights_hash;
 
   engine::SpeculativeConfig& sc = cfg.speculative;
@@ -378,6 +399,9 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   std::lock_guard<std::mutex> lock(s_->busy);
   check(!version.empty(), "update_weights: give a version (e.g. the training step): the "
                           "fingerprint carries it instead of a hash of the weights");
+  check(s_->fp8_class.empty(), "update_weights: this model's projections are FP8 ({}), and "
+        "updating them would mean quantizing the new weights here, which is not supported: for "
+        "RL, load the bf16 checkpoint without quantization='fp8'", s_->fp8_class);
   // A TpGroup's leader's ops (host memory); else the bundle's, which outlive a sleep(2).
   kernels::Ops& ops = s_->bundle.tp ? s_->bundle.engine_model().ops() : *s_->bundle.ops;
   const bool device_backend = !ops.host_memory();
@@ -499,6 +523,8 @@ void LlmSession::read_parameter(const std::string& name, float* dst, size_t nume
     if (s.name != name) continue;
     check(static_cast<size_t>(s.numel()) == numel, "{}: has {} elements, not {}", name,
           s.numel(), numel);
+    check(s_->fp8_class.empty(), "{}: this model's projections are FP8 ({}): the session keeps "
+          "no fp32 values to read", name, s_->fp8_class);
     if (!s_->host_copy || s_->host_stale.count(param_key(s)) != 0) {
       read_device_values(s, dst);  // the device's (bf16-rounded) values are the current ones
     } else {

@@ -42,6 +42,12 @@ struct SessionOptions {
   // the same bits (and fingerprint); 0: the one-device model (other numerics: its own chunks).
   // update_weights rebuilds the ranks from the updated host weights; sleep is refused with it.
   int32_t tensor_parallel = 0;
+  // vLLM's names. quantization: "" (the weights as the checkpoint stores them; an FP8 checkpoint
+  // says so itself) or "fp8" (per-channel FP8 E4M3 made at load, model/fp8_weights.h).
+  // kv_cache_dtype: "auto" (the backend's own), "bf16", "fp32" or "fp8" (E4M3 with fixed scales
+  // per layer and KV head; "fp8_e4m3" is the same). Both are numerics: part of the fingerprint.
+  std::string quantization;
+  std::string kv_cache_dtype = "auto";
   // Speculative decoding (engine::SpeculativeConfig, docs/speculative.md; the Python package
   // maps vLLM's speculative_config dict onto these): "none", "ngram" or "draft_model";
   // speculative_model is the draft model's path (draft_model). The output is the same bits.

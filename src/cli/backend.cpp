@@ -8,7 +8,7 @@ namespace detllm::cli {
 void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& numerics_help) {
   cmd.add_option("--backend", o.backend,
                  std::string("Where the model runs: cpu (SIMD, threaded) or cuda (one NVIDIA "
-                             "Hopper GPU, bf16 weights; docs/cuda.md)") +
+                             "Hopper GPU, bf16 or FP8 weights; docs/cuda.md)") +
                      (cuda_backend_built() ? "" : ". This build has no CUDA backend"))
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -27,9 +27,10 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
   cmd.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache dtype, part of the numerics fingerprint: auto (the backend's own: bf16 "
                  "on cuda, fp32 on cpu), bf16 (cuda: K/V rounded once when appended, attention on "
-                 "the tensor cores), fp32 (cuda: the CUDA-core attention kernel) or fp8 (cpu: "
-                 "K/V rounded once to E4M3 when appended, scales per layer and KV head bounded "
-                 "from the weights at load; docs/models.md, FP8 KV cache)")
+                 "the tensor cores), fp32 (cuda: the CUDA-core attention kernel) or fp8 (K/V "
+                 "rounded once to E4M3 when appended, scales per layer and KV head bounded from "
+                 "the weights at load; on cuda read by the packed tensor-core attention; "
+                 "docs/models.md, FP8 KV cache)")
       ->check(CLI::IsMember({"auto", "bf16", "fp32", "fp8"}))
       ->capture_default_str();
   cmd.add_option("--activations", o.activations,
@@ -43,7 +44,7 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
   cmd.add_option("--quantization", o.quantization,
                  "fp8: quantize a bf16/fp16/fp32 checkpoint's projections to FP8 E4M3 at load "
                  "(one scale per output channel, activations rounded per token; vLLM's name), "
-                 "a numerics class in the fingerprint; cpu backend. FP8 checkpoints "
+                 "a numerics class in the fingerprint; cpu and cuda (sm_90: the FP8 wgmma GEMM). FP8 checkpoints "
                  "(compressed-tensors, fbgemm_fp8) need no flag: their quantization_config "
                  "says so (docs/models.md, FP8)")
       ->check(CLI::IsMember({"fp8"}));
