@@ -372,7 +372,7 @@ void size_kv_pool_from_memory(const BenchContext& ctx, const ModelSource& src,
   const int32_t want = cfg.kv_cache_tokens;
   cfg.kv_cache_tokens = std::min(want, fits);
   ctx.log.line("KV pool {} tokens ({}): the workload wants {}, {:.2f} of {:.1f} GiB free holds {}",
-               cfg.kv_cache_tokens, model.ops().kv_dtype() == DType::kF32 ? "fp32" : "bf16", want,
+               cfg.kv_cache_tokens, dtype_name(model.ops().kv_dtype()), want,
                cfg.gpu_memory_fraction, static_cast<double>(free) / (1 << 30), fits);
 }
 

@@ -196,7 +196,7 @@ int run_serve(ServeOptions& o) {
                                                               free, o.engine.gpu_memory_fraction,
                                                               o.engine.scheduler.kv.block_size);
       std::fprintf(stderr, "detllm serve: KV pool %d tokens (%s) = %.2f of %.1f GiB free\n",
-                   o.engine.kv_cache_tokens, ops.kv_dtype() == DType::kF32 ? "fp32" : "bf16",
+                   o.engine.kv_cache_tokens, std::string(dtype_name(ops.kv_dtype())).c_str(),
                    o.engine.gpu_memory_fraction, static_cast<double>(free) / (1 << 30));
     }
   }

@@ -12,6 +12,12 @@ namespace {
 std::atomic<uint64_t> next_kv_storage_id{1};
 }  // namespace
 
+size_t KvStorage::element_bytes(DType dtype) {
+  // An FP8 cache holds one E4M3 code an element (its scales are the model's, per layer and KV
+  // head); dtype_size answers 2 for every non-fp32 type, which would give it a bf16 pool's bytes.
+  return dtype_is_fp8(dtype) ? 1 : dtype_size(dtype);
+}
+
 KvStorage::KvStorage(kernels::Ops& ops, const ModelConfig& c, int32_t n_blocks, int32_t block_size,
                      int32_t n_pad_slots)
     : ops_(ops),
@@ -24,7 +30,7 @@ KvStorage::KvStorage(kernels::Ops& ops, const ModelConfig& c, int32_t n_blocks, 
       dtype_(ops.kv_dtype()) {
   check(n_blocks > 0 && block_size > 0, "KV storage needs n_blocks > 0 and block_size > 0");
   const size_t per_layer = static_cast<size_t>(n_blocks + n_pad_blocks_) * block_size *
-                           c.n_kv_heads * c.head_dim * dtype_size(dtype_);
+                           c.n_kv_heads * c.head_dim * element_bytes(dtype_);
   for (int32_t i = 0; i < c.n_layers; ++i) {
     k_.emplace_back(ops, per_layer);
     v_.emplace_back(ops, per_layer);
@@ -39,7 +45,8 @@ kernels::KvCacheLayer KvStorage::layer(int32_t i) const {
 void KvStorage::copy_block(int32_t src, int32_t dst) {
   check(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_, "bad KV block copy {}→{}", src,
         dst);
-  const size_t block = static_cast<size_t>(block_size_) * n_kv_heads_ * head_dim_ * dtype_size(dtype_);
+  const size_t block =
+      static_cast<size_t>(block_size_) * n_kv_heads_ * head_dim_ * element_bytes(dtype_);
   for (auto* pool : {&k_, &v_}) {
     for (auto& layer : *pool) {
       char* base = layer.data<char>();
@@ -63,7 +70,7 @@ int32_t KvStorage::tokens_for_memory(const ModelConfig& c, DType dtype, size_t f
 }
 
 size_t KvStorage::bytes_per_token(const ModelConfig& c, DType dtype) {
-  return size_t{2} * c.n_layers * c.n_kv_heads * c.head_dim * dtype_size(dtype);
+  return size_t{2} * c.n_layers * c.n_kv_heads * c.head_dim * element_bytes(dtype);
 }
 
 }  // namespace detllm

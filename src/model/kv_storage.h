@@ -26,6 +26,8 @@ class KvStorage {
   int32_t block_size() const { return block_size_; }
   int32_t n_layers() const { return static_cast<int32_t>(k_.size()); }
   DType dtype() const { return dtype_; }
+  // Bytes of one K or V element in a pool of `dtype`: 4 (fp32), 2 (bf16), 1 (FP8 E4M3 codes).
+  static size_t element_bytes(DType dtype);
   // Bytes of K + V of one position in every layer (sizes the pool from free memory).
   static size_t bytes_per_token(const ModelConfig& config, DType dtype);
   // KV pool capacity in tokens (whole blocks) that fits `fraction` of `free_bytes`, capped at
