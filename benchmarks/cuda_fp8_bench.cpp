@@ -16,7 +16,12 @@
 //   inv ÷ fast   — lt fp8 time ÷ wgmma gemm time (≥ 1: the invariant kernel is no slower).
 // Ratios are bf16 time ÷ FP8 time (> 1: FP8 faster); TFLOP/s is the wgmma GEMM's 2·M·N·K / t. Weights rotate over copies that exceed
 // the L2 (≈ 256 MiB of each kind), as in cuda_gemm_bench.
-// Run: build-cuda/benchmarks/cuda_fp8_bench [--quick] [--ms LIST]   (exits with a message without a GPU)
+// With --wg-splits LIST a second table times launch_fp8_gemm_wg_split (fp8_gemm_wg_split.cuh:
+// the wgmma GEMM with k cut in S runs, a numerics of its own per S) at each M ≤ 256 of the run
+// for each S: µs, bf16 engine ÷ split, and the weights' GB/s; --only-splits skips the other
+// kernels (the bf16 engine and the unsplit wgmma GEMM are still timed, for the ratios).
+// Run: build-cuda/benchmarks/cuda_fp8_bench [--quick] [--ms LIST] [--wg-splits LIST [--only-splits]]
+//      (exits with a message without a GPU)
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -34,6 +39,7 @@
 #include "gemm_bench_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "ops_bench_util.h"
@@ -114,24 +120,38 @@ Fp8Copies fp8_copies(const Shape& s, uint64_t seed) {
 
 }  // namespace
 
+// "1,2,4" → {1, 2, 4}; false on anything else or a value outside [lo, hi].
+bool parse_list(const char* p, int lo, int hi, std::vector<int>& out) {
+  out.clear();
+  while (*p) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v < lo || v > hi) return false;
+    out.push_back(static_cast<int>(v));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return !out.empty();
+}
+
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::vector<int> ms = {1, 8, 64, 256, 2048, 4096};
+  bool quick = false, only_splits = false;
+  std::vector<int> ms = {1, 8, 64, 256, 2048, 4096}, splits;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
-    if (std::strcmp(argv[i], "--ms") == 0 && i + 1 < argc) {
-      ms.clear();
-      for (const char* p = argv[++i]; *p;) {
-        char* end = nullptr;
-        const long v = std::strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 8192) {
-          fmt::print(stderr, "cuda_fp8_bench: --ms wants M values 1..8192, comma-separated\n");
-          return 2;
-        }
-        ms.push_back(static_cast<int>(v));
-        p = *end == ',' ? end + 1 : end;
-      }
+    only_splits = only_splits || std::strcmp(argv[i], "--only-splits") == 0;
+    if (std::strcmp(argv[i], "--ms") == 0 && i + 1 < argc && !parse_list(argv[++i], 1, 8192, ms)) {
+      fmt::print(stderr, "cuda_fp8_bench: --ms wants M values 1..8192, comma-separated\n");
+      return 2;
     }
+    if (std::strcmp(argv[i], "--wg-splits") == 0 && i + 1 < argc &&
+        !parse_list(argv[++i], 1, 64, splits)) {
+      fmt::print(stderr, "cuda_fp8_bench: --wg-splits wants split counts 1..64, comma-separated\n");
+      return 2;
+    }
+  }
+  if (only_splits && splits.empty()) {
+    fmt::print(stderr, "cuda_fp8_bench: --only-splits needs --wg-splits LIST\n");
+    return 2;
   }
   if (quick) ms = {1, 64, 2048};
   if (cuda_device_count() == 0) {
@@ -161,6 +181,13 @@ int main(int argc, char** argv) {
     inv->synchronize();
   }
   DeviceBytes xq(size_t(max_m) * max_k), xs(size_t(max_m) * 4);
+  // The split kernel's run chains at m ≤ 64 (its CTA schedule): the largest S, m and n.
+  const int max_split = splits.empty() ? 1 : *std::max_element(splits.begin(), splits.end());
+  const size_t ws_floats = size_t(max_split) * 64 * 28672;
+  DeviceBytes split_ws(splits.empty() ? 4 : ws_floats * 4);
+  std::string split_table =
+      "| shape (K->N) | M | S (runs) | bf16 engine µs | wgmma gemm µs (unsplit) | split µs | "
+      "engine ÷ split | unsplit ÷ split | FP8 weights GB/s |\n|---|---|---|---|---|---|---|---|---|\n";
 
   std::string table =
       "| shape (K->N) | M | bf16 engine µs | bf16 kernel µs | fp8 gemm µs | fp8 linear µs | fp8 "
@@ -195,6 +222,25 @@ int main(int argc, char** argv) {
                         w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(), variant, stream);
         });
       };
+      if (!splits.empty() && m <= 256) {
+        const double t_unsplit = fp8_gemm(-1, true);
+        for (int sp : splits) {
+          const double t = time_us(stream, [&](int i) {
+            return cuda::launch_fp8_gemm_wg_split(
+                xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[i % n8]->as<uint8_t>(),
+                w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(), sp, split_ws.as<float>(),
+                ws_floats, -1, stream);
+          });
+          const std::string row = fmt::format(
+              "| {} | {} | {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.0f} |\n", s.name,
+              m, sp, cuda::fp8_gemm_wg_split_runs(s.k, sp), t_engine, t_unsplit, t, t_engine / t,
+              t_unsplit / t, double(s.n) * s.k / t * 1e-3);
+          fmt::print("{}", row);
+          std::fflush(stdout);
+          split_table += row;
+        }
+      }
+      if (only_splits) continue;
       const double t_fp8 = fp8_gemm(-1);
       const double t_linear = time_us(stream, [&](int i) {
         return cuda::launch_fp8_linear(x.data(), true, m, w8.codes[i % n8]->as<uint8_t>(),
@@ -251,7 +297,8 @@ int main(int argc, char** argv) {
       table += row;
     }
   }
-  fmt::print("\n{}", table);
+  if (!only_splits) fmt::print("\n{}", table);
+  if (!splits.empty()) fmt::print("\n{}", split_table);
   check(cudaStreamDestroy(stream), "stream");
   return 0;
 }

@@ -9,8 +9,10 @@
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
 #   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
-#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] scripts/gpu/fp8_gpu.sh
-#   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too)
+#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8]
+#   scripts/gpu/fp8_gpu.sh
+#   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
+#   table, fp8_gemm_wg_split.cuh, at M ≤ 256 for each split count)
 #   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err,
 #     $OUT/fp8_e2e.log (FP8 vs bf16 tables at the end), $OUT/fp8_e2e.err
 set -uo pipefail
@@ -34,7 +36,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   grep -E '^\s+\[fp8' "$out/fp8_tests.log" >&2
 fi
 
-"$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
+"$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" --wg-splits "${WG_SPLITS:-1,2,3,4,6,8}" \
+  >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
 echo "cuda_fp8_bench: rc=$?" >&2
 sed -n '/^| shape/,$p' "$out/fp8_bench.log"
 

@@ -28,6 +28,7 @@
 #include "cuda/fp8_test_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_launch.h"
 
 namespace detllm::kernels {
 namespace {
@@ -539,6 +540,189 @@ TEST(CudaFp8, KvAppendRoundsOnceAndReadsBack) {
       }
     }
   }
+}
+
+// ---- The FP8 wgmma GEMM with a fixed k split (fp8_gemm_wg_split.cuh, CudaFp8WgSplit.*) ----
+
+// y of the split launcher on problem p (all rows from first_row), a workspace for kMaxM rows.
+struct SplitRunner {
+  const Problem& p;
+  int splits;
+  DeviceArray<float> ws;
+  SplitRunner(Ops& ops, const Problem& p_, int splits_)
+      : p(p_), splits(splits_),
+        ws(ops, cuda::fp8_gemm_wg_split_workspace(kMaxM, p_.n, p_.k, splits_)) {}
+  cudaError_t run(int32_t rows, int variant, float* y, int32_t first_row = 0,
+                  const float* bias = nullptr) const {
+    return cuda::launch_fp8_gemm_wg_split(p.d_xq.data() + int64_t{first_row} * p.k,
+                                          p.d_xs.data() + first_row, rows, p.d_w.data(),
+                                          p.d_ws.data(), p.n, p.k, bias, y, splits, ws.data(),
+                                          ws.size(), variant, nullptr);
+  }
+};
+
+// Round-to-nearest fp32 operations the compiler may not fuse or reorder.
+float add_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+float mul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+
+// One run is the whole kernel: splits = 1 gives launch_fp8_gemm_wg's bits in every variant.
+TEST(CudaFp8WgSplit, OneRunIsTheWholeKernel) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  for (int32_t m : {1, 37, 130}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m);
+    const Problem p(*ops, m, 384, 4096, 17);
+    DeviceArray<float> whole(*ops, static_cast<size_t>(m) * p.n);
+    ASSERT_CUDA(p.run(m, -1, whole.data(), 0, nullptr, Kernel::kWgmma));
+    const SplitRunner split(*ops, p, 1);
+    for (int v = -1; v < cuda::kFp8GemmWgSplitVariants; ++v) {
+      ASSERT_CUDA(split.run(m, v, p.d_y.data()));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), whole.data(), int64_t{m} * p.n))
+          << "variant " << v;
+    }
+  }
+}
+
+// The definition, bit for bit: run z's chain is the whole kernel's result on that run's k
+// columns alone with unit scales (its epilogue multiplies by 1: exact), and the split result is
+// those chains added in ascending z on the host, then · x_scale · w_scale + bias.
+TEST(CudaFp8WgSplit, RunsAreTheWholeKernelsChainsAddedInOrder) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const int32_t m = 37;
+  for (int splits : {2, 3, 5}) {
+    SCOPED_TRACE(::testing::Message() << "splits " << splits);
+    const Problem p(*ops, m, 200, 4096 + 528, 19);  // 37 tiles, the last one partial
+    const int32_t runs = cuda::fp8_gemm_wg_split_runs(p.k, splits);
+    const int64_t tiles = (p.k + 127) / 128, per = (tiles + runs - 1) / runs;
+    ASSERT_EQ((tiles + per - 1) / per, runs);
+    std::vector<std::vector<float>> chains;
+    const std::vector<float> ones_m(m, 1.0f), ones_n(p.n, 1.0f);
+    DeviceArray<float> d_ones_m(*ops, ones_m), d_ones_n(*ops, ones_n);
+    for (int32_t z = 0; z < runs; ++z) {
+      const int64_t k0 = z * per * 128, k1 = std::min<int64_t>((z + 1) * per * 128, p.k);
+      const int64_t kz = k1 - k0;
+      std::vector<uint8_t> xz(static_cast<size_t>(m) * kz), wz(static_cast<size_t>(p.n) * kz);
+      for (int32_t r = 0; r < m; ++r)
+        std::copy_n(p.xq.begin() + r * p.k + k0, kz, xz.begin() + r * kz);
+      for (int64_t c = 0; c < p.n; ++c)
+        std::copy_n(p.w.codes.begin() + c * p.k + k0, kz, wz.begin() + c * kz);
+      DeviceArray<uint8_t> d_xz(*ops, xz), d_wz(*ops, wz);
+      DeviceArray<float> yz(*ops, static_cast<size_t>(m) * p.n);
+      ASSERT_CUDA(cuda::launch_fp8_gemm_wg(d_xz.data(), d_ones_m.data(), m, d_wz.data(),
+                                           d_ones_n.data(), p.n, kz, nullptr, yz.data(), -1,
+                                           nullptr));
+      sync();
+      chains.push_back(yz.download());
+    }
+    const std::vector<float> bias_h = cuda_testing::fast_random_floats(static_cast<size_t>(p.n), 7);
+    DeviceArray<float> bias(*ops, bias_h);
+    const SplitRunner split(*ops, p, splits);
+    for (int v = -1; v < cuda::kFp8GemmWgSplitVariants; ++v) {
+      ASSERT_CUDA(split.run(m, v, p.d_y.data(), 0, bias.data()));
+      sync();
+      const auto y = p.d_y.download();
+      int64_t bad = 0;
+      for (int32_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < p.n; ++c) {
+          const size_t i = static_cast<size_t>(r * p.n + c);
+          float sum = chains[0][i];
+          for (int32_t z = 1; z < runs; ++z) sum = add_rn(sum, chains[z][i]);
+          const float want = add_rn(mul_rn(mul_rn(sum, p.xs[r]), p.w.scales[c]), bias_h[c]);
+          if (std::memcmp(&want, &y[i], 4) != 0 && bad++ < 3)
+            ADD_FAILURE() << "variant " << v << " (" << r << ", " << c << "): " << y[i]
+                          << " vs the chains' " << want;
+        }
+      EXPECT_EQ(bad, 0) << "variant " << v;
+    }
+  }
+}
+
+// Within the wgmma kernel's bound of the exact sum.
+TEST(CudaFp8WgSplit, IsWithinTheWgmmaBoundOfTheExactSum) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const Problem p(*ops, 19, 256, 14336, 23);
+  const SplitRunner split(*ops, p, 4);
+  ASSERT_CUDA(split.run(p.m, -1, p.d_y.data()));
+  sync();
+  const auto y = p.d_y.download();
+  double worst = 0;
+  int64_t bad = 0;
+  for (int32_t r = 0; r < p.m; ++r)
+    for (int64_t c = 0; c < p.n; ++c) {
+      const auto e = fp8_ref::gemm_element(p.xq.data() + r * p.k, p.xs[r],
+                                           p.w.codes.data() + c * p.k, p.w.scales[c], p.k, 0.0f);
+      const double tol = fp8_ref::gemm_wg_tolerance(e, p.xs[r], p.w.scales[c], p.k);
+      const double err = std::fabs(double(y[r * p.n + c]) - e.value);
+      worst = std::max(worst, err / tol);
+      bad += !(err <= tol);
+    }
+  EXPECT_EQ(bad, 0);
+  std::printf("  [fp8 wgmma split 4] m 19 n 256 k 14336: worst error %.3g of the bound\n", worst);
+}
+
+// The invariance at a fixed split: rows of every m (1…300 on o and a ragged shape, m ≤ 64 and
+// the edges on down) = the rows of the 300-row GEMM — m ≤ 64 run the runs in CTAs of their own,
+// larger m one after the other in each CTA — every variant at 300 rows the same, a row alone
+// the same.
+TEST(CudaFp8WgSplit, RowsEqualTheRowAloneAtEveryM) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  std::vector<int32_t> edges(64);
+  std::iota(edges.begin(), edges.end(), 1);
+  for (int32_t m : {65, 128, 129, 256, 299}) edges.push_back(m);
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+    bool every;
+    int splits;
+  };
+  for (const Shape& sh : {Shape{"ragged", 37, 528, true, 3}, Shape{"o", 4096, 4096, true, 4},
+                          Shape{"down", 4096, 14336, false, 4}, Shape{"qkv", 6144, 4096, false, 3}}) {
+    SCOPED_TRACE(sh.name);
+    const Problem p(*ops, kMaxM, sh.n, sh.k, 29);
+    const SplitRunner split(*ops, p, sh.splits);
+    const auto bad = ms_unlike_largest(*ops, p, sh.every ? every_m() : edges,
+                                       [&](int32_t m, float* y) { return split.run(m, -1, y); });
+    EXPECT_TRUE(bad.empty()) << bad.size() << " row counts differ, first m = " << bad.front();
+    DeviceArray<float> ref(*ops, static_cast<size_t>(kMaxM) * sh.n);
+    ASSERT_CUDA(split.run(kMaxM, -1, ref.data()));
+    for (int v = 0; v < cuda::kFp8GemmWgSplitVariants; ++v) {
+      ASSERT_CUDA(split.run(kMaxM, v, p.d_y.data()));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), ref.data(), int64_t{kMaxM} * sh.n))
+          << "variant " << v;
+    }
+    for (int32_t r : {0, 63, 64, 250, kMaxM - 1}) {
+      ASSERT_CUDA(split.run(1, -1, p.d_y.data(), r));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), ref.data() + int64_t{r} * sh.n, sh.n))
+          << "row " << r;
+    }
+    std::printf("  [fp8 wgmma split %d invariance] %s %lldx%lld: %zu row counts checked, %zu "
+                "differ\n", sh.splits, sh.name, static_cast<long long>(sh.n),
+                static_cast<long long>(sh.k), (sh.every ? every_m() : edges).size(), bad.size());
+  }
+}
+
+// The negative control: the split chosen from m (one run above 64 rows, two at or below) —
+// what a planner that picked split-K by batch size would do. The check above must see it.
+TEST(CudaFp8WgSplit, NegativeControlSplitsChosenByMAreCaught) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const Problem p(*ops, kMaxM, 4096, 4096, 3);
+  const SplitRunner two(*ops, p, 2), one(*ops, p, 1);
+  const auto bad = ms_unlike_largest(*ops, p, every_m(), [&](int32_t m, float* y) {
+    return (m > 64 ? one : two).run(m, -1, y);
+  });
+  std::printf("  [fp8 wgmma split control] 2 runs for m <= 64, 1 above: %zu of %d row counts "
+              "differ\n", bad.size(), kMaxM);
+  EXPECT_FALSE(bad.empty()) << "the control matched: the invariance check cannot fail";
 }
 
 }  // namespace

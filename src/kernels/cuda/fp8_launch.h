@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace detllm::kernels::cuda {
@@ -16,5 +17,24 @@ namespace detllm::kernels::cuda {
 cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t m, int64_t k,
                                             const float* params, uint8_t* q, float* scale,
                                             cudaStream_t stream);
+
+// The FP8 wgmma GEMM with k cut in a fixed number of runs (fp8_gemm_wg_split.cuh): k's tiles of
+// 128 in ⌈tiles / S'⌉-tile runs (S' = fp8_gemm_wg_split_runs(k, splits) ≤ splits, none
+// empty), each run's chain that of launch_fp8_gemm_wg, the runs added in ascending order, then
+// the same epilogue. A numerics of its own for S' > 1 (kFp8GemmWgSplitNumericsRule + S'); S' = 1
+// gives launch_fp8_gemm_wg's bits. The split must be chosen from the shape, never from m: every
+// variant and every m gives the same bits. variant 0: the runs in CTAs of their own, their
+// chains in `workspace` (fp8_gemm_wg_split_workspace floats), then a combining kernel — the
+// small-m schedule; 1, 2: the runs one after the other in each CTA (64- and 128-row tiles);
+// -1: 0 when m ≤ 64 and the workspace suffices, else 1 or 2. Not used by a model yet.
+inline constexpr int kFp8GemmWgSplitVariants = 3;
+inline constexpr const char* kFp8GemmWgSplitNumericsRule =
+    "wgmma-m64n128k32-e4m3;promote=128;fp32-asc;runs-asc;*sx*sw";
+int32_t fp8_gemm_wg_split_runs(int64_t k, int splits);
+size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits);
+cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, int32_t m,
+                                     const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
+                                     const float* bias, float* y, int splits, float* workspace,
+                                     size_t workspace_floats, int variant, cudaStream_t stream);
 
 }  // namespace detllm::kernels::cuda

@@ -1,0 +1,170 @@
+// The FP8 wgmma GEMM with its k range cut in a fixed number of runs (split-K whose split count
+// is a function of the shape, never of m): the kernel templates behind
+// launch_fp8_gemm_wg_split (fp8_gemm_wg_split.cu).
+//
+// The Σ. k's tiles of 128 (the promotion blocks of fp8_gemm_wg.cuh) are cut into S runs of
+// `per` = ⌈tiles / S⌉ tiles (the last run may be shorter; S is reduced so that none is empty:
+// wg_split_runs). Run z's chain c_z is fp8_gemm_wg.cuh's chain over its tiles alone: from
+// zero, each tile's four wgmmas from zero, added in fp32 in ascending k. The element's sum is
+// c_0, then + c_1, + c_2, … in ascending z (fp32 adds), then the epilogue of fp8_gemm.cuh:
+// · x_scale[m] · w_scale[n] (+ bias[n]). With S = 1 that is fp8_gemm_wg.cuh's sum, bit for bit.
+//
+// Two schedules give those bits (tested at every m, tests/cuda/cuda_fp8_test.cpp
+// CudaFp8WgSplit.*):
+// - kRunsInCtas (small m: the grid needs CTAs): grid (n / 128, m tiles, S); CTA z makes c_z for
+//   its tile and writes it, unscaled, to partial[z] (S × m × n fp32); wg_split_combine_kernel
+//   then folds the runs in ascending z and applies the epilogue. S times the CTAs of the whole
+//   kernel, each streaming 1/S of the weights: what batch-1 decode needs to read weights at
+//   the memory's rate.
+// - kRunsInOrder (large m: partials of S × m × n would cost more than the weights): one CTA a
+//   tile makes c_0, c_1, … one after the other in registers and folds each as it ends.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/fp8_gemm_wg.cuh"
+
+namespace detllm::kernels::cuda::fp8 {
+
+enum class WgSplitSchedule { kRunsInCtas, kRunsInOrder };
+
+struct WgSplitParams {
+  int32_t runs;      // S, none empty (wg_split_runs)
+  int32_t per;       // tiles of 128 k a run: the last may have fewer
+  float* partial;    // kRunsInCtas: (runs, m, n) fp32 chains, unscaled
+};
+
+// Tiles of 128 k a run and the number of non-empty runs for `splits` asked (≥ 1).
+__host__ __device__ inline WgSplitParams wg_split_runs(int32_t k, int32_t splits) {
+  const int32_t tiles = (k + kFp8WgPromoteK - 1) / kFp8WgPromoteK;
+  const int32_t s = splits < 1 ? 1 : (splits > tiles ? tiles : splits);
+  const int32_t per = (tiles + s - 1) / s;
+  return {(tiles + per - 1) / per, per, nullptr};
+}
+
+// Run [t0, t1) of the k tiles into `acc` (zeroed here): the serial schedule of
+// fp8_gemm_wg.cuh, promoting every tile. Ring slots by absolute tile (t % STAGES), so runs
+// one after the other reuse the ring after a barrier.
+template <class C>
+__device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char* ring,
+                                             uint32_t ring_u32, int m0, int n0, int wg, int t0,
+                                             int t1, float (&acc)[16][4]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+  float part[16][4];
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; ++s) {
+    if (t0 + s < t1) wg_load_tile<C>(p, ring + ((t0 + s) % C::STAGES) * C::STAGE_BYTES, t0 + s, m0, n0);
+    ptx::cp_async_commit();
+  }
+  for (int t = t0; t < t1; ++t) {
+    ptx::cp_async_wait<C::STAGES - 2>();
+    ptx::fence_proxy_async_smem();
+    __syncthreads();
+    const int next = t + C::STAGES - 1;
+    if (next < t1) wg_load_tile<C>(p, ring + (next % C::STAGES) * C::STAGE_BYTES, next, m0, n0);
+    ptx::cp_async_commit();
+    wg_issue_tile<C>(part, ring_u32, t, wg, true);
+    ptx::wgmma_wait0();
+    ptx::wgmma_fence_operands(part);
+    wg_promote(acc, part);
+  }
+  ptx::cp_async_wait<0>();
+  __syncthreads();  // every warpgroup is done reading the ring before the next run refills it
+}
+
+// f(row, col, value) for each element of this thread's accumulator inside the m × n output.
+template <class C, class F>
+__device__ __forceinline__ void wg_each_element(const GemmParams& p, const float (&acc)[16][4],
+                                                int m0, int n0, int wg, F&& f) {
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = m0 + wg * 64 + warp * 16 + g + (e >= 2 ? 8 : 0);
+      const int col = n0 + j * 8 + 2 * tq + (e & 1);
+      if (row < p.m && col < p.n) f(row, col, acc[j][e]);
+    }
+}
+
+// The epilogue of fp8_gemm.cuh on a whole sum.
+__device__ __forceinline__ float wg_epilogue(const GemmParams& p, int row, int col, float sum) {
+  float v = __fmul_rn(__fmul_rn(sum, p.x_scale[row]), p.w_scale[col]);
+  if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
+  return v;
+}
+
+template <class C, WgSplitSchedule SCHEDULE>
+__global__ void __launch_bounds__(C::kThreads)
+    gemm_wg_split_kernel(const GemmParams p, const WgSplitParams s) {
+  static_assert(!C::OVERLAP, "the runs use the serial schedule");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = ptx::smem_u32(smem_raw);
+  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  unsigned char* ring = smem_raw + pad;
+  const uint32_t ring_u32 = raw + pad;
+  const int wg = threadIdx.x >> 7;
+  const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
+  const int tiles = (p.k + C::BK - 1) / C::BK;
+
+  float acc[16][4];
+  if constexpr (SCHEDULE == WgSplitSchedule::kRunsInCtas) {
+    const int z = blockIdx.z;
+    const int t0 = z * s.per, t1 = min(t0 + s.per, tiles);
+    wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc);
+    float* out = s.partial + static_cast<int64_t>(z) * p.m * p.n;
+    wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
+      out[static_cast<int64_t>(row) * p.n + col] = v;
+    });
+  } else {
+    float total[16][4];
+    for (int z = 0; z < s.runs; ++z) {
+      const int t0 = z * s.per, t1 = min(t0 + s.per, tiles);
+      wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc);
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[j][e] = z == 0 ? acc[j][e] : __fadd_rn(total[j][e], acc[j][e]);
+    }
+    wg_each_element<C>(p, total, m0, n0, wg, [&](int row, int col, float v) {
+      p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
+    });
+  }
+}
+
+// kRunsInCtas' second kernel: y = epilogue(c_0 + c_1 + … in ascending z), one thread an
+// element (grid-stride: the grid changes no bit).
+__global__ void wg_split_combine_kernel(const GemmParams p, const WgSplitParams s) {
+  const int64_t mn = static_cast<int64_t>(p.m) * p.n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float sum = s.partial[i];
+    for (int z = 1; z < s.runs; ++z) sum = __fadd_rn(sum, s.partial[z * mn + i]);
+    p.y[i] = wg_epilogue(p, static_cast<int>(i / p.n), static_cast<int>(i % p.n), sum);
+  }
+}
+
+template <class C, WgSplitSchedule SCHEDULE>
+cudaError_t run_wg_split(const GemmParams& p, const WgSplitParams& s, cudaStream_t stream) {
+  const bool ctas = SCHEDULE == WgSplitSchedule::kRunsInCtas;
+  const dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM, ctas ? s.runs : 1);
+  cudaError_t err = cudaFuncSetAttribute(gemm_wg_split_kernel<C, SCHEDULE>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (err != cudaSuccess) return err;
+  gemm_wg_split_kernel<C, SCHEDULE><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p, s);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || !ctas) return err;
+  const int64_t mn = static_cast<int64_t>(p.m) * p.n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((mn + 255) / 256, 4096));
+  wg_split_combine_kernel<<<blocks, 256, 0, stream>>>(p, s);
+  return cudaGetLastError();
+}
+
+}  // namespace detllm::kernels::cuda::fp8
