@@ -2,8 +2,12 @@
 # Builds the CUDA tests and benchmarks on this (GPU-less) machine, which has nvcc and the
 # project's Debian build deps, and packs them with the shared libraries a bare CUDA image lacks
 # into build-gpu-carry/ (git-ignored), for scripts/gpu/run_gpu.sh on a GPU machine without
-# those deps. Usage: [BUILD_DIR=dir] [CARRY_DIR=dir] [BINS="bench names"] scripts/gpu/prebuild.sh [SOURCE_DIR]
-# (default: this checkout, build-gpu/, build-gpu-carry/, every CUDA bench)
+# those deps. Usage: [BUILD_DIR=dir] [CARRY_DIR=dir] [BINS="bench names"] [PACK=file.tar.xz]
+# scripts/gpu/prebuild.sh [SOURCE_DIR]
+# (default: this checkout, build-gpu/, build-gpu-carry/, every CUDA bench). PACK also writes the
+# carry as one xz archive (solid, 64 MiB dictionary: the binaries share most of their code, so
+# ~140 MB of them pack into ~16 MB); scripts/gpu/carry_env.sh unpacks it on the GPU machine.
+# NCCL, like cuBLAS, is not carried: carry_env.sh finds the toolkit's or PyTorch's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 src=${1:-$root}
@@ -28,8 +32,12 @@ bins="$bins detllm"
 # Every shared library they load except the C runtime and CUDA's own (the GPU image has those).
 # shellcheck disable=SC2086
 (cd "$carry" && ldd test_cuda $bins) | awk '/=> \// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux-x86-64|libdl|libpthread|librt|libcublas|libcublasLt|libcudart)\.so' |
+  grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux-x86-64|libdl|libpthread|librt|libcublas|libcublasLt|libcudart|libnccl)\.so' |
   xargs -r cp -L -t "$carry/lib"
 echo "max GLIBC symbol version needed: $(objdump -T "$carry/test_cuda" "$carry/cuda_gemm_bench" "$carry"/lib/* 2>/dev/null |
   grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1)"
 du -sh "$carry" "$carry"/* "$carry"/lib/*
+if [ -n "${PACK:-}" ]; then
+  XZ_OPT="-T1 -9e" tar -C "$(dirname "$carry")" -cJf "$PACK" "$(basename "$carry")"
+  ls -la "$PACK"
+fi

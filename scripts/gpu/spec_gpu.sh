@@ -15,12 +15,10 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
-bin=${BIN:-$root/build-gpu-carry}
 model=${MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 mkdir -p "$out"
-# The carried libraries first (a bare CUDA image lacks the project's deps); cuBLAS/cuBLASLt come
-# from the image's CUDA.
-[ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The carry (unpacked if only its archive is here) and the libraries it needs.
+. "$root/scripts/gpu/carry_env.sh"
 cd "$root"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$out/spec_device.txt" 2>&1
