@@ -21,6 +21,7 @@
 #include "server/http_router.h"
 #include "server/nccl/nccl_link.h"
 #include "server/server_test_util.h"
+#include "server/weight_sync_test_util.h"
 #include "server/weight_sync.h"
 
 namespace detllm::server {
@@ -45,30 +46,8 @@ std::string base64(const NcclUniqueId& id) {
   return out;
 }
 
-HttpReply post(ServerContext& ctx, const std::string& target, const json& body) {
-  HttpRequestIn r;
-  r.method = "POST";
-  r.target = target;
-  r.body = body.is_null() ? "" : body.dump();
-  return route_request(ctx, r);
-}
-
-std::vector<uint32_t> run(ServerContext& ctx) {
-  const json req = {{"prompt", "abc"}, {"max_tokens", 6}, {"temperature", 0.9}, {"seed", 5},
-                    {"logprobs", 0}};
-  HttpReply r = handle_completions(ctx, req.dump());
-  EXPECT_EQ(r.status, 200);
-  std::vector<uint32_t> out;
-  const json j = json::parse(body_of(r));
-  for (const json& t : j["choices"][0]["logprobs"]["token_ids"]) out.push_back(t.get<uint32_t>());
-  for (const json& l : j["choices"][0]["logprobs"]["token_logprobs"]) {
-    const float f = l.get<float>();
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    out.push_back(b);
-  }
-  return out;
-}
+using testing::complete;
+using testing::post;
 
 struct Sent {
   std::string name, dtype;
@@ -116,7 +95,7 @@ TEST(NcclWeightTransfer, TwoGpusPackedUpdateReplaysAsTheNewWeights) {
                 },
                 nccl_link_factory(), /*nccl_device=*/1);
   s.ctx->weight_sync = &ws;
-  const std::vector<uint32_t> before = run(*s.ctx);
+  const testing::Completion before = complete(*s.ctx);
 
   const NcclUniqueId uid = make_nccl_unique_id();
   const uint64_t buffer = 4096;
@@ -160,13 +139,13 @@ TEST(NcclWeightTransfer, TwoGpusPackedUpdateReplaysAsTheNewWeights) {
   HttpReply st = staged.get();
   ASSERT_EQ(st.status, 200) << st.body;
   ASSERT_EQ(post(*s.ctx, "/finish_weight_update", {{"weight_version", "step-1"}}).status, 200);
-  const std::vector<uint32_t> after = run(*s.ctx);
-  EXPECT_NE(after, before);
+  const testing::Completion after = complete(*s.ctx);
+  EXPECT_FALSE(after == before);
 
   TinyServer fresh;
   fresh.weights.out_norm = norm;
   std::copy(up_new.begin(), up_new.end(), fresh.weights.layers.at(0).w_up.w.data.begin());
-  EXPECT_EQ(run(*fresh.ctx), after);
+  EXPECT_TRUE(complete(*fresh.ctx) == after);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "server/http_router.h"
 #include "server/weight_sync.h"
 #include "server_test_util.h"
+#include "weight_sync_test_util.h"
 
 namespace detllm::server {
 namespace {
@@ -29,51 +30,10 @@ using json = nlohmann::json;
 using testing::body_of;
 using testing::TinyServer;
 
-const json kRequest = {{"prompt", "abc"}, {"max_tokens", 6}, {"temperature", 0.9}, {"seed", 5},
-                       {"logprobs", 0}};
-
-struct Out {
-  std::vector<int32_t> ids;
-  std::vector<uint32_t> bits;
-  std::string version;
-  bool operator==(const Out& o) const { return ids == o.ids && bits == o.bits; }
-};
-
-Out complete(ServerContext& ctx) {
-  HttpReply r = handle_completions(ctx, kRequest.dump());
-  EXPECT_EQ(r.status, 200);
-  Out o;
-  for (const auto& [k, v] : r.headers) {
-    if (k == "X-Detllm-Weight-Version") o.version = v;
-  }
-  const json j = json::parse(body_of(r));
-  for (const json& t : j["choices"][0]["logprobs"]["token_ids"]) o.ids.push_back(t.get<int32_t>());
-  for (const json& l : j["choices"][0]["logprobs"]["token_logprobs"]) {
-    const float f = l.get<float>();
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    o.bits.push_back(b);
-  }
-  return o;
-}
-
-HttpReply post(ServerContext& ctx, const std::string& target, const json& body) {
-  HttpRequestIn r;
-  r.method = "POST";
-  r.target = target;
-  r.body = body.is_null() ? "" : body.dump();
-  return route_request(ctx, r);
-}
-
-WeightSync::IdentityFn identity_fn() {
-  return [](const std::string& v) {
-    WeightIdentity id;
-    id.version = v;
-    id.fingerprint_deterministic = "fp-" + v;
-    id.fingerprint_other = "fpo-" + v;
-    return id;
-  };
-}
+using testing::complete;
+using testing::identity_fn;
+using testing::post;
+using Out = testing::Completion;
 
 // The broadcasts a trainer issued, in order; receive() takes the next one, which must have the
 // receiver's size (a real NCCL group would hang or mix tensors otherwise).

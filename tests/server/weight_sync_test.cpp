@@ -20,6 +20,7 @@
 #include "server/http_router.h"
 #include "server/weight_sync.h"
 #include "server_test_util.h"
+#include "weight_sync_test_util.h"
 
 namespace detllm::server {
 namespace {
@@ -28,42 +29,11 @@ using json = nlohmann::json;
 using testing::body_of;
 using testing::TinyServer;
 
-const json kRequest = {{"prompt", "abc"}, {"max_tokens", 6}, {"temperature", 0.9}, {"seed", 5},
-                       {"logprobs", 0}};
-
-struct Out {
-  std::vector<int32_t> ids;
-  std::vector<uint32_t> logprob_bits;
-  std::string version;
-  bool operator==(const Out& o) const { return ids == o.ids && logprob_bits == o.logprob_bits; }
-};
-
-Out complete(ServerContext& ctx, const json& body = kRequest) {
-  HttpReply r = handle_completions(ctx, body.dump());
-  EXPECT_EQ(r.status, 200);
-  Out o;
-  for (const auto& [k, v] : r.headers) {
-    if (k == "X-Detllm-Weight-Version") o.version = v;
-  }
-  const json j = json::parse(body_of(r));
-  const json& lp = j["choices"][0]["logprobs"];
-  for (const json& t : lp["token_ids"]) o.ids.push_back(t.get<int32_t>());
-  for (const json& l : lp["token_logprobs"]) {
-    const float f = l.get<float>();
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    o.logprob_bits.push_back(b);
-  }
-  return o;
-}
-
-HttpReply post(ServerContext& ctx, const std::string& target, const json& body) {
-  HttpRequestIn r;
-  r.method = "POST";
-  r.target = target;
-  r.body = body.is_null() ? "" : body.dump();
-  return route_request(ctx, r);
-}
+using testing::complete;
+using testing::identity_fn;
+using testing::post;
+using Out = testing::Completion;
+const json& kRequest = testing::seeded_request();
 
 // Starts `body` on `t`, which fills `out`, and returns once the engine runs it. On a busy machine
 // a tiny model can finish a request before this thread looks, so a request that ended unseen is
@@ -82,16 +52,6 @@ void start_in_flight(TinyServer& s, const json& body, std::thread& t, Out& out) 
     t.join();
   }
   FAIL() << "the request always finished before it was seen running";
-}
-
-WeightSync::IdentityFn identity_fn() {
-  return [](const std::string& v) {
-    WeightIdentity id;
-    id.version = v;
-    id.fingerprint_deterministic = "fp-" + v;
-    id.fingerprint_other = "fpo-" + v;
-    return id;
-  };
 }
 
 // A POSIX shared-memory object holding `values`, unlinked at the end.

@@ -231,6 +231,29 @@ __device__ __forceinline__ void wg_main_loop_overlap(const GemmParams& p, unsign
   ptx::cp_async_wait<0>();
 }
 
+// f(row, col, value) for each element of this thread's accumulator inside the m × n output.
+template <class C, class F>
+__device__ __forceinline__ void wg_each_element(const GemmParams& p, const float (&acc)[16][4],
+                                                int m0, int n0, int wg, F&& f) {
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = m0 + wg * 64 + warp * 16 + g + (e >= 2 ? 8 : 0);
+      const int col = n0 + j * 8 + 2 * tq + (e & 1);
+      if (row < p.m && col < p.n) f(row, col, acc[j][e]);
+    }
+}
+
+// The epilogue of fp8_gemm.cuh on a whole sum.
+__device__ __forceinline__ float wg_epilogue(const GemmParams& p, int row, int col, float sum) {
+  float v = __fmul_rn(__fmul_rn(sum, p.x_scale[row]), p.w_scale[col]);
+  if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
+  return v;
+}
+
 template <class C, int PROMOTE_TILES>
 __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -239,7 +262,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p
   unsigned char* ring = smem_raw + pad;
   const uint32_t ring_u32 = raw + pad;
 
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int wg = threadIdx.x >> 7;
   const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
 
   float acc[16][4];
@@ -255,18 +278,9 @@ __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p
     wg_main_loop_serial<C, PROMOTE_TILES>(p, ring, ring_u32, m0, n0, wg, acc);
   }
 
-  const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = m0 + wg * 64 + warp * 16 + g + (e >= 2 ? 8 : 0);
-      const int col = n0 + j * 8 + 2 * tq + (e & 1);
-      if (row >= p.m || col >= p.n) continue;
-      float v = __fmul_rn(__fmul_rn(acc[j][e], p.x_scale[row]), p.w_scale[col]);
-      if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
-      p.y[static_cast<int64_t>(row) * p.n + col] = v;
-    }
+  wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
+    p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
+  });
 }
 
 template <class C, int PROMOTE_TILES>

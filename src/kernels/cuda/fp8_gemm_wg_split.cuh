@@ -78,29 +78,6 @@ __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char*
   __syncthreads();  // every warpgroup is done reading the ring before the next run refills it
 }
 
-// f(row, col, value) for each element of this thread's accumulator inside the m × n output.
-template <class C, class F>
-__device__ __forceinline__ void wg_each_element(const GemmParams& p, const float (&acc)[16][4],
-                                                int m0, int n0, int wg, F&& f) {
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = m0 + wg * 64 + warp * 16 + g + (e >= 2 ? 8 : 0);
-      const int col = n0 + j * 8 + 2 * tq + (e & 1);
-      if (row < p.m && col < p.n) f(row, col, acc[j][e]);
-    }
-}
-
-// The epilogue of fp8_gemm.cuh on a whole sum.
-__device__ __forceinline__ float wg_epilogue(const GemmParams& p, int row, int col, float sum) {
-  float v = __fmul_rn(__fmul_rn(sum, p.x_scale[row]), p.w_scale[col]);
-  if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
-  return v;
-}
-
 template <class C, WgSplitSchedule SCHEDULE>
 __global__ void __launch_bounds__(C::kThreads)
     gemm_wg_split_kernel(const GemmParams p, const WgSplitParams s) {
