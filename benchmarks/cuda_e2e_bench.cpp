@@ -40,6 +40,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/sampling/sample_row.h"
+#include "kernels/cuda/fp8_rule.h"
 #include "model/fp8_weights.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
@@ -117,7 +118,7 @@ int usage(const char* argv0) {
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
-             "       [--attn-kernel K] [--attn-split S] [--fp8 [--fp8-kv]]\n"
+             "       [--attn-kernel K] [--attn-split S] [--fp8 [--fp8-kv] [--fp8-wg-splits S]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -135,7 +136,9 @@ int usage(const char* argv0) {
              "same bits.\n"
              "--fp8: also every case and prefill on per-channel FP8 projections (weights made\n"
              "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n"
-             "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n",
+             "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n"
+             "--fp8-wg-splits S: the FP8 runs' invariant linears on the split-K wgmma GEMM\n"
+             "with S runs of k (CudaOptions::fp8_wg_splits; another numerics, an experiment).\n",
              argv0);
   return 2;
 }
@@ -163,7 +166,7 @@ using bench_util::parse_counts;
 
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false;
-  int steps = 20;
+  int steps = 20, fp8_wg_splits = 0;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
   int attn_kernel = CudaOptions{}.attention_kernel, attn_split = CudaOptions{}.attention_split_blocks;
@@ -179,6 +182,9 @@ int main(int argc, char** argv) {
       fp8 = true;
     } else if (std::strcmp(argv[i], "--fp8-kv") == 0) {
       fp8_kv = true;
+    } else if (std::strcmp(argv[i], "--fp8-wg-splits") == 0 && i + 1 < argc) {
+      fp8_wg_splits = std::atoi(argv[++i]);
+      if (fp8_wg_splits < 1 || fp8_wg_splits > 64) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
       invariant_only = true;
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
@@ -303,7 +309,8 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       ModelWeights host = make_synthetic_weights(c, 1);
       quantize_weights_fp8(host, c);
-      progress("fp8: host weights ready in {:.1f} s ({})", since(t0), fp8_class_name(host));
+      progress("fp8: host weights ready in {:.1f} s ({}; GEMM rule {})", since(t0),
+               fp8_class_name(host), cuda_fp8_gemm_rule(fp8_wg_splits));
       for (int mi = 0; mi < n_modes; ++mi) {
         const char* mode = mi == 0 ? "invariant" : "fast";
         CudaOptions o;
@@ -312,6 +319,7 @@ int main(int argc, char** argv) {
         o.attention_kernel = attn_kernel;
         o.attention_split_blocks = attn_split;
         if (fp8_kv) o.kv_dtype = DType::kF8E4M3;
+        o.fp8_wg_splits = fp8_wg_splits;
         auto ops = make_cuda_ops(o);
         auto model = std::make_unique<LlamaModel>(c, host, *ops);
         ops->synchronize();

@@ -9,10 +9,11 @@
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
 #   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
-#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8]
+#   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8] [E2E_SPLITS=S]
 #   scripts/gpu/fp8_gpu.sh
 #   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
-#   table, fp8_gemm_wg_split.cuh, at M ≤ 256 for each split count)
+#   table, fp8_gemm_wg_split.cuh, at M ≤ 256 for each split count; E2E_SPLITS=S: the e2e FP8
+#   runs once more with every FP8 linear on it, → $OUT/fp8_e2e_split.log)
 #   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err,
 #     $OUT/fp8_e2e.log (FP8 vs bf16 tables at the end), $OUT/fp8_e2e.err
 set -uo pipefail
@@ -44,4 +45,11 @@ if [ -z "${SKIP_E2E:-}" ]; then
     --prefill "${PREFILL:-2048,4096}" --steps 10 >"$out/fp8_e2e.log" 2>"$out/fp8_e2e.err"
   echo "cuda_e2e_bench --fp8: rc=$?" >&2
   sed -n '/^FP8 projections/,$p' "$out/fp8_e2e.log"
+  if [ -n "${E2E_SPLITS:-}" ]; then  # the same on the split-K wgmma GEMM (an experiment)
+    "$bin/cuda_e2e_bench" --fp8 ${FP8_KV:+--fp8-kv} --fp8-wg-splits "$E2E_SPLITS" \
+      --cases "${E2E_CASES:-1x512,8x512,64x512}" --prefill "${PREFILL:-2048,4096}" --steps 10 \
+      >"$out/fp8_e2e_split.log" 2>"$out/fp8_e2e_split.err"
+    echo "cuda_e2e_bench --fp8 --fp8-wg-splits $E2E_SPLITS: rc=$?" >&2
+    sed -n '/^FP8 projections/,$p' "$out/fp8_e2e_split.log"
+  fi
 fi

@@ -26,6 +26,7 @@
 #include "cuda/cuda_test_util.h"
 #include "cuda/forwarding_ops.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/fp8_rule.h"
 #include "kernels/fp8_device_matrix.h"
@@ -298,6 +299,40 @@ TEST(CudaFp8Model, StaticScalesAndBoundsAreCloseToTheCpuFp8Reference) {
     const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), 0.05f);
     std::printf("[fp8] %s static/bounded: CUDA vs CPU worst ratio %.3g\n", name, worst);
   }
+}
+
+// The split-K FP8 GEMM on a model (CudaOptions::fp8_wg_splits, an experiment): with k cut in
+// runs (tiny-llama's FFN down projection has k = 2 tiles, so 2 runs there) every variation
+// V1–V10 holds, decode replayed from graphs included, and the logits differ from the unsplit
+// GEMM's — the split runs, and is another numerics.
+TEST(CudaFp8Model, SplitKHoldsEveryVariationAndIsAnotherNumerics) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  const Fp8Model m("tiny-llama");
+  auto split_ops = [](int) {
+    kernels::CudaOptions o;
+    o.fp8_wg_splits = 2;
+    return kernels::make_cuda_ops(o);
+  };
+  VariationSpec s;
+  s.vocab_size = m.config.vocab_size;
+  s.n_requests = 4;
+  s.max_prompt = 20;
+  s.max_new_tokens = 6;
+  for (const Variation& v : build_variations(s)) {
+    const CellResult r = run_variation(m.target(split_ops), DeterminismMode::kInvariant, v);
+    EXPECT_EQ(r.state, CellResult::State::kHolds) << v.id << ": " << r.text();
+  }
+  const auto reqs = one_step_workload(m.config);
+  const RunResult a = run(m.target(split_ops), base_execution("split"), reqs);
+  const RunResult b = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
+                          base_execution("unsplit"), reqs);
+  bool differ = false;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    for (const auto& [key, la] : a.traces[i].logits)
+      differ = differ || std::memcmp(la.data(), b.traces[i].logits.at(key).data(),
+                                     la.size() * sizeof(float)) != 0;
+  EXPECT_TRUE(differ) << "the split GEMM gave the unsplit logits: it did not run";
+  EXPECT_NE(kernels::cuda_fp8_gemm_rule(2), kernels::cuda_fp8_gemm_rule());
 }
 
 // The fingerprint's backend build names the CUDA FP8 GEMM's rule (backends.cpp appends it).

@@ -105,6 +105,7 @@ class CudaOps final : public Ops {
         fixed_tile_(options.gemm_fixed_tile),
         gemm_splits_override_(options.gemm_splits_override),
         moe_grouped_rows_(options.moe_grouped_rows),
+        fp8_wg_splits_(options.fp8_wg_splits),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
           "CUDA backend: attention_kernel {} unsupported (-1 chosen, 0…{} a kernel)",
@@ -152,7 +153,7 @@ class CudaOps final : public Ops {
         [this] {
           return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
                                           attn_.base(), rope_dev_.base(), y_part_.base(),
-                                          fp8_act_.base()};
+                                          fp8_act_.base(), fp8_split_.base()};
         });
   }
 
@@ -167,6 +168,7 @@ class CudaOps final : public Ops {
     rope_dev_.release();
     y_part_.release();
     fp8_act_.release();
+    fp8_split_.release();
     fp8_lt_.reset();
     grouped_ptrs_.release();
     for (auto& [key, table] : weight_tables_) cudaFree(table.device);
@@ -420,6 +422,15 @@ class CudaOps final : public Ops {
       cuda_check(cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1,
                                           stream_),
                  "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
+      return;
+    }
+    if (fp8_wg_splits_ > 1) {
+      // The run chains in scratch at m <= 64 (CTAs of their own); in registers above.
+      const size_t ws = m <= 64 ? cuda::fp8_gemm_wg_split_workspace(m, n, k, fp8_wg_splits_) : 0;
+      auto* chains = static_cast<float*>(fp8_split_.get(sizeof(float) * ws, stream_));
+      cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
+                                                fp8_wg_splits_, chains, ws, -1, stream_),
+                 "fp8 gemm (wgmma, split k)");
       return;
     }
     cuda_check(
@@ -881,12 +892,14 @@ class CudaOps final : public Ops {
   bool fixed_tile_;
   int gemm_splits_override_;
   int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
+  int fp8_wg_splits_;         // CudaOptions::fp8_wg_splits
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cuda::StagedUpload uploader_;  // upload(): weights through pinned staging
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch fp8_act_;                         // FP8 linears: the E4M3 rows of x and their scales
+  Scratch fp8_split_;                       // FP8 linears, split k: the runs' chains (m <= 64)
   static constexpr int32_t kMaxUnitScales = 1024;
   float* unit_scales_ = nullptr;            // FP8 KV: ones, the scales of a cache given none
   std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
@@ -1009,7 +1022,10 @@ std::string cuda_device_description(int device) {
                      prop.minor, prop.multiProcessorCount, driver, runtime);
 }
 
-std::string cuda_fp8_gemm_rule() {
+std::string cuda_fp8_gemm_rule(int wg_splits) {
+  if (wg_splits > 1)
+    return fmt::format("fp8-gemm=x-bf16/token;{};splits={}", cuda::kFp8GemmWgSplitNumericsRule,
+                       wg_splits);
   return fmt::format("fp8-gemm=x-bf16/token;{}", cuda::kFp8GemmWgNumericsRule);
 }
 

@@ -64,6 +64,11 @@ struct CudaOptions {
   // tiles reuse each expert's weights across its many rows. The same bits either way (tests);
   // a speed setting, for benchmarks. 0: always per expert; -1: always one launch.
   int32_t moe_grouped_rows = 4096;
+  // Experiments only (cuda_e2e_bench --fp8-wg-splits, tests): the invariant FP8 linears on the
+  // split-K wgmma GEMM (fp8_gemm_wg_split.cuh) with this many runs of k. This CHANGES the
+  // numerics (cuda_fp8_gemm_rule(splits) names it); 0 or 1 = the unsplit wgmma GEMM, the
+  // default and what every served model runs.
+  int fp8_wg_splits = 0;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location

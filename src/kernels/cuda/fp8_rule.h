@@ -8,7 +8,9 @@
 
 namespace detllm::kernels {
 
-// "fp8-gemm=x-bf16/token;<kFp8GemmWgNumericsRule>"; defined in cuda_ops.cpp.
-std::string cuda_fp8_gemm_rule();
+// "fp8-gemm=x-bf16/token;<kFp8GemmWgNumericsRule>"; with CudaOptions::fp8_wg_splits > 1 (an
+// experiment: no CLI setting reaches it) the split-K rule and its split count. Defined in
+// cuda_ops.cpp.
+std::string cuda_fp8_gemm_rule(int wg_splits = 0);
 
 }  // namespace detllm::kernels
