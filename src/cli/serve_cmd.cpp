@@ -30,6 +30,7 @@
 #include "server/http_server.h"
 #include "server/request_builder.h"
 #include "server/server_context.h"
+#include "server/weight_place.h"
 #include "server/weight_sync.h"
 #if DETLLM_HAVE_NCCL
 #include "server/nccl/nccl_link.h"
@@ -55,33 +56,6 @@ struct ServeOptions {
   bool weight_transfer = false;
   DataParallelOptions data_parallel;  // --data-parallel-size N > 1: replicas on Ray instead
 };
-
-// --weight-transfer on a device backend: /finish_weight_update writes the host fp32 weights,
-// then this uploads each written parameter into the placed copy (fp32 vectors as they are,
-// bf16 matrices rounded as the load rounds them), in place: the GEMM plans and captured graphs
-// keep their pointers. Empty on the CPU, which computes on the host weights themselves.
-server::WeightSync::PlaceFn place_updates(ModelBundle& b) {
-  if (b.ops == nullptr || b.ops->host_memory()) return {};
-  return [&b](std::span<const ParameterSlot> written) {
-    std::vector<uint16_t> bf16;
-    for (const ParameterSlot& slot : written) {
-      const LlamaModel::PlacedTensor dst = b.llama->placed(slot.param, slot.layer);
-      const auto n = static_cast<size_t>(slot.numel());
-      check(dst.data != nullptr && dst.numel == slot.numel(), "weight update: {} is not placed "
-            "as {} elements (internal)", slot.name, n);
-      if (dst.dtype == DType::kF32) {
-        b.ops->upload(dst.data, slot.data, n * sizeof(float));
-      } else {
-        check(dst.dtype == DType::kBF16, "weight update: {} is placed as {} (internal)",
-              slot.name, dtype_name(dst.dtype));
-        bf16.resize(n);
-        for (size_t i = 0; i < n; ++i) bf16[i] = f32_to_bf16(slot.data[i]);
-        b.ops->upload(dst.data, bf16.data(), n * sizeof(uint16_t));
-      }
-      b.ops->synchronize();  // bf16 is reused by the next parameter
-    }
-  };
-}
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, taken here with sigtimedwait), then
 // drains: new requests get 503, in-flight ones may finish for up to drain_timeout_s, the rest
@@ -262,7 +236,8 @@ int run_serve(ServeOptions& o) {
           id.fingerprint_other = backends::backend_fingerprint(backend, h, policy, false);
           return id;
         },
-        std::move(nccl), o.backend.device, place_updates(b));
+        std::move(nccl), o.backend.device,
+        b.llama && b.ops ? server::place_on_device(*b.llama, *b.ops) : server::WeightSync::PlaceFn{});
     ctx.weight_sync = weight_sync.get();
   } else {
     ctx.weight_sync_refusal = "start detllm serve with --weight-transfer";

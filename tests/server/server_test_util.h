@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,12 +96,17 @@ struct TinyServer {
   std::unique_ptr<EngineLoop> loop;
   std::unique_ptr<ServerContext> ctx;
 
-  // model: a synthetic config name (model/synthetic.h), e.g. "tiny-qwen3-moe".
+  // model: a synthetic config name (model/synthetic.h), e.g. "tiny-qwen3-moe". make_ops: the
+  // backend (default: the CPU's, 2 threads); edit: changes the weights before the model is
+  // built on them (a device backend places them then).
   explicit TinyServer(engine::EngineConfig ec = default_engine(),
-                      const std::string& model_name = "tiny-llama") {
+                      const std::string& model_name = "tiny-llama",
+                      const std::function<std::unique_ptr<kernels::Ops>()>& make_ops = {},
+                      const std::function<void(ModelWeights&)>& edit = {}) {
     config = synthetic_config(model_name);
     weights = make_synthetic_weights(config, 42);
-    ops = kernels::make_cpu_ops(2);
+    if (edit) edit(weights);
+    ops = make_ops ? make_ops() : kernels::make_cpu_ops(2);
     model = std::make_unique<LlamaModel>(config, weights, *ops);
     tokenizer = byte_tokenizer();
     loop = std::make_unique<EngineLoop>(*model, ec, tokenizer.get());

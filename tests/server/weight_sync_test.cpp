@@ -5,10 +5,6 @@
 // bad bodies are 4xx naming the tensors, and nothing is written.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -54,20 +50,7 @@ void start_in_flight(TinyServer& s, const json& body, std::thread& t, Out& out) 
   FAIL() << "the request always finished before it was seen running";
 }
 
-// A POSIX shared-memory object holding `values`, unlinked at the end.
-struct Shm {
-  std::string name;
-  explicit Shm(const std::vector<float>& values) {
-    name = "/detllm-test-" + std::to_string(getpid());
-    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
-    EXPECT_GE(fd, 0);
-    const size_t n = values.size() * sizeof(float);
-    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
-    EXPECT_EQ(write(fd, values.data(), n), static_cast<ssize_t>(n));
-    close(fd);
-  }
-  ~Shm() { shm_unlink(name.c_str()); }
-};
+using testing::Shm;
 
 TEST(WeightSync, UpdateReplaysAsAServerBuiltOnTheNewWeights) {
   TinyServer s;

@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -71,5 +76,25 @@ inline WeightSync::IdentityFn identity_fn() {
     return id;
   };
 }
+
+// A POSIX shared-memory object holding `bytes` (or fp32 `values`), unlinked at the end: what
+// the shm backend of /update_weights reads. Each gets a name of its own in the process.
+struct Shm {
+  std::string name;
+  explicit Shm(const std::vector<float>& values)
+      : Shm(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)) {}
+  Shm(const uint8_t* bytes, size_t n) {
+    static std::atomic<int> counter{0};
+    name = "/detllm-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
+    EXPECT_EQ(write(fd, bytes, n), static_cast<ssize_t>(n));
+    close(fd);
+  }
+  Shm(const Shm&) = delete;
+  Shm& operator=(const Shm&) = delete;
+  ~Shm() { shm_unlink(name.c_str()); }
+};
 
 }  // namespace detllm::server::testing
