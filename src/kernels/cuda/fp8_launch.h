@@ -18,6 +18,12 @@ cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t 
                                             const float* params, uint8_t* q, float* scale,
                                             cudaStream_t stream);
 
+// y (m, n) row-major ← (y · x_scale[r]) · w_scale[c], elementwise (fp32 round to nearest): the
+// outer scales of an FP8 product computed unscaled (Fp8LtGemm where cuBLASLt has no
+// outer-vector scales).
+cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* w_scale,
+                                   int32_t m, int64_t n, cudaStream_t stream);
+
 // The FP8 wgmma GEMM with k cut in a fixed number of runs (fp8_gemm_wg_split.cuh): k's tiles of
 // 128 in ⌈tiles / S'⌉-tile runs (S' = fp8_gemm_wg_split_runs(k, splits) ≤ splits, none
 // empty), each run's chain that of launch_fp8_gemm_wg, the runs added in ascending order, then
