@@ -121,6 +121,15 @@ cublasStatus_t Fp8LtGemm::run(const uint8_t* xq, const float* x_scale, int32_t m
   const float one = 1.0f, zero = 0.0f;
   st = cublasLtMatmul(lt_, p.desc, &one, w, p.a, xq, p.b, &zero, y, p.d, y, p.d, &p.algo,
                       workspace_, workspace_bytes_, stream);
+  if (p.outer_scales && (st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_NOT_SUPPORTED)) {
+    // The heuristic offered an algorithm the matmul then refused with these scales: this
+    // shape's plan becomes the unscaled form, and the call runs on it.
+    destroy(p);
+    p.status = make_plan(p, m, n, k, false);
+    if (p.status != CUBLAS_STATUS_SUCCESS) return p.status;
+    st = cublasLtMatmul(lt_, p.desc, &one, w, p.a, xq, p.b, &zero, y, p.d, y, p.d, &p.algo,
+                        workspace_, workspace_bytes_, stream);
+  }
   if (st != CUBLAS_STATUS_SUCCESS || p.outer_scales) return st;
   return launch_fp8_scale_outer(y, x_scale, w_scale, m, n, stream) == cudaSuccess
              ? CUBLAS_STATUS_SUCCESS
