@@ -44,9 +44,9 @@ void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& nu
   cmd.add_option("--quantization", o.quantization,
                  "fp8: quantize a bf16/fp16/fp32 checkpoint's projections to FP8 E4M3 at load "
                  "(one scale per output channel, activations rounded per token; vLLM's name), "
-                 "a numerics class in the fingerprint; cpu and cuda (sm_90: the FP8 wgmma GEMM). FP8 checkpoints "
-                 "(compressed-tensors, fbgemm_fp8) need no flag: their quantization_config "
-                 "says so (docs/models.md, FP8)")
+                 "a numerics class in the fingerprint; cpu and cuda (sm_90: the FP8 wgmma "
+                 "GEMM). FP8 checkpoints (compressed-tensors, fbgemm_fp8) need no flag: their "
+                 "quantization_config says so (docs/models.md, FP8)")
       ->check(CLI::IsMember({"fp8"}));
   cmd.add_option("--device", o.device, "CUDA device ordinal (--backend cuda)")
       ->check(CLI::Range(0, 63))

@@ -237,7 +237,8 @@ int run_serve(ServeOptions& o) {
           return id;
         },
         std::move(nccl), o.backend.device,
-        b.llama && b.ops ? server::place_on_device(*b.llama, *b.ops) : server::WeightSync::PlaceFn{});
+        b.llama && b.ops ? server::place_on_device(*b.llama, *b.ops)
+                         : server::WeightSync::PlaceFn{});
     ctx.weight_sync = weight_sync.get();
   } else {
     ctx.weight_sync_refusal = "start detllm serve with --weight-transfer";

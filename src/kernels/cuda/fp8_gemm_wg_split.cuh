@@ -59,7 +59,8 @@ __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char*
   float part[16][4];
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
-    if (t0 + s < t1) wg_load_tile<C>(p, ring + ((t0 + s) % C::STAGES) * C::STAGE_BYTES, t0 + s, m0, n0);
+    const int t = t0 + s;
+    if (t < t1) wg_load_tile<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0);
     ptx::cp_async_commit();
   }
   for (int t = t0; t < t1; ++t) {
@@ -108,7 +109,8 @@ __global__ void __launch_bounds__(C::kThreads)
 #pragma unroll
       for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) total[j][e] = z == 0 ? acc[j][e] : __fadd_rn(total[j][e], acc[j][e]);
+        for (int e = 0; e < 4; ++e)
+          total[j][e] = z == 0 ? acc[j][e] : __fadd_rn(total[j][e], acc[j][e]);
     }
     wg_each_element<C>(p, total, m0, n0, wg, [&](int row, int col, float v) {
       p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
@@ -132,8 +134,9 @@ template <class C, WgSplitSchedule SCHEDULE>
 cudaError_t run_wg_split(const GemmParams& p, const WgSplitParams& s, cudaStream_t stream) {
   const bool ctas = SCHEDULE == WgSplitSchedule::kRunsInCtas;
   const dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM, ctas ? s.runs : 1);
-  cudaError_t err = cudaFuncSetAttribute(gemm_wg_split_kernel<C, SCHEDULE>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  cudaError_t err =
+      cudaFuncSetAttribute(gemm_wg_split_kernel<C, SCHEDULE>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (err != cudaSuccess) return err;
   gemm_wg_split_kernel<C, SCHEDULE><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p, s);
   err = cudaGetLastError();
