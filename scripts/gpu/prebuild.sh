@@ -6,7 +6,8 @@
 # scripts/gpu/prebuild.sh [SOURCE_DIR]
 # (default: this checkout, build-gpu/, build-gpu-carry/, every CUDA bench). PACK also writes the
 # carry as one xz archive (solid, 64 MiB dictionary: the binaries share most of their code, so
-# ~140 MB of them pack into ~16 MB); scripts/gpu/carry_env.sh unpacks it on the GPU machine.
+# test_cuda, detllm and four benchmarks, 214 MB with their libraries, pack into 28 MB);
+# scripts/gpu/carry_env.sh unpacks it on the GPU machine.
 # NCCL, like cuBLAS, is not carried: carry_env.sh finds the toolkit's or PyTorch's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
