@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "kernels/attention_plan.h"
 #include "model/bundle.h"
+#include "model/fp8_weights.h"
 #include "verify/model_check/model_check.h"
 #include "verify/reduction_order/checker.h"
 #include "verify/self_check.h"
@@ -119,7 +120,9 @@ int run_check(const CheckOptions& o) {
   const ModelConfig& c = b.model->config;
   progress.finish(fmt::format("{} ({} layers, dim {}, vocab {})", b.model->name, c.n_layers, c.dim,
                               c.vocab_size));
-  const SelfCheckOptions opts = self_check_options_for(c, o.block_size);
+  // FP8 projections (an FP8 checkpoint, or --quantization fp8): their GEMMs are checked as FP8.
+  const bool fp8 = has_fp8_weights(b.model->weights) || o.backend.quantization == "fp8";
+  const SelfCheckOptions opts = self_check_options_for(c, o.block_size, fp8);
   std::fprintf(stderr, "detllm check: %zu checks on %s\n",
                opts.gemms.size() + opts.attention.size() + opts.rmsnorm_dims.size(),
                backend.description.c_str());
@@ -150,7 +153,8 @@ SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::Engin
   std::fprintf(stderr, "%s: self-check: running (kernels' bits across M, chunks, pages)\n", who);
   std::fflush(stderr);
   const SelfCheckReport report = run_self_check(
-      model.ops(), self_check_options_for(model.config(), config.scheduler.kv.block_size));
+      model.ops(), self_check_options_for(model.config(), config.scheduler.kv.block_size,
+                                          model.fp8_projections()));
   std::fprintf(stderr, "%s: self-check: %s\n", who, report.summary().c_str());
   if (!report.passed()) {
     std::fprintf(stderr,

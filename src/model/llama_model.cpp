@@ -116,7 +116,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
                   ? ProjectionLayout::kSeparate
                   : ProjectionLayout::kFused),
       rope_(config.rope_table()),
-      ws_(std::make_unique<Workspace>()) {
+      ws_(std::make_unique<Workspace>()),
+      fp8_projections_(has_fp8_weights(w)) {
   if (!w.rope_freq_factors.empty()) {
     check(w.rope_freq_factors.size() == rope_.inv_freq.size(),
           "rope_freqs has {} factors, expected {}", w.rope_freq_factors.size(),

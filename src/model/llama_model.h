@@ -113,6 +113,9 @@ class LlamaModel {
     return moe_ ? moe_->routed(row) : std::span<const int32_t>{};
   }
   bool has_experts() const { return moe_ != nullptr; }
+  // Whether its projections are FP8 rows (model/fp8_weights.h): the startup self-check then
+  // checks the backend's FP8 GEMM on their shapes (verify/self_check.h).
+  bool fp8_projections() const { return fp8_projections_; }
 
   // Counters of how steps ran (tests check that padding / graphs were really exercised, and
   // that a step whose logits nobody reads downloads none).
@@ -266,6 +269,7 @@ class LlamaModel {
   // host memory (the backends that round KV to FP8 are host backends); empty otherwise.
   std::vector<std::vector<float>> kv_scales_;
   std::unique_ptr<Workspace> ws_;
+  bool fp8_projections_ = false;  // fp8_projections()
   std::unique_ptr<MoeFfn> moe_;                 // the experts' scratch: MoE models only
   mutable std::unique_ptr<GraphState> graphs_;  // created by the first padded step
   mutable StepStats stats_;

@@ -16,7 +16,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/fp8_device_matrix.h"
 #include "kernels/ops.h"
+#include "kernels/ref/fp8_linear.h"
 #include "model/config.h"
 
 namespace detllm {
@@ -109,6 +111,29 @@ Buffer random_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
   return b;
 }
 
+// A random (n, k) weight as per-channel FP8 rows (kernels/ref/fp8_linear.h
+// fp8_quantize_weight_row) in the form the backend's FP8 linear reads: the host rows on a host
+// backend, codes and scales apart on a device (kernels/fp8_device_matrix.h). As random_weight,
+// only the first 1024 rows are drawn; the rest repeat them.
+Buffer random_fp8_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
+  const DType dt = DType::kF8E4M3;
+  const int64_t n_distinct = std::min<int64_t>(n, 1024);
+  const float amp = 1.0f / std::sqrt(static_cast<float>(k));
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_distinct * k), seed, -amp, amp);
+  const size_t rb = dtype_row_bytes(dt, k);
+  std::vector<uint8_t> rows(static_cast<size_t>(n) * rb);
+  for (int64_t r = 0; r < n_distinct; ++r) {
+    kernels::ref::fp8_quantize_weight_row(w.data() + r * k, k, rows.data() + r * rb);
+  }
+  for (int64_t r = n_distinct; r < n; ++r) {
+    std::memcpy(rows.data() + r * rb, rows.data() + (r % n_distinct) * rb, rb);
+  }
+  if (ops.host_memory()) return to_backend(ops, rows);
+  std::vector<uint8_t> split(kernels::fp8_device_bytes(n, k));
+  kernels::fp8_device_split(dt, rows.data(), n, k, split.data());
+  return to_backend(ops, split);
+}
+
 // ---- comparison -------------------------------------------------------------------------------
 
 // Compares `got` (n_rows, row_len) with `expected` bit for bit; row labels (for the report)
@@ -158,11 +183,15 @@ void check_gemm(Ops& ops, const SelfCheckGemm& g, uint64_t seed, SelfCheckResult
   const std::vector<float> x =
       random_floats(static_cast<size_t>(big_m * k), stream(seed, 1), -1.0f, 1.0f);
   const Buffer x_dev = to_backend(ops, x);
-  const Buffer w_dev = random_weight(ops, n, k, stream(seed, 2));
+  check(!g.fp8 || ops.reads_weight_dtype(DType::kF8E4M3),
+        "self-check GEMM {}: an FP8 weight, but the backend ({}) has no FP8 linear", g.name,
+        ops.name());
+  const Buffer w_dev = g.fp8 ? random_fp8_weight(ops, n, k, stream(seed, 2))
+                             : random_weight(ops, n, k, stream(seed, 2));
   const Buffer bias_dev =
       g.bias ? to_backend(ops, random_floats(static_cast<size_t>(n), stream(seed, 3), -0.5f, 0.5f))
              : Buffer();
-  const kernels::WeightMatrix w{w_dev.data(), ops.weight_dtype(), n, k};
+  const kernels::WeightMatrix w{w_dev.data(), g.fp8 ? DType::kF8E4M3 : ops.weight_dtype(), n, k};
   const float* bias = g.bias ? bias_dev.f32() : nullptr;
   Buffer y(ops, static_cast<size_t>(big_m * n) * sizeof(float));
 
@@ -419,31 +448,33 @@ void check_rmsnorm(Ops& ops, int32_t dim, int32_t max_rows, uint64_t seed, SelfC
 }
 
 void add_gemm(std::vector<SelfCheckGemm>& out, const std::string& name, int32_t n, int32_t k,
-              int32_t max_m, bool bias) {
+              int32_t max_m, bool bias, bool fp8 = false) {
   for (SelfCheckGemm& g : out) {
-    if (g.n == n && g.k == k && g.bias == bias) {
+    if (g.n == n && g.k == k && g.bias == bias && g.fp8 == fp8) {
       g.name += "," + name;
       g.max_m = std::max(g.max_m, max_m);
       return;
     }
   }
-  out.push_back({name, n, k, max_m, bias});
+  out.push_back({name, n, k, max_m, bias, fp8});
 }
 
 }  // namespace
 
-SelfCheckOptions self_check_options_for(const ModelConfig& c, int32_t block_size) {
+SelfCheckOptions self_check_options_for(const ModelConfig& c, int32_t block_size,
+                                        bool fp8_projections) {
   SelfCheckOptions o;
-  add_gemm(o.gemms, "q_proj", c.q_dim(), c.dim, 256, c.qkv_bias);
-  add_gemm(o.gemms, "k_proj", c.kv_dim(), c.dim, 256, c.qkv_bias);
-  add_gemm(o.gemms, "v_proj", c.kv_dim(), c.dim, 256, c.qkv_bias);
-  add_gemm(o.gemms, "o_proj", c.dim, c.q_dim(), 256, false);
-  add_gemm(o.gemms, "gate_proj", c.ffn_dim, c.dim, 256, false);
-  add_gemm(o.gemms, "up_proj", c.ffn_dim, c.dim, 256, false);
-  add_gemm(o.gemms, "down_proj", c.dim, c.ffn_dim, 256, false);
+  const bool f = fp8_projections;
+  add_gemm(o.gemms, "q_proj", c.q_dim(), c.dim, 256, c.qkv_bias, f);
+  add_gemm(o.gemms, "k_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f);
+  add_gemm(o.gemms, "v_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f);
+  add_gemm(o.gemms, "o_proj", c.dim, c.q_dim(), 256, false, f);
+  add_gemm(o.gemms, "gate_proj", c.ffn_dim, c.dim, 256, false, f);
+  add_gemm(o.gemms, "up_proj", c.ffn_dim, c.dim, 256, false, f);
+  add_gemm(o.gemms, "down_proj", c.dim, c.ffn_dim, 256, false, f);
   // The fused shapes a device backend runs (LlamaModel's ProjectionLayout::kFused).
-  add_gemm(o.gemms, "qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.dim, 256, c.qkv_bias);
-  add_gemm(o.gemms, "gate_up_proj", 2 * c.ffn_dim, c.dim, 256, false);
+  add_gemm(o.gemms, "qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.dim, 256, c.qkv_bias, f);
+  add_gemm(o.gemms, "gate_up_proj", 2 * c.ffn_dim, c.dim, 256, false, f);
   // lm_head runs only on the rows whose logits are wanted; 16 rows keep the widest GEMM cheap.
   add_gemm(o.gemms, "lm_head", c.vocab_size, c.dim, 16, false);
   o.attention.push_back({c.n_heads, c.n_kv_heads, c.head_dim, block_size, 300});
@@ -465,7 +496,9 @@ SelfCheckReport run_self_check(kernels::Ops& ops, const SelfCheckOptions& opts) 
   uint64_t index = 0;
   for (const SelfCheckGemm& g : opts.gemms) {
     const uint64_t seed = stream(opts.seed, 100, index++);
-    report.checks.push_back(run_one(fmt::format("gemm {} {}->{}", g.name, g.k, g.n), ops,
+    report.checks.push_back(run_one(fmt::format("gemm {} {}->{}{}", g.name, g.k, g.n,
+                                                g.fp8 ? " fp8" : ""),
+                                    ops,
                                     [&](SelfCheckResult& r) { check_gemm(ops, g, seed, r); }));
   }
   for (const SelfCheckAttention& a : opts.attention) {

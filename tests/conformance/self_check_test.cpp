@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "conformance/delegating_ops.h"
+#include "conformance/fault_ops.h"
 #include "engine/engine.h"
 #include "kernels/ops.h"
 #include "model/synthetic.h"
@@ -98,6 +99,38 @@ TEST(SelfCheck, PassesOnCpuForTinyModels) {
       EXPECT_FALSE(c.mismatch.has_value());
     }
     EXPECT_NE(r.summary().find("checks passed"), std::string::npos) << r.summary();
+  }
+}
+
+// A model with FP8 projections: their GEMMs are checked as FP8 rows (the backend's FP8 linear),
+// lm_head as stored; the CPU's FP8 kernel passes.
+TEST(SelfCheck, Fp8ProjectionsAreCheckedAsFp8AndPassOnCpu) {
+  auto ops = kernels::make_cpu_ops(2);
+  const SelfCheckOptions o = self_check_options_for(synthetic_config("tiny-qwen3"), 4, true);
+  int fp8 = 0;
+  for (const SelfCheckGemm& g : o.gemms) {
+    EXPECT_EQ(g.fp8, g.name != "lm_head") << g.name;
+    fp8 += g.fp8;
+  }
+  EXPECT_GE(fp8, 4);
+  const SelfCheckReport r = run_self_check(*ops, o);
+  EXPECT_TRUE(r.passed()) << r.describe();
+  int fp8_checks = 0;
+  for (const auto& c : r.checks) fp8_checks += c.name.find(" fp8") != std::string::npos;
+  EXPECT_EQ(fp8_checks, fp8);
+}
+
+// The negative control: FP8 matmuls with one activation scale for the whole call (a per-tensor
+// dynamic scale, fault_ops.h fp8-batch-scale) fail every FP8 GEMM check; the rest pass.
+TEST(SelfCheck, CatchesABatchWideFp8ActivationScale) {
+  conformance::Fp8BatchScaleOps ops(2);
+  const SelfCheckReport r =
+      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4, true));
+  std::printf("%s", r.describe().c_str());
+  ASSERT_FALSE(r.passed()) << "the self-check missed a batch-wide FP8 activation scale";
+  for (const auto& c : r.checks) {
+    const bool fp8 = c.name.find(" fp8") != std::string::npos;
+    EXPECT_EQ(c.passed, !fp8) << c.name << ": " << c.failure();
   }
 }
 

@@ -1,7 +1,8 @@
 // The startup self-check (design.md Rule 3, verify/self_check.h) on the GPU with
 // Llama-3.1-8B's shapes: the invariant kernels pass every check; the fast path (default cuBLAS
 // GEMM) fails the GEMM check of o_proj 4096->4096 — cuBLAS changes a row's bits with M
-// (docs/cuda.md) — while its attention and RMSNorm (the same kernels in both modes) pass.
+// (docs/cuda.md) — while its attention and RMSNorm (the same kernels in both modes) pass; with
+// FP8 projections the invariant FP8 linear passes too.
 // Run: build-cuda/tests/test_cuda --gtest_filter='CudaSelfCheck*' (skips without a GPU).
 #include <gtest/gtest.h>
 
@@ -34,6 +35,22 @@ TEST(CudaSelfCheck, InvariantModePassesOnLlama8BShapes) {
     EXPECT_GE(c.n_variants, 5) << c.name;
   }
   // A startup cost, not a benchmark: generous bound.
+  EXPECT_LT(r.elapsed_ms, 30000.0);
+}
+
+// With FP8 projections (--quantization fp8 or an FP8 checkpoint) the projections' GEMMs are
+// checked on the FP8 linear (the per-row quantizer and the FP8 wgmma GEMM): the invariant
+// backend passes them on the 8B shapes.
+TEST(CudaSelfCheck, InvariantModePassesTheFp8ProjectionsOnLlama8BShapes) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = invariant_ops();
+  const SelfCheckReport r =
+      run_self_check(*ops, self_check_options_for(synthetic_config("llama-3.1-8b"), 16, true));
+  std::printf("%s", r.describe().c_str());
+  EXPECT_TRUE(r.passed()) << r.describe();
+  int fp8 = 0;
+  for (const SelfCheckResult& c : r.checks) fp8 += c.name.find(" fp8") != std::string::npos;
+  EXPECT_EQ(fp8, 6) << r.describe();  // q/o, k/v, gate/up, down, fused qkv, fused gate_up
   EXPECT_LT(r.elapsed_ms, 30000.0);
 }
 
