@@ -2,7 +2,8 @@
 --quantization fp8` (projections quantized to FP8 at load) and `--kv-dtype fp8` (K/V rounded to
 E4M3 on append) on the default model give the same text twice, each with a fingerprint of its
 own (the class is named in the backend build string, the weights digest changes), and the
-combinations that are not implemented are refused with what to do.
+combinations that are not implemented are refused with what to do; `detllm check
+--quantization fp8` checks the projections' GEMMs on the FP8 linear (lm_head as stored).
 """
 import os
 import re
@@ -53,3 +54,19 @@ def test_unimplemented_combinations_are_refused():
     assert "--kv-dtype fp8" in r.stderr, r.stderr
     r = generate("--quantization", "int4")
     assert r.returncode != 0
+
+
+def test_check_runs_the_fp8_linear_on_the_projections():
+    binary = find_binary()
+    if binary is None:
+        pytest.skip("the detllm binary is not built (set DETLLM_BIN)")
+    if not os.path.exists(DEFAULT_MODEL):
+        pytest.skip("the default model is not installed (scripts/setup.sh)")
+    r = subprocess.run([binary, "check", "--threads", "2", "--quantization", "fp8"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    fp8 = [line for line in r.stdout.splitlines() if line.startswith("gemm ") and " fp8 " in line]
+    assert len(fp8) >= 4, r.stdout  # q/o, k/v, gate/up, down (and the fused shapes)
+    assert all(" ok " in line for line in fp8), r.stdout
+    lm_head = [line for line in r.stdout.splitlines() if line.startswith("gemm lm_head")]
+    assert lm_head and " fp8 " not in lm_head[0], r.stdout  # kept as stored
