@@ -181,9 +181,11 @@ int main(int argc, char** argv) {
     inv->synchronize();
   }
   DeviceBytes xq(size_t(max_m) * max_k), xs(size_t(max_m) * 4);
-  // The split kernel's run chains at m ≤ 64 (its CTA schedule): the largest S, m and n.
+  // The split kernel's run chains where its runs get CTAs of their own: the largest S, m and n.
   const int max_split = splits.empty() ? 1 : *std::max_element(splits.begin(), splits.end());
-  const size_t ws_floats = size_t(max_split) * 64 * 28672;
+  int64_t max_n = 0;
+  for (const Shape& s : shapes) max_n = std::max(max_n, s.n);
+  const size_t ws_floats = size_t(max_split) * cuda::kFp8GemmWgSplitCtaMaxM * size_t(max_n);
   DeviceBytes split_ws(splits.empty() ? 4 : ws_floats * 4);
   std::string split_table =
       "| shape (K->N) | M | S (runs) | bf16 engine µs | wgmma gemm µs (unsplit) | split µs | "

@@ -77,6 +77,15 @@ std::vector<float> from_backend(Ops& ops, const float* src, size_t n) {
   return h;
 }
 
+// Rows [n_distinct, n) of `base` (rows of row_bytes, in backend memory) as copies of rows
+// [0, n_distinct), on the backend: a weight of many rows costs only its distinct ones on the host.
+void repeat_rows(Ops& ops, char* base, size_t row_bytes, int64_t n_distinct, int64_t n) {
+  for (int64_t r0 = n_distinct; r0 < n; r0 += n_distinct) {
+    const int64_t rows = std::min(n_distinct, n - r0);
+    ops.copy(base + static_cast<size_t>(r0) * row_bytes, base, static_cast<size_t>(rows) * row_bytes);
+  }
+}
+
 // A random (n, k) weight in the backend's weight dtype. Only the first 1024 rows are drawn;
 // the rest repeat them (device copies), so lm_head-sized weights cost no host memory. Every
 // output column is still computed by the kernel under test.
@@ -103,35 +112,44 @@ Buffer random_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
     }
     ops.upload(b.data(), h.data(), n_host * es);
   }
-  auto* base = b.data<char>();
-  for (int64_t r0 = n_distinct; r0 < n; r0 += n_distinct) {
-    const int64_t rows = std::min(n_distinct, n - r0);
-    ops.copy(base + static_cast<size_t>(r0 * k) * es, base, static_cast<size_t>(rows * k) * es);
-  }
+  repeat_rows(ops, b.data<char>(), static_cast<size_t>(k) * es, n_distinct, n);
   return b;
 }
 
 // A random (n, k) weight as per-channel FP8 rows (kernels/ref/fp8_linear.h
 // fp8_quantize_weight_row) in the form the backend's FP8 linear reads: the host rows on a host
 // backend, codes and scales apart on a device (kernels/fp8_device_matrix.h). As random_weight,
-// only the first 1024 rows are drawn; the rest repeat them.
+// only the first 1024 rows are drawn; the rest repeat them, copied on the backend.
 Buffer random_fp8_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
   const DType dt = DType::kF8E4M3;
-  const int64_t n_distinct = std::min<int64_t>(n, 1024);
+  const int64_t d = std::min<int64_t>(n, 1024);
   const float amp = 1.0f / std::sqrt(static_cast<float>(k));
-  const std::vector<float> w = random_floats(static_cast<size_t>(n_distinct * k), seed, -amp, amp);
+  const std::vector<float> w = random_floats(static_cast<size_t>(d * k), seed, -amp, amp);
   const size_t rb = dtype_row_bytes(dt, k);
-  std::vector<uint8_t> rows(static_cast<size_t>(n) * rb);
-  for (int64_t r = 0; r < n_distinct; ++r) {
+  std::vector<uint8_t> rows(static_cast<size_t>(d) * rb);
+  for (int64_t r = 0; r < d; ++r) {
     kernels::ref::fp8_quantize_weight_row(w.data() + r * k, k, rows.data() + r * rb);
   }
-  for (int64_t r = n_distinct; r < n; ++r) {
-    std::memcpy(rows.data() + r * rb, rows.data() + (r % n_distinct) * rb, rb);
+  if (ops.host_memory()) {
+    Buffer b(ops, static_cast<size_t>(n) * rb);
+    ops.upload(b.data(), rows.data(), rows.size());
+    repeat_rows(ops, b.data<char>(), rb, d, n);
+    return b;
   }
-  if (ops.host_memory()) return to_backend(ops, rows);
-  std::vector<uint8_t> split(kernels::fp8_device_bytes(n, k));
-  kernels::fp8_device_split(dt, rows.data(), n, k, split.data());
-  return to_backend(ops, split);
+  // The device form of the distinct rows, placed as parts of the n-row form: codes, scales (each
+  // repeated), then the matrix's activation parameters.
+  std::vector<uint8_t> part(kernels::fp8_device_bytes(d, k));
+  kernels::fp8_device_split(dt, rows.data(), d, k, part.data());
+  Buffer b(ops, kernels::fp8_device_bytes(n, k));
+  char* codes = b.data<char>();
+  char* scales = codes + kernels::fp8_device_scale_offset(n, k);
+  ops.upload(codes, part.data(), static_cast<size_t>(d * k));
+  ops.upload(scales, part.data() + kernels::fp8_device_scale_offset(d, k), sizeof(float) * d);
+  ops.upload(codes + kernels::fp8_device_params_offset(n, k),
+             part.data() + kernels::fp8_device_params_offset(d, k), 2 * sizeof(float));
+  repeat_rows(ops, codes, static_cast<size_t>(k), d, n);
+  repeat_rows(ops, scales, sizeof(float), d, n);
+  return b;
 }
 
 // ---- comparison -------------------------------------------------------------------------------

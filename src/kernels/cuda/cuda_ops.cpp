@@ -425,8 +425,10 @@ class CudaOps final : public Ops {
       return;
     }
     if (fp8_wg_splits_ > 1) {
-      // The run chains in scratch at m <= 64 (CTAs of their own); in registers above.
-      const size_t ws = m <= 64 ? cuda::fp8_gemm_wg_split_workspace(m, n, k, fp8_wg_splits_) : 0;
+      // The run chains in scratch where the runs get CTAs of their own; in registers above.
+      const size_t ws = m <= cuda::kFp8GemmWgSplitCtaMaxM
+                            ? cuda::fp8_gemm_wg_split_workspace(m, n, k, fp8_wg_splits_)
+                            : 0;
       auto* chains = static_cast<float*>(fp8_split_.get(sizeof(float) * ws, stream_));
       cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
                                                 fp8_wg_splits_, chains, ws, -1, stream_),

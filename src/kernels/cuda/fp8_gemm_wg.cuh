@@ -254,13 +254,24 @@ __device__ __forceinline__ float wg_epilogue(const GemmParams& p, int row, int c
   return v;
 }
 
+// The k-tile ring at the first 1024-byte boundary of the dynamic shared memory (the 128-byte
+// swizzle's atom; WgCfg::SMEM_BYTES holds the slack), as a pointer and a shared address.
+struct WgRing {
+  unsigned char* ptr;
+  uint32_t u32;
+};
+__device__ __forceinline__ WgRing wg_ring(unsigned char* smem_raw) {
+  const uint32_t raw = ptx::smem_u32(smem_raw);
+  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  return {smem_raw + pad, raw + pad};
+}
+
 template <class C, int PROMOTE_TILES>
 __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw = ptx::smem_u32(smem_raw);
-  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  unsigned char* ring = smem_raw + pad;
-  const uint32_t ring_u32 = raw + pad;
+  const WgRing r = wg_ring(smem_raw);
+  unsigned char* ring = r.ptr;
+  const uint32_t ring_u32 = r.u32;
 
   const int wg = threadIdx.x >> 7;
   const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;

@@ -36,7 +36,8 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
   s.partial = workspace;
   const bool fits = workspace != nullptr &&
                     workspace_floats >= fp8_gemm_wg_split_workspace(m, n, k, splits);
-  if (variant < 0) variant = m <= 64 && fits ? 0 : (m <= 64 ? 1 : 2);
+  const bool small = m <= kFp8GemmWgSplitCtaMaxM;
+  if (variant < 0) variant = small && fits ? 0 : (small ? 1 : 2);
   switch (variant) {
     case 0:
       if (!fits) return cudaErrorInvalidValue;

@@ -84,10 +84,9 @@ __global__ void __launch_bounds__(C::kThreads)
     gemm_wg_split_kernel(const GemmParams p, const WgSplitParams s) {
   static_assert(!C::OVERLAP, "the runs use the serial schedule");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw = ptx::smem_u32(smem_raw);
-  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  unsigned char* ring = smem_raw + pad;
-  const uint32_t ring_u32 = raw + pad;
+  const WgRing r = wg_ring(smem_raw);
+  unsigned char* ring = r.ptr;
+  const uint32_t ring_u32 = r.u32;
   const int wg = threadIdx.x >> 7;
   const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
   const int tiles = (p.k + C::BK - 1) / C::BK;
