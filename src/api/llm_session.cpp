@@ -21,6 +21,7 @@
 #include "core/parallel.h"
 #include "determinism/fingerprint.h"
 #include "determinism/modes.h"
+#include "determinism/policy.h"
 #include "verify/self_check.h"
 #include "engine/bad_words.h"
 #include "engine/engine.h"
@@ -96,13 +97,17 @@ bool has_stored_blocks(ModelWeights& w) {
   return false;
 }
 
-// vLLM's kv_cache_dtype onto the backend's --kv-dtype: "fp8_e4m3" is vLLM's long name for the
-// E4M3 cache; fp8_e5m2 and anything else are refused by name.
+// vLLM's kv_cache_dtype onto the backend's --kv-dtype (parse_kv_dtype's names): "fp8_e4m3" is
+// vLLM's long name for the E4M3 cache; fp8_e5m2 and anything else are refused by name.
 std::string kv_dtype_option(const std::string& v) {
-  if (v == "auto" || v == "bf16" || v == "fp32" || v == "fp8") return v;
-  if (v == "fp8_e4m3") return "fp8";
-  throw Error(fmt::format("kv_cache_dtype='{}' is not supported: auto (the backend's own), bf16, "
-                          "fp32 or fp8 (= fp8_e4m3; an FP8 E5M2 cache is not offered)", v));
+  const std::string name = v == "fp8_e4m3" ? "fp8" : v;
+  try {
+    parse_kv_dtype(name);
+  } catch (const Error& e) {
+    throw Error(fmt::format("kv_cache_dtype='{}': {} (fp8_e4m3 is fp8; an FP8 E5M2 cache is not "
+                            "offered)", v, e.what()));
+  }
+  return name;
 }
 
 std::tuple<int, int32_t, int32_t> param_key(const ParameterSlot& s) {
