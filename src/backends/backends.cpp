@@ -205,11 +205,15 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
         "install_backend: the backend was already installed");
   check_activations_apply(backend, bundle.model->weights);
   ModelWeights& w = bundle.model->weights;
-  if (backend.quantization == "fp8") {
+  if (backend.quantization == "fp8" && !bundle.fp8_made_at_load) {
     // FP8 weights made at load: new bytes, so a new weights digest (the fingerprint's).
     quantize_weights_fp8(w, bundle.model->config);
     bundle.model->weights_hash = hash_model_weights(w);
+    bundle.fp8_made_at_load = true;
   }
+  check(backend.quantization == "fp8" || !bundle.fp8_made_at_load,
+        "install_backend: the weights were quantized to FP8 at an earlier install; this backend "
+        "has no --quantization fp8 (load the model again)");
   if (has_fp8_weights(w)) {
     check(backend.tensor_parallel == 0, "--tensor-parallel: FP8 weights are not implemented "
           "with tensor parallelism (their rows carry scales; the canonical chunks cut columns)");

@@ -22,6 +22,9 @@ using backends::selected_mode;
 // Registers --backend, --numerics, --mode (excludes --numerics) and --device on a subcommand;
 // numerics_help says what the numerics path means for that command.
 void add_backend_options(CLI::App& cmd, BackendOptions& o, const std::string& numerics_help);
+// Registers --kv-dtype, --activations and --quantization: the numerics classes beside the mode
+// (add_backend_options does too; bench registers them alone).
+void add_numerics_class_options(CLI::App& cmd, BackendOptions& o);
 // Registers --tensor-parallel N (serve, generate, score, bench; docs/tensor_parallel.md).
 void add_tensor_parallel_option(CLI::App& cmd, BackendOptions& o);
 // Registers --gemm-plan-cache PATH and --no-gemm-plan-cache (add_backend_options does too).

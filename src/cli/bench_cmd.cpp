@@ -38,6 +38,7 @@
 #include "engine/engine_config.h"
 #include "formats/gguf.h"
 #include "model/bundle.h"
+#include "model/fp8_weights.h"
 #include "model/kv_storage.h"
 #include "model/synthetic.h"
 
@@ -244,15 +245,27 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
             o.model, name);
     }
     src.synthetic_config = c;
-    // Quantized models, and mixtures of experts on the CPU, are made on the host; the rest in
-    // backend memory from the recipe.
-    if ((block_type || (c.moe.active() && o.backend.backend != "cuda")) && !o.save_only) {
-      check(o.backend.backend != "cuda",
+    // --quantization fp8 rounds the projections as it does a loaded checkpoint's, and
+    // --kv-dtype fp8 bounds its scales from the weights: both need the weights on the host.
+    const bool fp8 = o.backend.quantization == "fp8";
+    const bool kv_fp8 = o.backend.kv_dtype == "fp8" || o.backend.kv_dtype == "fp8_e4m3";
+    check(!fp8 || !block_type,
+          "--model {} --quantization fp8: the model is {} already; drop one of them", o.model,
+          block);
+    // Quantized models, FP8 ones, models with an FP8 KV cache and mixtures of experts on the
+    // CPU are made on the host; the rest in backend memory from the recipe.
+    const bool on_host =
+        block_type || fp8 || kv_fp8 || (c.moe.active() && o.backend.backend != "cuda");
+    if (on_host && !o.save_only) {
+      check(!block_type || o.backend.backend != "cuda",
             "--model {}: synthetic quantized models are made on the host for the CPU backend "
             "(use --backend cpu)",
             o.model);
+      Progress progress(fmt::format("making the weights of {} on the host", name));
       src.host_weights = make_synthetic_weights(c, kSyntheticWeightSeed);
       if (block_type) quantize_synthetic_weights(*src.host_weights, *block_type);
+      if (fp8) quantize_weights_fp8(*src.host_weights, c);
+      progress.finish(fp8 ? "projections FP8 per channel" : "fp32");
     } else {
       src.recipe = synthetic_recipe(c, kSyntheticWeightSeed);
     }
@@ -266,6 +279,8 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
         name, model_arch_name(c.arch), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, moe,
         c.vocab_size, c.max_position, kSyntheticWeightSeed,
         src.host_weights ? (block_type ? fmt::format(" on the host, every matrix {}", block)
+                            : fp8      ? std::string(" on the host, projections FP8 per channel "
+                                                     "(--quantization fp8)")
                                        : std::string(" on the host"))
                          : std::string(" in backend memory"));
     return src;

@@ -28,6 +28,7 @@ void add_model_options(CLI::App& cmd, const std::shared_ptr<BenchOptions>& o) {
       ->capture_default_str();
   add_gemm_plan_cache_options(cmd, o->backend);
   add_tensor_parallel_option(cmd, o->backend);
+  add_numerics_class_options(cmd, o->backend);
   const auto mode_names = CLI::IsMember({"fast", "invariant", "bi-naive", "padded", "verified"});
   CLI::Option* mode = cmd.add_option("--mode", o->mode,
                                      "Determinism mode (docs/modes.md): fast, invariant (the "

@@ -23,6 +23,10 @@ struct ModelBundle {
   // Tensor parallelism (--tensor-parallel, backends::install_backend): the ranks, each with its
   // own ops; ops and llama are then null and the engine runs the group's leader.
   std::unique_ptr<TpGroup> tp;
+  // The projections were quantized to FP8 by an earlier install_backend (--quantization fp8):
+  // installing again (bench's next mode) keeps them, and refuses only a checkpoint that ships
+  // FP8 weights.
+  bool fp8_made_at_load = false;
 
   // The model the engine runs: llama, or tp's leader.
   LlamaModel& engine_model() const;

@@ -139,6 +139,31 @@ def test_bench_synthetic_moe_quantized_and_refusals():
     assert r.returncode == 1 and "q8_0, q4_0 or q4_1" in r.stderr, r.stderr
 
 
+def test_bench_fp8_synthetic_and_loaded_models_in_every_mode(tmp_path):
+    """--quantization fp8 and --kv-dtype fp8 reach the model: a synthetic one is made on the
+    host and its projections rounded to FP8 (the report says so), and a loaded checkpoint is
+    quantized once and kept for the next mode (it was refused as 'FP8 already' before)."""
+    path = tmp_path / "fp8.json"
+    r = run_detllm(*TINY, "--quantization", "fp8", "--kv-dtype", "fp8", "--workload", "fixed",
+                   "--n", "4", "--input-len", "16", "--output-len", "4",
+                   "--modes", "invariant,fast", "--json", str(path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "projections FP8 per channel (--quantization fp8)" in r.stdout, r.stdout
+    assert r.stderr.count("kv=fp8") >= 2, r.stderr  # both modes' backends
+    j = json.loads(path.read_text())
+    assert [m["mode"] for m in j["modes"]] == ["invariant", "fast"]
+    assert all(x["output_tokens"] == 16 for x in j["results"]), j["results"]
+    r = run_detllm("bench", "--model", DEFAULT_MODEL, "--backend", "cpu", "--threads", "2",
+                   "--quantization", "fp8", "--workload", "fixed", "--n", "2",
+                   "--input-len", "8", "--output-len", "2", "--modes", "invariant,fast",
+                   timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| invariant |" in r.stdout and "| fast |" in r.stdout, r.stdout
+    r = run_detllm("bench", "--model", "synthetic:tiny-llama@q8_0", "--backend", "cpu",
+                   "--quantization", "fp8", "--workload", "fixed", "--n", "2", timeout=60)
+    assert r.returncode == 1 and "q8_0 already; drop one of them" in r.stderr, r.stderr
+
+
 def test_bench_speculative_reports_acceptance(tmp_path):
     """serve's speculative flags: every mode drafts; each run reports vLLM's counters with the
     acceptance rate and the mean accepted length (1 + accepted / drafts)."""
