@@ -280,7 +280,8 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     const SelfCheckReport report =
         run_self_check(s_->bundle.engine_model().ops(),
                        self_check_options_for(s_->bundle.model->config, cfg.scheduler.kv.block_size,
-                                              s_->bundle.engine_model().fp8_projections()));
+                                              s_->bundle.engine_model().fp8_projections(),
+                                              s_->bundle.engine_model().fp8_projection_rows()));
     s_->self_check_summary = report.summary();
     cfg.self_check = SelfCheckVerdict::of(report);
   } else {

@@ -165,11 +165,20 @@ bool has_q8_activation_matrix(const ModelWeights& w) {
 // The FP8 GEMM a device backend's FP8 linears run, for the build string: CUDA's is another
 // summation than the CPU's (kernels/ref/fp8_linear.h, which fp8_class_name's class implies), so
 // the two are different classes. "" for host backends.
-std::string device_fp8_rule(const Backend& b) {
+std::string device_fp8_rule(const Backend& b, const ModelWeights& w) {
 #if defined(DETLLM_HAVE_CUDA)
-  if (b.ops && !b.ops->host_memory()) return kernels::cuda_fp8_gemm_rule();
+  if (b.ops && !b.ops->host_memory()) {
+    // Each FP8 row type the model holds names its GEMM's rule (per channel, 128-column blocks).
+    std::string rule;
+    for (DType t : fp8_weight_dtypes(w)) {
+      if (!rule.empty()) rule += '+';
+      rule += kernels::cuda_fp8_gemm_rule(0, t);
+    }
+    return rule;
+  }
 #else
   (void)b;
+  (void)w;
 #endif
   return "";
 }
@@ -221,7 +230,7 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
     const std::string fp8 = fp8_class_name(w);
     backend.build.append(";").append(fp8);
     backend.description.append("; ").append(fp8);
-    if (const std::string rule = device_fp8_rule(backend); !rule.empty()) {
+    if (const std::string rule = device_fp8_rule(backend, w); !rule.empty()) {
       backend.build.append(";").append(rule);
     }
   }

@@ -122,7 +122,9 @@ int run_check(const CheckOptions& o) {
                               c.vocab_size));
   // FP8 projections (an FP8 checkpoint, or --quantization fp8): their GEMMs are checked as FP8.
   const bool fp8 = has_fp8_weights(b.model->weights) || o.backend.quantization == "fp8";
-  const SelfCheckOptions opts = self_check_options_for(c, o.block_size, fp8);
+  const std::vector<DType> rows = fp8_weight_dtypes(b.model->weights);
+  const SelfCheckOptions opts =
+      self_check_options_for(c, o.block_size, fp8, rows.empty() ? DType::kF8E4M3 : rows.front());
   std::fprintf(stderr, "detllm check: %zu checks on %s\n",
                opts.gemms.size() + opts.attention.size() + opts.rmsnorm_dims.size(),
                backend.description.c_str());
@@ -154,7 +156,7 @@ SelfCheckVerdict startup_self_check(const LlamaModel& model, const engine::Engin
   std::fflush(stderr);
   const SelfCheckReport report = run_self_check(
       model.ops(), self_check_options_for(model.config(), config.scheduler.kv.block_size,
-                                          model.fp8_projections()));
+                                          model.fp8_projections(), model.fp8_projection_rows()));
   std::fprintf(stderr, "%s: self-check: %s\n", who, report.summary().c_str());
   if (!report.passed()) {
     std::fprintf(stderr,

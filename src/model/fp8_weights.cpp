@@ -91,6 +91,19 @@ bool has_fp8_weights(const ModelWeights& w) {
   return dtype_is_fp8(w.tok_embd.dtype) || dtype_is_fp8(w.lm_head.w.dtype);
 }
 
+std::vector<DType> fp8_weight_dtypes(const ModelWeights& w) {
+  std::vector<DType> out;
+  auto add = [&](DType t) {
+    if (dtype_is_fp8(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  };
+  for (const LayerWeights& l : w.layers)
+    for (const Linear* lin : l.matrices()) add(lin->w.dtype);
+  add(w.tok_embd.dtype);
+  add(w.lm_head.w.dtype);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 namespace {
 
 // Row r of t in fp32 (its stored type decoded by core/quant.h).

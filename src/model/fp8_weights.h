@@ -27,6 +27,9 @@ void quantize_weights_fp8(ModelWeights& w, const ModelConfig& c, Fp8Rows rows = 
 // True when any matrix of w is held as FP8 rows.
 bool has_fp8_weights(const ModelWeights& w);
 
+// The FP8 row types w's matrices are held in, each once, in DType order.
+std::vector<DType> fp8_weight_dtypes(const ModelWeights& w);
+
 // The FP8 KV cache's scales of layer `layer` (--kv-dtype fp8, docs/models.md "FP8 KV
 // cache"): 2 n_kv_heads floats, K's scale of each KV head then V's, fixed at load from the
 // weights alone (never from a live batch) as s = B / 448, B a bound on |k| (|v|) over every

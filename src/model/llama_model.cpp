@@ -118,6 +118,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
       rope_(config.rope_table()),
       ws_(std::make_unique<Workspace>()),
       fp8_projections_(has_fp8_weights(w)) {
+  if (const std::vector<DType> t = fp8_weight_dtypes(w); !t.empty()) fp8_rows_ = t.front();
   if (!w.rope_freq_factors.empty()) {
     check(w.rope_freq_factors.size() == rope_.inv_freq.size(),
           "rope_freqs has {} factors, expected {}", w.rope_freq_factors.size(),
@@ -295,7 +296,7 @@ kernels::WeightMatrix LlamaModel::place_rows(std::span<const HostTensor* const> 
       std::vector<uint8_t> host_rows;
       host_rows.reserve(static_cast<size_t>(rows * dtype_row_bytes(dt, cols)));
       for (const HostTensor* t : tensors) host_rows.insert(host_rows.end(), t->raw.begin(), t->raw.end());
-      std::vector<uint8_t> split(kernels::fp8_device_bytes(rows, cols));
+      std::vector<uint8_t> split(kernels::fp8_device_bytes(dt, rows, cols));
       kernels::fp8_device_split(dt, host_rows.data(), rows, cols, split.data());
       owned_.emplace_back(ops_, split.size());
       ops_.upload(owned_.back().data(), split.data(), split.size());

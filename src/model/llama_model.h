@@ -116,6 +116,9 @@ class LlamaModel {
   // Whether its projections are FP8 rows (model/fp8_weights.h): the startup self-check then
   // checks the backend's FP8 GEMM on their shapes (verify/self_check.h).
   bool fp8_projections() const { return fp8_projections_; }
+  // The row type of the FP8 projections (kF8E4M3 per channel, kF8E4M3B128 / kF8E4M3G128 in
+  // 128-column blocks; the first in DType order when a model mixes them); kF8E4M3 when none.
+  DType fp8_projection_rows() const { return fp8_rows_; }
 
   // Counters of how steps ran (tests check that padding / graphs were really exercised, and
   // that a step whose logits nobody reads downloads none).
@@ -270,6 +273,7 @@ class LlamaModel {
   std::vector<std::vector<float>> kv_scales_;
   std::unique_ptr<Workspace> ws_;
   bool fp8_projections_ = false;  // fp8_projections()
+  DType fp8_rows_ = DType::kF8E4M3;  // fp8_projection_rows()
   std::unique_ptr<MoeFfn> moe_;                 // the experts' scratch: MoE models only
   mutable std::unique_ptr<GraphState> graphs_;  // created by the first padded step
   mutable StepStats stats_;

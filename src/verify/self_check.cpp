@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "kernels/fp8_device_matrix.h"
 #include "kernels/ops.h"
 #include "kernels/ref/fp8_linear.h"
@@ -116,19 +117,27 @@ Buffer random_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
   return b;
 }
 
-// A random (n, k) weight as per-channel FP8 rows (kernels/ref/fp8_linear.h
-// fp8_quantize_weight_row) in the form the backend's FP8 linear reads: the host rows on a host
-// backend, codes and scales apart on a device (kernels/fp8_device_matrix.h). As random_weight,
-// only the first 1024 rows are drawn; the rest repeat them, copied on the backend.
-Buffer random_fp8_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
-  const DType dt = DType::kF8E4M3;
+// A random (n, k) weight as FP8 rows of type dt in the form the backend's FP8 linear reads: the
+// host rows on a host backend, codes and scales apart on a device (kernels/fp8_device_matrix.h).
+// Per channel: kernels/ref/fp8_linear.h fp8_quantize_weight_row. Block types: the same codes,
+// with each 128-column block's scale a different multiple (1…3×) of the channel's, so a kernel
+// that applied one scale to every block would be seen. As random_weight, only the first 1024
+// rows are drawn; the rest repeat them, copied on the backend.
+Buffer random_fp8_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed, DType dt) {
   const int64_t d = std::min<int64_t>(n, 1024);
   const float amp = 1.0f / std::sqrt(static_cast<float>(k));
   const std::vector<float> w = random_floats(static_cast<size_t>(d * k), seed, -amp, amp);
-  const size_t rb = dtype_row_bytes(dt, k);
-  std::vector<uint8_t> rows(static_cast<size_t>(d) * rb);
+  const size_t rc = dtype_row_bytes(DType::kF8E4M3, k), rb = dtype_row_bytes(dt, k);
+  std::vector<uint8_t> channel(rc), rows(static_cast<size_t>(d) * rb);
+  std::vector<float> scales(static_cast<size_t>(fp8_row_scales(dt, k) - 2));
   for (int64_t r = 0; r < d; ++r) {
-    kernels::ref::fp8_quantize_weight_row(w.data() + r * k, k, rows.data() + r * rb);
+    kernels::ref::fp8_quantize_weight_row(w.data() + r * k, k, channel.data());
+    for (size_t b = 0; b < scales.size(); ++b)
+      scales[b] = fp8_row_weight_scale(channel.data(), 0) * static_cast<float>(1 + b % 3);
+    uint8_t* row = rows.data() + r * rb;
+    fp8_write_row_header(dt, row, k, 0.0f, 0.0f, scales.data());
+    std::memcpy(row + 4 * fp8_row_scales(dt, k), fp8_row_codes(DType::kF8E4M3, channel.data(), k),
+                static_cast<size_t>(k));
   }
   if (ops.host_memory()) {
     Buffer b(ops, static_cast<size_t>(n) * rb);
@@ -137,18 +146,19 @@ Buffer random_fp8_weight(Ops& ops, int64_t n, int64_t k, uint64_t seed) {
     return b;
   }
   // The device form of the distinct rows, placed as parts of the n-row form: codes, scales (each
-  // repeated), then the matrix's activation parameters.
-  std::vector<uint8_t> part(kernels::fp8_device_bytes(d, k));
+  // row's repeated), then the matrix's activation parameters.
+  const size_t row_scales = sizeof(float) * static_cast<size_t>(kernels::fp8_device_row_scales(dt, k));
+  std::vector<uint8_t> part(kernels::fp8_device_bytes(dt, d, k));
   kernels::fp8_device_split(dt, rows.data(), d, k, part.data());
-  Buffer b(ops, kernels::fp8_device_bytes(n, k));
+  Buffer b(ops, kernels::fp8_device_bytes(dt, n, k));
   char* codes = b.data<char>();
-  char* scales = codes + kernels::fp8_device_scale_offset(n, k);
+  char* dev_scales = codes + kernels::fp8_device_scale_offset(dt, n, k);
   ops.upload(codes, part.data(), static_cast<size_t>(d * k));
-  ops.upload(scales, part.data() + kernels::fp8_device_scale_offset(d, k), sizeof(float) * d);
-  ops.upload(codes + kernels::fp8_device_params_offset(n, k),
-             part.data() + kernels::fp8_device_params_offset(d, k), 2 * sizeof(float));
+  ops.upload(dev_scales, part.data() + kernels::fp8_device_scale_offset(dt, d, k), row_scales * d);
+  ops.upload(codes + kernels::fp8_device_params_offset(dt, n, k),
+             part.data() + kernels::fp8_device_params_offset(dt, d, k), 2 * sizeof(float));
   repeat_rows(ops, codes, static_cast<size_t>(k), d, n);
-  repeat_rows(ops, scales, sizeof(float), d, n);
+  repeat_rows(ops, dev_scales, row_scales, d, n);
   return b;
 }
 
@@ -201,15 +211,15 @@ void check_gemm(Ops& ops, const SelfCheckGemm& g, uint64_t seed, SelfCheckResult
   const std::vector<float> x =
       random_floats(static_cast<size_t>(big_m * k), stream(seed, 1), -1.0f, 1.0f);
   const Buffer x_dev = to_backend(ops, x);
-  check(!g.fp8 || ops.reads_weight_dtype(DType::kF8E4M3),
-        "self-check GEMM {}: an FP8 weight, but the backend ({}) has no FP8 linear", g.name,
-        ops.name());
-  const Buffer w_dev = g.fp8 ? random_fp8_weight(ops, n, k, stream(seed, 2))
+  check(!g.fp8 || ops.reads_weight_dtype(g.fp8_rows),
+        "self-check GEMM {}: an FP8 weight ({}), but the backend ({}) has no FP8 linear for it",
+        g.name, dtype_name(g.fp8_rows), ops.name());
+  const Buffer w_dev = g.fp8 ? random_fp8_weight(ops, n, k, stream(seed, 2), g.fp8_rows)
                              : random_weight(ops, n, k, stream(seed, 2));
   const Buffer bias_dev =
       g.bias ? to_backend(ops, random_floats(static_cast<size_t>(n), stream(seed, 3), -0.5f, 0.5f))
              : Buffer();
-  const kernels::WeightMatrix w{w_dev.data(), g.fp8 ? DType::kF8E4M3 : ops.weight_dtype(), n, k};
+  const kernels::WeightMatrix w{w_dev.data(), g.fp8 ? g.fp8_rows : ops.weight_dtype(), n, k};
   const float* bias = g.bias ? bias_dev.f32() : nullptr;
   Buffer y(ops, static_cast<size_t>(big_m * n) * sizeof(float));
 
@@ -466,33 +476,34 @@ void check_rmsnorm(Ops& ops, int32_t dim, int32_t max_rows, uint64_t seed, SelfC
 }
 
 void add_gemm(std::vector<SelfCheckGemm>& out, const std::string& name, int32_t n, int32_t k,
-              int32_t max_m, bool bias, bool fp8 = false) {
+              int32_t max_m, bool bias, bool fp8 = false, DType fp8_rows = DType::kF8E4M3) {
   for (SelfCheckGemm& g : out) {
-    if (g.n == n && g.k == k && g.bias == bias && g.fp8 == fp8) {
+    if (g.n == n && g.k == k && g.bias == bias && g.fp8 == fp8 && g.fp8_rows == fp8_rows) {
       g.name += "," + name;
       g.max_m = std::max(g.max_m, max_m);
       return;
     }
   }
-  out.push_back({name, n, k, max_m, bias, fp8});
+  out.push_back({name, n, k, max_m, bias, fp8, fp8_rows});
 }
 
 }  // namespace
 
 SelfCheckOptions self_check_options_for(const ModelConfig& c, int32_t block_size,
-                                        bool fp8_projections) {
+                                        bool fp8_projections, DType fp8_rows) {
   SelfCheckOptions o;
   const bool f = fp8_projections;
-  add_gemm(o.gemms, "q_proj", c.q_dim(), c.dim, 256, c.qkv_bias, f);
-  add_gemm(o.gemms, "k_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f);
-  add_gemm(o.gemms, "v_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f);
-  add_gemm(o.gemms, "o_proj", c.dim, c.q_dim(), 256, false, f);
-  add_gemm(o.gemms, "gate_proj", c.ffn_dim, c.dim, 256, false, f);
-  add_gemm(o.gemms, "up_proj", c.ffn_dim, c.dim, 256, false, f);
-  add_gemm(o.gemms, "down_proj", c.dim, c.ffn_dim, 256, false, f);
+  const DType t = fp8_rows;
+  add_gemm(o.gemms, "q_proj", c.q_dim(), c.dim, 256, c.qkv_bias, f, t);
+  add_gemm(o.gemms, "k_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f, t);
+  add_gemm(o.gemms, "v_proj", c.kv_dim(), c.dim, 256, c.qkv_bias, f, t);
+  add_gemm(o.gemms, "o_proj", c.dim, c.q_dim(), 256, false, f, t);
+  add_gemm(o.gemms, "gate_proj", c.ffn_dim, c.dim, 256, false, f, t);
+  add_gemm(o.gemms, "up_proj", c.ffn_dim, c.dim, 256, false, f, t);
+  add_gemm(o.gemms, "down_proj", c.dim, c.ffn_dim, 256, false, f, t);
   // The fused shapes a device backend runs (LlamaModel's ProjectionLayout::kFused).
-  add_gemm(o.gemms, "qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.dim, 256, c.qkv_bias, f);
-  add_gemm(o.gemms, "gate_up_proj", 2 * c.ffn_dim, c.dim, 256, false, f);
+  add_gemm(o.gemms, "qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.dim, 256, c.qkv_bias, f, t);
+  add_gemm(o.gemms, "gate_up_proj", 2 * c.ffn_dim, c.dim, 256, false, f, t);
   // lm_head runs only on the rows whose logits are wanted; 16 rows keep the widest GEMM cheap.
   add_gemm(o.gemms, "lm_head", c.vocab_size, c.dim, 16, false);
   o.attention.push_back({c.n_heads, c.n_kv_heads, c.head_dim, block_size, 300});
@@ -514,8 +525,10 @@ SelfCheckReport run_self_check(kernels::Ops& ops, const SelfCheckOptions& opts) 
   uint64_t index = 0;
   for (const SelfCheckGemm& g : opts.gemms) {
     const uint64_t seed = stream(opts.seed, 100, index++);
-    report.checks.push_back(run_one(fmt::format("gemm {} {}->{}{}", g.name, g.k, g.n,
-                                                g.fp8 ? " fp8" : ""),
+    const std::string fp8 = !g.fp8                           ? ""
+                            : g.fp8_rows == DType::kF8E4M3 ? " fp8"
+                                                           : " fp8 " + std::string(dtype_name(g.fp8_rows));
+    report.checks.push_back(run_one(fmt::format("gemm {} {}->{}{}", g.name, g.k, g.n, fp8),
                                     ops,
                                     [&](SelfCheckResult& r) { check_gemm(ops, g, seed, r); }));
   }

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "determinism/self_check_verdict.h"
 
 namespace detllm {
@@ -29,9 +30,11 @@ struct SelfCheckGemm {
   int32_t k = 0;        // in features (weight columns)
   int32_t max_m = 256;  // the reference batch; smaller batches must give its rows' bits
   bool bias = false;    // add a bias (qkv bias models)
-  // The weight as per-channel FP8 rows (kF8E4M3, dynamic per-token activations): a model whose
-  // projections are FP8 runs the backend's FP8 linear on them, so that is what is checked.
+  // The weight as FP8 rows of type fp8_rows (dynamic activations: per token, or per token and
+  // 128 columns for kF8E4M3G128): a model whose projections are FP8 runs the backend's FP8
+  // linear on them, so that is what is checked.
   bool fp8 = false;
+  DType fp8_rows = DType::kF8E4M3;  // kF8E4M3 (per channel), kF8E4M3B128 or kF8E4M3G128
 };
 
 // One attention geometry: a sequence of `length` positions on a paged cache.
@@ -55,10 +58,12 @@ struct SelfCheckOptions {
 // lm_head at max_m 16, which bounds the cost of the widest GEMM), its attention geometry with
 // the engine's block size, RMSNorm over dim (and head_dim with q/k norm). On the CPU with
 // SmolLM2-135M the whole check takes a fraction of a second. fp8_projections: the model's
-// projections are FP8 rows (LlamaModel::fp8_projections): their GEMMs are checked as FP8
-// (lm_head, kept as stored, is not).
+// projections are FP8 rows (LlamaModel::fp8_projections) of type fp8_rows
+// (LlamaModel::fp8_projection_rows): their GEMMs are checked as FP8 of that type (lm_head,
+// kept as stored, is not).
 SelfCheckOptions self_check_options_for(const ModelConfig& config, int32_t block_size = 16,
-                                        bool fp8_projections = false);
+                                        bool fp8_projections = false,
+                                        DType fp8_rows = DType::kF8E4M3);
 
 // The first output element whose bits differ from the reference computation.
 struct SelfCheckMismatch {

@@ -104,33 +104,51 @@ TEST(SelfCheck, PassesOnCpuForTinyModels) {
 
 // A model with FP8 projections: their GEMMs are checked as FP8 rows (the backend's FP8 linear),
 // lm_head as stored; the CPU's FP8 kernel passes.
+// Per channel and in 128-column blocks (per-token or per-group activations): each row type is
+// checked as itself.
 TEST(SelfCheck, Fp8ProjectionsAreCheckedAsFp8AndPassOnCpu) {
   auto ops = kernels::make_cpu_ops(2);
-  const SelfCheckOptions o = self_check_options_for(synthetic_config("tiny-qwen3"), 4, true);
-  int fp8 = 0;
-  for (const SelfCheckGemm& g : o.gemms) {
-    EXPECT_EQ(g.fp8, g.name != "lm_head") << g.name;
-    fp8 += g.fp8;
+  for (DType t : {DType::kF8E4M3, DType::kF8E4M3B128, DType::kF8E4M3G128}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const SelfCheckOptions o = self_check_options_for(synthetic_config("tiny-qwen3"), 4, true, t);
+    int fp8 = 0;
+    for (const SelfCheckGemm& g : o.gemms) {
+      EXPECT_EQ(g.fp8, g.name != "lm_head") << g.name;
+      if (g.fp8) {
+        EXPECT_EQ(g.fp8_rows, t) << g.name;
+      }
+      fp8 += g.fp8;
+    }
+    EXPECT_GE(fp8, 4);
+    const SelfCheckReport r = run_self_check(*ops, o);
+    EXPECT_TRUE(r.passed()) << r.describe();
+    int fp8_checks = 0, named = 0;
+    for (const auto& c : r.checks) {
+      fp8_checks += c.name.find(" fp8") != std::string::npos;
+      named += t == DType::kF8E4M3 || c.name.find(dtype_name(t)) != std::string::npos;
+    }
+    EXPECT_EQ(fp8_checks, fp8);
+    if (t != DType::kF8E4M3) {
+      EXPECT_EQ(named, fp8) << "block checks name their row type";
+    }
   }
-  EXPECT_GE(fp8, 4);
-  const SelfCheckReport r = run_self_check(*ops, o);
-  EXPECT_TRUE(r.passed()) << r.describe();
-  int fp8_checks = 0;
-  for (const auto& c : r.checks) fp8_checks += c.name.find(" fp8") != std::string::npos;
-  EXPECT_EQ(fp8_checks, fp8);
 }
 
 // The negative control: FP8 matmuls with one activation scale for the whole call (a per-tensor
-// dynamic scale, fault_ops.h fp8-batch-scale) fail every FP8 GEMM check; the rest pass.
+// dynamic scale, fault_ops.h fp8-batch-scale) fail every FP8 GEMM check, per channel and in
+// blocks; the rest pass.
 TEST(SelfCheck, CatchesABatchWideFp8ActivationScale) {
   conformance::Fp8BatchScaleOps ops(2);
-  const SelfCheckReport r =
-      run_self_check(ops, self_check_options_for(synthetic_config("tiny-llama"), 4, true));
-  std::printf("%s", r.describe().c_str());
-  ASSERT_FALSE(r.passed()) << "the self-check missed a batch-wide FP8 activation scale";
-  for (const auto& c : r.checks) {
-    const bool fp8 = c.name.find(" fp8") != std::string::npos;
-    EXPECT_EQ(c.passed, !fp8) << c.name << ": " << c.failure();
+  for (DType t : {DType::kF8E4M3, DType::kF8E4M3G128}) {
+    const SelfCheckReport r = run_self_check(
+        ops, self_check_options_for(synthetic_config("tiny-llama"), 4, true, t));
+    std::printf("%s", r.describe().c_str());
+    ASSERT_FALSE(r.passed()) << "the self-check missed a batch-wide FP8 activation scale ("
+                             << dtype_name(t) << ")";
+    for (const auto& c : r.checks) {
+      const bool fp8 = c.name.find(" fp8") != std::string::npos;
+      EXPECT_EQ(c.passed, !fp8) << c.name << ": " << c.failure();
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // property-based rounds) with the CUDA backend in invariant mode, on the same synthetic tiny
 // models as the CPU suite (the mixture-of-experts tiny-qwen3-moe too, whose router ties in every
 // step: its experts on the GPU's MoE kernels, eagerly), with FP8 projections ("@fp8": the GPU's
-// FP8 linears, per-token activations and the FP8 wgmma GEMM at every m), with the FP8 KV cache
+// FP8 linears, per-token activations and the FP8 wgmma GEMM at every m; "@fp8g": 128×128 weight
+// blocks with activations per token and 128 columns, the GEMM's block form), with the FP8 KV cache
 // ("+kvfp8": --kv-dtype fp8, E4M3 codes read by the packed CTA), and at TP 2 ("#tp2": two CUDA ranks as threads on the one GPU, the
 // same bits as TP 1). V11 (CPU threads) has no GPU counterpart. Plus: GPU logits close to the CPU
 // backend on bf16-rounded weights.
@@ -39,7 +40,7 @@ namespace {
 // within |Δ| ≤ 0.05 · max|logit| and usually pick the same greedy token.
 TEST_P(Conformance, CloseToCpuBackend) {
   if (tp_group_) GTEST_SKIP() << "the group's model is GPU against GPU; TpDegreeIsNotANumerics";
-  if (block_type_ == "fp8" || GetParam().find("+kvfp8") != std::string::npos)
+  if (block_type_.starts_with("fp8") || GetParam().find("+kvfp8") != std::string::npos)
     GTEST_SKIP() << "FP8 against the CPU's FP8: CudaFp8Model.*CloseToTheCpuFp8Reference";
   const ModelWeights rounded = kernels::cuda_testing::bf16_rounded_weights(weights_);
   WorkloadSpec s = spec(4);
@@ -60,6 +61,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Conformance,
                          ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
                                            "tiny-llama#tp2", "tiny-qwen2#tp2", "tiny-qwen3#tp2",
                                            "tiny-qwen3-moe", "tiny-qwen3@fp8", "tiny-llama@fp8",
+                                           "tiny-qwen3@fp8g", "tiny-llama@fp8g",
                                            "tiny-llama@fp8+kvfp8", "tiny-qwen3+kvfp8"),
                          suite_param_name);
 

@@ -1,16 +1,18 @@
 // FP8 weights on the CUDA backend, end to end (docs/cuda.md "FP8 on the model"): the tiny
-// models with per-channel FP8 projections (--quantization fp8) on the GPU's FP8 linears —
-// activations quantized per token from the bf16 GEMM inputs, the FP8 wgmma GEMM at every m —
-// against the CPU's FP8 reference within a stated tolerance (another summation order and bf16
-// activations: a tolerance, not bits); the fast path (cuBLASLt FP8) within the same tolerance of
-// the invariant one; FP8 really runs (dequantized weights give other logits); a negative control
-// — one activation scale for the whole batch, the per-tensor dynamic scheme refused at load —
-// that must FAIL V1 where the per-token FP8 backend holds it; the refusals by name (128-block
-// scales); the quantizer with a matrix's static input scale or activation bound = the library's
-// reference (kernels/ref/fp8_linear.h) bit for bit, and a model with such rules (placed apart
-// where fused parts differ) within the tolerance of the CPU's. The conformance suite's V1–V10
-// bit for bit on "tiny-qwen3@fp8" and
-// "tiny-llama@fp8" runs in cuda_conformance_test.cpp (graphs on/off is its V8).
+// models with per-channel FP8 projections (--quantization fp8) and with 128×128 weight blocks
+// (activations per token and 128 columns) on the GPU's FP8 linears — activations quantized from
+// the bf16 GEMM inputs, the FP8 wgmma GEMM (or its block form) at every m — against the CPU's
+// FP8 reference within a stated tolerance (another summation order and bf16 activations: a
+// tolerance, not bits); the fast path within the same tolerance of the invariant one; FP8
+// really runs (dequantized weights give other logits); block weight scales with per-token
+// activations close to the CPU's and really applied; a negative control — one activation scale
+// for the whole batch, the per-tensor dynamic scheme refused at load — that must FAIL V1 where
+// the per-token FP8 backend holds it; the quantizer with a matrix's static input scale or
+// activation bound = the library's reference (kernels/ref/fp8_linear.h) bit for bit, and a
+// model with such rules (placed apart where fused parts differ) within the tolerance of the
+// CPU's. The conformance suite's V1–V10 bit for bit on "tiny-qwen3@fp8", "tiny-llama@fp8",
+// "tiny-qwen3@fp8g" and "tiny-llama@fp8g" runs in cuda_conformance_test.cpp (graphs on/off is
+// its V8).
 // Run: build-cuda/tests/test_cuda --gtest_filter='CudaFp8Model*' (skips without a GPU).
 #include <gtest/gtest.h>
 
@@ -70,7 +72,7 @@ class Fp8BatchScaleCudaOps final : public ForwardingOps {
     inner_->synchronize();
     const auto* codes = static_cast<const uint8_t*>(w.data);
     const auto* w_scale =
-        reinterpret_cast<const float*>(codes + kernels::fp8_device_scale_offset(n, k));
+        reinterpret_cast<const float*>(codes + kernels::fp8_device_scale_offset(w.dtype, n, k));
     ASSERT_EQ(kernels::cuda::launch_fp8_gemm_wg(dq.data<uint8_t>(), ds.f32(), m, codes, w_scale,
                                                 n, k, bias, dy.f32(), -1, nullptr),
               cudaSuccess);
@@ -81,13 +83,14 @@ class Fp8BatchScaleCudaOps final : public ForwardingOps {
 };
 
 struct Fp8Model {
-  explicit Fp8Model(const char* model) : name(model), config(synthetic_config(model)) {
+  explicit Fp8Model(const char* model, Fp8Rows rows = Fp8Rows::kChannel)
+      : name(model), config(synthetic_config(model)), rows(rows) {
     weights = make_synthetic_weights(config, 42);
-    quantize_weights_fp8(weights, config);
+    quantize_weights_fp8(weights, config, rows);
   }
   Target target(std::function<std::unique_ptr<kernels::Ops>(int)> make_ops) const {
     Target t;
-    t.name = name + "@fp8";
+    t.name = name + (rows == Fp8Rows::kChannel ? "@fp8" : "@fp8g");
     t.config = &config;
     t.weights = &weights;
     t.make_ops = std::move(make_ops);
@@ -95,6 +98,7 @@ struct Fp8Model {
   }
   std::string name;
   ModelConfig config;
+  Fp8Rows rows;
   ModelWeights weights;
 };
 
@@ -118,16 +122,17 @@ const char* const kModels[] = {"tiny-llama", "tiny-qwen2", "tiny-qwen3"};
 // |Δ| ≤ 0.05 · max|logit| per row. The worst ratio is printed.
 TEST(CudaFp8Model, CloseToTheCpuFp8Reference) {
   DETLLM_SKIP_WITHOUT_GPU();
+  for (const Fp8Rows rows : {Fp8Rows::kChannel, Fp8Rows::kBlockG128})
   for (const char* name : kModels) {
-    const Fp8Model m(name);
+    const Fp8Model m(name, rows);
     const auto reqs = one_step_workload(m.config);
     const RunResult cpu = run(m.target([](int n) { return kernels::make_cpu_ops(n); }),
                               base_execution("cpu"), reqs);
     const RunResult gpu = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
                               base_execution("gpu"), reqs);
     const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), 0.05f);
-    std::printf("[fp8] %s: CUDA FP8 vs CPU FP8 logits, worst max|Δ| / max|logit| = %.3g\n", name,
-                worst);
+    std::printf("[fp8] %s%s: CUDA FP8 vs CPU FP8 logits, worst max|Δ| / max|logit| = %.3g\n",
+                name, rows == Fp8Rows::kChannel ? "" : " (128x128 blocks)", worst);
   }
 }
 
@@ -135,8 +140,9 @@ TEST(CudaFp8Model, CloseToTheCpuFp8Reference) {
 // kernel): no bits promised, the same tolerance of the invariant logits.
 TEST(CudaFp8Model, FastPathIsCloseToTheInvariantOne) {
   DETLLM_SKIP_WITHOUT_GPU();
+  for (const Fp8Rows rows : {Fp8Rows::kChannel, Fp8Rows::kBlockG128})
   for (const char* name : kModels) {
-    const Fp8Model m(name);
+    const Fp8Model m(name, rows);
     const auto reqs = one_step_workload(m.config);
     const RunResult inv = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
                               base_execution("invariant"), reqs);
@@ -190,33 +196,46 @@ TEST(CudaFp8Model, BatchWideActivationScaleFailsV1AndPerTokenHoldsIt) {
   }
 }
 
-// What the CUDA FP8 class does not run is refused by name at load, never widened.
-TEST(CudaFp8Model, RefusesBlockScalesByName) {
+// 128-column block weight scales with per-token activations (kF8E4M3B128: a checkpoint with
+// block weights and dynamic per-token inputs) run on the block GEMM: close to the CPU's FP8
+// reference of the same weights, and not the logits of the per-channel model they were made
+// from (the block scales, 1…4× the channel's, really apply).
+TEST(CudaFp8Model, BlockScalesPerTokenAreCloseToTheCpuFp8Reference) {
   DETLLM_SKIP_WITHOUT_GPU();
+  const Fp8Model channel("tiny-llama");
   Fp8Model m("tiny-llama");
-  HostTensor& d = m.weights.layers.at(0).w_down.w;
-  const int64_t rows = d.shape.at(0), cols = d.shape.at(1);
   const DType b128 = DType::kF8E4M3B128;
-  std::vector<uint8_t> raw(static_cast<size_t>(rows * dtype_row_bytes(b128, cols)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* src = d.raw.data() + r * dtype_row_bytes(d.dtype, cols);
-    uint8_t* dst = raw.data() + r * dtype_row_bytes(b128, cols);
-    std::vector<float> scales(static_cast<size_t>(fp8_row_scales(b128, cols) - 2),
-                              fp8_row_weight_scale(src, 0));
-    fp8_write_row_header(b128, dst, cols, 0.0f, 0.0f, scales.data());
-    std::memcpy(dst + 4 * fp8_row_scales(b128, cols), fp8_row_codes(d.dtype, src, cols),
-                static_cast<size_t>(cols));
+  for (LayerWeights& l : m.weights.layers) {
+    HostTensor& d = l.w_down.w;
+    const int64_t rows = d.shape.at(0), cols = d.shape.at(1);
+    std::vector<uint8_t> raw(static_cast<size_t>(rows * dtype_row_bytes(b128, cols)));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* src = d.raw.data() + r * dtype_row_bytes(d.dtype, cols);
+      uint8_t* dst = raw.data() + r * dtype_row_bytes(b128, cols);
+      std::vector<float> scales(static_cast<size_t>(fp8_row_scales(b128, cols) - 2));
+      for (size_t j = 0; j < scales.size(); ++j)
+        scales[j] = fp8_row_weight_scale(src, 0) * static_cast<float>(j + 1);
+      fp8_write_row_header(b128, dst, cols, 0.0f, 0.0f, scales.data());
+      std::memcpy(dst + 4 * fp8_row_scales(b128, cols), fp8_row_codes(d.dtype, src, cols),
+                  static_cast<size_t>(cols));
+    }
+    d.raw = std::move(raw);
+    d.dtype = b128;
   }
-  d.raw = std::move(raw);
-  d.dtype = b128;
-  auto ops = kernels::cuda_testing::invariant_ops();
-  std::string what;
-  try {
-    LlamaModel model(m.config, m.weights, *ops);
-  } catch (const Error& e) {
-    what = e.what();
-  }
-  EXPECT_NE(what.find("fp8_e4m3_b128"), std::string::npos) << what;
+  const auto reqs = one_step_workload(m.config);
+  auto gpu = [](int) { return kernels::cuda_testing::invariant_ops(); };
+  const RunResult cpu = run(m.target([](int n) { return kernels::make_cpu_ops(n); }),
+                            base_execution("cpu"), reqs);
+  const RunResult dev = run(m.target(gpu), base_execution("gpu"), reqs);
+  const float worst = kernels::cuda_testing::expect_logits_close(cpu, dev, reqs.size(), 0.05f);
+  std::printf("[fp8] tiny-llama (b128 down_proj): CUDA vs CPU FP8, worst ratio %.3g\n", worst);
+  const RunResult per_channel = run(channel.target(gpu), base_execution("channel"), reqs);
+  bool differ = false;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    for (const auto& [key, la] : dev.traces[i].logits)
+      differ = differ || std::memcmp(la.data(), per_channel.traces[i].logits.at(key).data(),
+                                     la.size() * sizeof(float)) != 0;
+  EXPECT_TRUE(differ) << "the block scales changed no logit: they were not applied";
 }
 
 // The quantizer with a matrix's activation rule ({input_scale, act_bound} in device memory, as
@@ -340,6 +359,14 @@ TEST(CudaFp8Model, TheRuleNamesTheWgmmaKernel) {
   const std::string rule = kernels::cuda_fp8_gemm_rule();
   EXPECT_NE(rule.find(kernels::cuda::kFp8GemmWgNumericsRule), std::string::npos) << rule;
   EXPECT_NE(rule.find("x-bf16"), std::string::npos) << rule;
+  // The block forms name theirs: three rules, three strings.
+  const std::string b = kernels::cuda_fp8_gemm_rule(0, DType::kF8E4M3B128);
+  const std::string g = kernels::cuda_fp8_gemm_rule(0, DType::kF8E4M3G128);
+  EXPECT_NE(b.find(kernels::cuda::kFp8GemmWgB128NumericsRule), std::string::npos) << b;
+  EXPECT_NE(g.find(kernels::cuda::kFp8GemmWgG128NumericsRule), std::string::npos) << g;
+  EXPECT_NE(g.find("token-group128"), std::string::npos) << g;
+  EXPECT_NE(b, rule);
+  EXPECT_NE(g, b);
 }
 
 }  // namespace

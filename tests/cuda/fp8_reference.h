@@ -13,12 +13,14 @@
 namespace detllm::kernels::fp8_ref {
 
 // Row x (k) → codes q (k); returns the row's scale: amax / 448 (amax = max |x[i]|, NaN
-// ignored), 1 when amax is 0; q[i] = e4m3(x[i] / scale), one float division.
+// ignored), 1 when that is 0 (amax 0 or below 448 · 2^-149); q[i] = e4m3(x[i] / scale), one
+// float division.
 inline float quantize_row(const float* x, int64_t k, uint8_t* q) {
   float amax = 0.0f;
   for (int64_t i = 0; i < k; ++i)
     if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]);  // false for NaN: ignored
-  const float s = amax == 0.0f ? 1.0f : amax / kFp8E4m3Max;
+  float s = amax / kFp8E4m3Max;
+  s = s == 0.0f ? 1.0f : s;
   for (int64_t i = 0; i < k; ++i) q[i] = float_to_fp8_e4m3(x[i] / s);
   return s;
 }

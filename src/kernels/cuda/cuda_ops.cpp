@@ -202,11 +202,10 @@ class CudaOps final : public Ops {
   // ---- memory -----------------------------------------------------------------------
   bool host_memory() const override { return false; }
   DType weight_dtype() const override { return DType::kBF16; }
-  // FP8 weights (docs/cuda.md "FP8 on the model"): per-channel E4M3 in the device form of
-  // kernels/fp8_device_matrix.h, which the model uploads; the FP8 GEMMs below run them.
-  bool reads_weight_dtype(DType t) const override {
-    return t == weight_dtype() || t == DType::kF8E4M3;
-  }
+  // FP8 weights (docs/cuda.md "FP8 on the model"): E4M3 with per-channel or 128-column block
+  // scales in the device form of kernels/fp8_device_matrix.h, which the model uploads; the FP8
+  // GEMMs below run them.
+  bool reads_weight_dtype(DType t) const override { return t == weight_dtype() || dtype_is_fp8(t); }
   DType kv_dtype() const override { return kv_dtype_; }
   // --kv-dtype fp8: E4M3 codes with the model's per-(layer, KV head) scales (KvCacheLayer's
   // k_scale / v_scale, device memory), rounded once on append; attention reads the codes
@@ -286,7 +285,7 @@ class CudaOps final : public Ops {
               NumericsMode numerics) override {
     check_matmul_args(x, w);
     if (m == 0) return;
-    if (w.dtype == DType::kF8E4M3) {
+    if (dtype_is_fp8(w.dtype)) {
       // matmul_rounded's FP8 linear on the bf16 rounding of x (what the model's producers write).
       auto* xb = static_cast<uint16_t*>(x_bf16_.get(size_t{2} * m * w.cols, stream_));
       cuda_check(cuda::launch_f32_to_bf16(x, int64_t{m} * w.cols, xb, stream_), "f32_to_bf16");
@@ -315,7 +314,7 @@ class CudaOps final : public Ops {
           w.rows);
     if (m == 0) return;
     const auto* xb = static_cast<const uint16_t*>(x);
-    const bool fp8 = w.dtype == DType::kF8E4M3;
+    const bool fp8 = dtype_is_fp8(w.dtype);
     if (ldy == w.rows)
       return fp8 ? fp8_linear(xb, m, w, bias, y, numerics) : gemm_bf16(xb, m, w, bias, y, numerics);
     // One part of a projection kept apart: into scratch, then its columns into place.
@@ -398,18 +397,39 @@ class CudaOps final : public Ops {
   //     chosen per m; where this cuBLASLt has no algorithm for the shape, the wgmma kernel.
   // No host synchronization and no allocation once the scratch has its size (CUDA graphs);
   // cuBLASLt's plan of a shape is made by the eager step that precedes every capture.
+  // 128-column block scales (kF8E4M3B128, kF8E4M3G128; DeepSeek-style checkpoints): the wgmma
+  // GEMM's block form (launch_fp8_gemm_wg_blocks) in both numerics — cuBLASLt's block-scaled
+  // FP8 is not used — after the per-token or, for kF8E4M3G128, per-(token, 128-column group)
+  // quantizer.
   void fp8_linear(const uint16_t* xb, int32_t m, const WeightMatrix& w, const float* bias,
                   float* y, NumericsMode numerics) {
     const int64_t n = w.rows, k = w.cols;
     const auto* codes = static_cast<const uint8_t*>(w.data);
     const auto* w_scale =
-        reinterpret_cast<const float*>(codes + fp8_device_scale_offset(n, k));
-    const auto* params = reinterpret_cast<const float*>(codes + fp8_device_params_offset(n, k));
+        reinterpret_cast<const float*>(codes + fp8_device_scale_offset(w.dtype, n, k));
+    const auto* params =
+        reinterpret_cast<const float*>(codes + fp8_device_params_offset(w.dtype, n, k));
+    const bool groups = w.dtype == DType::kF8E4M3G128;
+    const int64_t x_scales = groups ? m * fp8_device_row_scales(w.dtype, k) : m;
     const size_t xq_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
-    auto* xq = static_cast<uint8_t*>(fp8_act_.get(xq_bytes + sizeof(float) * m, stream_));
+    auto* xq = static_cast<uint8_t*>(
+        fp8_act_.get(xq_bytes + sizeof(float) * static_cast<size_t>(x_scales), stream_));
     auto* x_scale = reinterpret_cast<float*>(xq + xq_bytes);
-    cuda_check(cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
-               "fp8 quantize");
+    if (groups) {
+      cuda_check(
+          cuda::launch_fp8_quantize_groups_params(xb, true, m, k, params, xq, x_scale, stream_),
+          "fp8 quantize (128-column groups)");
+    } else {
+      cuda_check(
+          cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
+          "fp8 quantize");
+    }
+    if (w.dtype != DType::kF8E4M3) {
+      cuda_check(cuda::launch_fp8_gemm_wg_blocks(xq, x_scale, m, codes, w_scale, n, k, groups,
+                                                 bias, y, -1, stream_),
+                 "fp8 gemm (wgmma, 128-column block scales)");
+      return;
+    }
     if (gemm_numerics(numerics) == NumericsMode::kFast) {
       if (!fp8_lt_) fp8_lt_ = std::make_unique<cuda::Fp8LtGemm>();
       const cublasStatus_t st = fp8_lt_->run(xq, x_scale, m, codes, w_scale, n, k, y, stream_);
@@ -1024,7 +1044,11 @@ std::string cuda_device_description(int device) {
                      prop.minor, prop.multiProcessorCount, driver, runtime);
 }
 
-std::string cuda_fp8_gemm_rule(int wg_splits) {
+std::string cuda_fp8_gemm_rule(int wg_splits, DType weights) {
+  if (weights == DType::kF8E4M3B128)
+    return fmt::format("fp8-gemm=x-bf16/token;{}", cuda::kFp8GemmWgB128NumericsRule);
+  if (weights == DType::kF8E4M3G128)
+    return fmt::format("fp8-gemm=x-bf16/token-group128;{}", cuda::kFp8GemmWgG128NumericsRule);
   if (wg_splits > 1)
     return fmt::format("fp8-gemm=x-bf16/token;{};splits={}", cuda::kFp8GemmWgSplitNumericsRule,
                        wg_splits);

@@ -12,6 +12,8 @@
 namespace detllm::kernels::cuda::fp8 {
 
 inline constexpr float kE4m3Max = 448.0f;  // = detllm::kFp8E4m3Max (core/fp8.h)
+// The columns of one activation scale group (kF8E4M3G128) = detllm::kFp8ScaleBlock (core/fp8.h).
+inline constexpr int kE4m3GroupCols = 128;
 
 __device__ __forceinline__ uint8_t encode_e4m3(float x) {
   const uint32_t bits = __float_as_uint(x);

@@ -30,12 +30,13 @@ namespace detllm::kernels::cuda::fp8 {
 
 struct GemmParams {
   const uint8_t* x;        // (m, k) E4M3 codes, rows of k bytes
-  const float* x_scale;    // (m)
+  const float* x_scale;    // (m); the wgmma kernel's per-group activations: (m, scale_blocks)
   const uint8_t* w;        // (n, k) E4M3 codes
-  const float* w_scale;    // (n)
+  const float* w_scale;    // (n); the wgmma kernel's block scales: (n, scale_blocks)
   const float* bias;       // (n) or nullptr
   float* y;                // (m, n)
   int32_t m, n, k;         // k % 16 == 0
+  int32_t scale_blocks = 0;  // ⌈k / 128⌉ with block scales (fp8_gemm_wg.cuh WgScales), else 0
 };
 
 // Block tile BM×BN, k tile BK bytes (= elements), WARPS_M×WARPS_N warps, STAGES-deep cp.async

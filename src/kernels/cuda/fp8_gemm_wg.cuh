@@ -29,6 +29,17 @@
 // accumulation, no promotion blocks): the two kernels are two numerics rules, never switched
 // between by m (docs/cuda.md, "FP8 (E4M3) kernels").
 //
+// Block scales (WgScales; DeepSeek-V3's 128×128 weight blocks, kernels/ref/fp8_linear.h). The
+// promotion block is the scale block: the same four wgmmas give each block's partial sum P_b,
+// and the promotion applies the block's scales before its fp32 add, in ascending b:
+//   kBlock (kF8E4M3B128: one weight scale a 128-column block, activations per token):
+//     acc += P_b · s_w[c, b];  y = acc · s_x[r] (+ bias)
+//   kBlockGroup (kF8E4M3G128: activations per token and 128-column group too):
+//     acc += (P_b · s_x[r, b]) · s_w[c, b];  y = acc (+ bias)
+// — the reference's formulas, each product and sum one fp32 rounding (__fmul_rn / __fadd_rn,
+// never contracted). The scales are per element (row r's, column c's), so the argument above
+// holds unchanged: a row's bits never depend on m.
+//
 // Staging: cp.async 16-byte copies into a STAGES-deep ring of k tiles (128 bytes a row = one
 // 128-byte swizzle atom row, chunks XORed with row % 8: the layout wgmma_desc_sw128 names);
 // every thread loads, both operands K-major (the only major-ness FP8 wgmma takes).
@@ -94,6 +105,11 @@ namespace detllm::kernels::cuda::fp8 {
 // The promotion interval in k (4 k32 wgmmas): part of the numerics (kFp8GemmWgNumericsRule).
 inline constexpr int kFp8WgPromoteK = 128;
 
+// Which scales the promotion and the epilogue apply (above): per channel (x_scale (m), w_scale
+// (n)), or per 128-column block (w_scale (n, scale_blocks)) with activations per token
+// (x_scale (m)) or per token and group (x_scale (m, scale_blocks)).
+enum class WgScales : uint8_t { kChannel, kBlock, kBlockGroup };
+
 // BM rows (64 per consumer warpgroup) × 128 columns a block, k tiles of 128 bytes, a ring of
 // STAGES tiles. OVERLAP: a k tile's wgmmas run while the previous block's partial sum is
 // added (two partial accumulators, in turn; the same adds in the same order, so the same
@@ -152,6 +168,52 @@ __device__ __forceinline__ void wg_promote(float (&acc)[16][4], const float (&pa
     for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], part[j][e]);
 }
 
+// This thread's scales of promotion block b: w_scale of its 32 columns (j, c2: column
+// n0 + 8 j + 2 tq + c2) and, per group, x_scale of its two rows (h: row g + 8 h of its warp's
+// 16). Loaded before the block's wgmmas are waited for; 0 outside the m × n output (those
+// elements are never stored).
+template <WgScales SC>
+struct WgBlockScales {
+  float w[16][2];
+  float x[2];
+};
+template <class C, WgScales SC>
+__device__ __forceinline__ void wg_load_block_scales(const GemmParams& p, int m0, int n0, int wg,
+                                                     int b, WgBlockScales<SC>& s) {
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const int nb = p.scale_blocks;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int c2 = 0; c2 < 2; ++c2) {
+      const int col = n0 + j * 8 + 2 * tq + c2;
+      s.w[j][c2] = col < p.n ? __ldg(p.w_scale + static_cast<int64_t>(col) * nb + b) : 0.0f;
+    }
+  if constexpr (SC == WgScales::kBlockGroup) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = m0 + wg * 64 + warp * 16 + g + 8 * h;
+      s.x[h] = row < p.m ? __ldg(p.x_scale + static_cast<int64_t>(row) * nb + b) : 0.0f;
+    }
+  }
+}
+
+// acc += P_b · s_w (kBlock) or (P_b · s_x) · s_w (kBlockGroup), element by element (d[j][e]:
+// row half e / 2, column c2 = e % 2).
+template <WgScales SC>
+__device__ __forceinline__ void wg_promote_block(float (&acc)[16][4], const float (&part)[16][4],
+                                                 const WgBlockScales<SC>& s) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = part[j][e];
+      if constexpr (SC == WgScales::kBlockGroup) v = __fmul_rn(v, s.x[e >> 1]);
+      acc[j][e] = __fadd_rn(acc[j][e], __fmul_rn(v, s.w[j][e & 1]));
+    }
+}
+
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -159,10 +221,12 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // The plain schedule: each k tile's wgmmas are waited for, then added (every PROMOTE_TILES
 // tiles and at the last).
-template <class C, int PROMOTE_TILES>
+template <class C, int PROMOTE_TILES, WgScales SC = WgScales::kChannel>
 __device__ __forceinline__ void wg_main_loop_serial(const GemmParams& p, unsigned char* ring,
                                                     uint32_t ring_u32, int m0, int n0, int wg,
                                                     float (&acc)[16][4]) {
+  static_assert(SC == WgScales::kChannel || PROMOTE_TILES == 1,
+                "block scales: the promotion block is the 128-k scale block");
   const int tiles = (p.k + C::BK - 1) / C::BK;
   float part[16][4];
 #pragma unroll
@@ -178,9 +242,17 @@ __device__ __forceinline__ void wg_main_loop_serial(const GemmParams& p, unsigne
     if (next < tiles) wg_load_tile<C>(p, ring + (next % C::STAGES) * C::STAGE_BYTES, next, m0, n0);
     ptx::cp_async_commit();
     wg_issue_tile<C>(part, ring_u32, t, wg, t % PROMOTE_TILES == 0);
-    ptx::wgmma_wait0();
-    ptx::wgmma_fence_operands(part);
-    if (t % PROMOTE_TILES == PROMOTE_TILES - 1 || t == tiles - 1) wg_promote(acc, part);
+    if constexpr (SC == WgScales::kChannel) {
+      ptx::wgmma_wait0();
+      ptx::wgmma_fence_operands(part);
+      if (t % PROMOTE_TILES == PROMOTE_TILES - 1 || t == tiles - 1) wg_promote(acc, part);
+    } else {
+      WgBlockScales<SC> sc;
+      wg_load_block_scales<C>(p, m0, n0, wg, t, sc);  // while the wgmmas run
+      ptx::wgmma_wait0();
+      ptx::wgmma_fence_operands(part);
+      wg_promote_block(acc, part, sc);
+    }
   }
   ptx::cp_async_wait<0>();
 }
@@ -247,9 +319,13 @@ __device__ __forceinline__ void wg_each_element(const GemmParams& p, const float
     }
 }
 
-// The epilogue of fp8_gemm.cuh on a whole sum.
+// The epilogue on a whole sum: fp8_gemm.cuh's (· s_x · s_w) per channel; · s_x with block
+// weight scales; nothing with group activations (the scales were applied block by block).
+template <WgScales SC = WgScales::kChannel>
 __device__ __forceinline__ float wg_epilogue(const GemmParams& p, int row, int col, float sum) {
-  float v = __fmul_rn(__fmul_rn(sum, p.x_scale[row]), p.w_scale[col]);
+  float v = sum;
+  if constexpr (SC == WgScales::kChannel) v = __fmul_rn(__fmul_rn(v, p.x_scale[row]), p.w_scale[col]);
+  if constexpr (SC == WgScales::kBlock) v = __fmul_rn(v, p.x_scale[row]);
   if (p.bias != nullptr) v = __fadd_rn(v, p.bias[col]);
   return v;
 }
@@ -266,7 +342,7 @@ __device__ __forceinline__ WgRing wg_ring(unsigned char* smem_raw) {
   return {smem_raw + pad, raw + pad};
 }
 
-template <class C, int PROMOTE_TILES>
+template <class C, int PROMOTE_TILES, WgScales SC = WgScales::kChannel>
 __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const WgRing r = wg_ring(smem_raw);
@@ -284,24 +360,25 @@ __global__ void __launch_bounds__(C::kThreads) gemm_wg_kernel(const GemmParams p
 
   if constexpr (C::OVERLAP) {
     static_assert(PROMOTE_TILES == 1, "the overlapped schedule promotes every k tile");
+    static_assert(SC == WgScales::kChannel, "block scales: the serial schedule");
     wg_main_loop_overlap<C>(p, ring, ring_u32, m0, n0, wg, acc);
   } else {
-    wg_main_loop_serial<C, PROMOTE_TILES>(p, ring, ring_u32, m0, n0, wg, acc);
+    wg_main_loop_serial<C, PROMOTE_TILES, SC>(p, ring, ring_u32, m0, n0, wg, acc);
   }
 
   wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
-    p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
+    p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue<SC>(p, row, col, v);
   });
 }
 
-template <class C, int PROMOTE_TILES>
+template <class C, int PROMOTE_TILES, WgScales SC = WgScales::kChannel>
 cudaError_t run_wg(const GemmParams& p, cudaStream_t stream) {
   const dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM);
-  const cudaError_t err = cudaFuncSetAttribute(gemm_wg_kernel<C, PROMOTE_TILES>,
+  const cudaError_t err = cudaFuncSetAttribute(gemm_wg_kernel<C, PROMOTE_TILES, SC>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                C::SMEM_BYTES);
   if (err != cudaSuccess) return err;
-  gemm_wg_kernel<C, PROMOTE_TILES><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p);
+  gemm_wg_kernel<C, PROMOTE_TILES, SC><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -18,6 +18,31 @@ cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t 
                                             const float* params, uint8_t* q, float* scale,
                                             cudaStream_t stream);
 
+// Each row of x (m, k) quantized per 128-column group (kF8E4M3G128's activations, DeepSeek-V3's
+// act_quant): group g = columns [128 g, 128 g + 128), the last one partial, gets
+// launch_fp8_quantize_rows_params' rule on its own — scale[r · ⌈k / 128⌉ + g] and
+// q = e4m3(x / that scale). Row-local (kernels/ref/fp8_linear.h
+// fp8_quantize_activation_groups is the rule).
+cudaError_t launch_fp8_quantize_groups_params(const void* x, bool x_bf16, int32_t m, int64_t k,
+                                              const float* params, uint8_t* q, float* scale,
+                                              cudaStream_t stream);
+
+// The FP8 wgmma GEMM on 128-column block weight scales (fp8_gemm_wg.cuh, WgScales): w_scale
+// (n, ⌈k / 128⌉); x_scale (m) with activations per token (kF8E4M3B128:
+// acc += P_b · s_w[c, b], y = acc · s_x[r]) or, with group_activations, (m, ⌈k / 128⌉)
+// (kF8E4M3G128: acc += (P_b · s_x[r, b]) · s_w[c, b], y = acc), then + bias. The same wgmmas
+// and promotion blocks as launch_fp8_gemm_wg; the same bits for every m, row and variant
+// (0: 64-row tiles, 1: 128-row tiles; -1: chosen from m).
+inline constexpr int kFp8GemmWgBlockVariants = 2;
+inline constexpr const char* kFp8GemmWgB128NumericsRule =
+    "wgmma-m64n128k32-e4m3;promote=128;+(P*sw)-fp32-asc;*sx";
+inline constexpr const char* kFp8GemmWgG128NumericsRule =
+    "wgmma-m64n128k32-e4m3;promote=128;+((P*sx)*sw)-fp32-asc";
+cudaError_t launch_fp8_gemm_wg_blocks(const uint8_t* xq, const float* x_scale, int32_t m,
+                                      const uint8_t* w, const float* w_scale, int64_t n,
+                                      int64_t k, bool group_activations, const float* bias,
+                                      float* y, int variant, cudaStream_t stream);
+
 // y (m, n) row-major ← (y · x_scale[r]) · w_scale[c], elementwise (fp32 round to nearest): the
 // outer scales of an FP8 product computed unscaled (Fp8LtGemm where cuBLASLt has no
 // outer-vector scales).

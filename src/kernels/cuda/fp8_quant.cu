@@ -1,5 +1,5 @@
 // The FP8 GEMM's activation quantizer: each row x (k) of an (m, k) fp32 or bf16 matrix gets its
-// own scale s = amax / 448 (amax = max |x[i]|, NaN elements ignored; s = 1 when amax is 0) and
+// own scale s = amax / 448 (amax = max |x[i]|, NaN elements ignored; s = 1 when that is 0) and
 // codes q[i] = e4m3(x[i] / s) (one IEEE division, then the host codec's rounding, fp8_codec.cuh).
 // Row-local: a row's scale and codes depend on that row alone, so quantizing is batch-invariant
 // by construction (max is exact and order-free, so the block's reduction tree cannot move a bit
@@ -54,7 +54,8 @@ __global__ void __launch_bounds__(kThreads)
     float m = warp_max[0];
     for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
     if (bound > 0.0f) m = fminf(m, bound);  // fbgemm's activation_scale_ub
-    const float s = m == 0.0f ? 1.0f : __fdiv_rn(m, fp8::kE4m3Max);
+    float s = __fdiv_rn(m, fp8::kE4m3Max);
+    s = s == 0.0f ? 1.0f : s;  // an all-zero row, or an amax below 448 · 2^-149
     row_scale = s;
     scale[row] = s;
   }
@@ -64,7 +65,56 @@ __global__ void __launch_bounds__(kThreads)
     q[base + i] = fp8::encode_e4m3(__fdiv_rn(load<BF16>(x, base + i), s));
 }
 
+// One 128-column group of one row a block (grid: m × ⌈k / 128⌉), one element a thread: the
+// rule of fp8_quantize_rows_kernel over the group alone.
+template <bool BF16>
+__global__ void __launch_bounds__(fp8::kE4m3GroupCols)
+    fp8_quantize_groups_kernel(const void* x, int64_t k, uint8_t* q, float* scale,
+                               const float* params) {
+  constexpr int G = fp8::kE4m3GroupCols;
+  const int64_t row = blockIdx.x, group = blockIdx.y, groups = gridDim.y;
+  const int64_t i = group * G + threadIdx.x;
+  const bool in = i < k;
+  const float v = in ? load<BF16>(x, row * k + i) : 0.0f;
+  const float input_scale = params ? params[0] : 0.0f, bound = params ? params[1] : 0.0f;
+  float s;
+  if (input_scale > 0.0f) {
+    s = input_scale;
+  } else {
+    float amax = fabsf(v);
+    amax = amax == amax ? amax : 0.0f;  // NaN ignored, as fmaxf does in the row kernel
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    __shared__ float warp_max[G / 32];
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    float m = warp_max[0];
+#pragma unroll
+    for (int w = 1; w < G / 32; ++w) m = fmaxf(m, warp_max[w]);
+    if (bound > 0.0f) m = fminf(m, bound);
+    s = __fdiv_rn(m, fp8::kE4m3Max);
+    s = s == 0.0f ? 1.0f : s;
+  }
+  if (threadIdx.x == 0) scale[row * groups + group] = s;
+  if (in) q[row * k + i] = fp8::encode_e4m3(__fdiv_rn(v, s));
+}
+
 }  // namespace
+
+cudaError_t launch_fp8_quantize_groups_params(const void* x, bool x_bf16, int32_t m, int64_t k,
+                                              const float* params, uint8_t* q, float* scale,
+                                              cudaStream_t stream) {
+  if (m < 0 || k < 0) return cudaErrorInvalidValue;
+  if (m == 0 || k == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(m),
+                  static_cast<unsigned>((k + fp8::kE4m3GroupCols - 1) / fp8::kE4m3GroupCols));
+  if (x_bf16)
+    fp8_quantize_groups_kernel<true><<<grid, fp8::kE4m3GroupCols, 0, stream>>>(x, k, q, scale, params);
+  else
+    fp8_quantize_groups_kernel<false><<<grid, fp8::kE4m3GroupCols, 0, stream>>>(x, k, q, scale, params);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_fp8_quantize_rows(const void* x, bool x_bf16, int32_t m, int64_t k, uint8_t* q,
                                      float* scale, cudaStream_t stream) {

@@ -6,11 +6,14 @@
 
 #include <string>
 
+#include "core/dtype.h"
+
 namespace detllm::kernels {
 
-// "fp8-gemm=x-bf16/token;<kFp8GemmWgNumericsRule>"; with CudaOptions::fp8_wg_splits > 1 (an
-// experiment: no CLI setting reaches it) the split-K rule and its split count. Defined in
-// cuda_ops.cpp.
-std::string cuda_fp8_gemm_rule(int wg_splits = 0);
+// "fp8-gemm=x-bf16/token;<kFp8GemmWgNumericsRule>" for per-channel weights; with
+// CudaOptions::fp8_wg_splits > 1 (an experiment: no CLI setting reaches it) the split-K rule and
+// its split count; for 128-column block scales (weights kF8E4M3B128 / kF8E4M3G128, fp8_launch.h)
+// their block rules. Defined in cuda_ops.cpp.
+std::string cuda_fp8_gemm_rule(int wg_splits = 0, DType weights = DType::kF8E4M3);
 
 }  // namespace detllm::kernels
