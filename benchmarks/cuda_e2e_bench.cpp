@@ -138,7 +138,8 @@ int usage(const char* argv0) {
              "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n"
              "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n"
              "--fp8-wg-splits S: the FP8 runs' invariant linears on the split-K wgmma GEMM\n"
-             "with S runs of k (CudaOptions::fp8_wg_splits; another numerics, an experiment).\n",
+             "with S runs of k, or 'auto': each shape's split from the device's SMs\n"
+             "(CudaOptions::fp8_wg_splits; another numerics, an experiment).\n",
              argv0);
   return 2;
 }
@@ -183,8 +184,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--fp8-kv") == 0) {
       fp8_kv = true;
     } else if (std::strcmp(argv[i], "--fp8-wg-splits") == 0 && i + 1 < argc) {
-      fp8_wg_splits = std::atoi(argv[++i]);
-      if (fp8_wg_splits < 1 || fp8_wg_splits > 64) return usage(argv[0]);
+      ++i;
+      fp8_wg_splits = std::strcmp(argv[i], "auto") == 0 ? -1 : std::atoi(argv[i]);
+      if (fp8_wg_splits == 0 || fp8_wg_splits > 64) return usage(argv[0]);
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
       invariant_only = true;
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {

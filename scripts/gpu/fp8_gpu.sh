@@ -13,7 +13,8 @@
 #   scripts/gpu/fp8_gpu.sh
 #   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
 #   table, fp8_gemm_wg_split.cuh, at M ≤ 256 for each split count; E2E_SPLITS=S: the e2e FP8
-#   runs once more with every FP8 linear on it, → $OUT/fp8_e2e_split.log)
+#   runs once more with every FP8 linear on it, S runs of k or "auto" (each shape's own S from
+#   the device's SMs), → $OUT/fp8_e2e_split.log)
 #   → $OUT/fp8_tests.log, $OUT/fp8_bench.log (its table at the end), $OUT/fp8_bench.err,
 #     $OUT/fp8_e2e.log (FP8 vs bf16 tables at the end), $OUT/fp8_e2e.err
 set -uo pipefail

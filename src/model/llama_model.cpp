@@ -138,9 +138,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
   }
   if (config.moe.active()) {
     check(!tp_.active(), "tensor parallelism does not support mixture-of-experts models yet");
-    check(ops.host_memory() || !has_fp8_weights(w), "FP8 weights on a mixture of experts: "
-          "backend {} runs FP8 for dense models only (the cpu backend runs FP8 experts)",
-          ops.name());
     moe_ = std::make_unique<MoeFfn>(config_, ops);  // refuses a backend that cannot run it
   }
   if (ops.kv_fp8()) {

@@ -3,7 +3,8 @@
 // models as the CPU suite (the mixture-of-experts tiny-qwen3-moe too, whose router ties in every
 // step: its experts on the GPU's MoE kernels, eagerly), with FP8 projections ("@fp8": the GPU's
 // FP8 linears, per-token activations and the FP8 wgmma GEMM at every m; "@fp8g": 128×128 weight
-// blocks with activations per token and 128 columns, the GEMM's block form), with the FP8 KV cache
+// blocks with activations per token and 128 columns, the GEMM's block form; "tiny-qwen3-moe@fp8"
+// and "@fp8g": FP8 experts, each group on the FP8 linear), with the FP8 KV cache
 // ("+kvfp8": --kv-dtype fp8, E4M3 codes read by the packed CTA), and at TP 2 ("#tp2": two CUDA ranks as threads on the one GPU, the
 // same bits as TP 1). V11 (CPU threads) has no GPU counterpart. Plus: GPU logits close to the CPU
 // backend on bf16-rounded weights.
@@ -62,6 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Conformance,
                                            "tiny-llama#tp2", "tiny-qwen2#tp2", "tiny-qwen3#tp2",
                                            "tiny-qwen3-moe", "tiny-qwen3@fp8", "tiny-llama@fp8",
                                            "tiny-qwen3@fp8g", "tiny-llama@fp8g",
+                                           "tiny-qwen3-moe@fp8", "tiny-qwen3-moe@fp8g",
                                            "tiny-llama@fp8+kvfp8", "tiny-qwen3+kvfp8"),
                          suite_param_name);
 

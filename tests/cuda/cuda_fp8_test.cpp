@@ -29,6 +29,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_lt.h"
 #include "kernels/cuda/fp8_launch.h"
+#include "kernels/cuda/fp8_rule.h"
 
 namespace detllm::kernels {
 namespace {
@@ -569,6 +570,18 @@ float add_rn(float a, float b) {
 float mul_rn(float a, float b) {
   volatile float r = a * b;
   return r;
+}
+
+// The per-shape split rule (CudaOptions::fp8_wg_splits = -1) on Llama-3.1-8B's shapes and an
+// H100's 132 SMs: a function of n and the SMs alone (host code: runs without a GPU).
+TEST(CudaFp8WgSplit, AutoSplitsFollowTheShapeAndTheDevice) {
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 132), 5);    // o: 32 column blocks
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 14336, 132), 5);   // down
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(6144, 4096, 132), 3);    // qkv: 48
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(28672, 4096, 132), 1);   // gate_up: 224 fill them
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(128, 4096, 132), cuda::kFp8GemmWgSplitAutoMax);
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 0), 1);
+  EXPECT_NE(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule());
 }
 
 // One run is the whole kernel: splits = 1 gives launch_fp8_gemm_wg's bits in every variant.

@@ -444,14 +444,16 @@ class CudaOps final : public Ops {
                  "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
       return;
     }
-    if (fp8_wg_splits_ > 1) {
+    const int splits =
+        fp8_wg_splits_ < 0 ? cuda::fp8_gemm_wg_auto_splits(n, k, sm_count_) : fp8_wg_splits_;
+    if (splits > 1) {
       // The run chains in scratch where the runs get CTAs of their own; in registers above.
       const size_t ws = m <= cuda::kFp8GemmWgSplitCtaMaxM
-                            ? cuda::fp8_gemm_wg_split_workspace(m, n, k, fp8_wg_splits_)
+                            ? cuda::fp8_gemm_wg_split_workspace(m, n, k, splits)
                             : 0;
       auto* chains = static_cast<float*>(fp8_split_.get(sizeof(float) * ws, stream_));
       cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
-                                                fp8_wg_splits_, chains, ws, -1, stream_),
+                                                splits, chains, ws, -1, stream_),
                  "fp8 gemm (wgmma, split k)");
       return;
     }
@@ -720,10 +722,13 @@ class CudaOps final : public Ops {
   // Fast numerics: every non-empty group in one cublasGemmGroupedBatchedEx call (the problem
   // sizes are host arrays, the pointer arrays go up first); a cuBLAS without bf16 grouped
   // support runs the default's per-group cuBLAS GEMMs instead (the same numerics class).
+  // FP8 experts (both numerics): the default, each group on the FP8 linear (its rows quantized
+  // per token or group, the wgmma GEMM or its block form): a row's bits are its own.
   void matmul_grouped(const void* x, const int32_t* offsets, int32_t n_groups,
                       const WeightMatrix* w, float* y, int64_t ldy,
                       NumericsMode numerics) override {
-    if (gemm_numerics(numerics) != NumericsMode::kFast || !grouped_cublas_ok_)
+    if (gemm_numerics(numerics) != NumericsMode::kFast || !grouped_cublas_ok_ ||
+        (n_groups > 0 && dtype_is_fp8(w[0].dtype)))
       return Ops::matmul_grouped(x, offsets, n_groups, w, y, ldy, numerics);
     ensure_cublas();
     grouped_.clear();
@@ -786,8 +791,10 @@ class CudaOps final : public Ops {
   void matmul_grouped_device(const void* x, const int32_t* offsets, int32_t n_groups,
                              int32_t rows_bound, const WeightMatrix* w, float* y, int64_t ldy,
                              NumericsMode numerics) override {
+    // FP8 experts: the offsets come down and matmul_grouped() runs them, as above.
     if (gemm_numerics(numerics) == NumericsMode::kFast || gemm_splits_override_ != 0 ||
-        (moe_grouped_rows_ >= 0 && rows_bound > moe_grouped_rows_))
+        (moe_grouped_rows_ >= 0 && rows_bound > moe_grouped_rows_) ||
+        (n_groups > 0 && dtype_is_fp8(w[0].dtype)))
       return Ops::matmul_grouped_device(x, offsets, n_groups, rows_bound, w, y, ldy, numerics);
     if (n_groups == 0 || rows_bound == 0) return;
     for (int32_t g = 0; g < n_groups; ++g) {
@@ -1049,6 +1056,9 @@ std::string cuda_fp8_gemm_rule(int wg_splits, DType weights) {
     return fmt::format("fp8-gemm=x-bf16/token;{}", cuda::kFp8GemmWgB128NumericsRule);
   if (weights == DType::kF8E4M3G128)
     return fmt::format("fp8-gemm=x-bf16/token-group128;{}", cuda::kFp8GemmWgG128NumericsRule);
+  if (wg_splits < 0)  // the per-shape rule: the split of each shape follows from the device
+    return fmt::format("fp8-gemm=x-bf16/token;{};splits=per-shape(max {})",
+                       cuda::kFp8GemmWgSplitNumericsRule, cuda::kFp8GemmWgSplitAutoMax);
   if (wg_splits > 1)
     return fmt::format("fp8-gemm=x-bf16/token;{};splits={}", cuda::kFp8GemmWgSplitNumericsRule,
                        wg_splits);

@@ -67,7 +67,8 @@ struct CudaOptions {
   // Experiments only (cuda_e2e_bench --fp8-wg-splits, tests): the invariant FP8 linears on the
   // split-K wgmma GEMM (fp8_gemm_wg_split.cuh) with this many runs of k. This CHANGES the
   // numerics (cuda_fp8_gemm_rule(splits) names it); 0 or 1 = the unsplit wgmma GEMM, the
-  // default and what every served model runs.
+  // default and what every served model runs; -1 = the per-shape split count
+  // (fp8_gemm_wg_auto_splits: from n and the device's SMs, never from m).
   int fp8_wg_splits = 0;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on

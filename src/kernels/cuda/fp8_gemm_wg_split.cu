@@ -1,5 +1,7 @@
 // The FP8 wgmma GEMM with a fixed k split (fp8_gemm_wg_split.cuh): its schedules and tiles.
 // Test: test_cuda --gtest_filter='CudaFp8WgSplit*'; bench: cuda_fp8_bench --wg-splits LIST.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_wg_split.cuh"
 #include "kernels/cuda/fp8_launch.h"
@@ -16,6 +18,12 @@ using Wg128 = WgCfg<128, 4>;
 
 int32_t fp8_gemm_wg_split_runs(int64_t k, int splits) {
   return fp8::wg_split_runs(static_cast<int32_t>(k), splits).runs;
+}
+
+int fp8_gemm_wg_auto_splits(int64_t n, int64_t /*k*/, int sms) {
+  const int64_t blocks = (n + 127) / 128;
+  if (sms <= 0 || blocks >= sms) return 1;
+  return static_cast<int>(std::min<int64_t>(kFp8GemmWgSplitAutoMax, (sms + blocks - 1) / blocks));
 }
 
 size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits) {
