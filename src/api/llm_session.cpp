@@ -409,6 +409,12 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
   check(s_->fp8_class.empty(), "update_weights: this model's projections are FP8 ({}), and "
         "updating them would mean quantizing the new weights here, which is not supported: for "
         "RL, load the bf16 checkpoint without quantization='fp8'", s_->fp8_class);
+  // FP8 KV: the scales are bounded from the weights, so they are made again from the updated
+  // host weights (LlamaModel::refresh_kv_scales), never from a batch; that needs the host copy.
+  const bool kv_fp8 = s_->bundle.llama != nullptr && s_->bundle.llama->kv_fp8_scales();
+  check(!kv_fp8 || s_->host_copy, "update_weights: the FP8 KV cache's scales are bounded from "
+        "the weights and this model's weights exist only in device memory: load a checkpoint, "
+        "or use kv_cache_dtype='auto'");
   // A TpGroup's leader's ops (host memory); else the bundle's, which outlive a sleep(2).
   kernels::Ops& ops = s_->bundle.tp ? s_->bundle.engine_model().ops() : *s_->bundle.ops;
   const bool device_backend = !ops.host_memory();
@@ -479,6 +485,10 @@ void LlmSession::update_weights(std::span<const NamedTensor> tensors, const std:
     ops.synchronize();  // the staging buffers are reused by the next tensor
   }
   ops.synchronize();  // the caller may free or overwrite its tensors once this returns
+  if (kv_fp8) {
+    refresh_host_copy();  // tensors copied device to device come back to the host first
+    s_->bundle.llama->refresh_kv_scales(s_->bundle.model->weights);
+  }
   // The fingerprint's weight identity: the caller's version, keyed to the file it started from.
   const Hash128 h = hash_bytes(std::as_bytes(std::span(version.data(), version.size())),
                                s_->bundle.model->weights_hash);

@@ -23,6 +23,7 @@
 #include "core/hash.h"
 #include "core/version.h"
 #include "model/bundle.h"
+#include "model/fp8_weights.h"
 #include "model/kv_storage.h"
 #include "server/chat_parsers.h"
 #include "server/chat_prompt.h"
@@ -141,6 +142,14 @@ int run_serve(ServeOptions& o) {
     check(o.backend.backend == "cpu" || !b.model->config.moe.active(), "--weight-transfer on "
           "--backend {}: a mixture-of-experts model's experts are placed fused on the device, "
           "and that write path is not built; use the CPU backend", o.backend.backend);
+    // FP8 projections are codes and scales: an update would mean quantizing the trainer's
+    // weights here, so they are refused rather than widened (which would serve another class).
+    check(!has_fp8_weights(b.model->weights) && o.backend.quantization != "fp8",
+          "--weight-transfer: this model's projections are FP8 ({}), and updating them would "
+          "mean quantizing the new weights here, which is not supported: for RL, serve the bf16 "
+          "checkpoint without --quantization fp8",
+          has_fp8_weights(b.model->weights) ? fp8_class_name(b.model->weights)
+                                            : std::string("--quantization fp8"));
     b.llama.reset();
     dequantize_weights(b.model->weights);
   }
@@ -237,7 +246,7 @@ int run_serve(ServeOptions& o) {
           return id;
         },
         std::move(nccl), o.backend.device,
-        b.llama && b.ops ? server::place_on_device(*b.llama, *b.ops)
+        b.llama && b.ops ? server::place_on_device(*b.llama, *b.ops, b.model->weights)
                          : server::WeightSync::PlaceFn{});
     ctx.weight_sync = weight_sync.get();
   } else {

@@ -236,6 +236,20 @@ LlamaModel::LlamaModel(const ModelConfig& config, const SyntheticWeights& r, ker
 
 LlamaModel::~LlamaModel() = default;
 
+void LlamaModel::refresh_kv_scales(const ModelWeights& w) {
+  for (int32_t li = 0; li < static_cast<int32_t>(kv_scales_.size()); ++li) {
+    std::vector<float>& s = kv_scales_[static_cast<size_t>(li)];
+    const std::vector<float> fresh = fp8_kv_scales(config_, w, li);
+    check(fresh.size() == s.size(), "FP8 KV scales of layer {}: {} values, {} placed", li,
+          fresh.size(), s.size());
+    std::copy(fresh.begin(), fresh.end(), s.begin());  // in place: the forward's pointers
+    if (!ops_.host_memory()) {
+      ops_.upload(owned_[static_cast<size_t>(li)].data(), s.data(), s.size() * sizeof(float));
+    }
+  }
+  if (!kv_scales_.empty() && !ops_.host_memory()) ops_.synchronize();
+}
+
 const float* LlamaModel::place(const std::vector<float>& v) {
   if (ops_.host_memory()) return v.data();
   owned_.emplace_back(ops_, v.size() * sizeof(float));

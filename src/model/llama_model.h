@@ -150,6 +150,14 @@ class LlamaModel {
   };
   PlacedTensor placed(Param param, int32_t layer = 0) const;
 
+  // FP8 KV (ops.kv_fp8()): whether this model rounds its KV with per-head scales bounded from
+  // the weights; and those scales made again from `w` — the weights after an update
+  // (LlmSession::update_weights, detllm serve's weight sync), which the model now computes
+  // on — written where the forward reads them (in place: CUDA graphs stay valid). The scales
+  // stay a function of the weights alone, never of a batch. No-op without FP8 KV.
+  bool kv_fp8_scales() const { return !kv_scales_.empty(); }
+  void refresh_kv_scales(const ModelWeights& w);
+
  private:
   friend class TpGroup;
   // forward() of this rank alone (the group's leader runs it beside the other ranks).
@@ -269,7 +277,7 @@ class LlamaModel {
   const float* out_norm_ = nullptr;     // (dim)
   kernels::WeightMatrix lm_head_;       // (vocab, dim)
   // FP8 KV (ops.kv_fp8()): per layer, K's scale of each KV head then V's (fp8_kv_scales), in
-  // host memory (the backends that round KV to FP8 are host backends); empty otherwise.
+  // host memory; a device backend reads its copies in owned_[layer]. Empty otherwise.
   std::vector<std::vector<float>> kv_scales_;
   std::unique_ptr<Workspace> ws_;
   bool fp8_projections_ = false;  // fp8_projections()

@@ -30,7 +30,7 @@ TEST(CudaWeightSync, ShmUpdateIsPlacedAndReplaysAsAServerBuiltOnTheNewWeights) {
   DETLLM_SKIP_WITHOUT_GPU();
   TinyServer s(TinyServer::default_engine(), "tiny-llama", gpu);
   WeightSync ws(*s.loop, s.config, s.weights, testing::identity_fn(), {}, 0,
-                place_on_device(*s.model, *s.ops));
+                place_on_device(*s.model, *s.ops, s.weights));
   s.ctx->weight_sync = &ws;
   const Completion before = complete(*s.ctx);
 
