@@ -6,9 +6,9 @@
 // of the reference sequences are close to transformers' forward with the FP8 arithmetic
 // emulated in fp32 (logits.f32; the CPU backend matches it within 1e-5, fp8_checkpoint_test.cpp).
 // A tolerance, stated: the GPU quantizes the bf16 GEMM inputs and sums in the wgmma kernel's
-// blocks, so each row is held within 0.05 · max|logit| of the reference — the bar of every GPU
-// class against its CPU reference (cuda_conformance_test.cpp CloseToCpuBackend). The worst
-// ratio per checkpoint is printed. And the weights dequantized to bf16 on the same device give
+// blocks, so each row is held within kFp8LogitTolerance · max|logit| of the reference
+// (cuda_test_util.h says why); teacher-forced, so both sides see the same tokens. The worst
+// ratio per checkpoint is printed (per channel: 0.013 on an H100). And the weights dequantized to bf16 on the same device give
 // other logits (FP8 ran).
 // Run: build-cuda/tests/test_cuda --gtest_filter='CudaFp8Checkpoint*' (skips without a GPU).
 #include <gtest/gtest.h>
@@ -77,7 +77,7 @@ TEST(CudaFp8Checkpoint, PublishedLayoutsAreCloseToTransformersFp8Arithmetic) {
         }
         const float ratio = max_ref > 0 ? max_diff / max_ref : max_diff;
         worst = std::max(worst, ratio);
-        EXPECT_LE(ratio, 0.05f) << "position " << row;
+        EXPECT_LE(ratio, kernels::cuda_testing::kFp8LogitTolerance) << "position " << row;
       }
       offset += ours.size();
     }

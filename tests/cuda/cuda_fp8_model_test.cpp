@@ -107,7 +107,7 @@ std::vector<engine::Request> one_step_workload(const ModelConfig& c) {
   s.n_requests = 4;
   s.vocab_size = c.vocab_size;
   s.scoring_share = 0;
-  s.max_new_tokens = 4;
+  s.max_new_tokens = 1;  // one sampled step: both sides' rows have the same inputs
   auto reqs = random_workload(12, s);
   for (auto& r : reqs) r.n = 1;
   return reqs;
@@ -119,7 +119,8 @@ const char* const kModels[] = {"tiny-llama", "tiny-qwen2", "tiny-qwen3"};
 // ascending fp32 sums) and the GPU's (bf16 activations quantized per token, the wgmma GEMM's
 // 128-k blocks, bf16 KV and attention inputs) are different classes; their logits agree within
 // the bound the bf16 backends are held to (cuda_conformance_test.cpp CloseToCpuBackend):
-// |Δ| ≤ 0.05 · max|logit| per row. The worst ratio is printed.
+// |Δ| ≤ kFp8LogitTolerance · max|logit| per row (cuda_test_util.h: why 0.15, not the bf16
+// classes' 0.05). The worst ratio is printed.
 TEST(CudaFp8Model, CloseToTheCpuFp8Reference) {
   DETLLM_SKIP_WITHOUT_GPU();
   for (const Fp8Rows rows : {Fp8Rows::kChannel, Fp8Rows::kBlockG128})
@@ -130,7 +131,7 @@ TEST(CudaFp8Model, CloseToTheCpuFp8Reference) {
                               base_execution("cpu"), reqs);
     const RunResult gpu = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
                               base_execution("gpu"), reqs);
-    const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), 0.05f);
+    const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), kernels::cuda_testing::kFp8LogitTolerance);
     std::printf("[fp8] %s%s: CUDA FP8 vs CPU FP8 logits, worst max|Δ| / max|logit| = %.3g\n",
                 name, rows == Fp8Rows::kChannel ? "" : " (128x128 blocks)", worst);
   }
@@ -148,7 +149,7 @@ TEST(CudaFp8Model, FastPathIsCloseToTheInvariantOne) {
                               base_execution("invariant"), reqs);
     const RunResult fast = run(m.target([](int) { return kernels::cuda_testing::fast_ops(); }),
                                base_execution("fast"), reqs);
-    const float worst = kernels::cuda_testing::expect_logits_close(inv, fast, reqs.size(), 0.05f);
+    const float worst = kernels::cuda_testing::expect_logits_close(inv, fast, reqs.size(), kernels::cuda_testing::kFp8LogitTolerance);
     std::printf("[fp8] %s: fast (cuBLASLt FP8) vs invariant, worst ratio %.3g\n", name, worst);
   }
 }
@@ -227,7 +228,7 @@ TEST(CudaFp8Model, BlockScalesPerTokenAreCloseToTheCpuFp8Reference) {
   const RunResult cpu = run(m.target([](int n) { return kernels::make_cpu_ops(n); }),
                             base_execution("cpu"), reqs);
   const RunResult dev = run(m.target(gpu), base_execution("gpu"), reqs);
-  const float worst = kernels::cuda_testing::expect_logits_close(cpu, dev, reqs.size(), 0.05f);
+  const float worst = kernels::cuda_testing::expect_logits_close(cpu, dev, reqs.size(), kernels::cuda_testing::kFp8LogitTolerance);
   std::printf("[fp8] tiny-llama (b128 down_proj): CUDA vs CPU FP8, worst ratio %.3g\n", worst);
   const RunResult per_channel = run(channel.target(gpu), base_execution("channel"), reqs);
   bool differ = false;
@@ -315,16 +316,16 @@ TEST(CudaFp8Model, StaticScalesAndBoundsAreCloseToTheCpuFp8Reference) {
                               base_execution("cpu"), reqs);
     const RunResult gpu = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
                               base_execution("gpu"), reqs);
-    const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), 0.05f);
+    const float worst = kernels::cuda_testing::expect_logits_close(cpu, gpu, reqs.size(), kernels::cuda_testing::kFp8LogitTolerance);
     std::printf("[fp8] %s static/bounded: CUDA vs CPU worst ratio %.3g\n", name, worst);
   }
 }
 
 // The split-K FP8 GEMM on a model (CudaOptions::fp8_wg_splits, an experiment): with k cut in
 // runs (tiny-llama's FFN down projection has k = 2 tiles, so 2 runs there) every variation
-// V1–V10 holds, decode replayed from graphs included, and the logits differ from the unsplit
-// GEMM's — the split runs, and is another numerics.
-TEST(CudaFp8Model, SplitKHoldsEveryVariationAndIsAnotherNumerics) {
+// V1–V10 holds, decode replayed from graphs included, and two runs of two tiles give the
+// unsplit sum's bits (below).
+TEST(CudaFp8Model, SplitKHoldsEveryVariationAndTwoTilesAreTheUnsplitSum) {
   DETLLM_SKIP_WITHOUT_GPU();
   const Fp8Model m("tiny-llama");
   auto split_ops = [](int) {
@@ -345,12 +346,15 @@ TEST(CudaFp8Model, SplitKHoldsEveryVariationAndIsAnotherNumerics) {
   const RunResult a = run(m.target(split_ops), base_execution("split"), reqs);
   const RunResult b = run(m.target([](int) { return kernels::cuda_testing::invariant_ops(); }),
                           base_execution("unsplit"), reqs);
-  bool differ = false;
+  // tiny-llama's k is at most two 128-k tiles: two runs add P0 + P1 as the unsplit chain does
+  // (0 + P0 is exact), so the logits must be the same bits — a check the split kernel can fail.
+  // Where the order matters is the kernel tests' (CudaFp8WgSplit.*).
   for (size_t i = 0; i < reqs.size(); ++i)
     for (const auto& [key, la] : a.traces[i].logits)
-      differ = differ || std::memcmp(la.data(), b.traces[i].logits.at(key).data(),
-                                     la.size() * sizeof(float)) != 0;
-  EXPECT_TRUE(differ) << "the split GEMM gave the unsplit logits: it did not run";
+      EXPECT_EQ(std::memcmp(la.data(), b.traces[i].logits.at(key).data(),
+                            la.size() * sizeof(float)),
+                0)
+          << "request " << i << ": two runs of at most two tiles changed a bit";
   EXPECT_NE(kernels::cuda_fp8_gemm_rule(2), kernels::cuda_fp8_gemm_rule());
 }
 

@@ -69,13 +69,16 @@ struct Fp8Weights {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
 };
-Fp8Weights weights(int64_t n, int64_t k, uint32_t seed) {
+// first_half_gain: columns [0, k / 2) times it before quantizing (a wide dynamic range along
+// k, where the order of the fp32 promotion adds matters; 1 elsewhere).
+Fp8Weights weights(int64_t n, int64_t k, uint32_t seed, float first_half_gain = 1.0f) {
   const std::vector<float> f = cuda_testing::fast_random_floats(static_cast<size_t>(n * k), seed);
   Fp8Weights w{std::vector<uint8_t>(f.size()), std::vector<float>(static_cast<size_t>(n))};
   for (int64_t r = 0; r < n; ++r) {
     std::vector<float> row(f.begin() + r * k, f.begin() + (r + 1) * k);
     const float mag = 0.02f * (1.0f + static_cast<float>(r % 7));
     for (float& v : row) v *= mag;
+    for (int64_t i = 0; i < k / 2; ++i) row[static_cast<size_t>(i)] *= first_half_gain;
     w.scales[r] = fp8_ref::quantize_row(row.data(), k, w.codes.data() + r * k);
   }
   return w;
@@ -200,12 +203,15 @@ struct Problem {
   Fp8Weights w;
   DeviceArray<uint8_t> d_xq, d_w;
   DeviceArray<float> d_xs, d_ws, d_y;
-  Problem(Ops& ops, int32_t m_, int64_t n_, int64_t k_, uint32_t seed)
+  Problem(Ops& ops, int32_t m_, int64_t n_, int64_t k_, uint32_t seed,
+          float first_half_gain = 1.0f)
       : m(m_), n(n_), k(k_), xq(static_cast<size_t>(m_) * k_), xs(static_cast<size_t>(m_)),
-        w(weights(n_, k_, seed + 1)),
+        w(weights(n_, k_, seed + 1, first_half_gain)),
         d_xq(ops, xq.size()), d_w(ops, w.codes), d_xs(ops, xs.size()), d_ws(ops, w.scales),
         d_y(ops, static_cast<size_t>(m_) * n_) {
-    const std::vector<float> x = activations(m, k, seed);
+    std::vector<float> x = activations(m, k, seed);
+    for (int32_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < k / 2; ++i) x[static_cast<size_t>(r * k + i)] *= first_half_gain;
     for (int32_t r = 0; r < m; ++r) xs[r] = fp8_ref::quantize_row(x.data() + r * k, k, xq.data() + r * k);
     d_xq.upload(xq);
     d_xs.upload(xs);
@@ -725,10 +731,15 @@ TEST(CudaFp8WgSplit, RowsEqualTheRowAloneAtEveryM) {
 
 // The negative control: the split chosen from m (one run above 64 rows, two at or below) —
 // what a planner that picked split-K by batch size would do. The check above must see it.
+// On data of one scale the partial sums of the 128-k blocks (≈14 significant bits each, the
+// wgmma accumulator) add exactly in fp32 in any order, so the split changes no bit there (seen
+// on an H100: 0 of 300 row counts differ). Here the first half of k is 2^12 larger in its
+// products (x and w each × 64 before quantizing): the small blocks' bits fall below the running
+// sum's 24, each add rounds, and the order of the adds shows.
 TEST(CudaFp8WgSplit, NegativeControlSplitsChosenByMAreCaught) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops = cuda_testing::invariant_ops();
-  const Problem p(*ops, kMaxM, 4096, 4096, 3);
+  const Problem p(*ops, kMaxM, 4096, 4096, 3, /*first_half_gain=*/64.0f);
   const SplitRunner two(*ops, p, 2), one(*ops, p, 1);
   const auto bad = ms_unlike_largest(*ops, p, every_m(), [&](int32_t m, float* y) {
     return (m > 64 ? one : two).run(m, -1, y);

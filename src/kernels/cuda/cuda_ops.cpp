@@ -502,7 +502,7 @@ class CudaOps final : public Ops {
   }
 
   void check_matmul_args(const void* x, const WeightMatrix& w) const {
-    if (w.dtype == DType::kF8E4M3) {
+    if (dtype_is_fp8(w.dtype)) {
       check(cuda::fp8_gemm_shape_supported(w.rows, w.cols),
             "CUDA FP8 matmul: in_features {} must be a multiple of 16", w.cols);
       check(reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
