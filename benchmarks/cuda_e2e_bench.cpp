@@ -138,8 +138,9 @@ int usage(const char* argv0) {
              "on the host and quantized as --quantization fp8 does), FP8 vs bf16 tables.\n"
              "--fp8-kv: the FP8 runs with --kv-dtype fp8 as well.\n"
              "--fp8-wg-splits S: the FP8 runs' invariant linears on the split-K wgmma GEMM\n"
-             "with S runs of k, or 'auto': each shape's split from the device's SMs\n"
-             "(CudaOptions::fp8_wg_splits; another numerics, an experiment).\n",
+             "with S runs of k for every shape, 1 for the unsplit wgmma GEMM, or 'auto' (the\n"
+             "default, what served models run): each shape's split from the device's SMs\n"
+             "(CudaOptions::fp8_wg_splits; each its own numerics).\n",
              argv0);
   return 2;
 }
@@ -167,7 +168,7 @@ using bench_util::parse_counts;
 
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false;
-  int steps = 20, fp8_wg_splits = 0;
+  int steps = 20, fp8_wg_splits = kernels::kCudaFp8DefaultSplits;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
   int attn_kernel = CudaOptions{}.attention_kernel, attn_split = CudaOptions{}.attention_split_blocks;

@@ -172,7 +172,7 @@ std::string device_fp8_rule(const Backend& b, const ModelWeights& w) {
     std::string rule;
     for (DType t : fp8_weight_dtypes(w)) {
       if (!rule.empty()) rule += '+';
-      rule += kernels::cuda_fp8_gemm_rule(0, t);
+      rule += kernels::cuda_fp8_gemm_rule(kernels::kCudaFp8DefaultSplits, t);
     }
     return rule;
   }

@@ -321,7 +321,8 @@ TEST(CudaFp8Model, StaticScalesAndBoundsAreCloseToTheCpuFp8Reference) {
   }
 }
 
-// The split-K FP8 GEMM on a model (CudaOptions::fp8_wg_splits, an experiment): with k cut in
+// The split-K FP8 GEMM on a model with a fixed S (CudaOptions::fp8_wg_splits = 2, an
+// experiment; served models split per shape): with k cut in
 // runs (tiny-llama's FFN down projection has k = 2 tiles, so 2 runs there) every variation
 // V1–V10 holds, decode replayed from graphs included, and two runs of two tiles give the
 // unsplit sum's bits (below).
@@ -360,9 +361,12 @@ TEST(CudaFp8Model, SplitKHoldsEveryVariationAndTwoTilesAreTheUnsplitSum) {
 
 // The fingerprint's backend build names the CUDA FP8 GEMM's rule (backends.cpp appends it).
 TEST(CudaFp8Model, TheRuleNamesTheWgmmaKernel) {
-  const std::string rule = kernels::cuda_fp8_gemm_rule();
-  EXPECT_NE(rule.find(kernels::cuda::kFp8GemmWgNumericsRule), std::string::npos) << rule;
+  const std::string rule = kernels::cuda_fp8_gemm_rule();  // served: split per shape
+  EXPECT_NE(rule.find(kernels::cuda::kFp8GemmWgSplitNumericsRule), std::string::npos) << rule;
+  EXPECT_NE(rule.find("per-shape"), std::string::npos) << rule;
   EXPECT_NE(rule.find("x-bf16"), std::string::npos) << rule;
+  const std::string unsplit = kernels::cuda_fp8_gemm_rule(1);
+  EXPECT_NE(unsplit.find(kernels::cuda::kFp8GemmWgNumericsRule), std::string::npos) << unsplit;
   // The block forms name theirs: three rules, three strings.
   const std::string b = kernels::cuda_fp8_gemm_rule(0, DType::kF8E4M3B128);
   const std::string g = kernels::cuda_fp8_gemm_rule(0, DType::kF8E4M3G128);

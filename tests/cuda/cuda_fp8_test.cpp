@@ -578,7 +578,7 @@ float mul_rn(float a, float b) {
   return r;
 }
 
-// The per-shape split rule (CudaOptions::fp8_wg_splits = -1) on Llama-3.1-8B's shapes and an
+// The per-shape split rule (CudaOptions::fp8_wg_splits = -1, the default) on Llama-3.1-8B's shapes and an
 // H100's 132 SMs: a function of n and the SMs alone (host code: runs without a GPU).
 TEST(CudaFp8WgSplit, AutoSplitsFollowTheShapeAndTheDevice) {
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 132), 5);    // o: 32 column blocks
@@ -587,7 +587,8 @@ TEST(CudaFp8WgSplit, AutoSplitsFollowTheShapeAndTheDevice) {
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(28672, 4096, 132), 1);   // gate_up: 224 fill them
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(128, 4096, 132), cuda::kFp8GemmWgSplitAutoMax);
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 0), 1);
-  EXPECT_NE(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule());
+  EXPECT_EQ(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule());  // the default: per shape
+  EXPECT_NE(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule(1));
 }
 
 // One run is the whole kernel: splits = 1 gives launch_fp8_gemm_wg's bits in every variant.

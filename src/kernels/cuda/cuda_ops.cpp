@@ -391,8 +391,9 @@ class CudaOps final : public Ops {
   // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
   // quantized to E4M3 by the matrix's rule (fp8_quant.cu, row-local: the row's amax / 448,
   // capped by an activation bound, or the checkpoint's static scale), then
-  //   invariant numerics: the FP8 wgmma GEMM (fp8_gemm_wg.cuh) at every m — one kernel for a
-  //     model's FP8 linears whatever the batch, so a row's bits are its own (kFp8GemmWgNumericsRule);
+  //   invariant numerics: the FP8 wgmma GEMM with k split in a per-shape number of runs
+  //     (fp8_gemm_wg_split.cuh; the split from n and the device, never from m) — one rule for a
+  //     model's FP8 linears whatever the batch, so a row's bits are its own;
   //   fast numerics: cuBLASLt's FP8 matmul with outer-vector scales (fp8_gemm_lt.h), its order
   //     chosen per m; where this cuBLASLt has no algorithm for the shape, the wgmma kernel.
   // No host synchronization and no allocation once the scratch has its size (CUDA graphs);
@@ -444,9 +445,11 @@ class CudaOps final : public Ops {
                  "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
       return;
     }
+    // Per shape (the default): the split launcher even where S = 1 (gate_up on an H100), whose
+    // small-m schedule gives launch_fp8_gemm_wg's bits faster (55 against 64 µs at m = 1).
     const int splits =
         fp8_wg_splits_ < 0 ? cuda::fp8_gemm_wg_auto_splits(n, k, sm_count_) : fp8_wg_splits_;
-    if (splits > 1) {
+    if (fp8_wg_splits_ < 0 || splits > 1) {
       // The run chains in scratch where the runs get CTAs of their own; in registers above.
       const size_t ws = m <= cuda::kFp8GemmWgSplitCtaMaxM
                             ? cuda::fp8_gemm_wg_split_workspace(m, n, k, splits)

@@ -10,6 +10,7 @@
 
 #include "determinism/modes.h"
 #include "determinism/policy.h"
+#include "kernels/cuda/fp8_rule.h"
 #include "kernels/ops.h"
 
 namespace detllm::kernels {
@@ -64,12 +65,13 @@ struct CudaOptions {
   // tiles reuse each expert's weights across its many rows. The same bits either way (tests);
   // a speed setting, for benchmarks. 0: always per expert; -1: always one launch.
   int32_t moe_grouped_rows = 4096;
-  // Experiments only (cuda_e2e_bench --fp8-wg-splits, tests): the invariant FP8 linears on the
-  // split-K wgmma GEMM (fp8_gemm_wg_split.cuh) with this many runs of k. This CHANGES the
-  // numerics (cuda_fp8_gemm_rule(splits) names it); 0 or 1 = the unsplit wgmma GEMM, the
-  // default and what every served model runs; -1 = the per-shape split count
-  // (fp8_gemm_wg_auto_splits: from n and the device's SMs, never from m).
-  int fp8_wg_splits = 0;
+  // The invariant per-channel FP8 linears' GEMM: the split-K wgmma GEMM
+  // (fp8_gemm_wg_split.cuh) with each shape's split count from the device
+  // (fp8_gemm_wg_auto_splits: from n and the SMs, never from m) — the default, what served
+  // models run (kCudaFp8DefaultSplits = -1). Experiments (cuda_e2e_bench --fp8-wg-splits,
+  // tests): S > 1 runs of k for every shape, or 0/1 for the unsplit wgmma GEMM. Each is its
+  // own numerics (cuda_fp8_gemm_rule(splits) names it).
+  int fp8_wg_splits = kCudaFp8DefaultSplits;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
