@@ -7,8 +7,10 @@
 //   build-cuda/benchmarks/cuda_guarantee_matrix_bench --model wide          # 4096-wide, 2 layers
 //   build-cuda/benchmarks/cuda_guarantee_matrix_bench --model /path/m.gguf  # a real model
 //   build-cuda/benchmarks/cuda_guarantee_matrix_bench --backend cpu         # the CPU (adds V11)
+//   build-cuda/benchmarks/cuda_guarantee_matrix_bench --model wide@fp8 --kv-dtype fp8
+//                                    # FP8 projections (@fp8g: 128x128 blocks) and FP8 KV
 //   options: --modes fast,invariant,bi-naive,padded,verified  --requests N  --max-prompt N
-//            --max-new N  --seed S  --wide-layers N  --wide-vocab N  --device D
+//            --max-new N  --seed S  --wide-layers N  --wide-vocab N  --device D  --kv-dtype fp8
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -55,12 +57,13 @@ int run(int argc, char** argv) {
   }
   if (!bench_util::backend_usable(args.backend)) return 2;
   const std::vector<DeterminismMode> modes = parse_modes(args.modes);
-  const auto model = make_matrix_model(args.model_name, args.wide_layers, args.wide_vocab);
+  const auto model =
+      make_matrix_model(args.model_name, args.wide_layers, args.wide_vocab, args.kv_fp8);
   spec.vocab_size = model->config.vocab_size;
   spec.cpu_threads = args.backend == "cpu";
   auto target_for = [&](DeterminismMode mode) {
     Target t = model->target();
-    t.make_ops = ops_for(args.backend, mode, args.device);
+    t.make_ops = ops_for(args.backend, mode, args.device, args.kv_fp8);
     return t;
   };
   auto on_cell = [](const Variation& v, DeterminismMode mode, const CellResult& c) {
@@ -70,11 +73,11 @@ int run(int argc, char** argv) {
   const GuaranteeMatrix m = run_matrix(target_for, modes, build_variations(spec), on_cell);
 
   std::printf("## Guarantee matrix: %s\n\n", model->name.c_str());
-  std::printf("Backend: %s. Model: %s.\n",
+  std::printf("Backend: %s%s. Model: %s.\n",
               args.backend == "cpu" ? "cpu (the CPU kernels in every "
                                       "mode)"
                                     : kernels::cuda_device_description(args.device).c_str(),
-              model->conditions.c_str());
+              args.kv_fp8 ? "; FP8 KV cache (--kv-dtype fp8)" : "", model->conditions.c_str());
   std::printf(
       "Workloads: random_workload, %d requests per case (V2/V5/V6 +1, V10 +3 with half "
       "non-deterministic), prompts 1-%d tokens (V3: %d) with shared prefixes, up to %d "

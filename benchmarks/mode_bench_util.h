@@ -26,19 +26,25 @@ inline std::vector<DeterminismMode> parse_modes(const std::string& list) {
 }
 
 // A Target::make_ops for `mode` on `backend` ("cpu" or "cuda").
+// kv_fp8: the FP8 KV cache (--kv-dtype fp8; scales bounded from the model's host weights).
 inline std::function<std::unique_ptr<kernels::Ops>(int)> ops_for(const std::string& backend,
-                                                                 DeterminismMode mode, int device) {
-  if (backend == "cpu") return [](int n) { return kernels::make_cpu_ops(n); };
-  const kernels::CudaOptions o = kernels::cuda_options_for(mode_info(mode).backend, device);
+                                                                 DeterminismMode mode, int device,
+                                                                 bool kv_fp8 = false) {
+  if (backend == "cpu") {
+    return [kv_fp8](int n) { return kernels::make_cpu_ops(n, CpuActivations::kF32, kv_fp8); };
+  }
+  kernels::CudaOptions o = kernels::cuda_options_for(mode_info(mode).backend, device);
+  if (kv_fp8) o.kv_dtype = DType::kF8E4M3;
   return [o](int) { return kernels::make_cuda_ops(o); };
 }
 
 // The options both mode benchmarks take: --model, --backend, --modes, --wide-layers,
-// --wide-vocab, --device.
+// --wide-vocab, --device, --kv-dtype fp8.
 struct ModeBenchArgs {
   std::string model_name = "tiny-llama", backend = "cuda";
   std::string modes;  // the --modes list; each benchmark sets its default
   int device = 0, wide_layers = 2, wide_vocab = 4096;
+  bool kv_fp8 = false;
 
   // Takes option `a` (its value from next()) when it is one of the above; false otherwise.
   template <typename Next>
@@ -55,6 +61,10 @@ struct ModeBenchArgs {
       wide_vocab = std::stoi(next());
     } else if (a == "--device") {
       device = std::stoi(next());
+    } else if (a == "--kv-dtype") {
+      const std::string v = next();
+      if (v != "fp8" && v != "auto") throw std::runtime_error("--kv-dtype takes fp8 or auto");
+      kv_fp8 = v == "fp8";
     } else {
       return false;
     }

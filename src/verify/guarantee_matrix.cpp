@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "model/fp8_weights.h"
 #include "model/model_loader.h"
 
 namespace detllm::conformance {
@@ -453,38 +454,58 @@ Target MatrixModel::target() const {
 }
 
 std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path, int32_t wide_layers,
-                                               int32_t wide_vocab) {
+                                               int32_t wide_vocab, bool host_weights) {
+  // "NAME@fp8" / "NAME@fp8g": the projections as FP8 rows, per channel or in 128x128 blocks
+  // with per-group activations (model/fp8_weights.h); they need host weights.
+  const size_t at = name_or_path.rfind('@');
+  const std::string suffix = at == std::string::npos ? "" : name_or_path.substr(at + 1);
+  const bool fp8 = suffix == "fp8" || suffix == "fp8g";
+  const std::string base = fp8 ? name_or_path.substr(0, at) : name_or_path;
+  const Fp8Rows rows = suffix == "fp8g" ? Fp8Rows::kBlockG128 : Fp8Rows::kChannel;
+  const std::string fp8_note =
+      !fp8 ? "" : rows == Fp8Rows::kChannel ? "; projections FP8 per channel (--quantization fp8)"
+                                            : "; projections FP8 in 128x128 blocks";
   auto m = std::make_unique<MatrixModel>();
   m->name = name_or_path;
-  if (name_or_path == "wide") {
+  if (base == "wide") {
     m->config = synthetic_config("llama-3.1-8b");
     m->config.n_layers = wide_layers;
     m->config.vocab_size = wide_vocab;
     m->config.validate("synthetic wide");
-    m->recipe = synthetic_recipe(m->config, 42);
+    if (fp8 || host_weights) {
+      m->weights = make_synthetic_weights(m->config, 42);
+      if (fp8) quantize_weights_fp8(m->weights, m->config, rows);
+    } else {
+      m->recipe = synthetic_recipe(m->config, 42);
+    }
     m->conditions = fmt::format(
         "synthetic llama-3.1-8b layers (dim {}, ffn {}, {}/{} heads × {}), {} layers, vocab {}, "
-        "weights generated in backend memory (seed 42)",
+        "weights generated {} (seed 42){}",
         m->config.dim, m->config.ffn_dim, m->config.n_heads, m->config.n_kv_heads,
-        m->config.head_dim, m->config.n_layers, m->config.vocab_size);
+        m->config.head_dim, m->config.n_layers, m->config.vocab_size,
+        m->recipe ? "in backend memory" : "on the host", fp8_note);
     return m;
   }
   for (std::string_view n : synthetic_config_names()) {
-    if (n == name_or_path) {
+    if (n == base) {
       m->config = synthetic_config(n);
       m->weights = make_synthetic_weights(m->config, 42);
-      m->conditions = fmt::format("synthetic {} (dim {}, {} layers, vocab {}), seed 42", n,
-                                  m->config.dim, m->config.n_layers, m->config.vocab_size);
+      if (fp8) quantize_weights_fp8(m->weights, m->config, rows);
+      m->conditions = fmt::format("synthetic {} (dim {}, {} layers, vocab {}), seed 42{}", n,
+                                  m->config.dim, m->config.n_layers, m->config.vocab_size,
+                                  fp8_note);
       return m;
     }
   }
-  std::unique_ptr<LoadedModel> loaded = load_model(name_or_path);
-  m->name = loaded->name;
+  std::unique_ptr<LoadedModel> loaded = load_model(base);
+  m->name = loaded->name + (fp8 ? "@" + suffix : "");
   m->config = loaded->config;
   m->weights = std::move(loaded->weights);
+  if (fp8) quantize_weights_fp8(m->weights, m->config, rows);
   m->conditions =
-      fmt::format("{} (dim {}, {} layers, vocab {}), weights hash {:016x}", loaded->name,
-                  m->config.dim, m->config.n_layers, m->config.vocab_size, loaded->weights_hash);
+      fmt::format("{} (dim {}, {} layers, vocab {}), weights hash {:016x}{}", loaded->name,
+                  m->config.dim, m->config.n_layers, m->config.vocab_size, loaded->weights_hash,
+                  fp8_note);
   return m;
 }
 

@@ -112,7 +112,11 @@ struct MatrixModel {
   // A Target on this model (no ops factory, no policy yet). The model must outlive it.
   Target target() const;
 };
+// "NAME@fp8" / "NAME@fp8g" (any of the above): its projections as FP8 rows, per channel or in
+// 128x128 blocks with per-(token, 128-column) activations (model/fp8_weights.h).
+// host_weights: "wide" made on the host too (an FP8 KV cache bounds its scales from them).
 std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path,
-                                               int32_t wide_layers = 2, int32_t wide_vocab = 4096);
+                                               int32_t wide_layers = 2, int32_t wide_vocab = 4096,
+                                               bool host_weights = false);
 
 }  // namespace detllm::conformance

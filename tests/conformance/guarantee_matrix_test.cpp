@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conformance/fault_ops.h"
+#include "model/fp8_weights.h"
 #include "model/gguf_moe_export.h"
 #include "model/model_loader.h"
 #include "model/synthetic.h"
@@ -174,6 +175,26 @@ TEST_F(GuaranteeMatrixTest, InvariantHoldsEverythingOnQuantizedGgufMoe) {
   weights_ = std::move(loaded->weights);
   const std::vector<DeterminismMode> modes = {DeterminismMode::kInvariant};
   const GuaranteeMatrix m = run_matrix(targets(false), modes, build_variations(spec()));
+  std::printf("%s", m.markdown().c_str());
+  expect_cpu_modes_hold_everything(m, modes);
+}
+
+// The matrix's own FP8 models (make_matrix_model "NAME@fp8g": 128x128-block projections with
+// per-group activations) with the FP8 KV cache: the invariant mode holds every variation.
+TEST_F(GuaranteeMatrixTest, InvariantHoldsEverythingOnFp8BlocksAndFp8Kv) {
+  const auto mm = make_matrix_model("tiny-llama@fp8g");
+  ASSERT_TRUE(has_fp8_weights(mm->weights));
+  EXPECT_EQ(fp8_class_name(mm->weights), "fp8=block128/token-group128");
+  EXPECT_NE(mm->conditions.find("128x128"), std::string::npos) << mm->conditions;
+  EXPECT_FALSE(has_fp8_weights(make_matrix_model("tiny-llama")->weights));
+  const std::vector<DeterminismMode> modes = {DeterminismMode::kInvariant};
+  const GuaranteeMatrix m = run_matrix(
+      [&](DeterminismMode) {
+        Target t = mm->target();
+        t.make_ops = [](int n) { return kernels::make_cpu_ops(n, CpuActivations::kF32, true); };
+        return t;
+      },
+      modes, build_variations(spec()));
   std::printf("%s", m.markdown().c_str());
   expect_cpu_modes_hold_everything(m, modes);
 }
