@@ -57,8 +57,8 @@ cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* 
 // variant and every m gives the same bits. variant 0: the runs in CTAs of their own, their
 // chains in `workspace` (fp8_gemm_wg_split_workspace floats), then a combining kernel — the
 // small-m schedule; 1, 2: the runs one after the other in each CTA (64- and 128-row tiles);
-// -1: 0 when m ≤ kFp8GemmWgSplitCtaMaxM and the workspace suffices, else 1 or 2. Not used by a
-// model yet.
+// -1: 0 when m ≤ kFp8GemmWgSplitCtaMaxM and the workspace suffices, else 1 or 2. What the
+// per-channel FP8 linears of a served model run, S from fp8_gemm_wg_auto_splits.
 inline constexpr int kFp8GemmWgSplitVariants = 3;
 inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
 inline constexpr const char* kFp8GemmWgSplitNumericsRule =
