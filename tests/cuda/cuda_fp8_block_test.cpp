@@ -29,6 +29,7 @@ namespace detllm::kernels {
 namespace {
 
 using cuda_testing::DeviceArray;
+using cuda_testing::differ_on_device;
 
 #define ASSERT_CUDA(expr)                                                      \
   do {                                                                         \
@@ -248,14 +249,6 @@ TEST(CudaFp8Block, GemmIsWithinTheStatedBoundOfTheBlockFormula) {
                   static_cast<long long>(sh.k), worst);
     }
   }
-}
-
-// Whether a (n_words) and b differ anywhere, compared on the device.
-bool differ_on_device(Ops& ops, const void* a, const void* b, int64_t n_words) {
-  DeviceArray<uint32_t> flag(ops, 1);
-  EXPECT_EQ(cuda::launch_any_word_differs(a, b, n_words, flag.data(), nullptr), cudaSuccess);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return flag.download()[0] != 0;
 }
 
 // The invariance: rows of an m-row block GEMM = the same rows of the 300-row GEMM (every m

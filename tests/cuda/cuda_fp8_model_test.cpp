@@ -33,6 +33,7 @@
 #include "kernels/cuda/fp8_rule.h"
 #include "kernels/fp8_device_matrix.h"
 #include "kernels/ref/fp8_linear.h"
+#include "model/fp8_block_rows.h"
 #include "model/fp8_weights.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
@@ -258,24 +259,7 @@ TEST(CudaFp8Model, BlockScalesPerTokenAreCloseToTheCpuFp8Reference) {
   DETLLM_SKIP_WITHOUT_GPU();
   const Fp8Model channel("tiny-llama");
   Fp8Model m("tiny-llama");
-  const DType b128 = DType::kF8E4M3B128;
-  for (LayerWeights& l : m.weights.layers) {
-    HostTensor& d = l.w_down.w;
-    const int64_t rows = d.shape.at(0), cols = d.shape.at(1);
-    std::vector<uint8_t> raw(static_cast<size_t>(rows * dtype_row_bytes(b128, cols)));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = d.raw.data() + r * dtype_row_bytes(d.dtype, cols);
-      uint8_t* dst = raw.data() + r * dtype_row_bytes(b128, cols);
-      std::vector<float> scales(static_cast<size_t>(fp8_row_scales(b128, cols) - 2));
-      for (size_t j = 0; j < scales.size(); ++j)
-        scales[j] = fp8_row_weight_scale(src, 0) * static_cast<float>(j + 1);
-      fp8_write_row_header(b128, dst, cols, 0.0f, 0.0f, scales.data());
-      std::memcpy(dst + 4 * fp8_row_scales(b128, cols), fp8_row_codes(d.dtype, src, cols),
-                  static_cast<size_t>(cols));
-    }
-    d.raw = std::move(raw);
-    d.dtype = b128;
-  }
+  for (LayerWeights& l : m.weights.layers) detllm::testing::to_block128_rows(l.w_down.w);
   const auto reqs = one_step_workload(m.config);
   auto gpu = [](int) { return kernels::cuda_testing::invariant_ops(); };
   const RunResult cpu = run(m.target([](int n) { return kernels::make_cpu_ops(n); }),

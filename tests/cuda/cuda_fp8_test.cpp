@@ -35,6 +35,7 @@ namespace detllm::kernels {
 namespace {
 
 using cuda_testing::DeviceArray;
+using cuda_testing::differ_on_device;
 
 #define ASSERT_CUDA(expr)                                                  \
   do {                                                                     \
@@ -82,14 +83,6 @@ Fp8Weights weights(int64_t n, int64_t k, uint32_t seed, float first_half_gain = 
     w.scales[r] = fp8_ref::quantize_row(row.data(), k, w.codes.data() + r * k);
   }
   return w;
-}
-
-// Whether a (n_words) and b differ anywhere, compared on the device (launch_any_word_differs).
-bool differ_on_device(Ops& ops, const void* a, const void* b, int64_t n_words) {
-  DeviceArray<uint32_t> flag(ops, 1);
-  EXPECT_EQ(cuda::launch_any_word_differs(a, b, n_words, flag.data(), nullptr), cudaSuccess);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return flag.download()[0] != 0;
 }
 
 TEST(CudaFp8, DeviceCodecIsTheHostCodec) {

@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "cuda/require_gpu.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernel_test_util.h"  // tests/kernels: shared with the CPU kernel tests
 #include "kernels/ops.h"
@@ -129,6 +130,15 @@ inline std::vector<float> fast_random_floats(size_t n, uint64_t seed, float lo =
     x = lo + (hi - lo) * static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
   }
   return v;
+}
+
+// Whether device arrays a (n_words 32-bit words) and b differ anywhere, compared on the device
+// (launch_any_word_differs; the launch on the legacy stream, then a device-wide synchronize).
+inline bool differ_on_device(Ops& ops, const void* a, const void* b, int64_t n_words) {
+  DeviceArray<uint32_t> flag(ops, 1);
+  EXPECT_EQ(cuda::launch_any_word_differs(a, b, n_words, flag.data(), nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return flag.download()[0] != 0;
 }
 
 // The paged KV world runs on the device as on the host: its memory is the ops' memory.

@@ -19,6 +19,7 @@
 #include "conformance/delegating_ops.h"
 #include "core/fp8.h"
 #include "kernels/fp8_device_matrix.h"
+#include "model/fp8_block_rows.h"
 #include "model/fp8_weights.h"
 #include "model/llama_model.h"
 #include "model/solo_runner.h"
@@ -138,24 +139,7 @@ TEST(Fp8DeviceForm, BlockScalesPerTokenGiveTheCpuBackendsLogits) {
   const ModelConfig c = synthetic_config("tiny-llama");
   ModelWeights w = make_synthetic_weights(c, 42);
   quantize_weights_fp8(w, c);
-  const DType b128 = DType::kF8E4M3B128;
-  for (LayerWeights& l : w.layers) {  // down_proj: every block its own scale
-    HostTensor& d = l.w_down.w;
-    const int64_t rows = d.shape.at(0), cols = d.shape.at(1);
-    std::vector<uint8_t> raw(static_cast<size_t>(rows * dtype_row_bytes(b128, cols)));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = d.raw.data() + r * dtype_row_bytes(d.dtype, cols);
-      uint8_t* dst = raw.data() + r * dtype_row_bytes(b128, cols);
-      std::vector<float> scales(static_cast<size_t>(fp8_row_scales(b128, cols) - 2));
-      for (size_t j = 0; j < scales.size(); ++j)
-        scales[j] = fp8_row_weight_scale(src, 0) * static_cast<float>(j + 1);
-      fp8_write_row_header(b128, dst, cols, 0.0f, 0.0f, scales.data());
-      std::memcpy(dst + 4 * fp8_row_scales(b128, cols), fp8_row_codes(d.dtype, src, cols),
-                  static_cast<size_t>(cols));
-    }
-    d.raw = std::move(raw);
-    d.dtype = b128;
-  }
+  for (LayerWeights& l : w.layers) detllm::testing::to_block128_rows(l.w_down.w);  // down_proj
   auto cpu = kernels::make_cpu_ops(2);
   Fp8DeviceFormOps dev;
   const LlamaModel on_cpu(c, w, *cpu), on_dev(c, w, dev);
