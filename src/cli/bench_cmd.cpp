@@ -248,7 +248,7 @@ ModelSource open_model_source(const BenchOptions& o, bench::BenchReport& rep) {
     // --quantization fp8 rounds the projections as it does a loaded checkpoint's, and
     // --kv-dtype fp8 bounds its scales from the weights: both need the weights on the host.
     const bool fp8 = o.backend.quantization == "fp8";
-    const bool kv_fp8 = o.backend.kv_dtype == "fp8" || o.backend.kv_dtype == "fp8_e4m3";
+    const bool kv_fp8 = parse_kv_dtype(o.backend.kv_dtype) == KvDType::kFP8;
     check(!fp8 || !block_type,
           "--model {} --quantization fp8: the model is {} already; drop one of them", o.model,
           block);

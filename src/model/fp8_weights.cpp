@@ -91,6 +91,12 @@ bool has_fp8_weights(const ModelWeights& w) {
   return dtype_is_fp8(w.tok_embd.dtype) || dtype_is_fp8(w.lm_head.w.dtype);
 }
 
+std::optional<Fp8Rows> fp8_rows_named(std::string_view suffix) {
+  if (suffix == "fp8") return Fp8Rows::kChannel;
+  if (suffix == "fp8g") return Fp8Rows::kBlockG128;
+  return std::nullopt;
+}
+
 std::vector<DType> fp8_weight_dtypes(const ModelWeights& w) {
   std::vector<DType> out;
   auto add = [&](DType t) {

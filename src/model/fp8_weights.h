@@ -5,7 +5,9 @@
 // lm_head stay as stored, as in vLLM's online FP8. docs/models.md, "FP8".
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -18,6 +20,10 @@ namespace detllm {
 // and 128-column group, the arithmetic of transformers' fp8 checkpoints (the conformance
 // suite's "@fp8g" models).
 enum class Fp8Rows : uint8_t { kChannel, kBlockG128 };
+
+// The rows a model-name suffix names ("fp8": kChannel, "fp8g": kBlockG128, as in
+// "tiny-llama@fp8g"); nullopt for any other suffix.
+std::optional<Fp8Rows> fp8_rows_named(std::string_view suffix);
 
 // In place: every layer projection, a mixture of experts' experts and shared expert included;
 // the router and the shared-expert gate stay as stored (as published FP8 MoE checkpoints keep

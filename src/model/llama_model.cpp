@@ -116,9 +116,11 @@ LlamaModel::LlamaModel(const ModelConfig& config, const ModelWeights& w, kernels
                   ? ProjectionLayout::kSeparate
                   : ProjectionLayout::kFused),
       rope_(config.rope_table()),
-      ws_(std::make_unique<Workspace>()),
-      fp8_projections_(has_fp8_weights(w)) {
-  if (const std::vector<DType> t = fp8_weight_dtypes(w); !t.empty()) fp8_rows_ = t.front();
+      ws_(std::make_unique<Workspace>()) {
+  if (const std::vector<DType> t = fp8_weight_dtypes(w); !t.empty()) {
+    fp8_projections_ = true;
+    fp8_rows_ = t.front();
+  }
   if (!w.rope_freq_factors.empty()) {
     check(w.rope_freq_factors.size() == rope_.inv_freq.size(),
           "rope_freqs has {} factors, expected {}", w.rope_freq_factors.size(),

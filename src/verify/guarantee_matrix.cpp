@@ -459,9 +459,10 @@ std::unique_ptr<MatrixModel> make_matrix_model(const std::string& name_or_path, 
   // with per-group activations (model/fp8_weights.h); they need host weights.
   const size_t at = name_or_path.rfind('@');
   const std::string suffix = at == std::string::npos ? "" : name_or_path.substr(at + 1);
-  const bool fp8 = suffix == "fp8" || suffix == "fp8g";
+  const std::optional<Fp8Rows> fp8_rows = fp8_rows_named(suffix);
+  const bool fp8 = fp8_rows.has_value();
   const std::string base = fp8 ? name_or_path.substr(0, at) : name_or_path;
-  const Fp8Rows rows = suffix == "fp8g" ? Fp8Rows::kBlockG128 : Fp8Rows::kChannel;
+  const Fp8Rows rows = fp8_rows.value_or(Fp8Rows::kChannel);
   const std::string fp8_note =
       !fp8 ? "" : rows == Fp8Rows::kChannel ? "; projections FP8 per channel (--quantization fp8)"
                                             : "; projections FP8 in 128x128 blocks";

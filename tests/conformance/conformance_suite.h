@@ -44,8 +44,9 @@ namespace {
 // or "fp8": the projections (experts included) as per-channel FP8 rows (--quantization fp8);
 // "fp8g": as 128x128-block rows with activations per token and 128 columns (transformers' fp8).
 inline void quantize_matrices(ModelWeights& w, const ModelConfig& c, const std::string& name) {
-  if (name == "fp8") return quantize_weights_fp8(w, c);
-  if (name == "fp8g") return quantize_weights_fp8(w, c, Fp8Rows::kBlockG128);
+  if (const std::optional<Fp8Rows> rows = fp8_rows_named(name)) {
+    return quantize_weights_fp8(w, c, *rows);
+  }
   DType t = DType::kF32;
   for (DType d : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0})
     if (dtype_name(d) == name) t = d;
