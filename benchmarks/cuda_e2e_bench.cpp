@@ -118,7 +118,8 @@ int usage(const char* argv0) {
              "usage: {} [--quick] [--steps N] [--invariant-only] [--cases BxC,...]\n"
              "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
-             "       [--attn-kernel K] [--attn-split S] [--fp8 [--fp8-kv] [--fp8-wg-splits S]]\n"
+             "       [--attn-kernel K] [--attn-split S]\n"
+             "       [--fp8 [--fp8-kv] [--fp8-wg-splits S] [--fp8-fused 0|1]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
@@ -140,7 +141,9 @@ int usage(const char* argv0) {
              "--fp8-wg-splits S: the FP8 runs' invariant linears on the split-K wgmma GEMM\n"
              "with S runs of k for every shape, 1 for the unsplit wgmma GEMM, or 'auto' (the\n"
              "default, what served models run): each shape's split from the device's SMs\n"
-             "(CudaOptions::fp8_wg_splits; each its own numerics).\n",
+             "(CudaOptions::fp8_wg_splits; each its own numerics).\n"
+             "--fp8-fused 0: the FP8 runs with the activation quantizer launched apart instead\n"
+             "of fused into RMSNorm and SiLU-mul (CudaOptions::fp8_fused_quantize); same bits.\n",
              argv0);
   return 2;
 }
@@ -167,7 +170,7 @@ using bench_util::parse_counts;
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false;
+  bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false, fp8_fused = true;
   int steps = 20, fp8_wg_splits = kernels::kCudaFp8DefaultSplits;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
@@ -188,6 +191,8 @@ int main(int argc, char** argv) {
       ++i;
       fp8_wg_splits = std::strcmp(argv[i], "auto") == 0 ? -1 : std::atoi(argv[i]);
       if (fp8_wg_splits == 0 || fp8_wg_splits > 64) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--fp8-fused") == 0 && i + 1 < argc) {
+      fp8_fused = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
       invariant_only = true;
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
@@ -323,6 +328,7 @@ int main(int argc, char** argv) {
         o.attention_split_blocks = attn_split;
         if (fp8_kv) o.kv_dtype = DType::kF8E4M3;
         o.fp8_wg_splits = fp8_wg_splits;
+        o.fp8_fused_quantize = fp8_fused;
         auto ops = make_cuda_ops(o);
         auto model = std::make_unique<LlamaModel>(c, host, *ops);
         ops->synchronize();

@@ -18,7 +18,8 @@
 // the L2 (≈ 256 MiB of each kind), as in cuda_gemm_bench.
 // With --wg-splits LIST a second table times launch_fp8_gemm_wg_split (fp8_gemm_wg_split.cuh:
 // the wgmma GEMM with k cut in S runs, a numerics of its own per S) at each M ≤ 256 of the run
-// for each S: µs, bf16 engine ÷ split, and the weights' GB/s; --only-splits skips the other
+// for each S: µs (for M ≤ 64 the runs folded in the kernel, and beside it folded by a second,
+// combining launch), bf16 engine ÷ split, and the weights' GB/s; --only-splits skips the other
 // kernels (the bf16 engine and the unsplit wgmma GEMM are still timed, for the ratios).
 // Run: build-cuda/benchmarks/cuda_fp8_bench [--quick] [--ms LIST] [--wg-splits LIST [--only-splits]]
 //      (exits with a message without a GPU)
@@ -187,9 +188,14 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) max_n = std::max(max_n, s.n);
   const size_t ws_floats = size_t(max_split) * cuda::kFp8GemmWgSplitCtaMaxM * size_t(max_n);
   DeviceBytes split_ws(splits.empty() ? 4 : ws_floats * 4);
+  // The in-kernel fold's tile counts (zeros; each launch leaves them zero).
+  const size_t tile_words = cuda::fp8_gemm_wg_split_tiles(cuda::kFp8GemmWgSplitCtaMaxM, max_n);
+  DeviceBytes split_tiles(tile_words * 4);
+  check(cudaMemset(split_tiles.p, 0, tile_words * 4), "cudaMemset (tile counts)");
   std::string split_table =
       "| shape (K->N) | M | S (runs) | bf16 engine µs | wgmma gemm µs (unsplit) | split µs | "
-      "engine ÷ split | unsplit ÷ split | FP8 weights GB/s |\n|---|---|---|---|---|---|---|---|---|\n";
+      "split, combining launch µs | engine ÷ split | unsplit ÷ split | FP8 weights GB/s "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n";
 
   std::string table =
       "| shape (K->N) | M | bf16 engine µs | bf16 kernel µs | fp8 gemm µs | fp8 linear µs | fp8 "
@@ -227,16 +233,21 @@ int main(int argc, char** argv) {
       if (!splits.empty() && m <= 256) {
         const double t_unsplit = fp8_gemm(-1, true);
         for (int sp : splits) {
-          const double t = time_us(stream, [&](int i) {
-            return cuda::launch_fp8_gemm_wg_split(
-                xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[i % n8]->as<uint8_t>(),
-                w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(), sp, split_ws.as<float>(),
-                ws_floats, -1, stream);
-          });
+          auto split = [&](int variant) {  // -1: the in-kernel fold where m ≤ 64
+            return time_us(stream, [&](int i) {
+              return cuda::launch_fp8_gemm_wg_split(
+                  xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[i % n8]->as<uint8_t>(),
+                  w8.scales->as<float>(), s.n, s.k, nullptr, y.f32(), sp, split_ws.as<float>(),
+                  ws_floats, variant, stream, split_tiles.as<unsigned>());
+            });
+          };
+          const double t = split(-1);
+          const bool small = m <= cuda::kFp8GemmWgSplitCtaMaxM;
+          const std::string combining = small ? fmt::format("{:.1f}", split(3)) : "—";
           const std::string row = fmt::format(
-              "| {} | {} | {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.0f} |\n", s.name,
-              m, sp, cuda::fp8_gemm_wg_split_runs(s.k, sp), t_engine, t_unsplit, t, t_engine / t,
-              t_unsplit / t, double(s.n) * s.k / t * 1e-3);
+              "| {} | {} | {} ({}) | {:.1f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {:.0f} |\n",
+              s.name, m, sp, cuda::fp8_gemm_wg_split_runs(s.k, sp), t_engine, t_unsplit, t,
+              combining, t_engine / t, t_unsplit / t, double(s.n) * s.k / t * 1e-3);
           fmt::print("{}", row);
           std::fflush(stdout);
           split_table += row;

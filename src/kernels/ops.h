@@ -195,6 +195,17 @@ class Ops {
                               float* y, int64_t ldy,
                               NumericsMode numerics = NumericsMode::kInvariant);
 
+  // Names the weight matrix whose linear reads the GEMM input that the next producer op
+  // (add_rmsnorm, silu_mul_rows) writes to `out`. A backend whose linear for `reader`'s dtype
+  // quantizes its input (CUDA's FP8 linear, per token) may have that producer write the
+  // quantized form as well and the linears of `reader`'s rule on `out` read it instead: the
+  // same bits, a launch fewer. The caller's part: nothing else writes `out` between the
+  // producer and those linears. Default: nothing.
+  virtual void announce_gemm_input(const void* out, const WeightMatrix& reader) {
+    (void)out;
+    (void)reader;
+  }
+
   // The residual and the next norm: x (n, dim) += y (skipped when y is nullptr), then
   // out (n, dim) in gemm_input_dtype() = rmsnorm(x, w). = add(); rmsnorm().
   virtual void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,

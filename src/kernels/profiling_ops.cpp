@@ -73,6 +73,10 @@ void ProfilingOps::matmul_rounded(const void* x, int32_t m, const WeightMatrix& 
         [&] { inner_.matmul_rounded(x, m, w, bias, y, ldy, numerics); });
 }
 
+void ProfilingOps::announce_gemm_input(const void* out, const WeightMatrix& reader) {
+  inner_.announce_gemm_input(out, reader);  // no kernel: not timed
+}
+
 void ProfilingOps::add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim,
                                float eps, void* out) {
   timed(y ? "add_rmsnorm" : "rmsnorm (fused)",

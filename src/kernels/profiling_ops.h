@@ -77,6 +77,7 @@ class ProfilingOps final : public Ops {
   DType gemm_input_dtype() const override;
   void matmul_rounded(const void* x, int32_t m, const WeightMatrix& w, const float* bias, float* y,
                       int64_t ldy, NumericsMode numerics) override;
+  void announce_gemm_input(const void* out, const WeightMatrix& reader) override;
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override;
   void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,

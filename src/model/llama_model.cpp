@@ -780,7 +780,9 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
                                          : owned_[static_cast<size_t>(li)].f32();
       cache.v_scale = cache.k_scale + c.n_kv_heads;
     }
-    // The previous layer's MLP residual joins the attention norm (none before layer 0).
+    // The previous layer's MLP residual joins the attention norm (none before layer 0). Each
+    // producer of a GEMM input is told which linear reads it (a backend may quantize it there).
+    ops_.announce_gemm_input(xb, l.qkv.parts.front().lin.w);
     ops_.add_rmsnorm(x, li == 0 ? nullptr : proj, l.attn_norm, n, c.dim, c.rms_eps, xb);
     project(xb, n, l.qkv, qkv, numerics);
     if (c.qk_norm_full) {
@@ -802,12 +804,14 @@ void LlamaModel::run_layers(Workspace& ws, const int32_t* tokens, const kernels:
       row_parallel(ws, att, n, c.q_dim(), l.wo_chunks, tp_.chunks.o, proj, numerics);
     else
       ops_.matmul_rounded(att, n, l.wo.w, nullptr, proj, c.dim, numerics);
+    if (!moe_) ops_.announce_gemm_input(xb, l.gate_up.parts.front().lin.w);
     ops_.add_rmsnorm(x, proj, l.ffn_norm, n, c.dim, c.rms_eps, xb);
     if (moe_) {
       moe_->forward(xb, n, li, l.moe, proj, numerics);
       continue;
     }
     project(xb, n, l.gate_up, gate_up, numerics);
+    if (!tp_.active()) ops_.announce_gemm_input(h, l.w_down.w);
     ops_.silu_mul_rows(gate_up, n, c.ffn_dim, h);
     if (tp_.active())
       row_parallel(ws, h, n, c.ffn_dim, l.down_chunks, tp_.chunks.ffn, proj, numerics);

@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -394,6 +396,68 @@ TEST(CudaFp8Model, SplitKHoldsEveryVariationAndTwoTilesAreTheUnsplitSum) {
                 0)
           << "request " << i << ": two runs of at most two tiles changed a bit";
   EXPECT_NE(kernels::cuda_fp8_gemm_rule(2), kernels::cuda_fp8_gemm_rule());
+}
+
+// Records, when its model is done with it, how many FP8 linears of the CUDA ops it forwards to
+// read the rows their producer quantized (kernels::cuda_fp8_fused_reads).
+class FusedReadsRecorder final : public ForwardingOps {
+ public:
+  FusedReadsRecorder(std::unique_ptr<kernels::Ops> inner, int64_t* reads)
+      : ForwardingOps(std::move(inner), "cuda"), reads_(reads) {}
+  ~FusedReadsRecorder() override { *reads_ += kernels::cuda_fp8_fused_reads(*inner_); }
+
+ private:
+  int64_t* reads_;
+};
+
+// The FP8 quantizer fused into add_rmsnorm and silu_mul_rows (CudaOptions::fp8_fused_quantize,
+// on by default) gives the logits of the separate quantizer bit for bit, on per-channel
+// weights, on static and bounded activation rules (q, k, v placed apart: one reads the fused
+// rows, the others quantize), and on 128×128 blocks with per-token activations — and really is
+// taken (the linears that read fused rows are counted: > 0 on, 0 off).
+TEST(CudaFp8Model, FusedQuantizerGivesTheSeparateQuantizersLogits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  std::vector<std::pair<std::string, Fp8Model>> models;
+  models.emplace_back("per channel", Fp8Model("tiny-llama"));
+  models.emplace_back("static and bounded", Fp8Model("tiny-qwen2"));
+  for (LayerWeights& l : models.back().second.weights.layers) {
+    set_rule(l.wq.w, 0.02f, 0.0f);
+    set_rule(l.wv.w, 0.02f, 0.0f);
+    set_rule(l.wk.w, 0.03f, 0.0f);
+    set_rule(l.w_gate.w, 0.0f, 1.5f);
+    set_rule(l.w_up.w, 0.0f, 1.5f);
+  }
+  models.emplace_back("b128 blocks", Fp8Model("tiny-llama"));
+  for (LayerWeights& l : models.back().second.weights.layers) {
+    detllm::testing::to_block128_rows(l.w_down.w);
+    detllm::testing::to_block128_rows(l.w_gate.w);
+    detllm::testing::to_block128_rows(l.w_up.w);
+  }
+  for (const auto& [what, m] : models) {
+    SCOPED_TRACE(what);
+    const auto reqs = one_step_workload(m.config);
+    int64_t reads_on = 0, reads_off = 0;
+    auto ops_with = [](bool fused, int64_t* reads) {
+      return [fused, reads](int) -> std::unique_ptr<kernels::Ops> {
+        kernels::CudaOptions o;
+        o.fp8_fused_quantize = fused;
+        return std::make_unique<FusedReadsRecorder>(kernels::make_cuda_ops(o), reads);
+      };
+    };
+    const RunResult on = run(m.target(ops_with(true, &reads_on)), base_execution("fused"), reqs);
+    const RunResult off =
+        run(m.target(ops_with(false, &reads_off)), base_execution("separate"), reqs);
+    EXPECT_GT(reads_on, 0);
+    EXPECT_EQ(reads_off, 0);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      for (const auto& [key, la] : on.traces[i].logits)
+        EXPECT_EQ(std::memcmp(la.data(), off.traces[i].logits.at(key).data(),
+                              la.size() * sizeof(float)),
+                  0)
+            << "request " << i << ": the fused quantizer changed a bit";
+    std::printf("[fp8] %s: %lld linears read fused rows, logits equal to the separate "
+                "quantizer's\n", what.c_str(), static_cast<long long>(reads_on));
+  }
 }
 
 // The fingerprint's backend build names the CUDA FP8 GEMM's rule (backends.cpp appends it).

@@ -544,20 +544,23 @@ TEST(CudaFp8, KvAppendRoundsOnceAndReadsBack) {
 
 // ---- The FP8 wgmma GEMM with a fixed k split (fp8_gemm_wg_split.cuh, CudaFp8WgSplit.*) ----
 
-// y of the split launcher on problem p (all rows from first_row), a workspace for kMaxM rows.
+// y of the split launcher on problem p (all rows from first_row), a workspace for kMaxM rows
+// and the in-kernel fold's tile counts (zeros).
 struct SplitRunner {
   const Problem& p;
   int splits;
   DeviceArray<float> ws;
+  DeviceArray<uint32_t> tiles;
   SplitRunner(Ops& ops, const Problem& p_, int splits_)
       : p(p_), splits(splits_),
-        ws(ops, cuda::fp8_gemm_wg_split_workspace(kMaxM, p_.n, p_.k, splits_)) {}
+        ws(ops, cuda::fp8_gemm_wg_split_workspace(kMaxM, p_.n, p_.k, splits_)),
+        tiles(ops, std::vector<uint32_t>(cuda::fp8_gemm_wg_split_tiles(kMaxM, p_.n), 0u)) {}
   cudaError_t run(int32_t rows, int variant, float* y, int32_t first_row = 0,
                   const float* bias = nullptr) const {
     return cuda::launch_fp8_gemm_wg_split(p.d_xq.data() + int64_t{first_row} * p.k,
                                           p.d_xs.data() + first_row, rows, p.d_w.data(),
                                           p.d_ws.data(), p.n, p.k, bias, y, splits, ws.data(),
-                                          ws.size(), variant, nullptr);
+                                          ws.size(), variant, nullptr, tiles.data());
   }
 };
 
@@ -600,6 +603,33 @@ TEST(CudaFp8WgSplit, OneRunIsTheWholeKernel) {
           << "variant " << v;
     }
   }
+}
+
+// The in-kernel fold (variant 0) against the combining launch (3) over many launches in a row
+// on one set of tile counts: the same bits each time (a count left non-zero would make the
+// next launch's first CTA of that tile fold too early, with runs missing), the counts all zero
+// after, and variant 0 refused without counts.
+TEST(CudaFp8WgSplit, InKernelFoldLeavesItsCountsAtZero) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const Problem p(*ops, 64, 4096, 4096, 31);
+  const SplitRunner split(*ops, p, 5);
+  DeviceArray<float> want(*ops, static_cast<size_t>(p.m) * p.n);
+  for (int32_t m : {1, 7, 64, 2, 64, 1}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m);
+    ASSERT_CUDA(split.run(m, 3, want.data()));
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_CUDA(split.run(m, 0, p.d_y.data()));
+      EXPECT_FALSE(differ_on_device(*ops, p.d_y.data(), want.data(), int64_t{m} * p.n));
+    }
+  }
+  sync();
+  const auto counts = split.tiles.download();
+  EXPECT_EQ(std::count(counts.begin(), counts.end(), 0u), static_cast<long>(counts.size()));
+  EXPECT_EQ(cuda::launch_fp8_gemm_wg_split(p.d_xq.data(), p.d_xs.data(), 1, p.d_w.data(),
+                                           p.d_ws.data(), p.n, p.k, nullptr, p.d_y.data(), 5,
+                                           split.ws.data(), split.ws.size(), 0, nullptr, nullptr),
+            cudaErrorInvalidValue);
 }
 
 // The definition, bit for bit: run z's chain is the whole kernel's result on that run's k

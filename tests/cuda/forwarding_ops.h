@@ -73,6 +73,9 @@ class ForwardingOps : public Ops {
                       float* y, int64_t ldy, NumericsMode numerics) override {
     inner_->matmul_rounded(x, m, w, bias, y, ldy, numerics);
   }
+  void announce_gemm_input(const void* out, const WeightMatrix& reader) override {
+    inner_->announce_gemm_input(out, reader);
+  }
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override {
     inner_->add_rmsnorm(x, y, w, n, dim, eps, out);

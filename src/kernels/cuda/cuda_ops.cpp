@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -106,6 +107,7 @@ class CudaOps final : public Ops {
         gemm_splits_override_(options.gemm_splits_override),
         moe_grouped_rows_(options.moe_grouped_rows),
         fp8_wg_splits_(options.fp8_wg_splits),
+        fp8_fused_quantize_(options.fp8_fused_quantize),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
           "CUDA backend: attention_kernel {} unsupported (-1 chosen, 0…{} a kernel)",
@@ -153,7 +155,8 @@ class CudaOps final : public Ops {
         [this] {
           return std::vector<const void*>{x_bf16_.base(), partials_.base(), counters_.base(),
                                           attn_.base(), rope_dev_.base(), y_part_.base(),
-                                          fp8_act_.base(), fp8_split_.base()};
+                                          fp8_act_.base(), fp8_split_.base(),
+                                          fp8_tiles_.base()};
         });
   }
 
@@ -169,6 +172,7 @@ class CudaOps final : public Ops {
     y_part_.release();
     fp8_act_.release();
     fp8_split_.release();
+    fp8_tiles_.release();
     fp8_lt_.reset();
     grouped_ptrs_.release();
     for (auto& [key, table] : weight_tables_) cudaFree(table.device);
@@ -245,11 +249,13 @@ class CudaOps final : public Ops {
     cuda_check(cudaStreamSynchronize(stream_), "download (sync)");
   }
   void copy(void* dst, const void* src, size_t n_bytes) override {
+    fp8_ready_ = {};
     if (n_bytes == 0) return;
     cuda_check(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
   void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                  size_t row_bytes, int64_t rows) override {
+    fp8_ready_ = {};
     if (row_bytes == 0 || rows <= 0) return;
     cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes,
                                  static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_),
@@ -328,11 +334,26 @@ class CudaOps final : public Ops {
                "matmul_rounded (columns)");
   }
 
+  void announce_gemm_input(const void* out, const WeightMatrix& reader) override {
+    const bool rows = reader.dtype == DType::kF8E4M3 || reader.dtype == DType::kF8E4M3B128;
+    fp8_announced_ = {};
+    if (!fp8_fused_quantize_ || !rows) return;
+    const auto* codes = static_cast<const uint8_t*>(reader.data);
+    fp8_announced_.x = out;
+    fp8_announced_.k = reader.cols;
+    fp8_announced_.params = reinterpret_cast<const float*>(
+        codes + fp8_device_params_offset(reader.dtype, reader.rows, reader.cols));
+  }
+
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
                    void* out) override {
-    cuda_check(cuda::launch_add_rmsnorm(x, y, w, n, dim, eps, static_cast<__nv_bfloat16*>(out),
-                                        stream_, pdl(n)),
-               "add_rmsnorm");
+    auto* ob = static_cast<__nv_bfloat16*>(out);
+    if (const auto q = produce_fp8_input(out, n, dim)) {
+      cuda_check(cuda::launch_add_rmsnorm_fp8(x, y, w, n, dim, eps, ob, *q, stream_, pdl(n)),
+                 "add_rmsnorm (with the FP8 rows)");
+      return;
+    }
+    cuda_check(cuda::launch_add_rmsnorm(x, y, w, n, dim, eps, ob, stream_, pdl(n)), "add_rmsnorm");
   }
 
   void qkv_rope_append(const float* qkv, int32_t n, int32_t n_heads, const float* q_norm,
@@ -372,6 +393,7 @@ class CudaOps final : public Ops {
 
   void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                          int32_t n_heads, float scale, void* out) override {
+    fp8_ready_ = {};
     auto* ob = static_cast<__nv_bfloat16*>(out);
     if (cache.dtype != DType::kF32) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
     // fp32 KV (attention.cu) writes fp32: round it after.
@@ -383,9 +405,40 @@ class CudaOps final : public Ops {
   }
 
   void silu_mul_rows(const float* gate_up, int32_t n, int32_t ffn, void* out) override {
-    cuda_check(cuda::launch_silu_mul_rows(gate_up, n, ffn, static_cast<__nv_bfloat16*>(out),
-                                          stream_, pdl(n)),
-               "silu_mul_rows");
+    auto* ob = static_cast<__nv_bfloat16*>(out);
+    if (const auto q = produce_fp8_input(out, n, ffn)) {
+      cuda_check(cuda::launch_silu_mul_rows_fp8(gate_up, n, ffn, ob, *q, stream_, pdl(n)),
+                 "silu_mul_rows (with the FP8 rows)");
+      return;
+    }
+    cuda_check(cuda::launch_silu_mul_rows(gate_up, n, ffn, ob, stream_, pdl(n)), "silu_mul_rows");
+  }
+
+  // The FP8 form of a GEMM input in fp8_act_: codes (m, k), then the m row scales (or m row ×
+  // ⌈k / 128⌉ group scales) at a 256-byte boundary.
+  struct Fp8Act {
+    uint8_t* codes;
+    float* scale;
+  };
+  Fp8Act fp8_act(int32_t m, int64_t k, int64_t scales) {
+    const size_t codes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
+    auto* base = static_cast<uint8_t*>(
+        fp8_act_.get(codes + sizeof(float) * static_cast<size_t>(scales), stream_));
+    return {base, reinterpret_cast<float*>(base + codes)};
+  }
+
+  // A producer's part of announce_gemm_input: where `out` (n, k) is the announced input, the
+  // FP8 rows to write beside it, now recorded as ready for the linears of that rule; nullopt
+  // otherwise. Either way the announcement is used up and an earlier ready input forgotten
+  // (this producer may be overwriting it).
+  std::optional<cuda::Fp8RowsOut> produce_fp8_input(const void* out, int32_t n, int64_t k) {
+    const Fp8Input a = fp8_announced_;
+    fp8_announced_ = {};
+    fp8_ready_ = {};
+    if (a.x == nullptr || a.x != out || a.k != k || n <= 0) return std::nullopt;
+    const Fp8Act act = fp8_act(n, k, n);
+    fp8_ready_ = {out, a.params, n, k};
+    return cuda::Fp8RowsOut{act.codes, act.scale, a.params};
   }
 
   // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
@@ -412,15 +465,20 @@ class CudaOps final : public Ops {
         reinterpret_cast<const float*>(codes + fp8_device_params_offset(w.dtype, n, k));
     const bool groups = w.dtype == DType::kF8E4M3G128;
     const int64_t x_scales = groups ? m * fp8_device_row_scales(w.dtype, k) : m;
-    const size_t xq_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) + 255) / 256 * 256;
-    auto* xq = static_cast<uint8_t*>(
-        fp8_act_.get(xq_bytes + sizeof(float) * static_cast<size_t>(x_scales), stream_));
-    auto* x_scale = reinterpret_cast<float*>(xq + xq_bytes);
-    if (groups) {
+    const Fp8Act act = fp8_act(m, k, x_scales);
+    uint8_t* xq = act.codes;
+    float* x_scale = act.scale;
+    const Fp8Input& r = fp8_ready_;
+    if (!groups && r.x == xb && r.m == m && r.k == k && r.params == params) {
+      ++fp8_fused_reads_;  // its producer wrote these rows' FP8 form (announce_gemm_input)
+    } else if (groups) {
+      fp8_ready_ = {};  // fp8_act_ is overwritten
+
       cuda_check(
           cuda::launch_fp8_quantize_groups_params(xb, true, m, k, params, xq, x_scale, stream_),
           "fp8 quantize (128-column groups)");
     } else {
+      fp8_ready_ = {};
       cuda_check(
           cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
           "fp8 quantize");
@@ -455,8 +513,12 @@ class CudaOps final : public Ops {
                             ? cuda::fp8_gemm_wg_split_workspace(m, n, k, splits)
                             : 0;
       auto* chains = static_cast<float*>(fp8_split_.get(sizeof(float) * ws, stream_));
+      // The tiles' finished-run counts: zeroed when the scratch grows, left zero by each launch.
+      auto* counts = ws == 0 ? nullptr
+                             : static_cast<unsigned*>(fp8_tiles_.get(
+                                   sizeof(unsigned) * cuda::fp8_gemm_wg_split_tiles(m, n), stream_));
       cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
-                                                splits, chains, ws, -1, stream_),
+                                                splits, chains, ws, -1, stream_, counts),
                  "fp8 gemm (wgmma, split k)");
       return;
     }
@@ -532,6 +594,7 @@ class CudaOps final : public Ops {
     }
   }
 
+  int64_t fp8_fused_reads() const { return fp8_fused_reads_; }
   std::vector<cuda::LtPlanReport> gemm_plans() const {
     return lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
   }
@@ -925,6 +988,18 @@ class CudaOps final : public Ops {
   int gemm_splits_override_;
   int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
   int fp8_wg_splits_;         // CudaOptions::fp8_wg_splits
+  bool fp8_fused_quantize_;   // CudaOptions::fp8_fused_quantize
+  // announce_gemm_input: the input the next producer writes and the rule of the FP8 linear that
+  // reads it (fp8_announced_); the input whose FP8 rows fp8_act_ holds (fp8_ready_), until a
+  // producer, a copy or another FP8 linear's quantizer writes over either.
+  struct Fp8Input {
+    const void* x = nullptr;
+    const float* params = nullptr;  // the reader's activation parameters (device form)
+    int32_t m = 0;
+    int64_t k = 0;
+  };
+  Fp8Input fp8_announced_, fp8_ready_;
+  int64_t fp8_fused_reads_ = 0;  // FP8 linears that read their producer's rows (tests)
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -932,6 +1007,7 @@ class CudaOps final : public Ops {
   Scratch x_bf16_, partials_, counters_, attn_, rope_dev_;
   Scratch fp8_act_;                         // FP8 linears: the E4M3 rows of x and their scales
   Scratch fp8_split_;                       // FP8 linears, split k: the runs' chains (m <= 64)
+  Scratch fp8_tiles_;  // FP8 linears, split k: each output tile's count of finished runs (zeros)
   static constexpr int32_t kMaxUnitScales = 1024;
   float* unit_scales_ = nullptr;            // FP8 KV: ones, the scales of a cache given none
   std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
@@ -1004,6 +1080,11 @@ std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
                                       "m = {})",
                                       r.swept_out, r.first_swept_out_m)));
   return out;
+}
+
+int64_t cuda_fp8_fused_reads(const Ops& ops) {
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  return c == nullptr ? 0 : c->fp8_fused_reads();
 }
 
 int cuda_gemm_lt_plan_count(const Ops& ops) {

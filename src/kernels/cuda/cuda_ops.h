@@ -72,6 +72,10 @@ struct CudaOptions {
   // tests): S > 1 runs of k for every shape, or 0/1 for the unsplit wgmma GEMM. Each is its
   // own numerics (cuda_fp8_gemm_rule(splits) names it).
   int fp8_wg_splits = kCudaFp8DefaultSplits;
+  // The FP8 linears' per-token quantizer fused into the producer of their input (add_rmsnorm
+  // and silu_mul_rows write the E4M3 rows beside the bf16 ones, Ops::announce_gemm_input).
+  // Same bits (tests); off only to measure the separate quantizer's launch.
+  bool fp8_fused_quantize = true;
   // Where the verified cuBLASLt plans persist across restarts (gemm_lt.h; the file:
   // kernels/gemm_plan_file.h). Off by default (tests, benchmarks); the CLI turns it on
   // (--gemm-plan-cache PATH, --no-gemm-plan-cache). path "" = the default location
@@ -97,6 +101,9 @@ std::unique_ptr<Ops> make_cuda_ops(const CudaOptions& options);
 // M bucket, the execution chosen (the invariant kernel or a cuBLASLt one verified bit-equal to
 // it), how many candidates were tried and bit-equal, and both times. Empty for other ops.
 std::vector<std::string> cuda_gemm_plan_report(const Ops& ops);
+// How many FP8 linears so far read the FP8 rows their input's producer wrote
+// (CudaOptions::fp8_fused_quantize) instead of quantizing: tests check the fused path is taken.
+int64_t cuda_fp8_fused_reads(const Ops& ops);
 // How many of those plans run on cuBLASLt (tests check the verified path is really used).
 int cuda_gemm_lt_plan_count(const Ops& ops);
 

@@ -26,6 +26,10 @@ int fp8_gemm_wg_auto_splits(int64_t n, int64_t /*k*/, int sms) {
   return static_cast<int>(std::min<int64_t>(kFp8GemmWgSplitAutoMax, (sms + blocks - 1) / blocks));
 }
 
+size_t fp8_gemm_wg_split_tiles(int32_t m, int64_t n) {
+  return static_cast<size_t>((n + 127) / 128) * static_cast<size_t>((m + 63) / 64);
+}
+
 size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits) {
   return static_cast<size_t>(fp8_gemm_wg_split_runs(k, splits)) * static_cast<size_t>(m) *
          static_cast<size_t>(n);
@@ -34,7 +38,8 @@ size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits) 
 cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, int32_t m,
                                      const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
                                      const float* bias, float* y, int splits, float* workspace,
-                                     size_t workspace_floats, int variant, cudaStream_t stream) {
+                                     size_t workspace_floats, int variant, cudaStream_t stream,
+                                     unsigned* tile_counts) {
   if (m == 0) return cudaSuccess;
   if (m < 0 || splits < 1 || !fp8_gemm_shape_supported(n, k) || variant >= kFp8GemmWgSplitVariants)
     return cudaErrorInvalidValue;
@@ -45,13 +50,17 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
   const bool fits = workspace != nullptr &&
                     workspace_floats >= fp8_gemm_wg_split_workspace(m, n, k, splits);
   const bool small = m <= kFp8GemmWgSplitCtaMaxM;
-  if (variant < 0) variant = small && fits ? 0 : (small ? 1 : 2);
+  if (variant < 0) variant = small && fits ? (tile_counts ? 0 : 3) : (small ? 1 : 2);
   switch (variant) {
     case 0:
-      if (!fits) return cudaErrorInvalidValue;
+      if (!fits || tile_counts == nullptr) return cudaErrorInvalidValue;
+      s.tiles = tile_counts;
       return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);
     case 1: return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInOrder>(p, s, stream);
-    default: return fp8::run_wg_split<Wg128, WgSplitSchedule::kRunsInOrder>(p, s, stream);
+    case 2: return fp8::run_wg_split<Wg128, WgSplitSchedule::kRunsInOrder>(p, s, stream);
+    default:
+      if (!fits) return cudaErrorInvalidValue;
+      return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);
   }
 }
 

@@ -12,10 +12,13 @@
 // Two schedules give those bits (tested at every m, tests/cuda/cuda_fp8_test.cpp
 // CudaFp8WgSplit.*):
 // - kRunsInCtas (small m: the grid needs CTAs): grid (n / 128, m tiles, S); CTA z makes c_z for
-//   its tile and writes it, unscaled, to partial[z] (S × m × n fp32); wg_split_combine_kernel
-//   then folds the runs in ascending z and applies the epilogue. S times the CTAs of the whole
-//   kernel, each streaming 1/S of the weights: what batch-1 decode needs to read weights at
-//   the memory's rate.
+//   its tile and writes it, unscaled, to partial[z] (S × m × n fp32). S times the CTAs of the
+//   whole kernel, each streaming 1/S of the weights: what batch-1 decode needs to read weights
+//   at the memory's rate. The runs are then folded in ascending z and the epilogue applied
+//   either by the tile's last CTA to finish (with `tiles`: it counts the finished runs of its
+//   tile, atomically, and the one that brings the count to S folds all S chains from memory —
+//   its own included — in the fixed order, so which CTA finishes last moves no bit; it leaves
+//   the count at zero for the next launch) or by wg_split_combine_kernel, a second launch.
 // - kRunsInOrder (large m: partials of S × m × n would cost more than the weights): one CTA a
 //   tile makes c_0, c_1, … one after the other in registers and folds each as it ends.
 #pragma once
@@ -35,6 +38,8 @@ struct WgSplitParams {
   int32_t runs;      // S, none empty (wg_split_runs)
   int32_t per;       // tiles of 128 k a run: the last may have fewer
   float* partial;    // kRunsInCtas: (runs, m, n) fp32 chains, unscaled
+  unsigned* tiles = nullptr;  // kRunsInCtas: a finished-run count per output tile (zeros), or
+                              // nullptr for the combining launch
 };
 
 // Tiles of 128 k a run and the number of non-empty runs for `splits` asked (≥ 1).
@@ -42,7 +47,7 @@ __host__ __device__ inline WgSplitParams wg_split_runs(int32_t k, int32_t splits
   const int32_t tiles = (k + kFp8WgPromoteK - 1) / kFp8WgPromoteK;
   const int32_t s = splits < 1 ? 1 : (splits > tiles ? tiles : splits);
   const int32_t per = (tiles + s - 1) / s;
-  return {(tiles + per - 1) / per, per, nullptr};
+  return {(tiles + per - 1) / per, per, nullptr, nullptr};
 }
 
 // Run [t0, t1) of the k tiles into `acc` (zeroed here): the serial schedule of
@@ -96,9 +101,34 @@ __global__ void __launch_bounds__(C::kThreads)
     const int z = blockIdx.z;
     const int t0 = z * s.per, t1 = min(t0 + s.per, tiles);
     wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc);
-    float* out = s.partial + static_cast<int64_t>(z) * p.m * p.n;
+    if (s.tiles != nullptr && s.runs == 1) {  // one run: the fold is the chain itself
+      wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
+        p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
+      });
+      return;
+    }
+    const int64_t mn = static_cast<int64_t>(p.m) * p.n;
+    float* out = s.partial + z * mn;
     wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
       out[static_cast<int64_t>(row) * p.n + col] = v;
+    });
+    if (s.tiles == nullptr) return;  // wg_split_combine_kernel folds
+    __shared__ bool last;
+    __threadfence();  // this CTA's chain is visible to every CTA before it is counted
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned* count = s.tiles + blockIdx.y * gridDim.x + blockIdx.x;
+      last = atomicAdd(count, 1u) == static_cast<unsigned>(s.runs - 1);
+      if (last) *count = 0;  // every run of the tile has counted: zero for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float) {
+      const int64_t i = static_cast<int64_t>(row) * p.n + col;
+      float sum = __ldcg(s.partial + i);  // L2: the other CTAs' chains, never a stale L1 line
+      for (int r = 1; r < s.runs; ++r) sum = __fadd_rn(sum, __ldcg(s.partial + r * mn + i));
+      p.y[i] = wg_epilogue(p, row, col, sum);
     });
   } else {
     float total[16][4];
@@ -139,7 +169,7 @@ cudaError_t run_wg_split(const GemmParams& p, const WgSplitParams& s, cudaStream
   if (err != cudaSuccess) return err;
   gemm_wg_split_kernel<C, SCHEDULE><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p, s);
   err = cudaGetLastError();
-  if (err != cudaSuccess || !ctas) return err;
+  if (err != cudaSuccess || !ctas || s.tiles != nullptr) return err;
   const int64_t mn = static_cast<int64_t>(p.m) * p.n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((mn + 255) / 256, 4096));
   wg_split_combine_kernel<<<blocks, 256, 0, stream>>>(p, s);

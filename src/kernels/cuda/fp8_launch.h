@@ -2,6 +2,7 @@
 // not recompile every .cu file). Device pointers; shapes in comments.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -17,6 +18,26 @@ namespace detllm::kernels::cuda {
 cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t m, int64_t k,
                                             const float* params, uint8_t* q, float* scale,
                                             cudaStream_t stream);
+
+// Where a producer of a GEMM input also writes the input's per-token FP8 form: codes (n, k)
+// E4M3, scale (n), and the reading matrix's activation parameters (params as above).
+struct Fp8RowsOut {
+  uint8_t* codes = nullptr;
+  float* scale = nullptr;
+  const float* params = nullptr;
+};
+
+// launch_add_rmsnorm (cuda_kernels.h) that also writes q: the codes and scales that
+// launch_fp8_quantize_rows_params(out, bf16, n, dim, q.params, …) gives, bit for bit, without
+// its launch (fused.cu).
+cudaError_t launch_add_rmsnorm_fp8(float* x, const float* y, const float* w, int32_t n,
+                                   int32_t dim, float eps, __nv_bfloat16* out,
+                                   const Fp8RowsOut& q, cudaStream_t stream, bool pdl = false,
+                                   int row_regs = -1);
+// launch_silu_mul_rows (cuda_kernels.h) that also writes q, as above: one block a row.
+cudaError_t launch_silu_mul_rows_fp8(const float* gate_up, int32_t n, int32_t ffn,
+                                     __nv_bfloat16* out, const Fp8RowsOut& q,
+                                     cudaStream_t stream, bool pdl = false);
 
 // Each row of x (m, k) quantized per 128-column group (kF8E4M3G128's activations, DeepSeek-V3's
 // act_quant): group g = columns [128 g, 128 g + 128), the last one partial, gets
@@ -54,12 +75,16 @@ cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* 
 // empty), each run's chain that of launch_fp8_gemm_wg, the runs added in ascending order, then
 // the same epilogue. A numerics of its own for S' > 1 (kFp8GemmWgSplitNumericsRule + S'); S' = 1
 // gives launch_fp8_gemm_wg's bits. The split must be chosen from the shape, never from m: every
-// variant and every m gives the same bits. variant 0: the runs in CTAs of their own, their
-// chains in `workspace` (fp8_gemm_wg_split_workspace floats), then a combining kernel — the
-// small-m schedule; 1, 2: the runs one after the other in each CTA (64- and 128-row tiles);
-// -1: 0 when m ≤ kFp8GemmWgSplitCtaMaxM and the workspace suffices, else 1 or 2. What the
-// per-channel FP8 linears of a served model run, S from fp8_gemm_wg_auto_splits.
-inline constexpr int kFp8GemmWgSplitVariants = 3;
+// variant and every m gives the same bits. Variants 0 and 3, the small-m schedule: the runs in
+// CTAs of their own, their chains in `workspace` (fp8_gemm_wg_split_workspace floats), then
+// folded — in 0 by the last CTA of each output tile to finish, which adds the tile's chains in
+// ascending order (needs tile_counts: fp8_gemm_wg_split_tiles(m, n) words, zero before the
+// first launch; each launch leaves them zero; one launch at a time on them), in 3 by a second,
+// combining kernel. 1, 2: the runs one after the other in each CTA (64- and 128-row tiles).
+// -1: for m ≤ kFp8GemmWgSplitCtaMaxM with the workspace, 0 when tile_counts is given, else 3;
+// otherwise 1 or 2. What the per-channel FP8 linears of a served model run, S from
+// fp8_gemm_wg_auto_splits.
+inline constexpr int kFp8GemmWgSplitVariants = 4;
 inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
 inline constexpr const char* kFp8GemmWgSplitNumericsRule =
     "wgmma-m64n128k32-e4m3;promote=128;fp32-asc;runs-asc;*sx*sw";
@@ -71,9 +96,11 @@ int32_t fp8_gemm_wg_split_runs(int64_t k, int splits);
 inline constexpr int kFp8GemmWgSplitAutoMax = 8;
 int fp8_gemm_wg_auto_splits(int64_t n, int64_t k, int sms);
 size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits);
+size_t fp8_gemm_wg_split_tiles(int32_t m, int64_t n);
 cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, int32_t m,
                                      const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
                                      const float* bias, float* y, int splits, float* workspace,
-                                     size_t workspace_floats, int variant, cudaStream_t stream);
+                                     size_t workspace_floats, int variant, cudaStream_t stream,
+                                     unsigned* tile_counts = nullptr);
 
 }  // namespace detllm::kernels::cuda

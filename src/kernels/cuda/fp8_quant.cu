@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_launch.h"
+#include "kernels/cuda/fp8_row_quant.cuh"
 
 namespace detllm::kernels::cuda {
 namespace {
@@ -28,41 +29,23 @@ __device__ __forceinline__ float load(const void* x, int64_t i) {
 }
 
 // params: nullptr, or {input_scale, act_bound} in device memory (kernels/fp8_device_matrix.h):
-// input_scale > 0 is the scale of every row; else act_bound > 0 caps the amax.
+// fp8_row_quant.cuh's rule.
 template <bool BF16>
 __global__ void __launch_bounds__(kThreads)
     fp8_quantize_rows_kernel(const void* x, int64_t k, uint8_t* q, float* scale,
                              const float* params) {
+  __shared__ float warp_max[kThreads / 32];
   const int64_t row = blockIdx.x;
   const int64_t base = row * k;
-  const float input_scale = params ? params[0] : 0.0f, bound = params ? params[1] : 0.0f;
-  if (input_scale > 0.0f) {  // static: the checkpoint's scale, the same for every row
-    if (threadIdx.x == 0) scale[row] = input_scale;
-    for (int64_t i = threadIdx.x; i < k; i += kThreads)
-      q[base + i] = fp8::encode_e4m3(__fdiv_rn(load<BF16>(x, base + i), input_scale));
-    return;
-  }
+  const fp8::RowRule rule = fp8::row_rule(params);
   float amax = 0.0f;
-  for (int64_t i = threadIdx.x; i < k; i += kThreads) amax = fmaxf(amax, fabsf(load<BF16>(x, base + i)));
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  __shared__ float warp_max[kThreads / 32];
-  __shared__ float row_scale;
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float m = warp_max[0];
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-    if (bound > 0.0f) m = fminf(m, bound);  // fbgemm's activation_scale_ub
-    float s = __fdiv_rn(m, fp8::kE4m3Max);
-    s = s == 0.0f ? 1.0f : s;  // an all-zero row, or an amax below 448 · 2^-149
-    row_scale = s;
-    scale[row] = s;
-  }
-  __syncthreads();
-  const float s = row_scale;
-  for (int64_t i = threadIdx.x; i < k; i += kThreads)
-    q[base + i] = fp8::encode_e4m3(__fdiv_rn(load<BF16>(x, base + i), s));
+  if (!rule.is_static())
+    for (int64_t i = threadIdx.x; i < k; i += kThreads)
+      amax = fmaxf(amax, fabsf(load<BF16>(x, base + i)));
+  const float row_amax = rule.is_static() ? 0.0f : fp8::block_max<kThreads / 32>(amax, warp_max);
+  const float s = fp8::row_scale(rule, row_amax);
+  if (threadIdx.x == 0) scale[row] = s;
+  for (int64_t i = threadIdx.x; i < k; i += kThreads) q[base + i] = fp8::row_code(load<BF16>(x, base + i), s);
 }
 
 // One 128-column group of one row a block (grid: m × ⌈k / 128⌉), one element a thread: the
@@ -76,28 +59,12 @@ __global__ void __launch_bounds__(fp8::kE4m3GroupCols)
   const int64_t i = group * G + threadIdx.x;
   const bool in = i < k;
   const float v = in ? load<BF16>(x, row * k + i) : 0.0f;
-  const float input_scale = params ? params[0] : 0.0f, bound = params ? params[1] : 0.0f;
-  float s;
-  if (input_scale > 0.0f) {
-    s = input_scale;
-  } else {
-    float amax = fabsf(v);
-    amax = amax == amax ? amax : 0.0f;  // NaN ignored, as fmaxf does in the row kernel
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    __shared__ float warp_max[G / 32];
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-    __syncthreads();
-    float m = warp_max[0];
-#pragma unroll
-    for (int w = 1; w < G / 32; ++w) m = fmaxf(m, warp_max[w]);
-    if (bound > 0.0f) m = fminf(m, bound);
-    s = __fdiv_rn(m, fp8::kE4m3Max);
-    s = s == 0.0f ? 1.0f : s;
-  }
+  __shared__ float warp_max[G / 32];
+  const fp8::RowRule rule = fp8::row_rule(params);
+  const float amax = fabsf(v) == fabsf(v) ? fabsf(v) : 0.0f;  // NaN ignored, as fmaxf does
+  const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<G / 32>(amax, warp_max));
   if (threadIdx.x == 0) scale[row * groups + group] = s;
-  if (in) q[row * k + i] = fp8::encode_e4m3(__fdiv_rn(v, s));
+  if (in) q[row * k + i] = fp8::row_code(v, s);
 }
 
 }  // namespace

@@ -3,13 +3,18 @@
 // gives the bits of the op sequence it replaces on this backend — the same per-element IEEE
 // operations (pinned with __fadd_rn/__fmul_rn/…), the same row reduction (row_reduce.cuh), and
 // GEMM inputs rounded to bf16 (nearest even) where the GEMM would have rounded them.
-// Test: build-cuda/tests/test_cuda --gtest_filter='CudaFused*' (tests/cuda/cuda_fused_ops_test.cpp).
+// The _fp8 forms also write the E4M3 codes and scales of their bf16 rows by the FP8 linear's
+// per-token rule (fp8_row_quant.cuh), so the linear that reads them skips its quantizer.
+// Test: build-cuda/tests/test_cuda --gtest_filter='CudaFused*' (tests/cuda/cuda_fused_ops_test.cpp)
+// and 'CudaFp8Fused*' (tests/cuda/cuda_fp8_fused_test.cpp).
 #include <cuda_bf16.h>
 
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/fp8_launch.h"
+#include "kernels/cuda/fp8_row_quant.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
@@ -20,11 +25,12 @@ namespace {
 // d ≡ i (mod 256) in ascending d, as rmsnorm_kernel does, so the sum of squares is the same
 // chain and tree; x + y is the add kernel's one rounding. PER > 0: the row in registers
 // (row_reduce.cuh), else the loop.
-template <bool kAdd, int PER>
+template <bool kAdd, int PER, bool kFp8 = false>
 __global__ void __launch_bounds__(kNormThreads)
     add_rmsnorm_kernel(float* x, const float* y, const float* w, int32_t dim, float eps,
-                       __nv_bfloat16* out) {
+                       __nv_bfloat16* out, Fp8RowsOut q) {
   __shared__ float warp_sums[kNormWarps];
+  __shared__ float warp_max[kNormWarps];
   pdl_wait();
   pdl_release();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
@@ -40,8 +46,19 @@ __global__ void __launch_bounds__(kNormThreads)
       ss = __fmaf_rn(v, v, ss);
     }
     const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
-    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
-      out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
+    float amax = 0.0f;
+    for (int32_t d = threadIdx.x; d < dim; d += kNormThreads) {
+      const __nv_bfloat16 b = __float2bfloat16_rn(__fmul_rn(__fmul_rn(xr[d], r), w[d]));
+      out[base + d] = b;
+      if constexpr (kFp8) amax = fmaxf(amax, fabsf(__bfloat162float(b)));
+    }
+    if constexpr (kFp8) {  // each thread reads back the elements it wrote
+      const fp8::RowRule rule = fp8::row_rule(q.params);
+      const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<kNormWarps>(amax, warp_max));
+      if (threadIdx.x == 0) q.scale[blockIdx.x] = s;
+      for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
+        q.codes[base + d] = fp8::row_code(__bfloat162float(out[base + d]), s);
+    }
   } else {
     float v[PER], g[PER];
     load_row_regs<PER, kAdd>(xr, kAdd ? y + base : y, w, dim, v, g);
@@ -54,10 +71,26 @@ __global__ void __launch_bounds__(kNormThreads)
       }
     }
     const float r = rms_scale(block_sum_squares(ss, warp_sums), dim, eps);
+    float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < PER; ++j) {
       const int32_t d = threadIdx.x + j * kNormThreads;
-      if (d < dim) out[base + d] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(v[j], r), g[j]));
+      if (d < dim) {
+        const __nv_bfloat16 b = __float2bfloat16_rn(__fmul_rn(__fmul_rn(v[j], r), g[j]));
+        out[base + d] = b;
+        v[j] = __bfloat162float(b);  // the GEMM input's value, kept for the codes
+        if constexpr (kFp8) amax = fmaxf(amax, fabsf(v[j]));
+      }
+    }
+    if constexpr (kFp8) {
+      const fp8::RowRule rule = fp8::row_rule(q.params);
+      const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<kNormWarps>(amax, warp_max));
+      if (threadIdx.x == 0) q.scale[blockIdx.x] = s;
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {
+        const int32_t d = threadIdx.x + j * kNormThreads;
+        if (d < dim) q.codes[base + d] = fp8::row_code(v[j], s);
+      }
     }
   }
 }
@@ -208,6 +241,33 @@ __global__ void silu_mul_rows_kernel(const float* gate_up, int32_t n, int32_t ff
   }
 }
 
+// silu_mul_rows and the FP8 quantizer of its rows: one block a row, thread i the elements
+// c ≡ i (mod kSiluFp8Threads); each element's bf16 is silu_mul_rows_kernel's, the codes and
+// scale fp8_row_quant.cuh's of those bf16 values (each thread reads back what it wrote).
+constexpr int kSiluFp8Threads = 512;
+__global__ void __launch_bounds__(kSiluFp8Threads)
+    silu_mul_rows_fp8_kernel(const float* gate_up, int32_t ffn, __nv_bfloat16* out,
+                             Fp8RowsOut q) {
+  __shared__ float warp_max[kSiluFp8Threads / 32];
+  pdl_wait();
+  pdl_release();
+  const int64_t r = blockIdx.x;
+  const float* g = gate_up + r * 2 * ffn;
+  __nv_bfloat16* o = out + r * ffn;
+  float amax = 0.0f;
+  for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads) {
+    const __nv_bfloat16 b = __float2bfloat16_rn(silu_mul_one(g[c], g[ffn + c]));
+    o[c] = b;
+    amax = fmaxf(amax, fabsf(__bfloat162float(b)));
+  }
+  const fp8::RowRule rule = fp8::row_rule(q.params);
+  const float s = fp8::row_scale(
+      rule, rule.is_static() ? 0.0f : fp8::block_max<kSiluFp8Threads / 32>(amax, warp_max));
+  if (threadIdx.x == 0) q.scale[r] = s;
+  for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads)
+    q.codes[r * ffn + c] = fp8::row_code(__bfloat162float(o[c]), s);
+}
+
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 16 ? 65535 * 16 : blocks));
@@ -222,11 +282,37 @@ cudaError_t launch_add_rmsnorm(float* x, const float* y, const float* w, int32_t
   const dim3 grid(static_cast<unsigned>(n));
   return with_row_regs(row_regs, dim, [&](auto per) {
     constexpr int kPer = decltype(per)::value;
+    const Fp8RowsOut none{};
     return y != nullptr ? launch_pdl(pdl, add_rmsnorm_kernel<true, kPer>, grid, kNormThreads, 0,
-                                     stream, x, y, w, dim, eps, out)
+                                     stream, x, y, w, dim, eps, out, none)
                         : launch_pdl(pdl, add_rmsnorm_kernel<false, kPer>, grid, kNormThreads, 0,
-                                     stream, x, y, w, dim, eps, out);
+                                     stream, x, y, w, dim, eps, out, none);
   });
+}
+
+cudaError_t launch_add_rmsnorm_fp8(float* x, const float* y, const float* w, int32_t n,
+                                   int32_t dim, float eps, __nv_bfloat16* out,
+                                   const Fp8RowsOut& q, cudaStream_t stream, bool pdl,
+                                   int row_regs) {
+  if (n == 0) return cudaSuccess;
+  if (q.codes == nullptr || q.scale == nullptr) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n));
+  return with_row_regs(row_regs, dim, [&](auto per) {
+    constexpr int kPer = decltype(per)::value;
+    return y != nullptr ? launch_pdl(pdl, add_rmsnorm_kernel<true, kPer, true>, grid, kNormThreads,
+                                     0, stream, x, y, w, dim, eps, out, q)
+                        : launch_pdl(pdl, add_rmsnorm_kernel<false, kPer, true>, grid,
+                                     kNormThreads, 0, stream, x, y, w, dim, eps, out, q);
+  });
+}
+
+cudaError_t launch_silu_mul_rows_fp8(const float* gate_up, int32_t n, int32_t ffn,
+                                     __nv_bfloat16* out, const Fp8RowsOut& q,
+                                     cudaStream_t stream, bool pdl) {
+  if (n == 0 || ffn == 0) return cudaSuccess;
+  if (q.codes == nullptr || q.scale == nullptr) return cudaErrorInvalidValue;
+  return launch_pdl(pdl, silu_mul_rows_fp8_kernel, dim3(static_cast<unsigned>(n)),
+                    kSiluFp8Threads, 0, stream, gate_up, ffn, out, q);
 }
 
 bool qkv_rope_append_supported(int32_t head_dim, int32_t rot_dim) {
