@@ -8,7 +8,7 @@
 # Each part writes its log as it goes, so a run cut off keeps what finished.
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
-#   [BIN=build-gpu-carry] [OUT=dir] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
+#   [BIN=build-gpu-carry] [OUT=dir] [TESTS=gtest-filter] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
 #   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8] [E2E_SPLITS=S]
 #   [MATRIX=wide@fp8] [E2E_UNFUSED=1] scripts/gpu/fp8_gpu.sh
 #   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
@@ -33,7 +33,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 echo "device: $(cat "$out/fp8_device.txt"); binaries from $(cat "$bin/COMMIT" 2>/dev/null || echo '?')" >&2
 
 if [ -z "${SKIP_TESTS:-}" ]; then
-  DETLLM_REQUIRE_GPU=1 "$bin/test_cuda" --gtest_filter='CudaFp8*:Gpu/Conformance.*fp8*' \
+  DETLLM_REQUIRE_GPU=1 "$bin/test_cuda" --gtest_filter="${TESTS:-CudaFp8*:Gpu/Conformance.*fp8*}" \
     >"$out/fp8_tests.log" 2>&1
   echo "CudaFp8 tests: rc=$? ($(grep -c '^\[       OK' "$out/fp8_tests.log") passed," \
     "$(grep -c '^\[  FAILED  \].*ms)' "$out/fp8_tests.log") failed)" >&2
