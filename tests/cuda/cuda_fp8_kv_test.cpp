@@ -48,10 +48,15 @@ std::unique_ptr<kernels::Ops> cuda_ops(DType kv, int attention_kernel = -1) {
 TEST(CudaFp8Kv, AttentionOnCodesIsBf16AttentionOnTheirValues) {
   DETLLM_SKIP_WITHOUT_GPU();
   auto ops8 = cuda_ops(DType::kF8E4M3);
+  // The decode warps forced (where they apply: decode steps; the packed CTA elsewhere): their
+  // rings dequantize in place (attention_tc_decode_warp.cuh), the transposed warp for n_rep ≤ 8
+  // and the row-layout one above.
+  auto warps8 = cuda_ops(DType::kF8E4M3, static_cast<int>(kernels::AttentionKernel::kDecodeWarps));
   auto packed = cuda_ops(DType::kBF16, static_cast<int>(kernels::AttentionKernel::kPacked));
   auto chosen = cuda_ops(DType::kBF16);
   for (const KvCase& c : {KvCase{32, 8, 128, 16, 600}, KvCase{9, 3, 64, 16, 300},
-                          KvCase{4, 2, 16, 4, 77}}) {
+                          KvCase{4, 2, 16, 4, 77}, KvCase{32, 2, 128, 16, 333},
+                          KvCase{24, 2, 64, 16, 1100}}) {
     SCOPED_TRACE(::testing::Message() << c.n_heads << "/" << c.n_kv_heads << "x" << c.head_dim);
     const int32_t n_blocks = (c.positions + c.block_size - 1) / c.block_size;
     const size_t n = static_cast<size_t>(n_blocks) * c.block_size * c.n_kv_heads * c.head_dim;
@@ -100,15 +105,20 @@ TEST(CudaFp8Kv, AttentionOnCodesIsBf16AttentionOnTheirValues) {
                                dtable.data()};
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       const size_t outs = q.size();
-      DeviceArray<float> o8(*ops8, outs), op(*packed, outs), oc(*chosen, outs), o2(*ops8, outs);
+      DeviceArray<float> o8(*ops8, outs), op(*packed, outs), oc(*chosen, outs), o2(*ops8, outs),
+          ow(*ops8, outs);
       ops8->attention(dq.data(), fp8, batch, c.n_heads, scale, o8.data());
+      warps8->attention(dq.data(), fp8, batch, c.n_heads, scale, ow.data());
+      warps8->synchronize();
       packed->attention(dq.data(), bf16, batch, c.n_heads, scale, op.data());
       chosen->attention(dq.data(), bf16, batch, c.n_heads, scale, oc.data());
       kernels::KvCacheLayer other = fp8;
       other.k_scale = dks2.data();
       ops8->attention(dq.data(), other, batch, c.n_heads, scale, o2.data());
       const auto a = o8.download(), b = op.download(), d = oc.download(), e = o2.download();
+      const auto w = ow.download();
       EXPECT_EQ(std::memcmp(a.data(), b.data(), outs * 4), 0) << "first " << first << " (packed)";
+      EXPECT_EQ(std::memcmp(w.data(), b.data(), outs * 4), 0) << "first " << first << " (warps)";
       EXPECT_EQ(std::memcmp(a.data(), d.data(), outs * 4), 0) << "first " << first << " (chosen)";
       EXPECT_NE(std::memcmp(a.data(), e.data(), outs * 4), 0) << "the K scales were not read";
       EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));

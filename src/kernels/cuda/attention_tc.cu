@@ -405,9 +405,12 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, const AttentionPlan& pla
       (fp8 ? a.v_fp8 == nullptr || a.k_scale == nullptr || a.v_scale == nullptr
            : a.k_bf16 == nullptr || a.v_bf16 == nullptr))
     return cudaErrorInvalidValue;
-  // An FP8 cache: the packed CTA only (its loads dequantize; the other schedules' cp.async
-  // rings copy bf16 rows). The caller forces it (CudaOps); any other plan is refused.
-  if (fp8 && plan.kernel != AttentionKernel::kPacked) return cudaErrorInvalidValue;
+  // An FP8 cache: the packed CTA (its loads dequantize) or the decode warps (their rings
+  // dequantize in place); the other schedules' cp.async rings copy bf16 rows, so CudaOps plans
+  // among these two only, and any other plan is refused.
+  if (fp8 && plan.kernel != AttentionKernel::kPacked &&
+      plan.kernel != AttentionKernel::kDecodeWarps)
+    return cudaErrorInvalidValue;
   if (plan.scratch_floats > 0 && scratch == nullptr) return cudaErrorInvalidValue;
   switch (plan.kernel) {
     case AttentionKernel::kDecodeWarps:

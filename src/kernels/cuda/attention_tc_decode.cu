@@ -47,12 +47,12 @@ constexpr int kChunkRows = kKvTile / 2;
 
 // grid attention_decode_grid (the plan), block W = kDecWarps<NBUF, kChunkRows> warps; warp w
 // runs decode_item(w).
-template <int HD, int NBUF>
+template <int HD, int NBUF, bool KV8>
 __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows> * 32)
     attention_tc_decode_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                int max_splits, int splits_per_warp, int n_zc) {
   constexpr int W = kDecWarps<NBUF, kChunkRows>;
-  using Ring = DecodeRing<HD, NBUF, kChunkRows, kDecDefaultPrefetch>;
+  using Ring = DecodeRing<HD, NBUF, kChunkRows, kDecDefaultPrefetch, KV8>;
   constexpr int CPT = Ring::CPT;  // tile f: chunks 4f, 4f + 1 of K, 4f + 2, 4f + 3 of V
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const DecodeItem it = start_decode_warp<W>(a, splits_per_warp, n_zc);
@@ -106,13 +106,17 @@ __global__ void __launch_bounds__(kDecWarps<NBUF, kChunkRows> * 32)
 
 // The row-layout warp's chosen configuration (n_rep 9–16): half tiles, a ring of 3, the
 // copies' L2 prefetch: 8 warps a CTA.
+// An FP8 cache (a.k_fp8): the ring's in-place dequantizing form (attention_tc_decode_warp.cuh).
 template <int HD>
 cudaError_t launch_halves(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                           cudaStream_t stream) {
   constexpr int NBUF = kDecDefaultRing;
   constexpr int W = kDecWarps<NBUF, kChunkRows>;
-  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, kChunkRows>(),
-                             attention_tc_decode_kernel<HD, NBUF>>(
+  constexpr size_t SMEM = decode_smem_bytes<HD, NBUF, kChunkRows>();
+  if (a.k_fp8 != nullptr)
+    return launch_decode_warps<HD, W, SMEM, attention_tc_decode_kernel<HD, NBUF, true>>(
+        a, scratch, p, stream);
+  return launch_decode_warps<HD, W, SMEM, attention_tc_decode_kernel<HD, NBUF, false>>(
       a, scratch, p, stream);
 }
 

@@ -180,13 +180,13 @@ __device__ __forceinline__ void store_partial_t(float* partials, int64_t row0, i
 // grid attention_decode_grid (the plan), block W warps (kDecWarps<NBUF, ROWS>: the CTA's ring budget, or
 // one warp a CTA with a deep ring of its own); warp w runs decode_item(w). A tile's chunks:
 // PARTS of K (Sᵀ's position tiles, PER each), then PARTS of V (PER k-steps).
-template <int HD, int NBUF, int PARTS, int W>
+template <int HD, int NBUF, int PARTS, int W, bool KV8>
 __global__ void __launch_bounds__(W * 32)
     attention_tc_decode_nq_kernel(const AttentionArgs a, float scale_log2, float* partials,
                                   int max_splits, int splits_per_warp, int n_zc) {
   constexpr int ROWS = kKvTile / PARTS;
   constexpr int PER = kPosTiles / PARTS;
-  using Ring = DecodeRing<HD, NBUF, ROWS, kDecDefaultPrefetch>;
+  using Ring = DecodeRing<HD, NBUF, ROWS, kDecDefaultPrefetch, KV8>;
   constexpr int CPT = Ring::CPT;
   static_assert(CPT == 2 * PARTS, "K then V chunks");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -233,13 +233,19 @@ __global__ void __launch_bounds__(W * 32)
 // Quarter tiles (PARTS 4) in a ring of NBUF: 3 (16 warps a CTA) or 6 (8), as the plan says
 // (attention_quarter_ring). (The transposed warp's half tiles and its rings of 4, 12 and 24
 // were never chosen and are no longer instantiated.)
+// An FP8 cache (a.k_fp8): the ring's in-place dequantizing form (attention_tc_decode_warp.cuh).
 template <int HD, int NBUF>
 cudaError_t launch_nq(const AttentionArgs& a, float* scratch, const AttentionPlan& p,
                       cudaStream_t stream) {
   constexpr int PARTS = 4, ROWS = kKvTile / PARTS, W = kDecWarps<NBUF, ROWS>;
-  return launch_decode_warps<HD, W, decode_smem_bytes<HD, NBUF, ROWS, W>(),
-                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W>>(a, scratch, p,
-                                                                                stream);
+  constexpr size_t SMEM = decode_smem_bytes<HD, NBUF, ROWS, W>();
+  if (a.k_fp8 != nullptr)
+    return launch_decode_warps<HD, W, SMEM,
+                               attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W, true>>(
+        a, scratch, p, stream);
+  return launch_decode_warps<HD, W, SMEM,
+                             attention_tc_decode_nq_kernel<HD, NBUF, PARTS, W, false>>(
+      a, scratch, p, stream);
 }
 
 template <int HD>

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/attention_fp8_load.cuh"
 #include "kernels/cuda/attention_tc_common.cuh"
 
 namespace detllm::kernels::cuda::tc {
@@ -58,11 +59,30 @@ __device__ __forceinline__ DecodeItem start_decode_warp(const AttentionArgs& a, 
                      n_zc);
 }
 
+// An FP8 KV cache (KV8) in a decode ring: a chunk's codes are copied (cp.async, 8 codes a piece)
+// into the tail of the chunk's own bf16 buffer — ROWS · HD bytes ending where the buffer ends —
+// and, once landed, the warp turns them into the buffer's bf16 rows in place, dequant8's
+// bf16(dec(code) · scale) of the packed CTA's load: so the tile the MMAs read holds the values
+// the packed CTA's tile holds, and every later step is the bf16 cache's. In place, G rows at a
+// time (512 codes: 16 a lane), each group read whole before any of it is written: this holds
+// when no group's bf16 rows reach the codes of the groups after it — true for every schedule
+// compiled with it (static_assert), since a bf16 row (kLd<HD> · 2 bytes) is longer than a code
+// row (HD bytes), so the writes start far enough ahead of the codes they chase.
+template <int HD, int ROWS>
+constexpr bool kv8_in_place() {
+  constexpr int row2 = kLd<HD> * 2, codes = ROWS * HD, tail = ROWS * row2 - codes;
+  constexpr int g = 512 / HD < ROWS ? 512 / HD : ROWS;
+  for (int j = 0; j + g < ROWS; j += g)
+    if ((j + g - 1) * row2 + 2 * HD > tail + (j + g) * HD) return false;
+  return tail % 16 == 0;
+}
+
 // A warp's ring of NBUF chunks of ROWS K or V rows (kLd<HD> apart) in shared memory. Chunk c
 // of the warp's range: tile c / CPT, then its K chunks (PK of them, ROWS positions each), then
 // its V chunks. Rows past range_end are zeros (the cache is not read there). PREFETCH: the
-// copies' L2 prefetch (0 or 128 bytes; the same data).
-template <int HD, int NBUF, int ROWS, int PREFETCH>
+// copies' L2 prefetch (0 or 128 bytes; the same data). KV8: the cache is FP8 codes with per-KV-
+// head scales (above).
+template <int HD, int NBUF, int ROWS, int PREFETCH, bool KV8 = false>
 struct DecodeRing {
   static constexpr int LD = kLd<HD>;
   static constexpr int PK = kKvTile / ROWS;  // chunks of one K (or V) tile
@@ -71,11 +91,16 @@ struct DecodeRing {
   static constexpr int RPP = 32 / CH;        // rows the warp copies per pass
   static constexpr int PASSES = ROWS / RPP;  // passes per chunk
   static_assert(32 % CH == 0 && ROWS % RPP == 0 && kKvTile % ROWS == 0, "whole rows per pass");
+  static_assert(!KV8 || kv8_in_place<HD, ROWS>(), "the codes turn into bf16 rows in place");
+  static constexpr int TAIL = ROWS * LD * 2 - ROWS * HD;  // KV8: the codes' byte offset
 
   __nv_bfloat16* ring;
   const int* table;
   const uint16_t* k_src;
   const uint16_t* v_src;
+  const uint8_t* k8;   // KV8: the codes of this KV head
+  const uint8_t* v8;
+  float k_scale, v_scale;  // KV8: this KV head's scales
   uint32_t row_elems;  // elements per cache slot
   int range_begin, range_end, block_size, block_shift, n_chunks, lane;
   // Lane j holds the slots of positions start + j and start + 32 + j of the tile being issued
@@ -95,6 +120,10 @@ struct DecodeRing {
         table(a.block_tables + static_cast<int64_t>(a.seq_of_token[it.t]) * a.max_blocks),
         k_src(a.k_bf16 + it.g * HD),
         v_src(a.v_bf16 + it.g * HD),
+        k8(KV8 ? a.k_fp8 + it.g * HD : nullptr),
+        v8(KV8 ? a.v_fp8 + it.g * HD : nullptr),
+        k_scale(KV8 ? a.k_scale[it.g] : 0.0f),
+        v_scale(KV8 ? a.v_scale[it.g] : 0.0f),
         row_elems(static_cast<uint32_t>(a.n_kv_heads) * HD),
         range_begin(it.range_begin),
         range_end(it.range_end),
@@ -127,7 +156,14 @@ struct DecodeRing {
       // (first + RPP·k and 32 are multiples of RPP, so the lane's own offset never crosses).
       const bool upper = first + RPP * k >= 32;
       const int slot = __shfl_sync(kFull, upper ? cur1 : cur0, (first + j) & 31);
-      copy_chunk<PREFETCH>(buf + j * LD + d, src + d, slot, row_elems);
+      if constexpr (KV8) {
+        const uint8_t* src8 = (part >= PK ? v8 : k8) + d;
+        const uint32_t s8 = slot < 0 ? 0u : static_cast<uint32_t>(slot);
+        ptx::cp_async8_zfill(reinterpret_cast<unsigned char*>(buf) + TAIL + j * HD + d,
+                             src8 + static_cast<uint64_t>(s8) * row_elems, slot < 0 ? 0 : 8);
+      } else {
+        copy_chunk<PREFETCH>(buf + j * LD + d, src + d, slot, row_elems);
+      }
     }
     if (part == CPT - 1) {  // the tile's last V chunk is issued: on to the next tile's slots
       const int next = range_begin + (c / CPT + 2) * kKvTile;
@@ -145,7 +181,30 @@ struct DecodeRing {
     cp_async_commit();
     cp_async_wait<NBUF - 1>();
     __syncwarp();
-    return ring + (c % NBUF) * ROWS * LD;
+    __nv_bfloat16* buf = ring + (c % NBUF) * ROWS * LD;
+    if constexpr (KV8) dequantize(buf, c % CPT >= PK ? v_scale : k_scale);
+    return buf;
+  }
+
+  // KV8: the landed codes of a chunk (at TAIL) into its bf16 rows, G rows a pass (16 codes a
+  // lane; lanes past the chunk's codes idle), each pass's codes read before it writes.
+  __device__ __forceinline__ void dequantize(__nv_bfloat16* buf, float scale) {
+    constexpr int G = 512 / HD < ROWS ? 512 / HD : ROWS;  // rows a pass
+    constexpr int LANES = G * HD / 16;                   // lanes a pass
+    const unsigned char* codes = reinterpret_cast<const unsigned char*>(buf) + TAIL;
+#pragma unroll 1
+    for (int j = 0; j < ROWS; j += G) {
+      uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+      if (lane < LANES) raw = *reinterpret_cast<const uint4*>(codes + j * HD + lane * 16);
+      __syncwarp();  // the pass's codes are all read before its rows are written
+      if (lane < LANES) {
+        const int row = j + lane * 16 / HD, col = lane * 16 % HD;
+        uint4* dst = reinterpret_cast<uint4*>(buf + row * LD + col);
+        dst[0] = dequant8(make_uint2(raw.x, raw.y), scale);
+        dst[1] = dequant8(make_uint2(raw.z, raw.w), scale);
+      }
+    }
+    __syncwarp();
   }
 };
 

@@ -473,7 +473,6 @@ class CudaOps final : public Ops {
       ++fp8_fused_reads_;  // its producer wrote these rows' FP8 form (announce_gemm_input)
     } else if (groups) {
       fp8_ready_ = {};  // fp8_act_ is overwritten
-
       cuda_check(
           cuda::launch_fp8_quantize_groups_params(xb, true, m, k, params, xq, x_scale, stream_),
           "fp8 quantize (128-column groups)");
@@ -698,8 +697,10 @@ class CudaOps final : public Ops {
     check_cache_dtype(cache);
     cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
     if (cache.dtype == DType::kF8E4M3) {
-      // The packed CTA reads the codes (attention_fp8_load.cuh); the other schedules' rings copy
-      // bf16 rows, so the plan is the packed CTA on every step (same reduction grid and order).
+      // The packed CTA and the decode warps read the codes (attention_fp8_load.cuh,
+      // attention_tc_decode_warp.cuh); the other schedules' rings copy bf16 rows, so the plan
+      // is the planner's where it picks one of those two, else the packed CTA (every plan: the
+      // same reduction grid and order).
       check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with an FP8 KV cache: head_dim {} and {} query heads per KV head "
             "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head)",
@@ -709,10 +710,13 @@ class CudaOps final : public Ops {
       std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
       a.out_bf16 = out_bf16;
       a.pdl = pdl(batch.n_tokens);
-      AttentionForce packed = attention_force_;
-      packed.kernel = static_cast<int>(AttentionKernel::kPacked);
-      const AttentionPlan plan =
-          plan_attention(cuda::attention_step_shape(a, batch.n_seqs), packed);
+      const AttentionStepShape shape = cuda::attention_step_shape(a, batch.n_seqs);
+      AttentionPlan plan = plan_attention(shape, attention_force_);
+      if (plan.kernel != AttentionKernel::kDecodeWarps && plan.kernel != AttentionKernel::kPacked) {
+        AttentionForce packed = attention_force_;
+        packed.kernel = static_cast<int>(AttentionKernel::kPacked);
+        plan = plan_attention(shape, packed);
+      }
       float* scratch =
           static_cast<float*>(attn_.get(sizeof(float) * plan.scratch_floats, stream_));
       cuda_check(cuda::launch_attention_tc(a, plan, scratch, stream_),

@@ -24,6 +24,12 @@ __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, i
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
                "l"(gmem), "r"(src_bytes));
 }
+// 8-byte async copy global → shared (through L1: .cg takes 16 bytes only), reading src_bytes
+// (0 or 8) and writing zeros for the rest. The FP8 KV cache's row pieces (8 codes).
+__device__ __forceinline__ void cp_async8_zfill(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_u32(smem)),
+               "l"(gmem), "r"(src_bytes));
+}
 // The same with an L2 prefetch size (PREFETCH 128: the L2 fetches the aligned 128 bytes around
 // the 16 from memory at once; 0: no hint, as above). Same data.
 template <int PREFETCH>
