@@ -8,7 +8,7 @@
 # Each part writes its log as it goes, so a run cut off keeps what finished.
 # Usage (GPU machine, repo root, after scripts/gpu/prebuild.sh packed build-gpu-carry/, e.g.
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
-#   [BIN=build-gpu-carry] [OUT=dir] [TESTS=gtest-filter] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_E2E=1]
+#   [BIN=build-gpu-carry] [OUT=dir] [TESTS=gtest-filter] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_BENCH=1] [SKIP_E2E=1]
 #   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8] [E2E_SPLITS=S]
 #   [MATRIX=wide@fp8] [E2E_UNFUSED=1] scripts/gpu/fp8_gpu.sh
 #   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
@@ -40,10 +40,12 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   grep -E '^\s+\[fp8' "$out/fp8_tests.log" >&2
 fi
 
-"$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" --wg-splits "${WG_SPLITS:-1,2,3,4,6,8}" \
-  >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
-echo "cuda_fp8_bench: rc=$?" >&2
-sed -n '/^| shape/,$p' "$out/fp8_bench.log"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  "$bin/cuda_fp8_bench" --ms "${MS:-1,8,64,256,2048,4096}" --wg-splits "${WG_SPLITS:-1,2,3,4,6,8}" \
+    >"$out/fp8_bench.log" 2>"$out/fp8_bench.err"
+  echo "cuda_fp8_bench: rc=$?" >&2
+  sed -n '/^| shape/,$p' "$out/fp8_bench.log"
+fi
 
 if [ -z "${SKIP_E2E:-}" ]; then
   "$bin/cuda_e2e_bench" --fp8 ${FP8_KV:+--fp8-kv} --cases "${E2E_CASES:-1x512,8x512,64x512}" \
