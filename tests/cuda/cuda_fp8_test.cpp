@@ -577,10 +577,12 @@ float mul_rn(float a, float b) {
 // The per-shape split rule (CudaOptions::fp8_wg_splits = -1, the default) on Llama-3.1-8B's shapes and an
 // H100's 132 SMs: a function of n and the SMs alone (host code: runs without a GPU).
 TEST(CudaFp8WgSplit, AutoSplitsFollowTheShapeAndTheDevice) {
-  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 132), 5);    // o: 32 column blocks
-  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 14336, 132), 5);   // down
-  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(6144, 4096, 132), 3);    // qkv: 48
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 132), 4);    // o: 32 column blocks
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 14336, 132), 4);   // down
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(6144, 4096, 132), 2);    // qkv: 48
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(28672, 4096, 132), 1);   // gate_up: 224 fill them
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 128), 4);    // one wave exactly
+  EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 127), 3);
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(128, 4096, 132), cuda::kFp8GemmWgSplitAutoMax);
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 0), 1);
   EXPECT_EQ(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule());  // the default: per shape

@@ -1145,7 +1145,7 @@ std::string cuda_fp8_gemm_rule(int wg_splits, DType weights) {
   if (weights == DType::kF8E4M3G128)
     return fmt::format("fp8-gemm=x-bf16/token-group128;{}", cuda::kFp8GemmWgG128NumericsRule);
   if (wg_splits < 0)  // the per-shape rule: the split of each shape follows from the device
-    return fmt::format("fp8-gemm=x-bf16/token;{};splits=per-shape(max {})",
+    return fmt::format("fp8-gemm=x-bf16/token;{};splits=per-shape-one-wave(max {})",
                        cuda::kFp8GemmWgSplitNumericsRule, cuda::kFp8GemmWgSplitAutoMax);
   if (wg_splits > 1)
     return fmt::format("fp8-gemm=x-bf16/token;{};splits={}", cuda::kFp8GemmWgSplitNumericsRule,

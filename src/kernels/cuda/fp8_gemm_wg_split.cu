@@ -23,7 +23,7 @@ int32_t fp8_gemm_wg_split_runs(int64_t k, int splits) {
 int fp8_gemm_wg_auto_splits(int64_t n, int64_t /*k*/, int sms) {
   const int64_t blocks = (n + 127) / 128;
   if (sms <= 0 || blocks >= sms) return 1;
-  return static_cast<int>(std::min<int64_t>(kFp8GemmWgSplitAutoMax, (sms + blocks - 1) / blocks));
+  return static_cast<int>(std::min<int64_t>(kFp8GemmWgSplitAutoMax, sms / blocks));
 }
 
 size_t fp8_gemm_wg_split_tiles(int32_t m, int64_t n) {

@@ -89,10 +89,13 @@ inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
 inline constexpr const char* kFp8GemmWgSplitNumericsRule =
     "wgmma-m64n128k32-e4m3;promote=128;fp32-asc;runs-asc;*sx*sw";
 int32_t fp8_gemm_wg_split_runs(int64_t k, int splits);
-// The split count the per-shape rule gives a weight of n rows on a device of `sms` SMs:
-// enough runs that the small-m schedule's CTAs (⌈n / 128⌉ a run) fill the SMs once —
-// ⌈sms / ⌈n / 128⌉⌉ — at most kFp8GemmWgSplitAutoMax; 1 where the column blocks alone fill
-// them. A function of the shape and the device, never of m (CudaOptions::fp8_wg_splits = -1).
+// The split count the per-shape rule gives a weight of n rows on a device of `sms` SMs: as
+// many runs as the small-m schedule's CTAs (⌈n / 128⌉ a run, one an SM: its ring takes 145 KB
+// of shared memory) fit in one wave — ⌊sms / ⌈n / 128⌉⌋ — at most kFp8GemmWgSplitAutoMax; 1
+// where the column blocks alone fill the SMs. One more run would start a second wave of a few
+// CTAs, each with as much k to stream as the first wave's: slower (H100: o and down at S = 4
+// against 5). A function of the shape and the device, never of m (CudaOptions::fp8_wg_splits
+// = -1).
 inline constexpr int kFp8GemmWgSplitAutoMax = 8;
 int fp8_gemm_wg_auto_splits(int64_t n, int64_t k, int sms);
 size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits);
