@@ -32,6 +32,7 @@
 #include "kernels/gemm_plan_file.h"
 #include "kernels/cuda/staged_upload.h"
 #include "kernels/fp8_device_matrix.h"
+#include "kernels/fp8_fused_input.h"
 #include "kernels/sampling/logit_penalties.h"
 #include "kernels/sampling/sample_row.h"
 
@@ -249,13 +250,13 @@ class CudaOps final : public Ops {
     cuda_check(cudaStreamSynchronize(stream_), "download (sync)");
   }
   void copy(void* dst, const void* src, size_t n_bytes) override {
-    fp8_ready_ = {};
+    fp8_input_.forget();
     if (n_bytes == 0) return;
     cuda_check(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
   void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                  size_t row_bytes, int64_t rows) override {
-    fp8_ready_ = {};
+    fp8_input_.forget();
     if (row_bytes == 0 || rows <= 0) return;
     cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes,
                                  static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_),
@@ -334,15 +335,11 @@ class CudaOps final : public Ops {
                "matmul_rounded (columns)");
   }
 
+  // Readers whose activations are quantized per token (per channel, 128×128 weight blocks).
   void announce_gemm_input(const void* out, const WeightMatrix& reader) override {
     const bool rows = reader.dtype == DType::kF8E4M3 || reader.dtype == DType::kF8E4M3B128;
-    fp8_announced_ = {};
-    if (!fp8_fused_quantize_ || !rows) return;
-    const auto* codes = static_cast<const uint8_t*>(reader.data);
-    fp8_announced_.x = out;
-    fp8_announced_.k = reader.cols;
-    fp8_announced_.params = reinterpret_cast<const float*>(
-        codes + fp8_device_params_offset(reader.dtype, reader.rows, reader.cols));
+    if (!fp8_fused_quantize_ || !rows) return fp8_input_.withdraw();
+    fp8_input_.announce(out, reader.cols, fp8_params(reader));
   }
 
   void add_rmsnorm(float* x, const float* y, const float* w, int32_t n, int32_t dim, float eps,
@@ -393,7 +390,7 @@ class CudaOps final : public Ops {
 
   void attention_rounded(const float* q, const KvCacheLayer& cache, const StepBatch& batch,
                          int32_t n_heads, float scale, void* out) override {
-    fp8_ready_ = {};
+    fp8_input_.forget();
     auto* ob = static_cast<__nv_bfloat16*>(out);
     if (cache.dtype != DType::kF32) return run_attention(q, cache, batch, n_heads, scale, nullptr, ob);
     // fp32 KV (attention.cu) writes fp32: round it after.
@@ -427,18 +424,19 @@ class CudaOps final : public Ops {
     return {base, reinterpret_cast<float*>(base + codes)};
   }
 
-  // A producer's part of announce_gemm_input: where `out` (n, k) is the announced input, the
-  // FP8 rows to write beside it, now recorded as ready for the linears of that rule; nullopt
-  // otherwise. Either way the announcement is used up and an earlier ready input forgotten
-  // (this producer may be overwriting it).
+  // The activation parameters of an FP8 matrix (kernels/fp8_device_matrix.h): its rule.
+  static const float* fp8_params(const WeightMatrix& w) {
+    return reinterpret_cast<const float*>(static_cast<const uint8_t*>(w.data) +
+                                          fp8_device_params_offset(w.dtype, w.rows, w.cols));
+  }
+
+  // A producer's part of announce_gemm_input (kernels/fp8_fused_input.h): where `out` (n, k)
+  // is the announced input, where to write its FP8 rows as well; nullopt otherwise.
   std::optional<cuda::Fp8RowsOut> produce_fp8_input(const void* out, int32_t n, int64_t k) {
-    const Fp8Input a = fp8_announced_;
-    fp8_announced_ = {};
-    fp8_ready_ = {};
-    if (a.x == nullptr || a.x != out || a.k != k || n <= 0) return std::nullopt;
+    const auto* params = static_cast<const float*>(fp8_input_.produce(out, n, k));
+    if (params == nullptr) return std::nullopt;
     const Fp8Act act = fp8_act(n, k, n);
-    fp8_ready_ = {out, a.params, n, k};
-    return cuda::Fp8RowsOut{act.codes, act.scale, a.params};
+    return cuda::Fp8RowsOut{act.codes, act.scale, params};
   }
 
   // The FP8 linear (w in the device form of kernels/fp8_device_matrix.h): each row of xb (bf16)
@@ -461,23 +459,21 @@ class CudaOps final : public Ops {
     const auto* codes = static_cast<const uint8_t*>(w.data);
     const auto* w_scale =
         reinterpret_cast<const float*>(codes + fp8_device_scale_offset(w.dtype, n, k));
-    const auto* params =
-        reinterpret_cast<const float*>(codes + fp8_device_params_offset(w.dtype, n, k));
+    const float* params = fp8_params(w);
     const bool groups = w.dtype == DType::kF8E4M3G128;
     const int64_t x_scales = groups ? m * fp8_device_row_scales(w.dtype, k) : m;
     const Fp8Act act = fp8_act(m, k, x_scales);
     uint8_t* xq = act.codes;
     float* x_scale = act.scale;
-    const Fp8Input& r = fp8_ready_;
-    if (!groups && r.x == xb && r.m == m && r.k == k && r.params == params) {
+    if (!groups && fp8_input_.holds(xb, m, k, params)) {
       ++fp8_fused_reads_;  // its producer wrote these rows' FP8 form (announce_gemm_input)
     } else if (groups) {
-      fp8_ready_ = {};  // fp8_act_ is overwritten
+      fp8_input_.forget();  // fp8_act_ is overwritten
       cuda_check(
           cuda::launch_fp8_quantize_groups_params(xb, true, m, k, params, xq, x_scale, stream_),
           "fp8 quantize (128-column groups)");
     } else {
-      fp8_ready_ = {};
+      fp8_input_.forget();
       cuda_check(
           cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
           "fp8 quantize");
@@ -993,16 +989,7 @@ class CudaOps final : public Ops {
   int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
   int fp8_wg_splits_;         // CudaOptions::fp8_wg_splits
   bool fp8_fused_quantize_;   // CudaOptions::fp8_fused_quantize
-  // announce_gemm_input: the input the next producer writes and the rule of the FP8 linear that
-  // reads it (fp8_announced_); the input whose FP8 rows fp8_act_ holds (fp8_ready_), until a
-  // producer, a copy or another FP8 linear's quantizer writes over either.
-  struct Fp8Input {
-    const void* x = nullptr;
-    const float* params = nullptr;  // the reader's activation parameters (device form)
-    int32_t m = 0;
-    int64_t k = 0;
-  };
-  Fp8Input fp8_announced_, fp8_ready_;
+  Fp8FusedInput fp8_input_;  // announce_gemm_input: whose FP8 rows fp8_act_ holds
   int64_t fp8_fused_reads_ = 0;  // FP8 linears that read their producer's rows (tests)
   std::unique_ptr<cuda::LtGemm> lt_gemm_;  // verified cuBLASLt plans (invariant mode)
   cudaStream_t stream_ = nullptr;
