@@ -93,9 +93,8 @@ int32_t fp8_gemm_wg_split_runs(int64_t k, int splits);
 // many runs as the small-m schedule's CTAs (⌈n / 128⌉ a run, one an SM: its ring takes 145 KB
 // of shared memory) fit in one wave — ⌊sms / ⌈n / 128⌉⌋ — at most kFp8GemmWgSplitAutoMax; 1
 // where the column blocks alone fill the SMs. One more run would start a second wave of a few
-// CTAs, each with as much k to stream as the first wave's: slower (H100: o and down at S = 4
-// against 5). A function of the shape and the device, never of m (CudaOptions::fp8_wg_splits
-// = -1).
+// CTAs, each with as much k to stream as the first wave's. A function of the shape and the
+// device, never of m (CudaOptions::fp8_wg_splits = -1).
 inline constexpr int kFp8GemmWgSplitAutoMax = 8;
 int fp8_gemm_wg_auto_splits(int64_t n, int64_t k, int sms);
 size_t fp8_gemm_wg_split_workspace(int32_t m, int64_t n, int64_t k, int splits);
