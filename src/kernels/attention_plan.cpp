@@ -112,7 +112,8 @@ AttentionKernel chosen_kernel(const AttentionStepShape& s, bool decode_like_step
     if (attention_kernel_applies(AttentionKernel::kDecodeWarps, s) &&
         items_of(s) >= kAttentionDecodeMinItems)
       return AttentionKernel::kDecodeWarps;
-    if (n_rep <= kWarpRows && items_of(s) <= kAttentionPlanSms)
+    if (attention_kernel_applies(AttentionKernel::kSharedSplit, s) &&
+        items_of(s) <= kAttentionPlanSms)
       return AttentionKernel::kSharedSplit;
     return AttentionKernel::kPacked;
   }
@@ -164,6 +165,8 @@ bool attention_kernel_applies(AttentionKernel kernel, const AttentionStepShape& 
   const int n_rep = n_rep_of(s);
   if (s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 ||
       !attention_tc_supported(s.head_dim, n_rep))
+    return false;
+  if (s.kv_fp8 && kernel != AttentionKernel::kDecodeWarps && kernel != AttentionKernel::kPacked)
     return false;
   switch (kernel) {
     case AttentionKernel::kDecodeWarps:

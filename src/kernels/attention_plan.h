@@ -35,6 +35,9 @@ struct AttentionStepShape {
   int32_t head_dim = 0;
   int32_t block_size = 0;  // KV positions a block
   int32_t max_blocks = 0;  // the block table's width (blocks of the longest row)
+  // An FP8 cache: only the kernels whose loads dequantize it apply — the decode warps (their
+  // rings, in place) and the packed CTA; the others' cp.async rings copy bf16 rows.
+  bool kv_fp8 = false;
 };
 
 // The kernels a plan can run (each of them chosen on some steps).

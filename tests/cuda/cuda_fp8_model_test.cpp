@@ -105,13 +105,16 @@ struct Fp8Model {
   ModelWeights weights;
 };
 
-std::vector<engine::Request> one_step_workload(const ModelConfig& c) {
+// max_prompt 0: the WorkloadSpec default.
+std::vector<engine::Request> one_step_workload(const ModelConfig& c, int n_requests = 4,
+                                               int max_prompt = 0, uint64_t seed = 12) {
   WorkloadSpec s;
-  s.n_requests = 4;
+  s.n_requests = n_requests;
   s.vocab_size = c.vocab_size;
+  if (max_prompt > 0) s.max_prompt = max_prompt;
   s.scoring_share = 0;
   s.max_new_tokens = 1;  // one sampled step: both sides' rows have the same inputs
-  auto reqs = random_workload(12, s);
+  auto reqs = random_workload(seed, s);
   for (auto& r : reqs) r.n = 1;
   return reqs;
 }
@@ -155,14 +158,7 @@ TEST(CudaFp8Model, Llama8BShapedIsCloseToItsBf16Weights) {
   const ModelWeights w = make_synthetic_weights(c, 7);
   ModelWeights q = w;
   quantize_weights_fp8(q, c);
-  WorkloadSpec s;
-  s.n_requests = 8;
-  s.vocab_size = c.vocab_size;
-  s.max_prompt = 64;
-  s.scoring_share = 0;
-  s.max_new_tokens = 1;
-  auto reqs = random_workload(31, s);
-  for (auto& r : reqs) r.n = 1;
+  const auto reqs = one_step_workload(c, 8, 64, 31);
   auto target = [&](const ModelWeights& weights, const char* name) {
     Target t;
     t.name = name;

@@ -299,6 +299,36 @@ TEST(AttentionPlan, ApplicabilityAndGridEdges) {
   EXPECT_EQ(attention_quarter_ring(q), 6);
 }
 
+// An FP8 cache: the planner offers only the kernels that dequantize it (the decode warps and
+// the packed CTA), chosen or forced, on decode and prefill steps; the same steps on a bf16
+// cache plan the other kernels (so the FP8 case is not vacuous).
+TEST(AttentionPlan, AnFp8CachePlansOnlyTheKernelsThatDequantize) {
+  const AttentionStepShape steps[] = {
+      {1, 1, 32, 8, 128, 16, 64},          // batch-1 decode: shared-split CTA on bf16
+      {64, 64, 32, 8, 128, 16, 128},       // batch-64 decode: decode warps
+      {4096, 1, 32, 8, 128, 16, 256},      // prefill: warpgroup CTA on bf16
+      {8192, 1, 32, 8, 64, 16, 512}};      // long prefill, head_dim 64
+  bool bf16_other = false;
+  for (AttentionStepShape s : steps) {
+    const AttentionKernel bf16 = plan_attention(s, {}).kernel;
+    bf16_other = bf16_other || (bf16 != AttentionKernel::kDecodeWarps &&
+                                bf16 != AttentionKernel::kPacked);
+    s.kv_fp8 = true;
+    for (int k = -1; k < kAttentionKernels; ++k) {
+      AttentionForce force;
+      force.kernel = k;
+      const AttentionKernel got = plan_attention(s, force).kernel;
+      EXPECT_TRUE(got == AttentionKernel::kDecodeWarps || got == AttentionKernel::kPacked)
+          << s.n_tokens << " tokens, forced " << k << ": " << attention_kernel_name(got);
+    }
+    EXPECT_EQ(attention_kernel_applies(AttentionKernel::kPacked, s), true);
+    EXPECT_FALSE(attention_kernel_applies(AttentionKernel::kSharedSplit, s));
+    EXPECT_FALSE(attention_kernel_applies(AttentionKernel::kWarpgroup, s));
+    EXPECT_FALSE(attention_kernel_applies(AttentionKernel::kPackedStreams, s));
+  }
+  EXPECT_TRUE(bf16_other);
+}
+
 
 // The decode warps' grid (moved here from tests/cuda/cuda_decode_grid_test.cpp): every
 // (token, KV head, split) item has a warp under every placement, whole rows are chosen only for

@@ -393,6 +393,7 @@ AttentionStepShape attention_step_shape(const AttentionArgs& a, int n_seqs) {
   s.head_dim = a.head_dim;
   s.block_size = a.block_size;
   s.max_blocks = a.max_blocks;
+  s.kv_fp8 = a.k_fp8 != nullptr;
   return s;
 }
 
@@ -406,8 +407,8 @@ cudaError_t launch_attention_tc(const AttentionArgs& a, const AttentionPlan& pla
            : a.k_bf16 == nullptr || a.v_bf16 == nullptr))
     return cudaErrorInvalidValue;
   // An FP8 cache: the packed CTA (its loads dequantize) or the decode warps (their rings
-  // dequantize in place); the other schedules' cp.async rings copy bf16 rows, so CudaOps plans
-  // among these two only, and any other plan is refused.
+  // dequantize in place); the planner offers no other (AttentionStepShape::kv_fp8), and any
+  // other plan is refused.
   if (fp8 && plan.kernel != AttentionKernel::kPacked &&
       plan.kernel != AttentionKernel::kDecodeWarps)
     return cudaErrorInvalidValue;

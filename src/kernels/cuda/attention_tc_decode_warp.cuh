@@ -69,9 +69,11 @@ __device__ __forceinline__ DecodeItem start_decode_warp(const AttentionArgs& a, 
 // compiled with it (static_assert), since a bf16 row (kLd<HD> · 2 bytes) is longer than a code
 // row (HD bytes), so the writes start far enough ahead of the codes they chase.
 template <int HD, int ROWS>
+inline constexpr int kKv8PassRows = 512 / HD < ROWS ? 512 / HD : ROWS;  // G: 512 codes' rows
+template <int HD, int ROWS>
 constexpr bool kv8_in_place() {
   constexpr int row2 = kLd<HD> * 2, codes = ROWS * HD, tail = ROWS * row2 - codes;
-  constexpr int g = 512 / HD < ROWS ? 512 / HD : ROWS;
+  constexpr int g = kKv8PassRows<HD, ROWS>;
   for (int j = 0; j + g < ROWS; j += g)
     if ((j + g - 1) * row2 + 2 * HD > tail + (j + g) * HD) return false;
   return tail % 16 == 0;
@@ -189,7 +191,7 @@ struct DecodeRing {
   // KV8: the landed codes of a chunk (at TAIL) into its bf16 rows, G rows a pass (16 codes a
   // lane; lanes past the chunk's codes idle), each pass's codes read before it writes.
   __device__ __forceinline__ void dequantize(__nv_bfloat16* buf, float scale) {
-    constexpr int G = 512 / HD < ROWS ? 512 / HD : ROWS;  // rows a pass
+    constexpr int G = kKv8PassRows<HD, ROWS>;
     constexpr int LANES = G * HD / 16;                   // lanes a pass
     const unsigned char* codes = reinterpret_cast<const unsigned char*>(buf) + TAIL;
 #pragma unroll 1

@@ -694,9 +694,8 @@ class CudaOps final : public Ops {
     cuda::AttentionArgs a = cuda::attention_step_args(q, cache, batch, n_heads, scale, out);
     if (cache.dtype == DType::kF8E4M3) {
       // The packed CTA and the decode warps read the codes (attention_fp8_load.cuh,
-      // attention_tc_decode_warp.cuh); the other schedules' rings copy bf16 rows, so the plan
-      // is the planner's where it picks one of those two, else the packed CTA (every plan: the
-      // same reduction grid and order).
+      // attention_tc_decode_warp.cuh): the planner picks between them (the step shape says the
+      // cache is FP8), with the bf16 cache's reduction grid and order.
       check(attention_tc_supported(cache.head_dim, n_heads / cache.n_kv_heads),
             "CUDA attention with an FP8 KV cache: head_dim {} and {} query heads per KV head "
             "unsupported (head_dim 16, 32, 64 or 128; at most 64 heads per KV head)",
@@ -706,13 +705,8 @@ class CudaOps final : public Ops {
       std::tie(a.k_scale, a.v_scale) = fp8_scales(cache);
       a.out_bf16 = out_bf16;
       a.pdl = pdl(batch.n_tokens);
-      const AttentionStepShape shape = cuda::attention_step_shape(a, batch.n_seqs);
-      AttentionPlan plan = plan_attention(shape, attention_force_);
-      if (plan.kernel != AttentionKernel::kDecodeWarps && plan.kernel != AttentionKernel::kPacked) {
-        AttentionForce packed = attention_force_;
-        packed.kernel = static_cast<int>(AttentionKernel::kPacked);
-        plan = plan_attention(shape, packed);
-      }
+      const AttentionPlan plan =
+          plan_attention(cuda::attention_step_shape(a, batch.n_seqs), attention_force_);
       float* scratch =
           static_cast<float*>(attn_.get(sizeof(float) * plan.scratch_floats, stream_));
       cuda_check(cuda::launch_attention_tc(a, plan, scratch, stream_),

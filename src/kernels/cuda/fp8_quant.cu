@@ -42,8 +42,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!rule.is_static())
     for (int64_t i = threadIdx.x; i < k; i += kThreads)
       amax = fmaxf(amax, fabsf(load<BF16>(x, base + i)));
-  const float row_amax = rule.is_static() ? 0.0f : fp8::block_max<kThreads / 32>(amax, warp_max);
-  const float s = fp8::row_scale(rule, row_amax);
+  const float s = fp8::block_row_scale<kThreads / 32>(rule, amax, warp_max);
   if (threadIdx.x == 0) scale[row] = s;
   for (int64_t i = threadIdx.x; i < k; i += kThreads) q[base + i] = fp8::row_code(load<BF16>(x, base + i), s);
 }
@@ -62,7 +61,7 @@ __global__ void __launch_bounds__(fp8::kE4m3GroupCols)
   __shared__ float warp_max[G / 32];
   const fp8::RowRule rule = fp8::row_rule(params);
   const float amax = fabsf(v) == fabsf(v) ? fabsf(v) : 0.0f;  // NaN ignored, as fmaxf does
-  const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<G / 32>(amax, warp_max));
+  const float s = fp8::block_row_scale<G / 32>(rule, amax, warp_max);
   if (threadIdx.x == 0) scale[row * groups + group] = s;
   if (in) q[row * k + i] = fp8::row_code(v, s);
 }

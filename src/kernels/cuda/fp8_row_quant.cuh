@@ -50,6 +50,14 @@ __device__ __forceinline__ float block_max(float v, float* warp_max) {
   return m;
 }
 
+// The scale of a row whose threads (WARPS warps) each hold the amax of their elements: the
+// static scale, or row_scale of the block's max. Every thread of the block calls it (a block
+// barrier unless the rule is static, which is the same for every thread).
+template <int WARPS>
+__device__ __forceinline__ float block_row_scale(const RowRule& r, float amax, float* warp_max) {
+  return row_scale(r, r.is_static() ? 0.0f : block_max<WARPS>(amax, warp_max));
+}
+
 __device__ __forceinline__ uint8_t row_code(float x, float scale) {
   return encode_e4m3(__fdiv_rn(x, scale));
 }

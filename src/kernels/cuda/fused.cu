@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kNormThreads)
     }
     if constexpr (kFp8) {  // each thread reads back the elements it wrote
       const fp8::RowRule rule = fp8::row_rule(q.params);
-      const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<kNormWarps>(amax, warp_max));
+      const float s = fp8::block_row_scale<kNormWarps>(rule, amax, warp_max);
       if (threadIdx.x == 0) q.scale[blockIdx.x] = s;
       for (int32_t d = threadIdx.x; d < dim; d += kNormThreads)
         q.codes[base + d] = fp8::row_code(__bfloat162float(out[base + d]), s);
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kNormThreads)
     }
     if constexpr (kFp8) {
       const fp8::RowRule rule = fp8::row_rule(q.params);
-      const float s = fp8::row_scale(rule, rule.is_static() ? 0.0f : fp8::block_max<kNormWarps>(amax, warp_max));
+      const float s = fp8::block_row_scale<kNormWarps>(rule, amax, warp_max);
       if (threadIdx.x == 0) q.scale[blockIdx.x] = s;
 #pragma unroll
       for (int j = 0; j < PER; ++j) {
@@ -261,8 +261,7 @@ __global__ void __launch_bounds__(kSiluFp8Threads)
     amax = fmaxf(amax, fabsf(__bfloat162float(b)));
   }
   const fp8::RowRule rule = fp8::row_rule(q.params);
-  const float s = fp8::row_scale(
-      rule, rule.is_static() ? 0.0f : fp8::block_max<kSiluFp8Threads / 32>(amax, warp_max));
+  const float s = fp8::block_row_scale<kSiluFp8Threads / 32>(rule, amax, warp_max);
   if (threadIdx.x == 0) q.scale[r] = s;
   for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads)
     q.codes[r * ffn + c] = fp8::row_code(__bfloat162float(o[c]), s);
