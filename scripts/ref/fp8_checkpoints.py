@@ -15,11 +15,18 @@ Writes, under OUT (default tests/data/fp8):
                       activations (FP8_BLOCK)
           fbgemm      fbgemm_fp8: per-channel weight_scale, input_scale_ub per layer,
                       activation_scale_ub 2.0 (low enough that it caps many tokens)
+          ct_kv       ct_channel's scheme plus an FP8 KV cache (`kv_cache_scheme`, strategy
+                      tensor): `self_attn.k_scale` / `v_scale` (1) in bf16, calibrated as amax / 448
+                      of the post-RoPE K and of V over a fixed prompt at HALF its amax, so
+                      louder tokens of the test prompts saturate at ±448
+          ct_kv_head  the same per KV head (strategy attn_head): scales (n_kv_heads, 1, 1), fp32
   <case>/golden.json, logits.f32   token ids and the fp32 logits of every position: transformers'
         forward in fp32 with every quantized nn.Linear replaced by the FP8 arithmetic in torch
         (activations rounded per token — or by the static scale — with torch's float8 cast,
-        weights dequantized from their codes, products summed by torch's fp32 matmul). The
-        C++ test allows for the different summation order (tests/model/fp8_checkpoint_test.cpp).
+        weights dequantized from their codes, products summed by torch's fp32 matmul; with a
+        KV scheme, K and V rounded as the attention function receives them: dec(e4m3(x / s)) · s
+        per KV head). The C++ test allows for the different summation order
+        (tests/model/fp8_checkpoint_test.cpp).
   linear_golden.json   FP8 linear layers on random data: x, codes and scales, and y computed
         with torch's float8 casts and a sequential fp32 sum in numpy — the bits
         kernels/ref/fp8_linear.h must give (tests/kernels/fp8_linear_test.cpp).
@@ -136,6 +143,45 @@ def quantize_weight(w, strategy):
     return codes, s
 
 
+KV_CALIB_FRACTION = 0.5  # the KV scales cover half the calibration amax: some values saturate
+
+
+def e4m3_kv(x, s):
+    """The FP8 KV cache's rounding of K or V (b, n_kv, seq, head_dim), s per KV head (n_kv)."""
+    s = s.reshape(1, -1, 1, 1)
+    return e4m3(x / s).float() * s
+
+
+def kv_attention(scales):
+    """An attention function that rounds K and V as the FP8 KV cache stores them, then runs
+    transformers' sdpa attention: scales[layer] = (k_scale (n_kv), v_scale (n_kv))."""
+    sdpa = transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def attend(module, query, key, value, attention_mask, **kwargs):
+        ks, vs = scales[module.layer_idx]
+        return sdpa(module, query, e4m3_kv(key.float(), ks), e4m3_kv(value.float(), vs),
+                    attention_mask, **kwargs)
+    return attend
+
+
+def kv_amax(model, ids):
+    """Per layer, the amax of the post-RoPE K and of V of each KV head over `ids`."""
+    seen = {}
+    sdpa = transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def observe(module, query, key, value, attention_mask, **kwargs):
+        k = key.abs().amax(dim=(0, 2, 3))
+        v = value.abs().amax(dim=(0, 2, 3))
+        seen[module.layer_idx] = (k, v)
+        return sdpa(module, query, key, value, attention_mask, **kwargs)
+    transformers.AttentionInterface.register("detllm_kv_observe", observe)
+    model.set_attn_implementation("detllm_kv_observe")
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    model.set_attn_implementation("sdpa")
+    return seen
+
+
 def ct_config(strategy, static):
     weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": strategy,
                "dynamic": False, "group_size": None, "block_structure": None,
@@ -161,6 +207,8 @@ CASES = {
     "ct_static": dict(strategy="tensor", static=True, fbgemm=False),
     "ct_block": dict(strategy="block", static=False, fbgemm=False),
     "fbgemm": dict(strategy="channel", static=False, fbgemm=True),
+    "ct_kv": dict(strategy="channel", static=False, fbgemm=False, kv="tensor"),
+    "ct_kv_head": dict(strategy="channel", static=False, fbgemm=False, kv="attn_head"),
 }
 FBGEMM_UB = 2.0
 
@@ -219,6 +267,25 @@ def write_case(out, name, case, seed):
             parent = layer.get_submodule(p.split(".")[0])
             setattr(parent, p.split(".")[1],
                     Fp8Linear(codes, s, case["strategy"], input_scale, bound))
+    kv = case.get("kv")
+    if kv:
+        # The KV scales: calibrated on the FP8 model itself (its K and V as served), once.
+        seen = kv_amax(ref, rng.integers(0, config.vocab_size, size=CALIB_LEN).tolist())
+        scales = {}
+        for i in range(config.num_hidden_layers):
+            pair = []
+            for which, amax_h in zip("kv", seen[i]):
+                a = amax_h * KV_CALIB_FRACTION / MAX
+                if kv == "tensor":  # one scale, stored (1) in bf16 as llm-compressor writes it
+                    t = a.amax().reshape(1).to(torch.bfloat16)
+                    pair.append(t.float().expand(amax_h.numel()).clone())
+                else:  # per KV head, (n_kv, 1, 1) fp32
+                    t = a.reshape(-1, 1, 1).float()
+                    pair.append(t.reshape(-1).clone())
+                tensors[f"model.layers.{i}.self_attn.{which}_scale"] = t.contiguous()
+            scales[i] = tuple(pair)
+        transformers.AttentionInterface.register("detllm_fp8_kv", kv_attention(scales))
+        ref.set_attn_implementation("detllm_fp8_kv")
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
@@ -228,6 +295,11 @@ def write_case(out, name, case, seed):
                                       "modules_to_not_convert": ["lm_head"]}
     else:
         cfg["quantization_config"] = ct_config(case["strategy"], case["static"])
+        if kv:
+            cfg["quantization_config"]["kv_cache_scheme"] = {
+                "num_bits": 8, "type": "float", "symmetric": True, "strategy": kv,
+                "dynamic": False, "group_size": None, "block_structure": None,
+                "observer": "minmax", "observer_kwargs": {}, "actorder": None}
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")

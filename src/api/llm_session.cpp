@@ -222,8 +222,12 @@ LlmSession::LlmSession(const SessionOptions& o) : s_(std::make_unique<State>()) 
     // backend, or tensor parallelism (ranks slice fp32), gets the widened weights at once.
     s_->bundle.llama.reset();
     ModelWeights& w = s_->bundle.model->weights;
-    if (o.backend == "cpu" && o.tensor_parallel == 0 && o.quantization.empty() &&
-        has_stored_blocks(w)) {
+    if (has_fp8_weights(w)) {
+      // An FP8 checkpoint keeps its rows: widened, it would run the dequantized forward (no
+      // activation rounding), another numerics under the FP8 name. Its weights are not
+      // updatable (update_weights refuses FP8 projections by name), so nothing needs fp32.
+    } else if (o.backend == "cpu" && o.tensor_parallel == 0 && o.quantization.empty() &&
+               has_stored_blocks(w)) {
       s_->f32 = std::make_unique<ModelWeights>(w);
       dequantize_weights(*s_->f32);
     } else {

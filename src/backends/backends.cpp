@@ -21,6 +21,37 @@
 #endif
 
 namespace detllm::backends {
+namespace {
+
+// The FP8 KV class by the source of its scales, in the build string (the fingerprint): bounded
+// from the weights (model/fp8_weights.h fp8_kv_scales), or the checkpoint's own.
+constexpr std::string_view kKvFp8WeightBound = "fp8-e4m3-weight-bound";
+constexpr std::string_view kKvFp8Checkpoint = "fp8-e4m3-checkpoint-scales";
+
+// A checkpoint with FP8 KV scales (compressed-tensors kv_cache_scheme): under --kv-dtype fp8
+// the cache takes them (fp8_kv_scales), and the build string says so; an explicit bf16 / fp32
+// KV runs without them, saying so; no --kv-dtype at all is refused rather than drop them unasked.
+void apply_checkpoint_kv_scales(Backend& b, const ModelWeights& w) {
+  if (!has_checkpoint_kv_scales(w)) return;
+  const bool kv_fp8 = b.ops != nullptr && b.ops->kv_fp8();
+  if (kv_fp8) {
+    const size_t at = b.build.find(kKvFp8WeightBound);
+    check(at != std::string::npos, "install_backend: an FP8 KV backend without its KV class in "
+          "its build string '{}'", b.build);
+    b.build.replace(at, kKvFp8WeightBound.size(), kKvFp8Checkpoint);
+    b.description.append("; kv scales=checkpoint");
+    return;
+  }
+  check(b.kv_dtype != KvDType::kAuto,
+        "the checkpoint stores FP8 KV cache scales (quantization_config.kv_cache_scheme, "
+        "self_attn.k_scale / v_scale): pass --kv-dtype fp8 to run its FP8 KV cache with them "
+        "(Python: kv_cache_dtype='fp8'), or --kv-dtype bf16 / fp32 to run a full-precision KV "
+        "cache without them");
+  b.description.append(fmt::format("; the checkpoint's FP8 KV scales unused (kv={})",
+                                   kv_dtype_name(b.kv_dtype)));
+}
+
+}  // namespace
 
 bool cuda_backend_built() {
 #if defined(DETLLM_HAVE_CUDA)
@@ -51,6 +82,7 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   numerics.cpu_activations = parse_cpu_activations(o.activations);
   const NumericsMode mode = numerics.numerics;
   Backend b;
+  b.kv_dtype = numerics.kv_dtype;
   check(o.quantization.empty() || o.quantization == "fp8",
         "--quantization '{}' is not supported (fp8: FP8 weights made at load, docs/models.md)",
         o.quantization);
@@ -70,7 +102,7 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
     // The FP8 KV class: E4M3 with per-(layer, KV head) scales bounded from the weights
     // (model/fp8_weights.h fp8_kv_scales), a rule of this build: named here.
     b.build = fmt::format("{}{}{}", cpu_simd_arch(), q8 ? ";act=q8" : "",
-                          kv_fp8 ? ";kv=fp8-e4m3-weight-bound" : "");
+                          kv_fp8 ? fmt::format(";kv={}", kKvFp8WeightBound) : "");
     b.description = fmt::format("cpu; build={}{}{}", cpu_simd_arch(),  // as docs/server.md shows
                                 q8 ? "; activations=q8" : "", kv_fp8 ? "; kv=fp8" : "");
     if (numerics.tp_canonical) {
@@ -105,7 +137,7 @@ Backend make_backend(const BackendOptions& o, const BackendNumerics& mode_numeri
   // (the CPU's rule, model/fp8_weights.h), read as bf16(dec · scale): named as the CPU names it.
   const DType kv_type = b.ops->kv_dtype();
   const std::string_view kv = kv_type == DType::kF32        ? "fp32"
-                              : kv_type == DType::kF8E4M3 ? "fp8-e4m3-weight-bound"
+                              : kv_type == DType::kF8E4M3 ? kKvFp8WeightBound
                                                           : "bf16";
   b.build = fmt::format("sm_90a;kv={}", kv);
   b.description =
@@ -234,6 +266,7 @@ void install_backend(ModelBundle& bundle, Backend& backend) {
       backend.build.append(";").append(rule);
     }
   }
+  apply_checkpoint_kv_scales(backend, w);
   bundle.llama.reset();  // before its ops go away
   bundle.tp.reset();
   bundle.ops.reset();

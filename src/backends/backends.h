@@ -62,6 +62,9 @@ struct Backend {
   // --quantization (BackendOptions): install_backend quantizes the weights to FP8 when "fp8",
   // and appends the FP8 class (model/fp8_weights.h fp8_class_name) to build for FP8 weights.
   std::string quantization;
+  // --kv-dtype as given (kAuto when not chosen): install_backend refuses a checkpoint with FP8
+  // KV scales under kAuto rather than run it without them unasked.
+  KvDType kv_dtype = KvDType::kAuto;
 };
 
 // The --mode given, if any (parsed; throws detllm::Error for an unknown name).

@@ -76,6 +76,11 @@ struct Fp8Config {
   // ("model.layers.0" keeps everything under it) or a module's trailing names ("mlp.gate" keeps
   // every layer's router).
   std::vector<std::string> ignore;
+  // compressed-tensors' kv_cache_scheme: the checkpoint's FP8 KV scales, per layer
+  // `self_attn.k_scale` / `v_scale`, one per tensor or one per KV head (LayerWeights::
+  // kv_cache_scales). kNone: no scheme; --kv-dtype fp8 then bounds its scales from the weights.
+  enum class KvScales : uint8_t { kNone, kTensor, kHead };
+  KvScales kv_scales = KvScales::kNone;
   bool active() const { return source != Source::kNone; }
   // True when the module (e.g. "model.layers.0.self_attn.q_proj", "lm_head") is quantized.
   bool quantizes(const std::string& module) const;

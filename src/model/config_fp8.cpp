@@ -136,6 +136,35 @@ void read_input_activations(Section& s, Fp8Config& f) {
   s.refuse_unread();
 }
 
+// compressed-tensors' kv_cache_scheme (llm-compressor's FP8 KV cache): E4M3 K and V with scales
+// calibrated once and stored per layer as `self_attn.k_scale` / `v_scale` — one per tensor
+// (strategy tensor) or per KV head (attn_head) — fixed whatever the batch, so they are the
+// FP8 KV cache's scales (--kv-dtype fp8) in place of the ones bounded from the weights.
+void read_kv_cache_scheme(Section& s, Fp8Config& f) {
+  s.expect("num_bits", 8, "an FP8 KV cache is 8-bit (num_bits 8)");
+  s.expect("type", "float", "only float (E4M3) KV caches are implemented");
+  s.expect("symmetric", true, "FP8 scales are symmetric (no zero point)");
+  ignore_bookkeeping(s);
+  if (const json* v = s.find("dynamic"); v && *v != false) {
+    s.refuse("dynamic", *v, "KV scales computed from the live batch would make a request's bits "
+             "depend on its neighbours; the checkpoint's fixed k_scale / v_scale are implemented "
+             "(dynamic false)");
+  }
+  for (const char* k : {"group_size", "block_structure", "actorder"}) {
+    if (const json* v = s.find(k)) s.refuse(k, *v, "KV scales per tensor or per KV head");
+  }
+  const std::string strategy = s.string("strategy", "");
+  if (strategy == "tensor") {
+    f.kv_scales = Fp8Config::KvScales::kTensor;
+  } else if (strategy == "attn_head") {
+    f.kv_scales = Fp8Config::KvScales::kHead;
+  } else {
+    s.refuse("strategy", json(strategy), "KV scales per tensor (tensor) or per KV head "
+             "(attn_head)");
+  }
+  s.refuse_unread();
+}
+
 void read_compressed_tensors(Section& q, Fp8Config& f) {
   f.source = Fp8Config::Source::kCompressedTensors;
   const std::string format = q.string("format", "");
@@ -155,8 +184,8 @@ void read_compressed_tensors(Section& q, Fp8Config& f) {
     q.refuse("transform_config", *v, "weight transforms (rotations) are not implemented");
   }
   if (const json* v = q.find("kv_cache_scheme")) {
-    q.refuse("kv_cache_scheme", *v, "an FP8 KV cache from checkpoint scales is not implemented "
-             "(remove it to run the FP8 weights with a full-precision KV cache)");
+    Section ks(*v, "quantization_config.kv_cache_scheme", q.path());
+    read_kv_cache_scheme(ks, f);
   }
   if (const json* ig = q.find("ignore")) {
     check(ig->is_array(), "config.json quantization_config.ignore must be a list of module names");

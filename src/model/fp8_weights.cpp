@@ -91,6 +91,11 @@ bool has_fp8_weights(const ModelWeights& w) {
   return dtype_is_fp8(w.tok_embd.dtype) || dtype_is_fp8(w.lm_head.w.dtype);
 }
 
+bool has_checkpoint_kv_scales(const ModelWeights& w) {
+  return std::any_of(w.layers.begin(), w.layers.end(),
+                     [](const LayerWeights& l) { return !l.kv_cache_scales.empty(); });
+}
+
 std::optional<Fp8Rows> fp8_rows_named(std::string_view suffix) {
   if (suffix == "fp8") return Fp8Rows::kChannel;
   if (suffix == "fp8g") return Fp8Rows::kBlockG128;
@@ -145,6 +150,7 @@ std::vector<double> projection_bounds(const Linear& lin, const std::vector<float
 
 std::vector<float> fp8_kv_scales(const ModelConfig& c, const ModelWeights& w, int32_t layer) {
   const LayerWeights& l = w.layers.at(static_cast<size_t>(layer));
+  if (!l.kv_cache_scales.empty()) return l.kv_cache_scales;  // the checkpoint's, as calibrated
   const int32_t hd = c.head_dim, n_kv = c.n_kv_heads, half = hd / 2;
   std::vector<double> kb = projection_bounds(l.wk, l.attn_norm);
   const std::vector<double> vb = projection_bounds(l.wv, l.attn_norm);

@@ -33,6 +33,9 @@ void quantize_weights_fp8(ModelWeights& w, const ModelConfig& c, Fp8Rows rows = 
 // True when any matrix of w is held as FP8 rows.
 bool has_fp8_weights(const ModelWeights& w);
 
+// True when the checkpoint stores FP8 KV scales (LayerWeights::kv_cache_scales).
+bool has_checkpoint_kv_scales(const ModelWeights& w);
+
 // The FP8 row types w's matrices are held in, each once, in DType order.
 std::vector<DType> fp8_weight_dtypes(const ModelWeights& w);
 
@@ -45,6 +48,8 @@ std::vector<DType> fp8_weight_dtypes(const ModelWeights& w);
 // √head_dim · |k_norm_d| (√kv_dim for OLMoE's whole-projection norm); RoPE rotates pairs
 // (d, d + head_dim / 2), so K's bound is √(B_d² + B_{d+half}²). A head's scale is the largest
 // bound of its dimensions / 448 (1 when 0). Sums in double, the scale rounded once to fp32.
+// A checkpoint that stores its own (LayerWeights::kv_cache_scales, compressed-tensors'
+// kv_cache_scheme) gives those instead: calibrated, so a value past one saturates at ±448.
 std::vector<float> fp8_kv_scales(const ModelConfig& c, const ModelWeights& w, int32_t layer);
 
 // The FP8 numerics class of w's FP8 matrices, for the fingerprint's backend build string:

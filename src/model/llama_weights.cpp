@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,12 @@ class Loader {
     planned_.insert(name);
     jobs_.push_back({name, {n}, nullptr, out, {}, {}});
   }
+  // n values stored in any shape of n elements whose other dimensions are 1: compressed-tensors'
+  // per-head KV scales are (n_kv_heads, 1, 1), its per-tensor ones () or (1).
+  void scales(const std::string& name, int64_t n, std::vector<float>* out) {
+    vec(name, n, out);
+    jobs_.back().unit_dims = true;
+  }
   bool has(const std::string& name) const { return source_.has_tensor(name); }
 
   // Every tensor in the files is loaded or on the allow-list (ignored_tensor): a tensor the
@@ -108,6 +115,7 @@ class Loader {
     std::vector<float>* vector;  // of a vector
     std::function<void(HostTensor&)> fixup;
     std::vector<HostTensor*> slices;  // a stacked tensor's matrices, or empty
+    bool unit_dims = false;           // a vector stored as (n, 1, ...) or (1, ..., n): scales()
   };
 
   void run_job(Job& job) const {
@@ -119,7 +127,9 @@ class Loader {
     const auto& shape = job.shape;
     const bool same =
         t.shape == shape || (shape.size() == 1 && t.numel() == shape[0] && t.shape.size() <= 2) ||
-        (shape.size() == 2 && shape[0] == 1 && t.shape.size() == 1 && t.shape[0] == shape[1]);
+        (shape.size() == 2 && shape[0] == 1 && t.shape.size() == 1 && t.shape[0] == shape[1]) ||
+        (job.unit_dims && t.numel() == shape[0] &&
+         std::count_if(t.shape.begin(), t.shape.end(), [](int64_t d) { return d != 1; }) <= 1);
     check(same, "{}: tensor '{}' has shape {}, expected {}", source_.path(), job.name,
           fmt::join(t.shape, "x"), fmt::join(shape, "x"));
     t.shape = shape;
@@ -176,8 +186,17 @@ class Loader {
                                                          : "num_hidden_layers");
       }
     }
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
-      return " (the config declares no bias for it)";
+    auto ends_with = [&](std::string_view suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with(".bias")) return " (the config declares no bias for it)";
+    if (ends_with(".k_scale") || ends_with(".v_scale") || ends_with(".kv_scale")) {
+      return " (FP8 KV scales: read only under a compressed-tensors quantization_config."
+             "kv_cache_scheme, as self_attn.k_scale / v_scale)";
+    }
+    if (ends_with(".q_scale") || ends_with(".prob_scale")) {
+      return " (FP8 attention, queries or probabilities rounded to E4M3, is not implemented)";
     }
     return "";
   }
@@ -404,6 +423,8 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   ld.tensor(n.global("token_embd.weight", "model.embed_tokens.weight"), {c.vocab_size, c.dim},
             &w.tok_embd);
   w.layers.resize(c.n_layers);  // no resize below: jobs hold pointers into it
+  // The checkpoint's FP8 KV scales as stored (K, V), spread over the KV heads after the read.
+  std::vector<std::array<std::vector<float>, 2>> kv_read(static_cast<size_t>(c.n_layers));
   // GGUF "llama" files (Mixtral included) store q/k rows permuted for llama.cpp's interleaved
   // RoPE; llama.cpp runs qwen2/qwen3/qwen2moe/qwen3moe/olmoe with NeoX RoPE, unpermuted.
   const bool permuted = gguf && (c.arch == ModelArch::kLlama || c.arch == ModelArch::kMistral ||
@@ -425,6 +446,11 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
              &l.q_norm);
       ld.vec(n.layer(i, "attn_k_norm.weight", "self_attn.k_norm.weight"), c.k_norm_dim(),
              &l.k_norm);
+    }
+    if (!gguf && f.kv_scales != Fp8Config::KvScales::kNone) {
+      const int64_t per = f.kv_scales == Fp8Config::KvScales::kHead ? c.n_kv_heads : 1;
+      ld.scales(fmt::format("model.layers.{}.self_attn.k_scale", i), per, &kv_read[i][0]);
+      ld.scales(fmt::format("model.layers.{}.self_attn.v_scale", i), per, &kv_read[i][1]);
     }
     ld.vec(n.layer(i, "ffn_norm.weight", "post_attention_layernorm.weight"), c.dim, &l.ffn_norm);
     if (c.moe.active() && gguf) {
@@ -470,6 +496,21 @@ ModelWeights load_weights(const TensorSource& source, WeightNaming naming,
   ld.check_all_used(c, naming);
   ld.run();
   for (Fp8Plan& p : fp8) pack_fp8(p, c, source.path());
+  for (int i = 0; i < c.n_layers; ++i) {
+    if (kv_read[i][0].empty()) continue;
+    std::vector<float>& out = w.layers[i].kv_cache_scales;
+    out.resize(static_cast<size_t>(2 * c.n_kv_heads));
+    for (int kv = 0; kv < 2; ++kv) {
+      const std::vector<float>& v = kv_read[i][kv];
+      for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+        const float s = v[v.size() == 1 ? 0 : static_cast<size_t>(h)];
+        check(std::isfinite(s) && s > 0.0f,
+              "{}: model.layers.{}.self_attn.{}_scale holds {} (KV scales must be finite and > 0)",
+              source.path(), i, kv == 0 ? 'k' : 'v', s);
+        out[static_cast<size_t>(kv * c.n_kv_heads + h)] = s;
+      }
+    }
+  }
   return w;
 }
 

@@ -47,6 +47,10 @@ struct LayerWeights {
   std::vector<MlpWeights> experts;  // (n_experts), each of expert_ffn_dim
   MlpWeights shared_expert;         // Qwen2-MoE: of shared_expert_ffn_dim; else empty
   Linear shared_expert_gate;        // Qwen2-MoE: (1, dim); else empty
+  // A compressed-tensors checkpoint's FP8 KV scales (quantization_config.kv_cache_scheme):
+  // K's scale of each KV head then V's (2 n_kv_heads; a per-tensor scale repeated), the FP8 KV
+  // cache's scales under --kv-dtype fp8 (fp8_kv_scales). Empty: none in the checkpoint.
+  std::vector<float> kv_cache_scales;
 
   // Every matrix of the layer that is present, in a fixed order (attention, MLP, router,
   // experts, shared expert, its gate).

@@ -62,6 +62,7 @@ uint64_t hash_weights(const ModelWeights& w) {
       mat(l.shared_expert.w_down.w);
       mat(l.shared_expert_gate.w);
     }
+    if (!l.kv_cache_scales.empty()) vec(l.kv_cache_scales);  // the checkpoint's FP8 KV scales
   }
   vec(w.out_norm);
   mat(w.lm_head.w);

@@ -1,7 +1,8 @@
 // FP8 checkpoints as they are published (tests/data/fp8, scripts/ref/fp8_checkpoints.py:
 // compressed-tensors per channel, per tensor with a static input scale, 128×128 blocks with
 // per-token activations, fbgemm_fp8, transformers' fp8 — dense Qwen3 and Qwen3-MoE with FP8
-// experts — and a compressed-tensors Qwen3-MoE) on the CUDA backend: each loads and runs on the
+// experts — a compressed-tensors Qwen3-MoE, and two that store FP8 KV scales, per tensor and
+// per KV head, run with the FP8 KV cache) on the CUDA backend: each loads and runs on the
 // GPU's FP8 linears (per channel, the block form, FP8 experts), and its logits at every position
 // of the reference sequences are close to transformers' forward with the FP8 arithmetic
 // emulated in fp32 (logits.f32; the CPU backend matches it within 1e-5, fp8_checkpoint_test.cpp).
@@ -45,13 +46,17 @@ std::vector<float> gpu_logits(const LlamaModel& m, const std::vector<int32_t>& i
 TEST(CudaFp8Checkpoint, PublishedLayoutsAreCloseToTransformersFp8Arithmetic) {
   DETLLM_SKIP_WITHOUT_GPU();
   for (const char* c : {"ct_channel", "ct_static", "ct_block", "fbgemm", "fp8_dense", "fp8_moe",
-                        "ct_moe"}) {
+                        "ct_moe", "ct_kv", "ct_kv_head"}) {
     SCOPED_TRACE(c);
     const fs::path dir = kData / c;
     const nlohmann::json g = read_json(dir / "golden.json");
     const std::vector<float> ref = read_f32(dir / "logits.f32");
     const auto model = load_model(dir.string());
-    auto ops = kernels::cuda_testing::invariant_ops();
+    // A checkpoint with FP8 KV scales (kv_cache_scheme) runs the FP8 KV cache with them, as its
+    // reference rounds K and V by them.
+    const bool kv = model->config.fp8.kv_scales != Fp8Config::KvScales::kNone;
+    auto ops = kv ? kernels::cuda_testing::invariant_ops(-1, DType::kF8E4M3)
+                  : kernels::cuda_testing::invariant_ops();
     const LlamaModel m(model->config, model->weights, *ops);
     ASSERT_TRUE(m.fp8_projections());
     // The same weights dequantized (bf16 on the device): another arithmetic, other logits.

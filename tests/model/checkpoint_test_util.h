@@ -40,11 +40,11 @@ struct Loaded {
   std::unique_ptr<LlamaModel> llama;
 };
 
-// The checkpoint at `dir` on the CPU backend with 2 threads.
-inline Loaded load(const std::filesystem::path& dir) {
+// The checkpoint at `dir` on the CPU backend with 2 threads (an FP8 KV cache: kv_fp8).
+inline Loaded load(const std::filesystem::path& dir, bool kv_fp8 = false) {
   Loaded l;
   l.model = load_model(dir.string());
-  l.ops = kernels::make_cpu_ops(2);
+  l.ops = kernels::make_cpu_ops(2, CpuActivations::kF32, kv_fp8);
   l.llama = std::make_unique<LlamaModel>(l.model->config, l.model->weights, *l.ops);
   return l;
 }

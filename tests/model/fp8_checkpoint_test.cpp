@@ -1,7 +1,8 @@
 // FP8 checkpoints as they are published (scripts/ref/fp8_checkpoints.py writes tiny ones under
 // tests/data/fp8/: compressed-tensors per-channel + dynamic per-token activations, per-tensor
 // weight scales + static input_scale, 128x128 block scales, fbgemm_fp8, transformers' fp8
-// (dense Qwen3 and Qwen3-MoE), and a compressed-tensors Qwen3-MoE): they load as FP8
+// (dense Qwen3 and Qwen3-MoE), a compressed-tensors Qwen3-MoE, and two with FP8 KV scales
+// stored — kv_cache_scheme per tensor and per KV head): they load as FP8
 // rows (model/config_fp8.cpp, llama_weights.cpp), their logits match transformers' forward with
 // the FP8 arithmetic emulated in torch within a stated tolerance, every quantization key that
 // detllm does not implement is refused by name, and scales of the wrong shape or value are
@@ -41,8 +42,14 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kData = fs::path(DETLLM_SOURCE_DIR) / "tests" / "data" / "fp8";
-const char* const kCases[] = {"ct_channel", "ct_static", "ct_block", "fbgemm",
-                              "fp8_dense",  "fp8_moe",   "ct_moe"};
+const char* const kCases[] = {"ct_channel", "ct_static", "ct_block", "fbgemm", "fp8_dense",
+                              "fp8_moe",    "ct_moe",    "ct_kv",    "ct_kv_head"};
+
+// The checkpoints whose quantization_config has a kv_cache_scheme: their reference rounds K
+// and V with the stored scales, so they run with an FP8 KV cache.
+bool has_kv_scheme(const LoadedModel& m) {
+  return m.config.fp8.kv_scales != Fp8Config::KvScales::kNone;
+}
 
 // |ours - reference| <= kAbsTol + kRelTol |reference|. Both compute the same FP8 arithmetic;
 // they differ only in the order of the fp32 sums (torch's matmul vs k ascending), which could
@@ -106,7 +113,9 @@ TEST(Fp8Checkpoint, LoadsAsFp8Rows) {
               {"fbgemm", DType::kF8E4M3, "fp8=channel/token-bounded"},
               {"fp8_dense", DType::kF8E4M3G128, "fp8=block128/token-group128"},
               {"fp8_moe", DType::kF8E4M3G128, "fp8=block128/token-group128"},
-              {"ct_moe", DType::kF8E4M3, "fp8=channel/token"}};
+              {"ct_moe", DType::kF8E4M3, "fp8=channel/token"},
+              {"ct_kv", DType::kF8E4M3, "fp8=channel/token"},
+              {"ct_kv_head", DType::kF8E4M3, "fp8=channel/token"}};
   for (const auto& w : want) {
     SCOPED_TRACE(w.c);
     const auto m = load_model((kData / w.c).string());
@@ -148,7 +157,9 @@ TEST(Fp8Checkpoint, LogitsMatchTransformersWithTheFp8Arithmetic) {
     const fs::path dir = kData / c;
     const json g = read_json(dir / "golden.json");
     const std::vector<float> ref = read_f32(dir / "logits.f32");
-    const Loaded l = load(dir);
+    const bool kv = load_model(dir.string(), {}, LoadParts::kConfigOnly)->config.fp8.kv_scales !=
+                    Fp8Config::KvScales::kNone;
+    const Loaded l = load(dir, kv);
     const size_t vocab = static_cast<size_t>(l.model->config.vocab_size);
     size_t offset = 0, crossings = 0;
     float case_worst = 0;
@@ -331,13 +342,35 @@ TEST(Fp8Checkpoint, EveryUnimplementedKeyIsRefusedByName) {
        "output_activations"},
       {"weight-only", "ct_channel", [](json& c) { group(c).erase("input_activations"); },
        "input_activations"},
-      {"kv cache scheme", "ct_channel",
+      {"kv scales from the live batch", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["dynamic"] = true; },
+       "kv_cache_scheme.dynamic"},
+      {"kv scales per channel", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["strategy"] = "channel"; },
+       "kv_cache_scheme.strategy"},
+      {"int kv cache", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["type"] = "int"; },
+       "kv_cache_scheme.type"},
+      {"asymmetric kv cache", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["symmetric"] = false; },
+       "kv_cache_scheme.symmetric"},
+      {"unknown kv cache key", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["mystery"] = 1; },
+       "kv_cache_scheme.mystery"},
+      {"kv cache scheme without its scales", "ct_channel",
        [](json& c) {
          c["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"},
+                                                        {"symmetric", true},
                                                         {"strategy", "tensor"},
                                                         {"dynamic", false}};
        },
-       "kv_cache_scheme"},
+       "self_attn.k_scale"},
+      {"kv scales stored without the scheme", "ct_kv",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"] = nullptr; },
+       "kv_cache_scheme, as self_attn.k_scale"},
+      {"per-head kv scales read as one per tensor", "ct_kv_head",
+       [](json& c) { c["quantization_config"]["kv_cache_scheme"]["strategy"] = "tensor"; },
+       "k_scale' has shape 2x1x1"},
       {"sparsity", "ct_channel",
        [](json& c) { c["quantization_config"]["sparsity_config"] = {{"format", "sparse-24"}}; },
        "sparsity_config"},
@@ -613,6 +646,73 @@ TEST(Fp8KvCache, WeightBoundScalesHoldEveryValueAndTheLogitsStayClose) {
     EXPECT_GT(ops.worst, 1e-3f) << "scales far looser than the values";
     EXPECT_GT(diff, 0.0f) << "K/V were not rounded";
     EXPECT_LT(diff, 0.5f);
+  }
+}
+
+// A compressed-tensors checkpoint's FP8 KV scales are the cache's scales: read per layer (one
+// per tensor repeated over the heads, or one per head), given by fp8_kv_scales in place of the
+// weight bound, calibrated so that some values pass them (saturate at ±448 — which the logits
+// test above checks against the reference doing the same) — and part of the weights digest.
+TEST(Fp8KvCache, CheckpointScalesAreTheCachesScales) {
+  for (const char* c : {"ct_kv", "ct_kv_head"}) {
+    SCOPED_TRACE(c);
+    const auto m = load_model((kData / c).string());
+    ASSERT_TRUE(has_kv_scheme(*m));
+    ASSERT_TRUE(has_checkpoint_kv_scales(m->weights));
+    const int32_t n_kv = m->config.n_kv_heads;
+    for (int32_t li = 0; li < m->config.n_layers; ++li) {
+      const std::vector<float>& stored = m->weights.layers[static_cast<size_t>(li)].kv_cache_scales;
+      ASSERT_EQ(stored.size(), static_cast<size_t>(2 * n_kv));
+      EXPECT_EQ(fp8_kv_scales(m->config, m->weights, li), stored);
+      if (std::string(c) == "ct_kv") {  // one per tensor: every head the same
+        for (int32_t h = 1; h < n_kv; ++h) {
+          EXPECT_EQ(stored[static_cast<size_t>(h)], stored[0]);
+          EXPECT_EQ(stored[static_cast<size_t>(n_kv + h)], stored[static_cast<size_t>(n_kv)]);
+        }
+      }
+      ModelWeights bare = m->weights;
+      bare.layers[static_cast<size_t>(li)].kv_cache_scales.clear();
+      EXPECT_NE(fp8_kv_scales(m->config, bare, li), stored) << "the weight bound, not the file's";
+    }
+    KvRatioOps ops;
+    LlamaModel fp8(m->config, m->weights, ops);
+    const auto ids = read_json(kData / c / "golden.json")["sequences"][0]["tokens"]
+                         .get<std::vector<int32_t>>();
+    SoloRunner r(fp8, static_cast<int32_t>(ids.size()) + 1);
+    r.feed(ids, true);
+    EXPECT_GT(ops.worst, 1.0f) << "calibrated at half the amax: some value must saturate";
+    ModelWeights other = m->weights;
+    other.layers[0].kv_cache_scales[0] *= 2.0f;
+    EXPECT_NE(hash_model_weights(other), hash_model_weights(m->weights));
+  }
+}
+
+// Negative controls: the same checkpoint with a full-precision KV cache, or with an FP8 cache
+// whose scales are the weight bound instead of the file's, is outside the tolerance the logits
+// test holds it to, so that test tells the checkpoint's KV arithmetic from the others.
+TEST(Fp8KvCache, OtherKvArithmeticsAreOutsideTheTolerance) {
+  for (const char* c : {"ct_kv", "ct_kv_head"}) {
+    const fs::path dir = kData / c;
+    const json g = read_json(dir / "golden.json");
+    const std::vector<float> ref = read_f32(dir / "logits.f32");
+    const auto ids = g["sequences"][0]["tokens"].get<std::vector<int32_t>>();
+    for (const bool bound : {false, true}) {
+      SCOPED_TRACE(std::string(c) + (bound ? ": weight-bound scales" : ": fp32 KV"));
+      Loaded l;
+      l.model = load_model(dir.string());
+      if (bound) {
+        for (LayerWeights& layer : l.model->weights.layers) layer.kv_cache_scales.clear();
+      }
+      l.ops = kernels::make_cpu_ops(2, CpuActivations::kF32, /*kv_fp8=*/bound);
+      l.llama = std::make_unique<LlamaModel>(l.model->config, l.model->weights, *l.ops);
+      const std::vector<float> ours = all_logits(l, ids);
+      float worst = 0;
+      for (size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::fabs(ours[i] - ref[i]) - kRelTol * std::fabs(ref[i]));
+      }
+      std::printf("%s: worst excess over the relative tolerance %.3g\n", c, worst);
+      EXPECT_GT(worst, kCrossTol);
+    }
   }
 }
 

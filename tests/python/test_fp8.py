@@ -3,13 +3,20 @@
 bits (a seeded request alone and inside a batch: the same token ids and logprob bits), has a
 fingerprint of its own, and scoring its output gives the generation's logprob bits (V4); names
 vLLM has and detllm does not (an E5M2 cache, other quantizations) are refused by name. The
-logits are a tolerance away from the unquantized model's: stated below, not bits.
+logits are a tolerance away from the unquantized model's: stated below, not bits. A
+compressed-tensors checkpoint that stores its FP8 KV scales (tests/data/fp8/ct_kv) runs them
+under kv_cache_dtype="fp8" and is refused without a KV dtype.
 """
+import json
+import os
+
 import numpy as np
 import pytest
 
 import detllm
 from conftest import bits, make_llm
+
+FP8_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fp8")
 
 PROMPT = "Rewrite in plain words: the committee postponed the vote until further notice."
 
@@ -86,3 +93,63 @@ def test_weight_updates_and_reads_are_refused_by_name(engines):
         llm.get_parameter(name)
     after = run(llm, [PROMPT])[0]  # still serving, the same bits
     assert before[0] == after[0] and np.array_equal(before[1], after[1])
+
+
+def fp8_checkpoint(tmp_path, case):
+    """tests/data/fp8/<case> with a tokenizer of its 128 ids (the tests give token ids)."""
+    for f in ("config.json", "model.safetensors"):
+        os.symlink(os.path.abspath(os.path.join(FP8_DATA, case, f)), tmp_path / f)
+    # Byte-level BPE over the first 128 bytes, all printable as themselves or remapped.
+    chars = {b: chr(b) if ord("!") <= b <= ord("~") else chr(256 + b) for b in range(128)}
+    tok = {"version": "1.0", "added_tokens": [],
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                             "trim_offsets": True, "use_regex": True},
+           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                       "use_regex": True},
+           "model": {"type": "BPE", "vocab": {chars[b]: b for b in range(128)}, "merges": []}}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    return str(tmp_path)
+
+
+def reference_logprobs(case):
+    """The tokens of the checkpoint's first reference sequence and the logprob of each given
+    the ones before it, from transformers' forward with the FP8 arithmetic
+    (scripts/ref/fp8_checkpoints.py)."""
+    with open(os.path.join(FP8_DATA, case, "golden.json")) as f:
+        ids = json.load(f)["sequences"][0]["tokens"]
+    ref = np.fromfile(os.path.join(FP8_DATA, case, "logits.f32"), dtype="<f4")
+    ref = ref[:len(ids) * 128].reshape(len(ids), 128).astype(np.float64)
+    ref = ref - ref.max(axis=1, keepdims=True)
+    ref_lp = ref - np.log(np.exp(ref).sum(axis=1, keepdims=True))
+    return ids, np.array([ref_lp[i, ids[i + 1]] for i in range(len(ids) - 1)])
+
+
+# A tolerance for the order of fp32 sums against torch's (tests/model/fp8_checkpoint_test.cpp
+# measures the logits within 4.2e-7); the dequantized forward (activations not rounded) is
+# 7e-3 away, a full-precision KV cache 3e-2.
+REF_TOL = 1e-5
+
+
+def test_an_fp8_checkpoint_runs_its_fp8_arithmetic(tmp_path):
+    ids, want = reference_logprobs("ct_channel")
+    llm = make_llm(backend="cpu", model=fp8_checkpoint(tmp_path, "ct_channel"))
+    got = np.asarray(llm.score([ids])[0].logprobs, dtype=np.float64)
+    assert np.abs(got - want).max() < REF_TOL, np.abs(got - want).max()
+
+
+def test_checkpoint_kv_scales_run_under_an_fp8_cache_only(tmp_path):
+    path = fp8_checkpoint(tmp_path, "ct_kv")
+    ids, want = reference_logprobs("ct_kv")
+    # No KV dtype: refused, saying what to pass, rather than run without the stored scales.
+    with pytest.raises(Exception, match="kv_cache_dtype='fp8'"):
+        make_llm(backend="cpu", model=path)
+    fp8 = make_llm(backend="cpu", model=path, kv_cache_dtype="fp8")
+    got = np.asarray(fp8.score([ids])[0].logprobs, dtype=np.float64)
+    assert np.abs(got - want).max() < REF_TOL, np.abs(got - want).max()
+    again = fp8.score([ids[:7], ids])[1].logprobs  # beside another sequence: the same bits
+    assert np.array_equal(bits(again), bits(got))
+    # Explicitly full precision: runs without the scales, another numerics (and fingerprint).
+    f32 = make_llm(backend="cpu", model=path, kv_cache_dtype="fp32")
+    other = np.asarray(f32.score([ids])[0].logprobs, dtype=np.float64)
+    assert np.abs(other - want).max() > 1e-3
+    assert f32.fingerprint != fp8.fingerprint
