@@ -143,7 +143,10 @@ int usage(const char* argv0) {
              "default, what served models run): each shape's split from the device's SMs\n"
              "(CudaOptions::fp8_wg_splits; each its own numerics).\n"
              "--fp8-fused 0: the FP8 runs with the activation quantizer launched apart instead\n"
-             "of fused into RMSNorm and SiLU-mul (CudaOptions::fp8_fused_quantize); same bits.\n",
+             "of fused into RMSNorm and SiLU-mul (CudaOptions::fp8_fused_quantize); same bits.\n"
+             "--fp8-prefill-variant V: the FP8 runs' linears of more than 64 rows on split\n"
+             "launcher variant V (CudaOptions::fp8_wg_prefill_variant; 4: the TMA-fed\n"
+             "warp-specialised kernel); same bits.\n",
              argv0);
   return 2;
 }
@@ -171,7 +174,7 @@ using bench_util::parse_counts;
 
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false, fp8_fused = true;
-  int steps = 20, fp8_wg_splits = kernels::kCudaFp8DefaultSplits;
+  int steps = 20, fp8_wg_splits = kernels::kCudaFp8DefaultSplits, fp8_prefill_variant = -1;
   bool gemm_lt = CudaOptions{}.gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
   int attn_kernel = CudaOptions{}.attention_kernel, attn_split = CudaOptions{}.attention_split_blocks;
@@ -191,6 +194,8 @@ int main(int argc, char** argv) {
       ++i;
       fp8_wg_splits = std::strcmp(argv[i], "auto") == 0 ? -1 : std::atoi(argv[i]);
       if (fp8_wg_splits == 0 || fp8_wg_splits > 64) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--fp8-prefill-variant") == 0 && i + 1 < argc) {
+      fp8_prefill_variant = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--fp8-fused") == 0 && i + 1 < argc) {
       fp8_fused = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--invariant-only") == 0) {
@@ -329,6 +334,7 @@ int main(int argc, char** argv) {
         if (fp8_kv) o.kv_dtype = DType::kF8E4M3;
         o.fp8_wg_splits = fp8_wg_splits;
         o.fp8_fused_quantize = fp8_fused;
+        o.fp8_wg_prefill_variant = fp8_prefill_variant;
         auto ops = make_cuda_ops(o);
         auto model = std::make_unique<LlamaModel>(c, host, *ops);
         ops->synchronize();

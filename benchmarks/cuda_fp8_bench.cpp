@@ -21,6 +21,10 @@
 // for each S: µs (for M ≤ 64 the runs folded in the kernel, and beside it folded by a second,
 // combining launch), bf16 engine ÷ split, and the weights' GB/s; --only-splits skips the other
 // kernels (the bf16 engine and the unsplit wgmma GEMM are still timed, for the ratios).
+// A third table, at each M > 64 of the run: the served model's prefill GEMM — the split
+// launcher with each shape's own S (fp8_gemm_wg_auto_splits) — on its cp.async 128-row tiles
+// (variant 2, the default) and on the TMA-fed warp-specialised kernel (variant 4,
+// fp8_gemm_wg_ws.cuh): µs, TFLOP/s, their ratio, and whether their outputs are the same bits.
 // Run: build-cuda/benchmarks/cuda_fp8_bench [--quick] [--ms LIST] [--wg-splits LIST [--only-splits]]
 //      (exits with a message without a GPU)
 #include <cuda_runtime_api.h>
@@ -197,6 +201,11 @@ int main(int argc, char** argv) {
       "split, combining launch µs | engine ÷ split | unsplit ÷ split | FP8 weights GB/s "
       "|\n|---|---|---|---|---|---|---|---|---|---|\n";
 
+  std::string prefill_table =
+      "| shape (K->N) | M | S | cp.async tiles µs (v2) | TFLOP/s | TMA warp-specialised µs (v4) "
+      "| TFLOP/s | v2 ÷ v4 | same bits |\n|---|---|---|---|---|---|---|---|---|\n";
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
   std::string table =
       "| shape (K->N) | M | bf16 engine µs | bf16 kernel µs | fp8 gemm µs | fp8 linear µs | fp8 "
       "best µs (variant) | wgmma gemm µs | wgmma linear µs | wgmma best µs (variant) | engine ÷ "
@@ -252,6 +261,32 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           split_table += row;
         }
+      }
+      if (m > cuda::kFp8GemmWgSplitCtaMaxM) {
+        const int sp = cuda::fp8_gemm_wg_auto_splits(s.n, s.k, sms);
+        Buffer y4(*inv, size_t(m) * s.n * 4);
+        auto launch = [&](int variant, int copy, float* out) {
+          return cuda::launch_fp8_gemm_wg_split(
+              xq.as<uint8_t>(), xs.as<float>(), m, w8.codes[copy % n8]->as<uint8_t>(),
+              w8.scales->as<float>(), s.n, s.k, nullptr, out, sp, nullptr, 0, variant, stream);
+        };
+        auto prefill = [&](int variant, float* out) {
+          return time_us(stream, [&](int i) { return launch(variant, i, out); });
+        };
+        const double t2 = prefill(2, y.f32()), t4 = prefill(4, y4.f32());
+        check(launch(2, 0, y.f32()), "fp8 prefill gemm (v2)");
+        check(launch(4, 0, y4.f32()), "fp8 prefill gemm (v4)");
+        std::vector<float> a(size_t(m) * s.n), b(a.size());
+        check(cudaMemcpy(a.data(), y.f32(), a.size() * 4, cudaMemcpyDeviceToHost), "copy");
+        check(cudaMemcpy(b.data(), y4.f32(), b.size() * 4, cudaMemcpyDeviceToHost), "copy");
+        const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+        const double flops = 2.0 * m * double(s.n) * s.k;
+        const std::string row = fmt::format(
+            "| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.0f} | {:.2f} | {} |\n", s.name, m, sp,
+            t2, flops / t2 * 1e-6, t4, flops / t4 * 1e-6, t2 / t4, same ? "yes" : "NO");
+        fmt::print("{}", row);
+        std::fflush(stdout);
+        prefill_table += row;
       }
       if (only_splits) continue;
       const double t_fp8 = fp8_gemm(-1);
@@ -312,6 +347,7 @@ int main(int argc, char** argv) {
   }
   if (!only_splits) fmt::print("\n{}", table);
   if (!splits.empty()) fmt::print("\n{}", split_table);
+  if (max_m > cuda::kFp8GemmWgSplitCtaMaxM) fmt::print("\n{}", prefill_table);
   check(cudaStreamDestroy(stream), "stream");
   return 0;
 }

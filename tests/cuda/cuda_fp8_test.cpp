@@ -689,6 +689,28 @@ TEST(CudaFp8WgSplit, RunsAreTheWholeKernelsChainsAddedInOrder) {
   }
 }
 
+// The TMA-fed warp-specialised kernel (variant 4, fp8_gemm_wg_ws.cuh) against the cp.async
+// 128-row tiles (variant 2): the same bits at m around the tile edges and past one raster group
+// (8 row tiles), with k ragged (a last tile past k) and n ragged (a last column tile past n), on
+// one run and on three; every element written (the output starts as NaN each time).
+TEST(CudaFp8WgSplit, TmaWarpSpecialisedGivesTheCpAsyncTilesBits) {
+  DETLLM_SKIP_WITHOUT_GPU();
+  auto ops = cuda_testing::invariant_ops();
+  const Problem p(*ops, 1100, 200, 4096 + 528, 41);
+  DeviceArray<float> want(*ops, static_cast<size_t>(p.m) * p.n);
+  DeviceArray<float> got(*ops, static_cast<size_t>(p.m) * p.n);
+  for (int splits : {1, 3}) {
+    const SplitRunner split(*ops, p, splits);
+    for (int32_t m : {65, 127, 128, 129, 1024, 1025, 1100}) {
+      SCOPED_TRACE(::testing::Message() << "splits " << splits << ", m " << m);
+      ASSERT_CUDA(split.run(m, 2, want.data()));
+      ASSERT_EQ(cudaMemset(got.data(), 0xFF, sizeof(float) * got.size()), cudaSuccess);
+      ASSERT_CUDA(split.run(m, 4, got.data()));
+      EXPECT_FALSE(differ_on_device(*ops, got.data(), want.data(), int64_t{m} * p.n));
+    }
+  }
+}
+
 // Within the wgmma kernel's bound of the exact sum.
 TEST(CudaFp8WgSplit, IsWithinTheWgmmaBoundOfTheExactSum) {
   DETLLM_SKIP_WITHOUT_GPU();

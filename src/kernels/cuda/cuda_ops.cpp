@@ -108,6 +108,7 @@ class CudaOps final : public Ops {
         gemm_splits_override_(options.gemm_splits_override),
         moe_grouped_rows_(options.moe_grouped_rows),
         fp8_wg_splits_(options.fp8_wg_splits),
+        fp8_wg_prefill_variant_(options.fp8_wg_prefill_variant),
         fp8_fused_quantize_(options.fp8_fused_quantize),
         sample_config_{options.sample_blocks_per_row, options.sample_candidate_capacity} {
     check(options.attention_kernel >= -1 && options.attention_kernel < kAttentionKernels,
@@ -512,8 +513,9 @@ class CudaOps final : public Ops {
       auto* counts = ws == 0 ? nullptr
                              : static_cast<unsigned*>(fp8_tiles_.get(
                                    sizeof(unsigned) * cuda::fp8_gemm_wg_split_tiles(m, n), stream_));
+      const int variant = m > cuda::kFp8GemmWgSplitCtaMaxM ? fp8_wg_prefill_variant_ : -1;
       cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
-                                                splits, chains, ws, -1, stream_, counts),
+                                                splits, chains, ws, variant, stream_, counts),
                  "fp8 gemm (wgmma, split k)");
       return;
     }
@@ -982,6 +984,7 @@ class CudaOps final : public Ops {
   int gemm_splits_override_;
   int32_t moe_grouped_rows_;  // CudaOptions::moe_grouped_rows
   int fp8_wg_splits_;         // CudaOptions::fp8_wg_splits
+  int fp8_wg_prefill_variant_;  // CudaOptions::fp8_wg_prefill_variant
   bool fp8_fused_quantize_;   // CudaOptions::fp8_fused_quantize
   Fp8FusedInput fp8_input_;  // announce_gemm_input: whose FP8 rows fp8_act_ holds
   int64_t fp8_fused_reads_ = 0;  // FP8 linears that read their producer's rows (tests)

@@ -72,6 +72,10 @@ struct CudaOptions {
   // tests): S > 1 runs of k for every shape, or 0/1 for the unsplit wgmma GEMM. Each is its
   // own numerics (cuda_fp8_gemm_rule(splits) names it).
   int fp8_wg_splits = kCudaFp8DefaultSplits;
+  // The split launcher's variant for steps of more than kFp8GemmWgSplitCtaMaxM rows (prefill):
+  // -1 its own choice (the cp.async 128-row tiles), 4 the TMA-fed warp-specialised kernel
+  // (fp8_gemm_wg_ws.cuh). Same bits (tests); a speed setting, for benchmarks.
+  int fp8_wg_prefill_variant = -1;
   // The FP8 linears' per-token quantizer fused into the producer of their input (add_rmsnorm
   // and silu_mul_rows write the E4M3 rows beside the bf16 ones, Ops::announce_gemm_input).
   // Same bits (tests); off only to measure the separate quantizer's launch.

@@ -2,8 +2,11 @@
 // Test: test_cuda --gtest_filter='CudaFp8WgSplit*'; bench: cuda_fp8_bench --wg-splits LIST.
 #include <algorithm>
 
+#include <cudaTypedefs.h>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_wg_split.cuh"
+#include "kernels/cuda/fp8_gemm_wg_ws.cuh"
 #include "kernels/cuda/fp8_launch.h"
 
 namespace detllm::kernels::cuda {
@@ -13,6 +16,49 @@ using fp8::WgCfg;
 using fp8::WgSplitSchedule;
 using Wg64 = WgCfg<64, 6>;
 using Wg128 = WgCfg<128, 4>;
+
+// The driver's cuTensorMapEncodeTiled, found once through the runtime (no libcuda link).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// rows × k E4M3 codes (rows of k bytes) as 128 × 128-byte boxes with the 128-byte swizzle, rows
+// and columns past the matrix read as zeros (fp8_gemm_wg_ws.cuh).
+bool fp8_codes_map(CUtensorMap* map, const uint8_t* codes, int64_t rows, int64_t k) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
+  const cuuint32_t box[2] = {fp8::ws::kBK, fp8::ws::kBM};
+  const cuuint32_t steps[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(codes), dims, strides,
+                box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+cudaError_t run_wg_ws(const fp8::GemmParams& p, const fp8::WgSplitParams& s,
+                      cudaStream_t stream) {
+  CUtensorMap x_map, w_map;
+  if (!fp8_codes_map(&x_map, p.x, p.m, p.k) || !fp8_codes_map(&w_map, p.w, p.n, p.k))
+    return cudaErrorInvalidValue;
+  const int tiles = ((p.m + fp8::ws::kBM - 1) / fp8::ws::kBM) * ((p.n + fp8::ws::kBN - 1) / fp8::ws::kBN);
+  const auto kernel = s.runs > 1 ? fp8::gemm_wg_ws_kernel<true> : fp8::gemm_wg_ws_kernel<false>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         fp8::ws::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<tiles, fp8::ws::kThreads, fp8::ws::kSmemBytes, stream>>>(x_map, w_map, p, s);
+  return cudaGetLastError();
+}
 
 }  // namespace
 
@@ -58,6 +104,7 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
       return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);
     case 1: return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInOrder>(p, s, stream);
     case 2: return fp8::run_wg_split<Wg128, WgSplitSchedule::kRunsInOrder>(p, s, stream);
+    case 4: return run_wg_ws(p, s, stream);
     default:
       if (!fits) return cudaErrorInvalidValue;
       return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);

@@ -81,10 +81,12 @@ cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* 
 // ascending order (needs tile_counts: fp8_gemm_wg_split_tiles(m, n) words, zero before the
 // first launch; each launch leaves them zero; one launch at a time on them), in 3 by a second,
 // combining kernel. 1, 2: the runs one after the other in each CTA (64- and 128-row tiles).
+// 4: the same as 2 with the tiles loaded by the TMA unit and warp-specialised roles
+// (fp8_gemm_wg_ws.cuh; the prefill candidate).
 // -1: for m ≤ kFp8GemmWgSplitCtaMaxM with the workspace, 0 when tile_counts is given, else 3;
 // otherwise 1 or 2. What the per-channel FP8 linears of a served model run, S from
 // fp8_gemm_wg_auto_splits.
-inline constexpr int kFp8GemmWgSplitVariants = 4;
+inline constexpr int kFp8GemmWgSplitVariants = 5;
 inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
 inline constexpr const char* kFp8GemmWgSplitNumericsRule =
     "wgmma-m64n128k32-e4m3;promote=128;fp32-asc;runs-asc;*sx*sw";
