@@ -18,12 +18,14 @@
 // kStages slots, each slot's arrival counted on its `full` mbarrier), warpgroups 1 and 2 the
 // consumers (64 rows each, as the 128-row cp.async tile's two warpgroups). A consumer waits for
 // its slot's `full` barrier, issues the tile's wgmmas, waits for them, releases the slot on its
-// `empty` barrier (one arrival per consumer warp), then promotes. No __syncthreads in the
-// loop: the two consumers and the producer drift apart, so one warpgroup's promotion overlaps
-// the other's wgmmas, and the loads run ahead by the ring's depth across run boundaries (the
-// cp.async schedule drains and refills its ring at each run). The producer gives its registers
-// to the consumers (setmaxnreg): each consumer thread holds the tile's partial sum, its run's
-// chain and, with more than one run, the runs' total (3 × 64 fp32).
+// `empty` barrier (one arrival per consumer warp), then promotes; with one run, tile t + 1's
+// wgmmas are issued before tile t's are waited for (two partial sums in turn). No
+// __syncthreads in the loop: the two consumers and the producer drift apart, so one
+// warpgroup's promotion overlaps the other's wgmmas, and the loads run ahead by the ring's
+// depth across run boundaries (the cp.async schedule drains and refills its ring at each run).
+// The producer gives its registers to the consumers (setmaxnreg): each consumer thread holds
+// 3 × 64 fp32 — the run's chain and two partial sums, or, with several runs, the chain, one
+// partial sum and the runs' total.
 //
 // The grid. One CTA a 128 × 128 output tile, tiles numbered so that a wave covers a few row
 // tiles and many column tiles (groups of kRasterRows row tiles, column-major inside a group):
@@ -98,9 +100,95 @@ __device__ __forceinline__ void zero(float (&a)[16][4]) {
 
 }  // namespace ws
 
+// The consumer's view of the ring: its slots, barriers and rows.
+struct WsRing {
+  uint32_t u32;  // the ring's shared address (1024-aligned)
+  uint64_t* full;
+  uint64_t* empty;
+  int wg;        // the consumer: rows m0 + 64 wg …
+  int lane;
+};
+
+// Tile t's four wgmmas into `part`, from zero, once its slot has landed; committed as one
+// group, not waited for.
+__device__ __forceinline__ void ws_issue(const WsRing& q, float (&part)[16][4], int t) {
+  const int slot = t % ws::kStages;
+  ptx::mbarrier_wait(&q.full[slot], (t / ws::kStages) & 1);
+  const uint32_t a = q.u32 + slot * ws::kStageBytes + q.wg * 64 * ws::kBK;
+  const uint32_t b = q.u32 + slot * ws::kStageBytes + ws::kTileBytes;
+  ptx::wgmma_fence_operands(part);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k32 = 0; k32 < ws::kBK / 32; ++k32)  // k32 step: 32 bytes further along the row
+    ptx::wgmma_m64n128k32_e4m3(part, ptx::wgmma_desc_sw128(a + 32 * k32),
+                               ptx::wgmma_desc_sw128(b + 32 * k32), k32 > 0 ? 1u : 0u);
+  ptx::wgmma_commit();
+}
+
+// Tile t's group complete (OLDER: the groups issued after it may still run), its slot released
+// (one arrival per warp), its partial sum added to the chain.
+template <int NEWER>
+__device__ __forceinline__ void ws_finish(const WsRing& q, float (&acc)[16][4],
+                                          float (&part)[16][4], int t) {
+  wgmma_wait<NEWER>();
+  ptx::wgmma_fence_operands(part);
+  if (q.lane == 0) ptx::mbarrier_arrive(&q.empty[t % ws::kStages]);
+  wg_promote(acc, part);
+}
+
+// One run (S = 1): tile t + 1's wgmmas issued before tile t's are waited for and promoted, into
+// two partial sums in turn — the same adds in the same order, so the same bits (ptxas keeps the
+// wgmmas asynchronous here: the two partial sums are distinct registers).
+__device__ __forceinline__ void ws_consume_one_run(const WsRing& q, int tiles,
+                                                   float (&acc)[16][4]) {
+  float pa[16][4], pb[16][4];
+  ws::zero(acc);
+  ws_issue(q, pa, 0);
+  int t = 0;
+  for (; t + 2 < tiles; t += 2) {
+    ws_issue(q, pb, t + 1);
+    ws_finish<1>(q, acc, pa, t);
+    ws_issue(q, pa, t + 2);
+    ws_finish<1>(q, acc, pb, t + 1);
+  }
+  if (t + 1 < tiles) {
+    ws_issue(q, pb, t + 1);
+    ws_finish<1>(q, acc, pa, t);
+    ws_finish<0>(q, acc, pb, t + 1);
+  } else {
+    ws_finish<0>(q, acc, pa, t);
+  }
+}
+
+// Several runs: each tile waited for and promoted before the next is issued (a second partial
+// sum would not fit beside the run's chain and the runs' total), each run's chain added to the
+// total in ascending order as it ends.
+__device__ __forceinline__ void ws_consume_runs(const WsRing& q, int tiles, int per,
+                                                float (&total)[16][4]) {
+  float acc[16][4], part[16][4];
+  ws::zero(acc);
+  ws::zero(total);
+  int run_end = min(per, tiles);
+  for (int t = 0; t < tiles; ++t) {
+    ws_issue(q, part, t);
+    ws_finish<0>(q, acc, part, t);
+    // Run z's chain complete: into the total, in ascending z. The total starts at +0, and
+    // +0 + c_0 is c_0's bits (a chain starts at +0 and adds in round-to-nearest, so it is never
+    // -0: only -0 + -0 gives -0), as kRunsInOrder's first assignment.
+    if (t + 1 == run_end) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[j][e] = __fadd_rn(total[j][e], acc[j][e]);
+      ws::zero(acc);
+      run_end = min(run_end + per, tiles);
+    }
+  }
+}
+
 // x_map: the activation codes (m rows of k bytes), w_map: the weight codes (n rows), both with
-// 128 × 128-byte boxes and the 128-byte swizzle (make_fp8_ws_maps). RUNS: more than one run
-// (s.runs > 1 keeps the runs' total apart from the run's chain); s.runs == 1 otherwise.
+// 128 × 128-byte boxes and the 128-byte swizzle (fp8_gemm_wg_split.cu fp8_codes_map). RUNS:
+// s.runs > 1; s.runs == 1 otherwise.
 template <bool RUNS>
 __global__ void __launch_bounds__(ws::kThreads, 1)
     gemm_wg_ws_kernel(const __grid_constant__ CUtensorMap x_map,
@@ -120,8 +208,8 @@ __global__ void __launch_bounds__(ws::kThreads, 1)
     ws::prefetch_map(&x_map);
     ws::prefetch_map(&w_map);
     for (int i = 0; i < ws::kStages; ++i) {
-      ptx::mbarrier_init(&full[i], 1);    // the producer's arrive.expect_tx
-      ptx::mbarrier_init(&empty[i], 8);   // one arrival per consumer warp
+      ptx::mbarrier_init(&full[i], 1);   // the producer's arrive.expect_tx
+      ptx::mbarrier_init(&empty[i], 8);  // one arrival per consumer warp
     }
     ptx::fence_mbarrier_init();
   }
@@ -143,44 +231,15 @@ __global__ void __launch_bounds__(ws::kThreads, 1)
   }
 
   ws::setmaxnreg_inc<ws::kConsumerRegs>();
-  const int wg = role - 1;  // the consumer's 64 rows: m0 + 64 wg …
-  const int lane = threadIdx.x & 31;
-  float acc[16][4], part[16][4], total[16][4];
-  ws::zero(acc);
-  if constexpr (RUNS) ws::zero(total);
-  int z = 0, run_end = min(s.per, tiles);
-  for (int t = 0; t < tiles; ++t) {
-    const int slot = t % ws::kStages;
-    ptx::mbarrier_wait(&full[slot], (t / ws::kStages) & 1);
-    const uint32_t a = r.u32 + slot * ws::kStageBytes + wg * 64 * ws::kBK;
-    const uint32_t b = r.u32 + slot * ws::kStageBytes + ws::kTileBytes;
-    ptx::wgmma_fence_operands(part);
-    ptx::wgmma_fence();
-#pragma unroll
-    for (int k32 = 0; k32 < ws::kBK / 32; ++k32)  // k32 step: 32 bytes further along the row
-      ptx::wgmma_m64n128k32_e4m3(part, ptx::wgmma_desc_sw128(a + 32 * k32),
-                                 ptx::wgmma_desc_sw128(b + 32 * k32), k32 > 0 ? 1u : 0u);
-    ptx::wgmma_commit();
-    ptx::wgmma_wait0();
-    ptx::wgmma_fence_operands(part);
-    if (lane == 0) ptx::mbarrier_arrive(&empty[slot]);  // this warp is done reading the slot
-    wg_promote(acc, part);
-    if constexpr (RUNS) {
-      if (t + 1 == run_end) {  // run z's chain is complete: into the total, in ascending z
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            total[j][e] = z == 0 ? acc[j][e] : __fadd_rn(total[j][e], acc[j][e]);
-        ws::zero(acc);
-        ++z;
-        run_end = min(run_end + s.per, tiles);
-      }
-    }
+  const WsRing q{r.u32, full, empty, role - 1, static_cast<int>(threadIdx.x & 31)};
+  float sum[16][4];
+  if constexpr (RUNS) {
+    ws_consume_runs(q, tiles, s.per, sum);
+  } else {
+    ws_consume_one_run(q, tiles, sum);
   }
   // wg_each_element reads the warp and lane from threadIdx.x % 128: the consumer's own.
-  const float(&sum)[16][4] = RUNS ? total : acc;
-  wg_each_element<WgCfg<128, 2>>(p, sum, m0, n0, wg, [&](int row, int col, float v) {
+  wg_each_element<WgCfg<128, 2>>(p, sum, m0, n0, q.wg, [&](int row, int col, float v) {
     p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
   });
 }
