@@ -145,8 +145,8 @@ int usage(const char* argv0) {
              "--fp8-fused 0: the FP8 runs with the activation quantizer launched apart instead\n"
              "of fused into RMSNorm and SiLU-mul (CudaOptions::fp8_fused_quantize); same bits.\n"
              "--fp8-prefill-variant V: the FP8 runs' linears of more than 64 rows on split\n"
-             "launcher variant V (CudaOptions::fp8_wg_prefill_variant; 4: the TMA-fed\n"
-             "warp-specialised kernel); same bits.\n",
+             "launcher variant V (CudaOptions::fp8_wg_prefill_variant; -1 its choice, the\n"
+             "TMA-fed warp-specialised kernel; 2 the cp.async tiles); same bits.\n",
              argv0);
   return 2;
 }

@@ -73,8 +73,8 @@ struct CudaOptions {
   // own numerics (cuda_fp8_gemm_rule(splits) names it).
   int fp8_wg_splits = kCudaFp8DefaultSplits;
   // The split launcher's variant for steps of more than kFp8GemmWgSplitCtaMaxM rows (prefill):
-  // -1 its own choice (the cp.async 128-row tiles), 4 the TMA-fed warp-specialised kernel
-  // (fp8_gemm_wg_ws.cuh). Same bits (tests); a speed setting, for benchmarks.
+  // -1 its own choice (4, the TMA-fed warp-specialised kernel, fp8_gemm_wg_ws.cuh), 2 the
+  // cp.async 128-row tiles. Same bits (tests); a speed setting, for benchmarks.
   int fp8_wg_prefill_variant = -1;
   // The FP8 linears' per-token quantizer fused into the producer of their input (add_rmsnorm
   // and silu_mul_rows write the E4M3 rows beside the bf16 ones, Ops::announce_gemm_input).
