@@ -98,8 +98,11 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
   const bool small = m <= kFp8GemmWgSplitCtaMaxM;
   // Measured (H100, cuda_fp8_bench --wg-splits): at m ≤ 64 the combining launch (3) beats the
   // in-kernel fold (0) — 13–28 µs against 33–52 at m = 1 on o, qkv and down — and above 64
-  // rows the TMA-fed kernel (4) the cp.async tiles (2), 1.66–1.81× at m = 4096.
-  if (variant < 0) variant = small && fits ? 3 : (small ? 1 : 4);
+  // rows the TMA-fed kernel (4) the cp.async tiles (2), 1.66–1.81× at m = 4096. One run needs
+  // no fold: variant 0 then writes the chain's epilogue directly (no counts, no second launch).
+  if (variant < 0) {
+    variant = small && fits ? (s.runs == 1 && tile_counts != nullptr ? 0 : 3) : (small ? 1 : 4);
+  }
   switch (variant) {
     case 0:
       if (!fits || tile_counts == nullptr) return cudaErrorInvalidValue;

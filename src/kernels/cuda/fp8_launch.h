@@ -82,8 +82,9 @@ cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* 
 // first launch; each launch leaves them zero; one launch at a time on them), in 3 by a second,
 // combining kernel. 1, 2: the runs one after the other in each CTA (64- and 128-row tiles).
 // 4: the same as 2 with the tiles loaded by the TMA unit and warp-specialised roles
-// (fp8_gemm_wg_ws.cuh). -1: for m ≤ kFp8GemmWgSplitCtaMaxM 3 with the workspace, else 1;
-// above, 4 (the fastest measured of each; docs/perf.md "FP8"). What the per-channel FP8
+// (fp8_gemm_wg_ws.cuh). -1: for m ≤ kFp8GemmWgSplitCtaMaxM 3 with the workspace (0 for one run
+// with tile_counts: its chain is the result, written at once), else 1; above, 4 (the fastest
+// measured of each; docs/perf.md "FP8"). What the per-channel FP8
 // linears of a served model run, S from fp8_gemm_wg_auto_splits.
 inline constexpr int kFp8GemmWgSplitVariants = 5;
 inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
