@@ -28,6 +28,7 @@
 #include "cuda/fp8_test_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/fp8_gemm_lt.h"
+#include "kernels/cuda/fp8_gemm_wg_ws_raster.h"
 #include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/fp8_rule.h"
 
@@ -587,6 +588,31 @@ TEST(CudaFp8WgSplit, AutoSplitsFollowTheShapeAndTheDevice) {
   EXPECT_EQ(cuda::fp8_gemm_wg_auto_splits(4096, 4096, 0), 1);
   EXPECT_EQ(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule());  // the default: per shape
   EXPECT_NE(cuda_fp8_gemm_rule(-1), cuda_fp8_gemm_rule(1));
+}
+
+// The TMA-fed kernel's tile order (host code: runs without a GPU): every output tile made by
+// exactly one CTA, for row-tile counts below, at and past a raster group, and a group's CTAs on
+// its own row tiles, column-major.
+TEST(CudaFp8WgSplit, TmaKernelsTileOrderCoversEveryTileOnce) {
+  for (int tiles_m : {1, 3, 8, 9, 16, 17, 32}) {
+    for (int tiles_n : {1, 2, 48, 224}) {
+      std::vector<int> seen(static_cast<size_t>(tiles_m * tiles_n), 0);
+      for (int i = 0; i < tiles_m * tiles_n; ++i) {
+        int tm = -1, tn = -1;
+        cuda::fp8::ws::raster(i, tiles_m, tiles_n, tm, tn);
+        ASSERT_TRUE(tm >= 0 && tm < tiles_m && tn >= 0 && tn < tiles_n)
+            << i << " of " << tiles_m << "x" << tiles_n << " → (" << tm << ", " << tn << ")";
+        ++seen[static_cast<size_t>(tm * tiles_n + tn)];
+        EXPECT_EQ(tm / cuda::fp8::ws::kRasterRows, i / (cuda::fp8::ws::kRasterRows * tiles_n));
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), tiles_m * tiles_n)
+          << tiles_m << "x" << tiles_n;
+    }
+  }
+  int tm = -1, tn = -1;
+  cuda::fp8::ws::raster(1, 32, 224, tm, tn);  // the second CTA: the next row tile, same column
+  EXPECT_EQ(tm, 1);
+  EXPECT_EQ(tn, 0);
 }
 
 // One run is the whole kernel: splits = 1 gives launch_fp8_gemm_wg's bits in every variant.

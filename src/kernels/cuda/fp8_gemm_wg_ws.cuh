@@ -28,8 +28,8 @@
 // partial sum and the runs' total.
 //
 // The grid. One CTA a 128 × 128 output tile, tiles numbered so that a wave covers a few row
-// tiles and many column tiles (groups of kRasterRows row tiles, column-major inside a group):
-// the activations and weights a wave reads stay in L2. A function of the tile only: no bit.
+// tiles and many column tiles (fp8_gemm_wg_ws_raster.h): the activations and weights a wave
+// reads stay in L2. A function of the tile only: no bit.
 //
 // Needs: k % 16 == 0 and 16-byte aligned codes (TMA's global strides and addresses), as every
 // FP8 GEMM here (fp8_gemm_shape_supported).
@@ -42,6 +42,7 @@
 
 #include "kernels/cuda/fp8_gemm_wg.cuh"
 #include "kernels/cuda/fp8_gemm_wg_split.cuh"
+#include "kernels/cuda/fp8_gemm_wg_ws_raster.h"
 
 namespace detllm::kernels::cuda::fp8 {
 
@@ -53,21 +54,9 @@ inline constexpr int kThreads = 384;  // producer warpgroup + two consumer warpg
 inline constexpr int kTileBytes = kBM * kBK;  // one operand's k tile: 128 rows of 128 bytes
 inline constexpr int kStageBytes = 2 * kTileBytes;
 inline constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + the 1024 alignment slack
-inline constexpr int kRasterRows = 8;  // row tiles a raster group spans
 inline constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 static_assert(kBM == 2 * 64 && kBN == 128, "two 64-row consumers, the n128 wgmma");
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the register file");
-
-// Row tile and column tile of CTA `i` of tiles_m × tiles_n: groups of kRasterRows row tiles
-// (the last group shorter), column-major inside a group.
-__host__ __device__ inline void raster(int i, int tiles_m, int tiles_n, int& tm, int& tn) {
-  const int per_group = kRasterRows * tiles_n;
-  const int group = i / per_group, first = group * kRasterRows;
-  const int rows = min(kRasterRows, tiles_m - first);
-  const int in = i - group * per_group;
-  tm = first + in % rows;
-  tn = in / rows;
-}
 
 __device__ __forceinline__ void tma_load_2d(void* smem, const CUtensorMap* map, int32_t c0,
                                             int32_t c1, uint64_t* bar) {
