@@ -6,6 +6,7 @@
 // why: a setting whose numerics are not the ones kernels/ref/fp8_linear.h computes never loads
 // as something else. A per-tensor DYNAMIC activation scale is refused: it is a max over the
 // whole batch, so a request's bits would depend on its neighbours.
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -76,11 +77,18 @@ class Section {
 // (how the scales were found when it was made).
 void ignore_bookkeeping(Section& s) { s.ignore({"observer", "observer_kwargs"}); }
 
-void read_weights(Section& s, Fp8Config& f) {
-  s.expect("num_bits", 8, "FP8 weights are 8-bit (num_bits 8)");
-  s.expect("type", "float", "only float (E4M3) weights are FP8; int weights are not supported");
+// The QuantizationArgs every FP8 tensor here shares — 8-bit, float (E4M3), symmetric — each
+// refused by name otherwise; `what` names the tensor ("weights", "activations", "KV caches"),
+// and the bookkeeping keys are read.
+void expect_e4m3_args(Section& s, std::string_view what) {
+  s.expect("num_bits", 8, fmt::format("FP8 {} are 8-bit (num_bits 8)", what));
+  s.expect("type", "float", fmt::format("only float (E4M3) {} are FP8", what));
   s.expect("symmetric", true, "FP8 scales are symmetric (no zero point)");
   ignore_bookkeeping(s);
+}
+
+void read_weights(Section& s, Fp8Config& f) {
+  expect_e4m3_args(s, "weights");
   if (const json* v = s.find("dynamic"); v && *v != false) {
     s.refuse("dynamic", *v, "weight scales are stored in the checkpoint (dynamic false)");
   }
@@ -108,10 +116,7 @@ void read_weights(Section& s, Fp8Config& f) {
 }
 
 void read_input_activations(Section& s, Fp8Config& f) {
-  s.expect("num_bits", 8, "FP8 activations are 8-bit (num_bits 8)");
-  s.expect("type", "float", "only float (E4M3) activations are FP8");
-  s.expect("symmetric", true, "FP8 scales are symmetric (no zero point)");
-  ignore_bookkeeping(s);
+  expect_e4m3_args(s, "activations");
   for (const char* k : {"group_size", "block_structure", "actorder"}) {
     if (const json* v = s.find(k)) s.refuse(k, *v, "activations are quantized per token or by a static tensor scale");
   }
@@ -141,10 +146,7 @@ void read_input_activations(Section& s, Fp8Config& f) {
 // (strategy tensor) or per KV head (attn_head) — fixed whatever the batch, so they are the
 // FP8 KV cache's scales (--kv-dtype fp8) in place of the ones bounded from the weights.
 void read_kv_cache_scheme(Section& s, Fp8Config& f) {
-  s.expect("num_bits", 8, "an FP8 KV cache is 8-bit (num_bits 8)");
-  s.expect("type", "float", "only float (E4M3) KV caches are implemented");
-  s.expect("symmetric", true, "FP8 scales are symmetric (no zero point)");
-  ignore_bookkeeping(s);
+  expect_e4m3_args(s, "KV caches");
   if (const json* v = s.find("dynamic"); v && *v != false) {
     s.refuse("dynamic", *v, "KV scales computed from the live batch would make a request's bits "
              "depend on its neighbours; the checkpoint's fixed k_scale / v_scale are implemented "

@@ -157,9 +157,7 @@ TEST(Fp8Checkpoint, LogitsMatchTransformersWithTheFp8Arithmetic) {
     const fs::path dir = kData / c;
     const json g = read_json(dir / "golden.json");
     const std::vector<float> ref = read_f32(dir / "logits.f32");
-    const bool kv = load_model(dir.string(), {}, LoadParts::kConfigOnly)->config.fp8.kv_scales !=
-                    Fp8Config::KvScales::kNone;
-    const Loaded l = load(dir, kv);
+    const Loaded l = load(dir, has_kv_scheme(*load_model(dir.string(), {}, LoadParts::kConfigOnly)));
     const size_t vocab = static_cast<size_t>(l.model->config.vocab_size);
     size_t offset = 0, crossings = 0;
     float case_worst = 0;

@@ -38,6 +38,27 @@ def bits(a):
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
 
+def byte_tokenizer(n=256):
+    """A tokenizer.json of the first n byte-level tokens (GPT-2's byte alphabet) and no merges,
+    for the tiny checkpoints that have no tokenizer (their vocabulary is n ids; the tests give
+    token ids, so any n-token one does)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return {"version": "1.0", "added_tokens": [],
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                              "use_regex": True},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                        "use_regex": True},
+            "model": {"type": "BPE", "vocab": {chars[b]: b for b in range(n)}, "merges": []}}
+
+
 @pytest.fixture(scope="module")
 def http_server():
     """The real `detllm serve` ($DETLLM_BIN) on the default model, for tests that compare a

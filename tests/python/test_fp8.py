@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import detllm
-from conftest import bits, make_llm
+from conftest import bits, byte_tokenizer, make_llm
 
 FP8_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fp8")
 
@@ -99,15 +99,7 @@ def fp8_checkpoint(tmp_path, case):
     """tests/data/fp8/<case> with a tokenizer of its 128 ids (the tests give token ids)."""
     for f in ("config.json", "model.safetensors"):
         os.symlink(os.path.abspath(os.path.join(FP8_DATA, case, f)), tmp_path / f)
-    # Byte-level BPE over the first 128 bytes, all printable as themselves or remapped.
-    chars = {b: chr(b) if ord("!") <= b <= ord("~") else chr(256 + b) for b in range(128)}
-    tok = {"version": "1.0", "added_tokens": [],
-           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
-                             "trim_offsets": True, "use_regex": True},
-           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                       "use_regex": True},
-           "model": {"type": "BPE", "vocab": {chars[b]: b for b in range(128)}, "merges": []}}
-    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    (tmp_path / "tokenizer.json").write_text(json.dumps(byte_tokenizer(128)))
     return str(tmp_path)
 
 

@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI): MoE tr
 
 import detllm  # noqa: E402
 import detllm.torch as dt  # noqa: E402
-from conftest import bits  # noqa: E402
+from conftest import bits, byte_tokenizer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "data", "loaders", "hf_v5")
@@ -42,26 +42,6 @@ def golden(case):
         g = json.load(f)
     logits = np.fromfile(os.path.join(FIXTURES, case, "logits.f32"), dtype="<f4")
     return g, logits.reshape(-1, g["vocab_size"])
-
-
-def byte_tokenizer():
-    """A tokenizer.json of the 256 byte-level tokens and no merges (the fixtures' vocabulary is
-    256 ids and they have no tokenizer; the tests give token ids, so any 256-token one does)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return {"version": "1.0", "added_tokens": [],
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                              "use_regex": True},
-            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                        "use_regex": True},
-            "model": {"type": "BPE", "vocab": {chars[b]: b for b in range(256)}, "merges": []}}
 
 
 @pytest.fixture(scope="module", params=CASES)
