@@ -119,14 +119,16 @@ int usage(const char* argv0) {
              "       [--prefill T,...] [--gemm-lt 0|1]\n"
              "       [--pdl -1|0|1]\n"
              "       [--attn-kernel K] [--attn-split S]\n"
-             "       [--fp8 [--fp8-kv] [--fp8-wg-splits S] [--fp8-fused 0|1]]\n"
+             "       [--fp8 [--fp8-kv] [--fp8-wg-splits S] [--fp8-fused 0|1] [--fp8-lt 0|1]]\n"
              "Decode steps of Llama-3.1-8B (synthetic weights made on the GPU) in the invariant\n"
              "and fast modes at batch 1, 8, 64, 256 and contexts 512, 2048, against the\n"
              "bandwidth roofline. --quick: batch 1 and 64 at context 512, fewer steps.\n"
              "--invariant-only: skip the fast mode. --cases: the (batch x context) cases.\n"
              "--prefill: also time one prompt of T tokens prefilled in one step.\n"
              "--gemm-lt 0: the invariant mode without the verified cuBLASLt plans (every GEMM on\n"
-             "the invariant kernel); same bits.\n"
+             "the invariant kernel, the FP8 runs' too); same bits.\n"
+             "--fp8-lt 0: the FP8 runs' invariant linears on the FP8 kernel alone, without its\n"
+             "verified cuBLASLt plans (CudaOptions::fp8_gemm_lt); same bits.\n"
              "--pdl: both modes' programmatic dependent launch of the small kernels\n"
              "(CudaOptions::programmatic_launch, -1 chosen: on for steps of <= 4 rows,\n"
              "0 off, 1 on); same bits.\n"
@@ -175,7 +177,7 @@ using bench_util::parse_counts;
 int main(int argc, char** argv) {
   bool quick = false, invariant_only = false, fp8 = false, fp8_kv = false, fp8_fused = true;
   int steps = 20, fp8_wg_splits = kernels::kCudaFp8DefaultSplits, fp8_prefill_variant = -1;
-  bool gemm_lt = CudaOptions{}.gemm_lt;
+  bool gemm_lt = CudaOptions{}.gemm_lt, fp8_lt = CudaOptions{}.fp8_gemm_lt;
   int pdl = CudaOptions{}.programmatic_launch;
   int attn_kernel = CudaOptions{}.attention_kernel, attn_split = CudaOptions{}.attention_split_blocks;
   std::vector<Case> chosen;
@@ -203,6 +205,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) {
       prefill_tokens = parse_counts(argv[++i]);
       if (prefill_tokens.empty()) return usage(argv[0]);
+    } else if (std::strcmp(argv[i], "--fp8-lt") == 0 && i + 1 < argc) {
+      fp8_lt = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--gemm-lt") == 0 && i + 1 < argc) {
       gemm_lt = std::atoi(argv[++i]) != 0;
     } else if (std::strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
@@ -231,7 +235,8 @@ int main(int argc, char** argv) {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
     fmt::print("device: {}\n", cuda_device_description(0));
-    fmt::print("invariant mode's verified cuBLASLt plans: {}\n", gemm_lt ? "on" : "off");
+    fmt::print("invariant mode's verified cuBLASLt plans: {}{}\n", gemm_lt ? "on" : "off",
+               fp8 ? (gemm_lt && fp8_lt ? " (FP8 GEMMs' too)" : " (FP8 GEMMs': off)") : "");
     fmt::print("programmatic dependent launch: {}\n",
                pdl < 0 ? "chosen (steps of <= 4 rows)" : pdl ? "on" : "off");
     fmt::print("attention_kernel {}, attention_split_blocks {}\n", attn_kernel, attn_split);
@@ -335,9 +340,23 @@ int main(int argc, char** argv) {
         o.fp8_wg_splits = fp8_wg_splits;
         o.fp8_fused_quantize = fp8_fused;
         o.fp8_wg_prefill_variant = fp8_prefill_variant;
+        if (mi == 0) {
+          o.gemm_lt = gemm_lt;
+          o.fp8_gemm_lt = fp8_lt;
+        }
         auto ops = make_cuda_ops(o);
         auto model = std::make_unique<LlamaModel>(c, host, *ops);
         ops->synchronize();
+        // The plans of every step this run takes, made now (timed apart; first use otherwise).
+        int32_t max_rows = 1;
+        for (int tokens : prefill_tokens) max_rows = std::max(max_rows, tokens);
+        for (const Case& k : cases) max_rows = std::max(max_rows, k.batch);
+        const auto t_plans = Clock::now();
+        model->prepare_gemms(max_rows);
+        progress("fp8 {}: GEMM plans for up to {} rows made in {:.1f} s", mode, max_rows,
+                 since(t_plans));
+        for (const std::string& line : cuda_gemm_plan_report(*ops))
+          if (line.starts_with("fp8 ")) progress("  plan {}", line);
         for (int tokens : prefill_tokens) {
           const double ms = bench_util::prefill_ms(*ops, *model, c, tokens, 1, quick ? 2 : 3);
           fp8_prefill[mi][tokens] = ms;

@@ -10,7 +10,8 @@
 # BINS="cuda_fp8_bench cuda_e2e_bench" scripts/gpu/prebuild.sh):
 #   [BIN=build-gpu-carry] [OUT=dir] [TESTS=gtest-filter] [MS=1,8,64,256,2048,4096] [SKIP_TESTS=1] [SKIP_BENCH=1] [SKIP_E2E=1]
 #   [E2E_CASES=1x512,8x512,64x512] [PREFILL=2048,4096] [FP8_KV=1] [WG_SPLITS=1,2,3,4,6,8] [E2E_SPLITS=S]
-#   [MATRIX=wide@fp8] [E2E_UNFUSED=1] [E2E_CPASYNC=1] [LT=1 [LT_MS=128,512,2048,4096]] scripts/gpu/fp8_gpu.sh
+#   [MATRIX=wide@fp8] [E2E_UNFUSED=1] [E2E_CPASYNC=1] [E2E_NOLT=1] [LT=1 [LT_MS=128,512,2048,4096]]
+#   scripts/gpu/fp8_gpu.sh
 #   (FP8_KV=1: the e2e FP8 runs with --kv-dtype fp8 too; WG_SPLITS: the split-K wgmma GEMM's
 #   table, fp8_gemm_wg_split.cuh, at M ≤ 256 for each split count; E2E_SPLITS=S: the e2e FP8
 #   runs once more with every FP8 linear on S runs of k — 1: the unsplit wgmma kernel; the
@@ -19,7 +20,9 @@
 #   apart instead of fused into RMSNorm / SiLU·mul → $OUT/fp8_e2e_unfused.log;
 #   E2E_CPASYNC=1: once more, invariant mode only, the linears of more than 64 rows on the
 #   cp.async tiles instead of the TMA-fed kernel (--fp8-prefill-variant 2, same bits)
-#   → $OUT/fp8_e2e_cpasync.log)
+#   → $OUT/fp8_e2e_cpasync.log;
+#   E2E_NOLT=1: once more, invariant mode only, the FP8 linears on the kernel alone instead of
+#   their verified cuBLASLt plans (--fp8-lt 0, same bits) → $OUT/fp8_e2e_nolt.log)
 #   (LT=1: cuda_fp8_lt_bench, BINS must hold it → $OUT/fp8_lt.log)
 #   (MATRIX=M: the guarantee matrix, every mode × V1–V10, on M — wide@fp8, wide@fp8g — with the
 #   FP8 KV cache; BINS must hold cuda_guarantee_matrix_bench, → $OUT/fp8_matrix.md)
@@ -76,6 +79,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
       >"$out/fp8_e2e_cpasync.log" 2>"$out/fp8_e2e_cpasync.err"
     echo "cuda_e2e_bench --fp8 --fp8-prefill-variant 2: rc=$?" >&2
     sed -n '/^FP8 projections/,$p' "$out/fp8_e2e_cpasync.log"
+  fi
+  if [ -n "${E2E_NOLT:-}" ]; then  # the FP8 kernel alone, without the verified plans (same bits)
+    "$bin/cuda_e2e_bench" --fp8 ${FP8_KV:+--fp8-kv} --fp8-lt 0 --invariant-only \
+      --cases "${E2E_CASES:-1x512,8x512,64x512}" --prefill "${PREFILL:-2048,4096}" --steps 10 \
+      >"$out/fp8_e2e_nolt.log" 2>"$out/fp8_e2e_nolt.err"
+    echo "cuda_e2e_bench --fp8 --fp8-lt 0: rc=$?" >&2
+    sed -n '/^FP8 projections/,$p' "$out/fp8_e2e_nolt.log"
   fi
 fi
 

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 constexpr std::array<char, 8> kMagic = {'D', 'L', 'G', 'E', 'M', 'M', 'P', 'L'};
 constexpr uint32_t kFlagUseLt = 1u << 0;
 constexpr uint32_t kFlagChain = 1u << 1;
+constexpr uint32_t kFlagTileRuns = 1u << 2;
 constexpr size_t kChecksumBytes = 16;
 
 class Writer {
@@ -96,9 +97,14 @@ void validate_gemm_plan_entry(const GemmPlanEntry& e) {
         "GEMM plan file: {}: not an M bucket (kernels/gemm_buckets.h: 1, 2, 4, …, 128, 160, "
         "192, …, {})",
         where(), kGemmMaxBucket);
-  check(e.splits >= 1 && e.splits <= kGemmPlanMaxSplits && e.k % e.splits == 0,
-        "GEMM plan file: {}: split count {} (must divide k, 1 … {})", where(), e.splits,
-        kGemmPlanMaxSplits);
+  if (e.tile_runs)
+    check(e.splits >= 1 && e.splits <= kGemmPlanMaxSplits && e.splits <= (e.k + 127) / 128,
+          "GEMM plan file: {}: {} runs of 128-column tiles (1 … min({}, ⌈k / 128⌉))", where(),
+          e.splits, kGemmPlanMaxSplits);
+  else
+    check(e.splits >= 1 && e.splits <= kGemmPlanMaxSplits && e.k % e.splits == 0,
+          "GEMM plan file: {}: split count {} (must divide k, 1 … {})", where(), e.splits,
+          kGemmPlanMaxSplits);
   check(!e.chain || (e.use_lt && e.splits > 1),
         "GEMM plan file: {}: a chained execution needs cuBLASLt and more than one split", where());
   check(e.use_lt || std::all_of(e.algo.begin(), e.algo.end(), [](uint64_t w) { return w == 0; }),
@@ -131,7 +137,8 @@ std::vector<std::byte> format_gemm_plan_file(const GemmPlanFile& file) {
     w.le(e.k);
     w.le(e.bucket);
     w.le(e.splits);
-    w.le((e.use_lt ? kFlagUseLt : 0u) | (e.chain ? kFlagChain : 0u));
+    w.le((e.use_lt ? kFlagUseLt : 0u) | (e.chain ? kFlagChain : 0u) |
+         (e.tile_runs ? kFlagTileRuns : 0u));
     w.le(uint32_t{0});
     for (uint64_t word : e.algo) w.le(word);
   }
@@ -176,10 +183,11 @@ GemmPlanFile parse_gemm_plan_file(std::span<const std::byte> bytes) {
     e.splits = r.le<int32_t>("an entry");
     const uint32_t flags = r.le<uint32_t>("an entry");
     const uint32_t reserved = r.le<uint32_t>("an entry");
-    check((flags & ~(kFlagUseLt | kFlagChain)) == 0 && reserved == 0,
+    check((flags & ~(kFlagUseLt | kFlagChain | kFlagTileRuns)) == 0 && reserved == 0,
           "GEMM plan file: entry {}: unknown flags {:#x} or reserved {:#x}", i, flags, reserved);
     e.use_lt = (flags & kFlagUseLt) != 0;
     e.chain = (flags & kFlagChain) != 0;
+    e.tile_runs = (flags & kFlagTileRuns) != 0;
     for (uint64_t& word : e.algo) word = r.le<uint64_t>("an entry");
     validate_gemm_plan_entry(e);
     check(seen.insert({e.n, e.k, e.bucket}).second,

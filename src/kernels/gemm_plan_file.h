@@ -19,8 +19,9 @@
 //   20+L    E × 96  entries, each:
 //                     0  8  n (output features)      8  8  k (input features)
 //                    16  4  bucket (M bucket, kernels/gemm_buckets.h, ≤ 8192)
-//                    20  4  splits (S of the shape when it was tuned; k % S == 0)
-//                    24  4  flags: bit 0 use_lt, bit 1 chain (other bits 0)
+//                    20  4  splits (S of the shape when it was tuned; k % S == 0, or with
+//                           tile_runs S ≤ ⌈k / 128⌉)
+//                    24  4  flags: bit 0 use_lt, bit 1 chain, bit 2 tile_runs (others 0)
 //                    28  4  reserved (0)
 //                    32 64  cublasLtMatmulAlgo_t as 8 uint64 (all 0 when not use_lt)
 //   20+L+96E 16     XXH3-128 of every byte before it (lo, then hi)
@@ -52,6 +53,9 @@ struct GemmPlanEntry {
   int32_t splits = 1;
   bool use_lt = false;  // false: the invariant kernel was the fastest (nothing else to save)
   bool chain = false;   // S unsplit cuBLASLt calls over the K slices, merged through beta = 1
+  // The slices are the FP8 GEMM's runs (kernels/cuda/fp8_launch.h, fp8_gemm_wg_split_runs):
+  // ⌈⌈k / 128⌉ / S⌉ 128-column tiles each, the last one shorter; false: S slices of k / S.
+  bool tile_runs = false;
   std::array<uint64_t, 8> algo{};  // the cublasLtMatmulAlgo_t (documented as copyable)
   friend bool operator==(const GemmPlanEntry&, const GemmPlanEntry&) = default;
 };

@@ -48,6 +48,12 @@ GemmPlanFile sample_file() {
   chain.splits = 4;
   chain.chain = true;
   f.entries.push_back(chain);
+  GemmPlanEntry runs = chain;  // an FP8 plan: 3 runs of 128-column tiles, not dividing k
+  runs.n = 6144;
+  runs.k = 4096;
+  runs.splits = 3;
+  runs.tile_runs = true;
+  f.entries.push_back(runs);
   return f;
 }
 
@@ -86,14 +92,16 @@ size_t entry_offset(size_t i) {
 TEST(GemmPlanFile, RoundTrip) {
   const GemmPlanFile f = sample_file();
   const std::vector<std::byte> bytes = format_gemm_plan_file(f);
-  EXPECT_EQ(bytes.size(), 20 + f.key.size() + 3 * kGemmPlanEntryBytes + 16);
+  EXPECT_EQ(bytes.size(), 20 + f.key.size() + 4 * kGemmPlanEntryBytes + 16);
   const GemmPlanFile g = parse_gemm_plan_file(bytes);
   EXPECT_EQ(g.key, f.key);
-  ASSERT_EQ(g.entries.size(), 3u);
+  ASSERT_EQ(g.entries.size(), 4u);
   // Sorted by (n, k, bucket).
   EXPECT_EQ(g.entries[0], f.entries[0]);
   EXPECT_EQ(g.entries[1], f.entries[2]);
-  EXPECT_EQ(g.entries[2], f.entries[1]);
+  EXPECT_EQ(g.entries[2], f.entries[3]);
+  EXPECT_EQ(g.entries[3], f.entries[1]);
+  EXPECT_TRUE(g.entries[2].tile_runs);
   // Deterministic bytes: formatting the parsed file gives the same file.
   EXPECT_EQ(format_gemm_plan_file(g), bytes);
   // An empty plan list is a valid file.
@@ -152,7 +160,7 @@ TEST(GemmPlanFile, HeaderFieldsAreChecked) {
     EXPECT_NE(parse_error(b).find("key length"), std::string::npos) << key_len;
   }
   // Absurd entry counts: over the limit, and one that the bytes cannot hold.
-  for (uint32_t count : {0xffffffffu, uint32_t{kGemmPlanMaxEntries} + 1, 4u, 2u}) {
+  for (uint32_t count : {0xffffffffu, uint32_t{kGemmPlanMaxEntries} + 1, 5u, 3u}) {
     b = good;
     put_u32(b, 16 + std::strlen(kKey), count);
     reseal(b);
@@ -167,7 +175,8 @@ TEST(GemmPlanFile, HeaderFieldsAreChecked) {
 
 TEST(GemmPlanFile, EntryFieldsAreChecked) {
   const std::vector<std::byte> good = format_gemm_plan_file(sample_file());
-  // Entry 1 (sorted) is the chained 4096 x 14336 one, entry 2 the lm_head one.
+  // Entry 1 (sorted) is the chained 4096 x 14336 one, entry 2 the FP8 6144 x 4096 one (3 tile
+  // runs), entry 3 the lm_head one.
   struct Case {
     const char* what;
     size_t entry, field;
@@ -187,9 +196,11 @@ TEST(GemmPlanFile, EntryFieldsAreChecked) {
       {"splits 0", 0, 20, 0, 4},
       {"splits not dividing k", 1, 20, 3, 4},
       {"splits absurd", 1, 20, 0x7fffffff, 4},
-      {"unknown flag", 0, 24, 4, 4},
+      {"unknown flag", 0, 24, 8, 4},
       {"chain without cuBLASLt", 1, 24, 2, 4},
-      {"chain with one split", 2, 24, 3, 4},
+      {"chain with one split", 3, 24, 3, 4},
+      {"tile runs dropped: 3 splits do not divide k", 2, 24, 3, 4},
+      {"more tile runs than k's 128-column tiles", 2, 20, 33, 4},
       {"reserved set", 0, 28, 1, 4},
       {"algorithm on a kernel plan", 0, 40, 7, 8},
   };
@@ -259,7 +270,7 @@ TEST_F(GemmPlanFileOnDisk, WriteThenLoad) {
   const GemmPlanLoad got = load_gemm_plan_file(path, kKey);
   EXPECT_TRUE(got.found);
   EXPECT_TRUE(got.warning.empty()) << got.warning;
-  EXPECT_EQ(got.entries.size(), 3u);
+  EXPECT_EQ(got.entries.size(), 4u);
   // No temporary file is left behind.
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_ / "sub")) files += e.is_regular_file();

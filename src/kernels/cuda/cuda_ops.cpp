@@ -84,11 +84,14 @@ class Scratch {
   size_t bytes_ = 0;
 };
 
-// The plan file LtGemm persists to: "" when off or when no default location exists.
-std::string plan_file_path(const CudaOptions::GemmPlanCache& cache) {
+// The plan file an LtGemm persists to: "" when off or when no default location exists. The
+// FP8 planner's file is another (its key differs): PATH.fp8 beside a given PATH.
+std::string plan_file_path(const CudaOptions::GemmPlanCache& cache,
+                           cuda::LtOperands operands = cuda::LtOperands::kBf16) {
   if (!cache.enabled) return "";
-  if (!cache.path.empty()) return cache.path;
-  if (auto p = default_gemm_plan_cache_path(cuda::LtGemm::plan_file_key())) return *p;
+  const bool fp8 = operands == cuda::LtOperands::kFp8E4M3;
+  if (!cache.path.empty()) return fp8 ? cache.path + ".fp8" : cache.path;
+  if (auto p = default_gemm_plan_cache_path(cuda::LtGemm::plan_file_key(operands))) return *p;
   std::fprintf(stderr,
                "detllm: warning: neither XDG_CACHE_HOME nor HOME is set: GEMM plans are not "
                "persisted (give --gemm-plan-cache PATH)\n");
@@ -152,6 +155,13 @@ class CudaOps final : public Ops {
           },
           plan_file_path(options.gemm_plan_cache));
     }
+    // The FP8 planner, made on first use (a model without per-channel FP8 weights never pays
+    // its cuBLASLt handle and workspace): for the per-shape split rule with the launcher's
+    // own variants only — an experiment's split or variant measures the kernel.
+    fp8_plans_wanted_ = mode_ == NumericsMode::kInvariant && options.gemm_lt &&
+                        options.fp8_gemm_lt && fp8_wg_splits_ < 0 &&
+                        fp8_wg_prefill_variant_ < 0;
+    plan_cache_ = options.gemm_plan_cache;
     graphs_ = std::make_unique<cuda::CudaGraphCapture>(
         stream_,
         [this] {
@@ -166,6 +176,7 @@ class CudaOps final : public Ops {
     graphs_.reset();
     if (stream_) cudaStreamSynchronize(stream_);
     lt_gemm_.reset();
+    fp8_plans_.reset();
     x_bf16_.release();
     partials_.release();
     counters_.release();
@@ -499,8 +510,40 @@ class CudaOps final : public Ops {
                  "fp8 gemm (wgmma; cuBLASLt has no algorithm)");
       return;
     }
-    // Per shape (the default): the split launcher even where S = 1 (gate_up on an H100), whose
-    // small-m schedule gives launch_fp8_gemm_wg's bits faster (55 against 64 µs at m = 1).
+    // A verified cuBLASLt plan where one is faster (same bits; gemm_lt.h), else the kernel.
+    if (bias == nullptr) {
+      if (cuda::LtGemm* plans = fp8_plans();
+          plans != nullptr && plans->prefers_lt(m, codes, w_scale, n, k) &&
+          plans->run(xq, x_scale, m, codes, w_scale, n, k, y))
+        return;
+    }
+    cuda_check(run_fp8_invariant_kernel(xq, x_scale, m, codes, w_scale, n, k, bias, y),
+               "fp8 gemm (wgmma, split k)");
+  }
+
+  // The FP8 planner (made on first use), or nullptr where plans are off.
+  cuda::LtGemm* fp8_plans() {
+    if (!fp8_plans_ && fp8_plans_wanted_)
+      fp8_plans_ = std::make_unique<cuda::LtGemm>(
+          stream_,
+          [this](const uint8_t* xq, const float* x_scale, int32_t m, const uint8_t* w,
+                 const float* w_scale, int64_t n, int64_t k, float* y) {
+            return run_fp8_invariant_kernel(xq, x_scale, m, w, w_scale, n, k, nullptr, y);
+          },
+          [this](int64_t n, int64_t k) {
+            return cuda::fp8_gemm_wg_split_runs(
+                k, cuda::fp8_gemm_wg_auto_splits(n, k, sm_count_));
+          },
+          plan_file_path(plan_cache_, cuda::LtOperands::kFp8E4M3));
+    return fp8_plans_.get();
+  }
+
+  // The invariant FP8 GEMM of per-channel weights with this object's scratch. Per shape (the
+  // default): the split launcher even where S = 1 (gate_up on an H100), whose small-m schedule
+  // gives launch_fp8_gemm_wg's bits faster (55 against 64 µs at m = 1).
+  cudaError_t run_fp8_invariant_kernel(const uint8_t* xq, const float* x_scale, int32_t m,
+                                       const uint8_t* codes, const float* w_scale, int64_t n,
+                                       int64_t k, const float* bias, float* y) {
     const int splits =
         fp8_wg_splits_ < 0 ? cuda::fp8_gemm_wg_auto_splits(n, k, sm_count_) : fp8_wg_splits_;
     if (fp8_wg_splits_ < 0 || splits > 1) {
@@ -514,14 +557,10 @@ class CudaOps final : public Ops {
                              : static_cast<unsigned*>(fp8_tiles_.get(
                                    sizeof(unsigned) * cuda::fp8_gemm_wg_split_tiles(m, n), stream_));
       const int variant = m > cuda::kFp8GemmWgSplitCtaMaxM ? fp8_wg_prefill_variant_ : -1;
-      cuda_check(cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y,
-                                                splits, chains, ws, variant, stream_, counts),
-                 "fp8 gemm (wgmma, split k)");
-      return;
+      return cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y, splits,
+                                            chains, ws, variant, stream_, counts);
     }
-    cuda_check(
-        cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1, stream_),
-        "fp8 gemm (wgmma)");
+    return cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1, stream_);
   }
 
   // y = x (bf16) · wᵀ (+ bias) through the same three paths as matmul().
@@ -583,20 +622,36 @@ class CudaOps final : public Ops {
   }
 
   void prepare_matmul(const WeightMatrix& w, int32_t max_m) override {
-    if (!lt_gemm_ || w.dtype != DType::kBF16 || max_m <= 0) return;
-    const auto* wd = static_cast<const uint16_t*>(w.data);
+    if (max_m <= 0) return;
     const int32_t last = cuda::lt_bucket(max_m);
-    for (int32_t b = 1; b <= last; b = gemm_bucket_above(b)) {
-      lt_gemm_->prefers_lt(b, wd, w.rows, w.cols);  // tunes the bucket's plan if missing
+    if (lt_gemm_ && w.dtype == DType::kBF16) {
+      const auto* wd = static_cast<const uint16_t*>(w.data);
+      for (int32_t b = 1; b <= last; b = gemm_bucket_above(b))
+        lt_gemm_->prefers_lt(b, wd, w.rows, w.cols);  // tunes the bucket's plan if missing
+    }
+    if (w.dtype == DType::kF8E4M3 && fp8_plans() != nullptr) {
+      const auto* codes = static_cast<const uint8_t*>(w.data);
+      const auto* w_scale = reinterpret_cast<const float*>(
+          codes + fp8_device_scale_offset(w.dtype, w.rows, w.cols));
+      for (int32_t b = 1; b <= last; b = gemm_bucket_above(b))
+        fp8_plans_->prefers_lt(b, codes, w_scale, w.rows, w.cols);
     }
   }
 
   int64_t fp8_fused_reads() const { return fp8_fused_reads_; }
+  // The bf16 plans, then the FP8 ones.
   std::vector<cuda::LtPlanReport> gemm_plans() const {
-    return lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
+    std::vector<cuda::LtPlanReport> out =
+        lt_gemm_ ? lt_gemm_->reports() : std::vector<cuda::LtPlanReport>{};
+    if (fp8_plans_)
+      for (cuda::LtPlanReport& r : fp8_plans_->reports()) out.push_back(std::move(r));
+    return out;
   }
-  const cuda::LtPlanFileStats* gemm_plan_file_stats() const {
-    return lt_gemm_ ? &lt_gemm_->plan_file_stats() : nullptr;
+  std::vector<const cuda::LtPlanFileStats*> gemm_plan_file_stats() const {
+    std::vector<const cuda::LtPlanFileStats*> out;
+    if (lt_gemm_) out.push_back(&lt_gemm_->plan_file_stats());
+    if (fp8_plans_) out.push_back(&fp8_plans_->plan_file_stats());
+    return out;
   }
 
   // The invariant GEMM kernel (gemm.cu) with this object's scratch.
@@ -999,6 +1054,10 @@ class CudaOps final : public Ops {
   static constexpr int32_t kMaxUnitScales = 1024;
   float* unit_scales_ = nullptr;            // FP8 KV: ones, the scales of a cache given none
   std::unique_ptr<cuda::Fp8LtGemm> fp8_lt_;  // FP8 linears, fast numerics (made on first use)
+  // Verified cuBLASLt plans of the invariant FP8 GEMM (fp8_plans(): made on first use).
+  std::unique_ptr<cuda::LtGemm> fp8_plans_;
+  bool fp8_plans_wanted_ = false;
+  CudaOptions::GemmPlanCache plan_cache_;  // where the FP8 planner's file goes
   int pdl_mode_ = -1;  // CudaOptions::programmatic_launch
   // Programmatic dependent launch for a kernel of a step of `rows` rows (tokens).
   static constexpr int32_t kPdlMaxRows = 4;
@@ -1055,9 +1114,10 @@ std::vector<std::string> cuda_gemm_plan_report(const Ops& ops) {
   if (c == nullptr) return out;
   for (const auto& r : c->gemm_plans())
     out.push_back(
-        fmt::format("{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
+        fmt::format("{}{}x{} M<={} (tuned at {}): {} | {} of {} cuBLASLt candidates "
                     "bit-equal | kernel {:.1f} us, chosen {:.1f} us{}{}",
-                    r.k, r.n, r.bucket, r.tuned_m, r.choice, r.bit_equal, r.candidates, r.kernel_us,
+                    r.operands == cuda::LtOperands::kFp8E4M3 ? "fp8 " : "", r.k, r.n, r.bucket,
+                    r.tuned_m, r.choice, r.bit_equal, r.candidates, r.kernel_us,
                     r.chosen_us,
                     r.swept_ms == 0 ? std::string()
                                     : fmt::format(" | verified at {} m (tiles of {} rows)",
@@ -1088,14 +1148,15 @@ CudaGemmPlanFileSummary cuda_gemm_plan_file_summary(const Ops& ops) {
   const auto* c = dynamic_cast<const CudaOps*>(&ops);
   if (c == nullptr) return out;
   out.plans = static_cast<int>(c->gemm_plans().size());
-  if (const cuda::LtPlanFileStats* st = c->gemm_plan_file_stats()) {
-    out.path = st->path;
-    out.reverified = st->reverified;
-    out.kernel_from_file = st->kernel_from_file;
-    out.rejected = st->rejected;
-    out.tuned = st->tuned;
-    out.saves = st->saves;
-    out.warnings = st->warnings;
+  // The bf16 planner's file, then the FP8 planner's (counts added, paths joined by " + ").
+  for (const cuda::LtPlanFileStats* st : c->gemm_plan_file_stats()) {
+    if (!st->path.empty()) out.path += (out.path.empty() ? "" : " + ") + st->path;
+    out.reverified += st->reverified;
+    out.kernel_from_file += st->kernel_from_file;
+    out.rejected += st->rejected;
+    out.tuned += st->tuned;
+    out.saves += st->saves;
+    out.warnings.insert(out.warnings.end(), st->warnings.begin(), st->warnings.end());
   }
   return out;
 }

@@ -46,6 +46,9 @@ struct CudaOptions {
   // the invariant GEMM kernel and is faster, use it (gemm_lt.h). Same bits either way; off
   // only to measure the kernel alone. Ignored when gemm_variant or the override is set.
   bool gemm_lt = true;
+  // The same for the FP8 GEMM of per-channel weights (gemm_lt.h, LtOperands::kFp8E4M3): on
+  // where gemm_lt is, off only to measure the FP8 kernel alone. Same bits either way.
+  bool fp8_gemm_lt = true;
   // The `bi-naive` mode (determinism/modes.h): every GEMM runs our invariant kernel with ONE
   // tile configuration for every M (the large 128×128×64 tile), split count 1, no cuBLASLt —
   // the published batch-invariant strategy, kept to measure what it costs. Same bits as the

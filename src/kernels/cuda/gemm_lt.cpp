@@ -1,9 +1,11 @@
-// LtGemm: verified cuBLASLt plans for the invariant GEMM (see gemm_lt.h for the why).
+// LtGemm: verified cuBLASLt plans for the invariant GEMMs, bf16 and FP8 (see gemm_lt.h for
+// the why).
 #include "kernels/cuda/gemm_lt.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -12,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_launch.h"
 #include "kernels/gemm_buckets.h"
 
 namespace detllm::kernels::cuda {
@@ -32,15 +35,15 @@ void cu_check(cudaError_t err, const char* what) {
     throw_error("CUDA error in {}: {} ({})", what, cudaGetErrorString(err), static_cast<int>(err));
 }
 
-// Layouts of one call: W window (kk × n, ld k, used transposed), x window (kk × m, ld k),
-// y (n × m column-major = (m, n) row-major).
+// Layouts of one call: W window (kk × n, ld k, used transposed), x window (kk × m, ld k), both
+// of type t, y (n × m column-major = (m, n) row-major) fp32.
 struct Layouts {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  Layouts(int64_t m, int64_t n, int64_t kk, int64_t ld) {
-    lt_check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, static_cast<uint64_t>(kk),
+  Layouts(cudaDataType_t t, int64_t m, int64_t n, int64_t kk, int64_t ld) {
+    lt_check(cublasLtMatrixLayoutCreate(&a, t, static_cast<uint64_t>(kk),
                                         static_cast<uint64_t>(n), ld),
              "layout A");
-    lt_check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, static_cast<uint64_t>(kk),
+    lt_check(cublasLtMatrixLayoutCreate(&b, t, static_cast<uint64_t>(kk),
                                         static_cast<uint64_t>(m), ld),
              "layout B");
     lt_check(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, static_cast<uint64_t>(n),
@@ -109,13 +112,31 @@ struct DeviceBuf {
   }
 };
 
+// The FP8 tuning activations' gain of each column: 2^-(3 · (b mod 5)) in 128-column block b.
+// FP8 products of one magnitude have few significant bits, and the fp32 sums of their blocks
+// are exact in any order, so data of one scale cannot tell two summation orders apart (seen on
+// an H100: CudaFp8WgSplit.NegativeControlSplitsChosenByMAreCaught). Blocks 2^3 … 2^12 apart
+// make each promotion and each run's add round, so an execution that adds in another order
+// gives other bits and is refused. The smallest block still holds normal E4M3 codes (448 ·
+// 2^-12 > 2^-6).
+std::vector<float> fp8_block_gains(int64_t k) {
+  std::vector<float> g(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) g[static_cast<size_t>(c)] = std::ldexp(1.0f, -3 * ((c / 128) % 5));
+  return g;
+}
+
+cudaDataType_t operand_type(LtOperands o) {
+  return o == LtOperands::kFp8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+}
+int64_t operand_bytes(LtOperands o) { return o == LtOperands::kFp8E4M3 ? 1 : 2; }
+
 }  // namespace
 
 int32_t lt_bucket(int32_t m) { return gemm_bucket(std::max(m, 1)); }
 
 struct LtGemm::Exec {
-  bool chain = false;  // S unsplit calls over the K slices, merged through beta = 1
-  int splits = 1;      // S of the shape
+  bool chain = false;  // one unsplit call per k run (k_runs), merged through beta = 1
+  int splits = 1;      // S of the shape (its k runs)
   cublasLtMatmulAlgo_t algo{};
   std::string text;
 };
@@ -130,23 +151,28 @@ struct LtGemm::Plan {
   }
 };
 
-// One shape and bucket under test: random activations at M = tuned_m, made on the device
-// (fp32 for the kernel, bf16 for cuBLASLt: the same rounding as the kernel's), the invariant
-// kernel's output (the reference, kept on the device), an output buffer for candidates, a
-// flag for the device-side bit comparison, and the timing events. Nothing of M × N crosses
-// PCIe: at the large buckets the downloads and the host-side comparison were most of a
-// plan's re-verification.
+// One shape and bucket under test: random activations at M = tuned_m, made on the device —
+// fp32 for the bf16 kernel and in bf16 for cuBLASLt (the same rounding as the kernel's); for
+// FP8 their E4M3 codes and row scales (launch_fp8_quantize_rows), read by both, from values
+// whose 128-column blocks differ in magnitude (fp8_block_gains) — the
+// invariant kernel's output (the reference, kept on the device), an output buffer for
+// candidates, a flag for the device-side bit comparison, and the timing events. Nothing of
+// M × N crosses PCIe: at the large buckets the downloads and the host-side comparison were
+// most of a plan's re-verification.
 struct LtGemm::Session {
   int32_t m = 0;   // rows verified and timed
   int32_t m2 = 0;  // a second M of the bucket (verified when < m)
-  DeviceBuf x32, x16, y_ref, y, differ;
+  bool fp8 = false;
+  DeviceBuf x32, xin, x_scale, y_ref, y, differ;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
 
-  Session(LtGemm& g, const uint16_t* w, int64_t n, int64_t k, int32_t bucket, int32_t rows)
+  Session(LtGemm& g, Weight w, int64_t n, int64_t k, int32_t bucket, int32_t rows)
       : m(rows),
         m2(gemm_bucket_below(bucket) + 1),
+        fp8(g.operands_ == LtOperands::kFp8E4M3),
         x32(size_t(rows) * k * 4),
-        x16(size_t(rows) * k * 2),
+        xin(size_t(rows) * k * operand_bytes(g.operands_)),
+        x_scale(fp8 ? size_t(rows) * 4 : 0),
         y_ref(size_t(rows) * n * 4),
         y(size_t(rows) * n * 4),
         differ(sizeof(uint32_t)) {
@@ -154,13 +180,34 @@ struct LtGemm::Session {
     cu_check(launch_fill_uniform(x32.p, false, count, static_cast<uint64_t>(n * 131 + k * 7 + bucket),
                                  0.0f, 1.0f, g.stream_),
              "tuning activations");
-    cu_check(launch_f32_to_bf16(x32.as<float>(), count, x16.as<uint16_t>(), g.stream_),
-             "tuning f32_to_bf16");
-    cu_check(g.kernel_(x32.as<float>(), m, w, n, k, y_ref.as<float>()), "tuning reference");
+    if (fp8) {
+      // x32 · gain[c] (launch_fp8_scale_outer with row scales 1), then quantized per row.
+      const std::vector<float> gains = fp8_block_gains(k), ones(static_cast<size_t>(m), 1.0f);
+      DeviceBuf d_gains(gains.size() * 4), d_ones(ones.size() * 4);
+      cu_check(cudaMemcpyAsync(d_gains.p, gains.data(), gains.size() * 4, cudaMemcpyHostToDevice,
+                               g.stream_),
+               "tuning gains");
+      cu_check(cudaMemcpyAsync(d_ones.p, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice,
+                               g.stream_),
+               "tuning gains");
+      cu_check(launch_fp8_scale_outer(x32.as<float>(), d_ones.as<float>(), d_gains.as<float>(), m,
+                                      k, g.stream_),
+               "tuning gains");
+      cu_check(launch_fp8_quantize_rows(x32.p, false, m, k, xin.as<uint8_t>(), x_scale.as<float>(),
+                                        g.stream_),
+               "tuning fp8 quantize");
+      cu_check(cudaStreamSynchronize(g.stream_), "tuning sync");  // before the gains are freed
+    } else {
+      cu_check(launch_f32_to_bf16(x32.as<float>(), count, xin.as<uint16_t>(), g.stream_),
+               "tuning f32_to_bf16");
+    }
+    cu_check(g.reference(*this, m, w, n, k, y_ref.as<float>()), "tuning reference");
     cu_check(cudaStreamSynchronize(g.stream_), "tuning sync");
     cu_check(cudaEventCreate(&e0), "event");
     cu_check(cudaEventCreate(&e1), "event");
   }
+  // cuBLASLt's activations.
+  Acts acts() const { return {xin.p, fp8 ? x_scale.as<float>() : nullptr}; }
   // Whether the first `rows` rows of y equal the reference's bit for bit (on the device).
   bool same_as_reference(cudaStream_t stream, int32_t rows, int64_t n) {
     cu_check(launch_any_word_differs(y.p, y_ref.p, int64_t{rows} * n, differ.as<uint32_t>(), stream),
@@ -179,13 +226,24 @@ struct LtGemm::Session {
   Session& operator=(const Session&) = delete;
 };
 
-LtGemm::LtGemm(cudaStream_t stream, KernelFn kernel, std::string plan_file)
-    : stream_(stream), kernel_(std::move(kernel)), plan_file_(std::move(plan_file)) {
+LtGemm::LtGemm(cudaStream_t stream, LtOperands operands, std::string plan_file)
+    : stream_(stream), operands_(operands), plan_file_(std::move(plan_file)) {
   lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
   cu_check(cudaMalloc(&workspace_, kWorkspaceBytes), "cuBLASLt workspace");
   workspace_bytes_ = kWorkspaceBytes;
   file_stats_.path = plan_file_;
   if (!plan_file_.empty()) load_plan_file();
+}
+
+LtGemm::LtGemm(cudaStream_t stream, KernelFn kernel, std::string plan_file)
+    : LtGemm(stream, LtOperands::kBf16, std::move(plan_file)) {
+  kernel_ = std::move(kernel);
+}
+
+LtGemm::LtGemm(cudaStream_t stream, Fp8KernelFn kernel, Fp8RunsFn runs, std::string plan_file)
+    : LtGemm(stream, LtOperands::kFp8E4M3, std::move(plan_file)) {
+  fp8_kernel_ = std::move(kernel);
+  fp8_runs_ = std::move(runs);
 }
 
 LtGemm::~LtGemm() {
@@ -200,7 +258,7 @@ std::vector<LtPlanReport> LtGemm::reports() const {
   return out;
 }
 
-std::string LtGemm::plan_file_key() {
+std::string LtGemm::plan_file_key(LtOperands operands) {
   int device = 0;
   cu_check(cudaGetDevice(&device), "cudaGetDevice");
   cudaDeviceProp prop{};
@@ -213,10 +271,13 @@ std::string LtGemm::plan_file_key() {
     if (c < 0x20 || c >= 0x7f || c == ';' || c == '=') c = '_';  // the key is printable ASCII
   std::string uuid;
   for (char b : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<uint8_t>(b));
+  const bool fp8 = operands == LtOperands::kFp8E4M3;
   return fmt::format(
-      "gpu={};uuid={};driver={};runtime={};cublaslt={};gemm={};kernels={};workspace={}", name, uuid,
-      driver, runtime, cublasLtGetVersion(), kGemmNumericsRule, kGemmKernelSchedules,
-      kWorkspaceBytes);
+      "gpu={};uuid={};driver={};runtime={};cublaslt={};gemm={};kernels={};workspace={}{}", name,
+      uuid, driver, runtime, cublasLtGetVersion(),
+      fp8 ? std::string_view(kFp8GemmWgSplitNumericsRule) : kGemmNumericsRule,
+      fp8 ? std::string_view("fp8-split-auto") : kGemmKernelSchedules, kWorkspaceBytes,
+      fp8 ? ";operands=fp8-e4m3" : "");
 }
 
 void LtGemm::warn(std::string message) {
@@ -225,7 +286,7 @@ void LtGemm::warn(std::string message) {
 }
 
 void LtGemm::load_plan_file() {
-  plan_file_key_ = plan_file_key();
+  plan_file_key_ = plan_file_key(operands_);
   GemmPlanLoad l = load_gemm_plan_file(plan_file_, plan_file_key_);
   if (!l.warning.empty()) warn(l.warning);
   for (const GemmPlanEntry& e : l.entries) from_file_[{e.n, e.k, e.bucket}] = e;
@@ -238,7 +299,8 @@ void LtGemm::save_plan_file() {
   for (const auto& [key, plan] : plans_) {
     GemmPlanEntry e;
     std::tie(e.n, e.k, e.bucket) = key;
-    e.splits = gemm_split_count(e.n, e.k);
+    e.splits = static_cast<int32_t>(k_runs(e.n, e.k).size());
+    e.tile_runs = operands_ == LtOperands::kFp8E4M3;
     e.use_lt = plan->use_lt;
     if (plan->use_lt) {
       e.splits = plan->exec.splits;
@@ -257,24 +319,59 @@ void LtGemm::save_plan_file() {
   }
 }
 
-cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, const uint16_t* x_bf16,
-                           int32_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+std::vector<LtGemm::KRun> LtGemm::k_runs(int64_t n, int64_t k) const {
+  std::vector<KRun> out;
+  if (operands_ == LtOperands::kFp8E4M3) {
+    const int64_t runs = std::max<int32_t>(1, fp8_runs_(n, k));
+    const int64_t per = ((k + 127) / 128 + runs - 1) / runs * 128;
+    for (int64_t k0 = 0; k0 < k; k0 += per) out.push_back({k0, std::min(per, k - k0)});
+    return out;
+  }
+  const int64_t splits = gemm_split_count(n, k);
+  for (int64_t s = 0; s < splits; ++s) out.push_back({s * (k / splits), k / splits});
+  return out;
+}
+
+std::vector<int64_t> LtGemm::call_extents(const Exec& e, int64_t n, int64_t k) const {
+  if (!e.chain) return {k};
+  std::vector<int64_t> out;
+  for (const KRun& r : k_runs(n, k))
+    if (std::find(out.begin(), out.end(), r.kz) == out.end()) out.push_back(r.kz);
+  return out;
+}
+
+cudaError_t LtGemm::reference(const Session& s, int32_t m, Weight w, int64_t n, int64_t k,
+                              float* y) {
+  if (operands_ == LtOperands::kFp8E4M3)
+    return fp8_kernel_(s.xin.as<uint8_t>(), s.x_scale.as<float>(), m,
+                       static_cast<const uint8_t*>(w.w), w.scale, n, k, y);
+  return kernel_(s.x32.as<float>(), m, static_cast<const uint16_t*>(w.w), n, k, y);
+}
+
+cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, Acts x, int32_t m, Weight w,
+                           int64_t n, int64_t k, float* y) {
   const float one = 1.0f, zero = 0.0f;
+  const int64_t eb = operand_bytes(operands_);
+  const auto* wb = static_cast<const char*>(w.w);
+  const auto* xb = static_cast<const char*>(x.x);
+  // y = acc + beta · y over [k0, k0 + kz): beta 0 first, then 1 — ((p0 + p1) + p2) + …
+  auto call = [&](int64_t k0, int64_t kz, const float* beta) {
+    Layouts l(operand_type(operands_), m, n, kz, k);
+    return cublasLtMatmul(lt_, op, &one, wb + k0 * eb, l.a, xb + k0 * eb, l.b, beta, y, l.c, y,
+                          l.c, &e.algo, workspace_, workspace_bytes_, stream_) ==
+           CUBLAS_STATUS_SUCCESS;
+  };
   if (!e.chain) {
-    Layouts l(m, n, k, k);
-    const cublasStatus_t st = cublasLtMatmul(lt_, op, &one, w, l.a, x_bf16, l.b, &zero, y, l.c, y,
-                                             l.c, &e.algo, workspace_, workspace_bytes_, stream_);
-    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+    if (!call(0, k, &zero)) return cudaErrorUnknown;
+  } else {
+    bool first = true;
+    for (const KRun& r : k_runs(n, k)) {
+      if (!call(r.k0, r.kz, first ? &zero : &one)) return cudaErrorUnknown;
+      first = false;
+    }
   }
-  const int64_t ks = k / e.splits;
-  Layouts l(m, n, ks, k);
-  for (int s = 0; s < e.splits; ++s) {
-    const float beta = s == 0 ? 0.0f : 1.0f;  // y = acc_s + y: ((p0 + p1) + p2) + …
-    const cublasStatus_t st =
-        cublasLtMatmul(lt_, op, &one, w + s * ks, l.a, x_bf16 + s * ks, l.b, s == 0 ? &zero : &beta,
-                       y, l.c, y, l.c, &e.algo, workspace_, workspace_bytes_, stream_);
-    if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
-  }
+  if (operands_ == LtOperands::kFp8E4M3)  // the rule's epilogue: · x_scale[r] · w_scale[c]
+    return launch_fp8_scale_outer(y, x.scale, w.scale, m, n, stream_);
   return cudaSuccess;
 }
 
@@ -286,7 +383,14 @@ std::unique_ptr<LtGemm::Plan> LtGemm::new_plan(int64_t n, int64_t k, int32_t buc
            "transa");
   lt_check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)),
            "transb");
+  if (operands_ == LtOperands::kFp8E4M3) {  // fp32 promotion of the FP8 partial sums
+    const int8_t fast_accum = 0;
+    lt_check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                            sizeof(fast_accum)),
+             "fast accumulation off");
+  }
   LtPlanReport& rep = plan->report;
+  rep.operands = operands_;
   rep.n = n;
   rep.k = k;
   rep.bucket = bucket;
@@ -315,7 +419,7 @@ double LtGemm::time_us(Session& s, const std::function<cudaError_t()>& call) {
 std::vector<cublasLtMatmulAlgo_t> LtGemm::heuristic_algos(const Plan& p, int32_t m,
                                                           int64_t kk) const {
   const int64_t n = p.report.n, k = p.report.k;
-  Layouts l(m, n, kk, k);
+  Layouts l(operand_type(operands_), m, n, kk, k);
   cublasLtMatmulPreference_t pref;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
   lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -335,70 +439,72 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::heuristic_algos(const Plan& p, int32_t
 }
 
 bool LtGemm::configure(const Plan& p, cublasLtMatmulAlgo_t& a, uint32_t splitk,
-                       uint32_t reduction, int32_t m, int64_t kk) const {
+                       uint32_t reduction, int32_t m, const std::vector<int64_t>& kks) const {
   if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
                                            sizeof(splitk)) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
                                            sizeof(reduction)) != CUBLAS_STATUS_SUCCESS)
     return false;
-  return algo_usable(p, a, m, kk);
+  return std::all_of(kks.begin(), kks.end(),
+                     [&](int64_t kk) { return algo_usable(p, a, m, kk); });
 }
 
 bool LtGemm::algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m,
                          int64_t kk) const {
-  Layouts l(m, p.report.n, kk, p.report.k);
+  Layouts l(operand_type(operands_), m, p.report.n, kk, p.report.k);
   cublasLtMatmulHeuristicResult_t res{};
   return cublasLtMatmulAlgoCheck(lt_, p.op, l.a, l.b, l.c, l.c, &a, &res) ==
              CUBLAS_STATUS_SUCCESS &&
          res.workspaceSize <= workspace_bytes_;
 }
 
-// Candidates: heuristic algorithms of the whole problem with split-K forced to S (each
-// reduction scheme), and of one K slice, unsplit, for the chain.
+// Candidates: heuristic algorithms of the whole problem — unsplit for one run; for S equal
+// runs (bf16) with split-K forced to S (each reduction scheme) — and of one run, unsplit, for
+// the chain (the FP8 runs differ in length: every run's extent must be accepted).
 std::vector<LtGemm::Exec> LtGemm::candidates(const Plan& p, int32_t m) const {
   const int64_t n = p.report.n, k = p.report.k;
-  const int splits = gemm_split_count(n, k);
+  const std::vector<KRun> runs = k_runs(n, k);
+  const int splits = static_cast<int>(runs.size());
   std::vector<Exec> out;
-  for (const auto& a0 : heuristic_algos(p, m, k)) {
-    if (splits == 1) {
-      Exec e{false, 1, a0, ""};
-      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, k)) out.push_back(e);
-      continue;
+  if (splits == 1 || operands_ == LtOperands::kBf16)
+    for (const auto& a0 : heuristic_algos(p, m, k)) {
+      if (splits == 1) {
+        Exec e{false, 1, a0, ""};
+        if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, {k})) out.push_back(e);
+        continue;
+      }
+      for (uint32_t red :
+           {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
+        Exec e{false, splits, a0, ""};
+        if (configure(p, e.algo, static_cast<uint32_t>(splits), red, m, {k})) out.push_back(e);
+      }
     }
-    for (uint32_t red :
-         {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
-      Exec e{false, splits, a0, ""};
-      if (configure(p, e.algo, static_cast<uint32_t>(splits), red, m, k)) out.push_back(e);
-    }
-  }
   if (splits > 1)
-    for (const auto& a0 : heuristic_algos(p, m, k / splits)) {
+    for (const auto& a0 : heuristic_algos(p, m, runs.front().kz)) {
       Exec e{true, splits, a0, ""};
-      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, k / splits))
+      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, call_extents(e, n, k)))
         out.push_back(e);
     }
   for (Exec& e : out) e.text = (e.chain ? "lt-chain " : "lt-splitk ") + algo_text(e.algo);
   return out;
 }
 
-bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
+bool LtGemm::bit_equal(const Plan& p, const Exec& e, Session& s, Weight w) {
   const int64_t n = p.report.n, k = p.report.k;
   cudaMemsetAsync(s.y.p, 0xff, size_t(s.m) * n * 4, stream_);  // NaN: a skipped write shows
-  if (launch(p.op, e, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()) != cudaSuccess)
-    return false;
+  if (launch(p.op, e, s.acts(), s.m, w, n, k, s.y.as<float>()) != cudaSuccess) return false;
   if (!s.same_as_reference(stream_, s.m, n)) return false;
   // And at a second M of the bucket: an execution whose K order followed M (stream-K,
   // occupancy-chosen splits) would show here; the kernel's rows are the same at any M.
   if (s.m2 < s.m) {
     cudaMemsetAsync(s.y.p, 0xff, size_t(s.m2) * n * 4, stream_);
-    if (launch(p.op, e, s.x16.as<uint16_t>(), s.m2, w, n, k, s.y.as<float>()) != cudaSuccess)
-      return false;
+    if (launch(p.op, e, s.acts(), s.m2, w, n, k, s.y.as<float>()) != cudaSuccess) return false;
     if (!s.same_as_reference(stream_, s.m2, n)) return false;
   }
   return true;
 }
 
-LtGemm::Sweep LtGemm::sweep(const Plan& p, const Exec& e, Session& s, const uint16_t* w) {
+LtGemm::Sweep LtGemm::sweep(const Plan& p, const Exec& e, Session& s, Weight w) {
   const int64_t n = p.report.n, k = p.report.k;
   Sweep out;
   out.granule = tile_granule(e.algo);
@@ -410,8 +516,7 @@ LtGemm::Sweep LtGemm::sweep(const Plan& p, const Exec& e, Session& s, const uint
     for (size_t i = from; i <= to; ++i) {
       const int32_t m = ms[i];
       cudaMemsetAsync(s.y.p, 0xff, size_t(m) * n * 4, stream_);  // NaN: a skipped write shows
-      if (launch(p.op, e, s.x16.as<uint16_t>(), m, w, n, k, s.y.as<float>()) != cudaSuccess)
-        return false;
+      if (launch(p.op, e, s.acts(), m, w, n, k, s.y.as<float>()) != cudaSuccess) return false;
       cu_check(launch_any_word_differs(s.y.p, s.y_ref.p, int64_t{m} * n, s.differ.as<uint32_t>(),
                                        stream_, /*reset=*/false),
                "sweep comparison");
@@ -432,19 +537,18 @@ LtGemm::Sweep LtGemm::sweep(const Plan& p, const Exec& e, Session& s, const uint
   return out;
 }
 
-void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
+void LtGemm::tune_fully(Plan& p, Session& s, Weight w) {
   LtPlanReport& rep = p.report;
   const int64_t n = rep.n, k = rep.k;
-  rep.kernel_us =
-      time_us(s, [&] { return kernel_(s.x32.as<float>(), s.m, w, n, k, s.y.as<float>()); });
+  rep.kernel_us = time_us(s, [&] { return reference(s, s.m, w, n, k, s.y.as<float>()); });
   rep.chosen_us = rep.kernel_us;
   std::vector<std::pair<double, Exec>> passed;  // (µs at tuned_m, execution)
   for (Exec& c : candidates(p, s.m)) {
     ++rep.candidates;
     if (!bit_equal(p, c, s, w)) continue;
     ++rep.bit_equal;
-    const double us = time_us(
-        s, [&] { return launch(p.op, c, s.x16.as<uint16_t>(), s.m, w, n, k, s.y.as<float>()); });
+    const double us =
+        time_us(s, [&] { return launch(p.op, c, s.acts(), s.m, w, n, k, s.y.as<float>()); });
     if (us < rep.kernel_us) passed.emplace_back(us, c);
   }
   std::stable_sort(passed.begin(), passed.end(),
@@ -465,7 +569,7 @@ void LtGemm::tune_fully(Plan& p, Session& s, const uint16_t* w) {
   }
 }
 
-std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t n, int64_t k,
+std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(Weight w, int64_t n, int64_t k,
                                                      int32_t bucket) {
   const auto it = from_file_.find({n, k, bucket});
   if (it == from_file_.end()) return nullptr;
@@ -478,9 +582,11 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
                      bucket, plan_file_, why));
     return nullptr;
   };
-  const int splits = gemm_split_count(n, k);
+  const int splits = static_cast<int>(k_runs(n, k).size());
   if (e.splits != splits)
     return reject(fmt::format("split count {}, the shape's is {}", e.splits, splits));
+  if (e.tile_runs != (operands_ == LtOperands::kFp8E4M3))
+    return reject(e.tile_runs ? "FP8 tile runs in a bf16 plan" : "equal slices in an FP8 plan");
   plan->report.from_file = true;
   if (!e.use_lt) {  // the invariant kernel is the reference itself: nothing to verify
     ++file_stats_.kernel_from_file;
@@ -506,8 +612,9 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
                                           red == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
   if (splitk != want_splitk || !red_ok)
     return reject(fmt::format("algorithm with split-K {} and reduction {}", splitk, red));
-  if (!algo_usable(*plan, x.algo, plan->report.tuned_m, x.chain ? k / splits : k))
-    return reject("cuBLASLt refuses the algorithm");
+  for (int64_t kk : call_extents(x, n, k))
+    if (!algo_usable(*plan, x.algo, plan->report.tuned_m, kk))
+      return reject("cuBLASLt refuses the algorithm");
   x.text = (x.chain ? "lt-chain " : "lt-splitk ") + algo_text(x.algo);
   Session s(*this, w, n, k, bucket, plan->report.tuned_m);
   if (!bit_equal(*plan, x, s, w)) return reject("its output bits differ from the kernel's");
@@ -526,7 +633,7 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(const uint16_t* w, int64_t 
   return plan;
 }
 
-LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t bucket) {
+LtGemm::Plan& LtGemm::tune(Weight w, int64_t n, int64_t k, int32_t bucket) {
   std::unique_ptr<Plan> plan = plan_from_file(w, n, k, bucket);
   const bool tuned = plan == nullptr;
   if (tuned) {
@@ -542,7 +649,7 @@ LtGemm::Plan& LtGemm::tune(const uint16_t* w, int64_t n, int64_t k, int32_t buck
   return *slot;
 }
 
-bool LtGemm::prefers_lt(int32_t m, const uint16_t* w, int64_t n, int64_t k) {
+bool LtGemm::prefers(int32_t m, Weight w, int64_t n, int64_t k) {
   const auto it = plans_.find({n, k, lt_bucket(m)});
   if (it != plans_.end()) return it->second->use_lt;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -551,11 +658,32 @@ bool LtGemm::prefers_lt(int32_t m, const uint16_t* w, int64_t n, int64_t k) {
   return tune(w, n, k, lt_bucket(m)).use_lt;
 }
 
-bool LtGemm::run(const uint16_t* x_bf16, int32_t m, const uint16_t* w, int64_t n, int64_t k,
-                 float* y) {
+bool LtGemm::run_plan(Acts x, int32_t m, Weight w, int64_t n, int64_t k, float* y) {
   const auto it = plans_.find({n, k, lt_bucket(m)});
   if (it == plans_.end() || !it->second->use_lt) return false;
-  return launch(it->second->op, it->second->exec, x_bf16, m, w, n, k, y) == cudaSuccess;
+  return launch(it->second->op, it->second->exec, x, m, w, n, k, y) == cudaSuccess;
+}
+
+bool LtGemm::prefers_lt(int32_t m, const uint16_t* w, int64_t n, int64_t k) {
+  check(operands_ == LtOperands::kBf16, "LtGemm: a bf16 GEMM asked of the FP8 planner");
+  return prefers(m, {w, nullptr}, n, k);
+}
+
+bool LtGemm::run(const uint16_t* x_bf16, int32_t m, const uint16_t* w, int64_t n, int64_t k,
+                 float* y) {
+  check(operands_ == LtOperands::kBf16, "LtGemm: a bf16 GEMM asked of the FP8 planner");
+  return run_plan({x_bf16, nullptr}, m, {w, nullptr}, n, k, y);
+}
+
+bool LtGemm::prefers_lt(int32_t m, const uint8_t* w, const float* w_scale, int64_t n, int64_t k) {
+  check(operands_ == LtOperands::kFp8E4M3, "LtGemm: an FP8 GEMM asked of the bf16 planner");
+  return prefers(m, {w, w_scale}, n, k);
+}
+
+bool LtGemm::run(const uint8_t* xq, const float* x_scale, int32_t m, const uint8_t* w,
+                 const float* w_scale, int64_t n, int64_t k, float* y) {
+  check(operands_ == LtOperands::kFp8E4M3, "LtGemm: an FP8 GEMM asked of the bf16 planner");
+  return run_plan({xq, x_scale}, m, {w, w_scale}, n, k, y);
 }
 
 }  // namespace detllm::kernels::cuda
