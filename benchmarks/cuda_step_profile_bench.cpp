@@ -9,9 +9,11 @@
 // fast, plus the unprofiled step (graph replay, device sampling) for scale. The question it
 // answers (docs/perf.md): why the invariant decode step measured 0.92 of fast at batch 64.
 // With --mixed P each step also carries a P-token prompt chunk (the mixed steps of a loaded
-// engine: why invariant trails fast on ShareGPT, docs/perf.md).
+// engine: why invariant trails fast on ShareGPT, docs/perf.md). With --fp8 the model's
+// projections are per-channel FP8 (made on the host and quantized as --quantization fp8 does):
+// where an FP8 step's time goes, and what its invariant numerics cost against FP8 fast.
 // Run: build-cuda/benchmarks/cuda_step_profile_bench [--batches 1,64,256] [--context N]
-//      [--mixed P] [--steps N]
+//      [--mixed P] [--steps N] [--fp8]
 // (exits without a CUDA device; progress on stderr, markdown on stdout, one table per batch as
 // soon as it is measured; both backends are kept at once: ~64 GB of GPU memory)
 #include <fmt/format.h>
@@ -32,6 +34,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "kernels/profiling_ops.h"
+#include "model/fp8_weights.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "progress_log.h"
@@ -114,12 +117,14 @@ using bench_util::parse_counts;
 
 int usage(const char* argv0) {
   fmt::print(stderr,
-             "usage: {} [--batches 1,64,256] [--context N] [--mixed P] [--steps N]\n"
+             "usage: {} [--batches 1,64,256] [--context N] [--mixed P] [--steps N] [--fp8]\n"
              "Llama-3.1-8B decode steps (synthetic weights on the GPU), op by op (a sync "
              "around every op), on the invariant numerics, the same backend switched to fast, "
              "and a fast backend; markdown on stdout.\n"
              "--mixed P: each step also carries the first P tokens of one more sequence (a "
-             "prompt chunk beside the decode rows, as under load; such steps run eagerly).\n",
+             "prompt chunk beside the decode rows, as under load; such steps run eagerly).\n"
+             "--fp8: the projections per-channel FP8 (weights made on the host, quantized as\n"
+             "--quantization fp8 does) in every backend.\n",
              argv0);
   return 2;
 }
@@ -129,6 +134,7 @@ int usage(const char* argv0) {
 int main(int argc, char** argv) {
   std::vector<int> batches = {1, 64, 256};
   int context = 512, steps = 5, prefill = 0;
+  bool fp8 = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       batches = parse_counts(argv[++i]);
@@ -139,6 +145,8 @@ int main(int argc, char** argv) {
       prefill = std::max(0, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--fp8") == 0) {
+      fp8 = true;
     } else {
       return usage(argv[0]);
     }
@@ -150,9 +158,20 @@ int main(int argc, char** argv) {
   try {
     const ModelConfig c = synthetic_config("llama-3.1-8b");
     const SyntheticWeights recipe = synthetic_recipe(c, 1);
-    fmt::print("device: {}; Llama-3.1-8B synthetic, decode at context {}{}, {} profiled steps\n",
-               cuda_device_description(0), context,
+    fmt::print("device: {}; Llama-3.1-8B synthetic{}, decode at context {}{}, {} profiled steps\n",
+               cuda_device_description(0), fp8 ? ", per-channel FP8 projections" : "", context,
                prefill > 0 ? fmt::format(" beside a {}-token prompt chunk", prefill) : "", steps);
+    // --fp8: one host copy of the weights, quantized once, uploaded to every model.
+    std::unique_ptr<ModelWeights> host;
+    if (fp8) {
+      progress("fp8: making the weights on the host (fp32) and quantizing the projections");
+      host = std::make_unique<ModelWeights>(make_synthetic_weights(c, 1));
+      quantize_weights_fp8(*host, c);
+    }
+    auto make_model = [&](Ops& ops) {
+      return fp8 ? std::make_unique<LlamaModel>(c, *host, ops)
+                 : std::make_unique<LlamaModel>(c, recipe, ops);
+    };
     // Both backends at once (four copies of the weights: ~64 GB), so that each batch's table
     // is printed as soon as it is measured: a run cut short keeps the batches it finished.
     struct Side {
@@ -169,8 +188,8 @@ int main(int argc, char** argv) {
       sd.ops = make_cuda_ops(o);
       sd.prof = std::make_unique<ProfilingOps>(*sd.ops);
       progress("{} backend: generating the weights", i == 0 ? "invariant" : "fast");
-      sd.model = std::make_unique<LlamaModel>(c, recipe, *sd.prof);
-      sd.plain = std::make_unique<LlamaModel>(c, recipe, *sd.ops);
+      sd.model = make_model(*sd.prof);
+      sd.plain = make_model(*sd.ops);
     }
     sides[0].plain->prepare_gemms(*std::max_element(batches.begin(), batches.end()) + prefill);
     for (int b : batches) {
