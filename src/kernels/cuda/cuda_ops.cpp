@@ -487,7 +487,8 @@ class CudaOps final : public Ops {
     } else {
       fp8_input_.forget();
       cuda_check(
-          cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_),
+          cuda::launch_fp8_quantize_rows_params(xb, true, m, k, params, xq, x_scale, stream_,
+                                                pdl(m)),
           "fp8 quantize");
     }
     if (w.dtype != DType::kF8E4M3) {
@@ -558,7 +559,7 @@ class CudaOps final : public Ops {
                                    sizeof(unsigned) * cuda::fp8_gemm_wg_split_tiles(m, n), stream_));
       const int variant = m > cuda::kFp8GemmWgSplitCtaMaxM ? fp8_wg_prefill_variant_ : -1;
       return cuda::launch_fp8_gemm_wg_split(xq, x_scale, m, codes, w_scale, n, k, bias, y, splits,
-                                            chains, ws, variant, stream_, counts);
+                                            chains, ws, variant, stream_, counts, pdl(m));
     }
     return cuda::launch_fp8_gemm_wg(xq, x_scale, m, codes, w_scale, n, k, bias, y, -1, stream_);
   }

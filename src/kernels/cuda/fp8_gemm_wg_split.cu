@@ -85,7 +85,7 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
                                      const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
                                      const float* bias, float* y, int splits, float* workspace,
                                      size_t workspace_floats, int variant, cudaStream_t stream,
-                                     unsigned* tile_counts) {
+                                     unsigned* tile_counts, bool pdl) {
   if (m == 0) return cudaSuccess;
   if (m < 0 || splits < 1 || !fp8_gemm_shape_supported(n, k) || variant >= kFp8GemmWgSplitVariants)
     return cudaErrorInvalidValue;
@@ -107,13 +107,13 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
     case 0:
       if (!fits || tile_counts == nullptr) return cudaErrorInvalidValue;
       s.tiles = tile_counts;
-      return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);
-    case 1: return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInOrder>(p, s, stream);
-    case 2: return fp8::run_wg_split<Wg128, WgSplitSchedule::kRunsInOrder>(p, s, stream);
+      return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream, pdl);
+    case 1: return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInOrder>(p, s, stream, pdl);
+    case 2: return fp8::run_wg_split<Wg128, WgSplitSchedule::kRunsInOrder>(p, s, stream, pdl);
     case 4: return run_wg_ws(p, s, stream);
     default:
       if (!fits) return cudaErrorInvalidValue;
-      return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream);
+      return fp8::run_wg_split<Wg64, WgSplitSchedule::kRunsInCtas>(p, s, stream, pdl);
   }
 }
 

@@ -21,6 +21,13 @@
 //   the count at zero for the next launch) or by wg_split_combine_kernel, a second launch.
 // - kRunsInOrder (large m: partials of S × m × n would cost more than the weights): one CTA a
 //   tile makes c_0, c_1, … one after the other in registers and folds each as it ends.
+//
+// Programmatic dependent launch (pdl.cuh; the launcher's `pdl`, decode steps): both kernels
+// call pdl_wait() before their first read of anything a kernel of the step wrote, so every bit
+// is a plain launch's. Before it the GEMM may read only its weights: the first run's first
+// STAGES − 1 weight tiles are put in flight into the ring (one cp.async group) while the kernel
+// before it finishes, the activations of those tiles after the wait — the weights a batch-1
+// decode step streams start before its input exists.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +36,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fp8_gemm_wg.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace detllm::kernels::cuda::fp8 {
 
@@ -50,22 +58,59 @@ __host__ __device__ inline WgSplitParams wg_split_runs(int32_t k, int32_t splits
   return {(tiles + per - 1) / per, per, nullptr, nullptr};
 }
 
+// One k tile's activation rows (is_a) or weight rows (!is_a) of wg_load_tile, alone.
+template <class C>
+__device__ __forceinline__ void wg_load_tile_part(const GemmParams& p, unsigned char* stage,
+                                                  int tile, int m0, int n0, bool is_a) {
+  const int k0 = tile * C::BK;
+  const int r0 = is_a ? 0 : C::BM, rows = is_a ? C::BM : C::BN;
+  for (int c = threadIdx.x; c < rows * 8; c += C::kThreads) {
+    const int r = r0 + (c >> 3), ch = c & 7;
+    const int gr = is_a ? m0 + r : n0 + (r - C::BM);
+    const int gk = k0 + ch * 16;
+    const bool ok = (is_a ? gr < p.m : gr < p.n) && gk < p.k;
+    const uint8_t* base = is_a ? p.x : p.w;
+    ptx::cp_async16_zfill(stage + r * 128 + ((ch ^ (r & 7)) << 4),
+                          ok ? base + static_cast<int64_t>(gr) * p.k + gk : base, ok ? 16 : 0);
+  }
+}
+
 // Run [t0, t1) of the k tiles into `acc` (zeroed here): the serial schedule of
 // fp8_gemm_wg.cuh, promoting every tile. Ring slots by absolute tile (t % STAGES), so runs
-// one after the other reuse the ring after a barrier.
+// one after the other reuse the ring after a barrier. wait_first: the kernel's pdl_wait()
+// (then pdl_release()) falls in this run's prologue — the weights of its first STAGES − 1
+// tiles in one cp.async group before it, each tile's activations in a group of its own after
+// it. The loop's wait<STAGES − 2> then finds tile t's two groups (the weights' and its own)
+// complete exactly when it found its one group before: the extra group is the oldest.
 template <class C>
 __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char* ring,
                                              uint32_t ring_u32, int m0, int n0, int wg, int t0,
-                                             int t1, float (&acc)[16][4]) {
+                                             int t1, float (&acc)[16][4],
+                                             bool wait_first = false) {
 #pragma unroll
   for (int j = 0; j < 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
   float part[16][4];
+  if (wait_first) {
+#pragma unroll
+    for (int s = 0; s < C::STAGES - 1; ++s) {
+      const int t = t0 + s;
+      if (t < t1) wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, false);
+    }
+    ptx::cp_async_commit();
+    pdl_wait();
+    pdl_release();
+  }
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
     const int t = t0 + s;
-    if (t < t1) wg_load_tile<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0);
+    if (t < t1) {
+      if (wait_first)
+        wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, true);
+      else
+        wg_load_tile<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0);
+    }
     ptx::cp_async_commit();
   }
   for (int t = t0; t < t1; ++t) {
@@ -100,7 +145,7 @@ __global__ void __launch_bounds__(C::kThreads)
   if constexpr (SCHEDULE == WgSplitSchedule::kRunsInCtas) {
     const int z = blockIdx.z;
     const int t0 = z * s.per, t1 = min(t0 + s.per, tiles);
-    wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc);
+    wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc, /*wait_first=*/true);
     if (s.tiles != nullptr && s.runs == 1) {  // one run: the fold is the chain itself
       wg_each_element<C>(p, acc, m0, n0, wg, [&](int row, int col, float v) {
         p.y[static_cast<int64_t>(row) * p.n + col] = wg_epilogue(p, row, col, v);
@@ -134,7 +179,7 @@ __global__ void __launch_bounds__(C::kThreads)
     float total[16][4];
     for (int z = 0; z < s.runs; ++z) {
       const int t0 = z * s.per, t1 = min(t0 + s.per, tiles);
-      wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc);
+      wg_run_chain<C>(p, ring, ring_u32, m0, n0, wg, t0, t1, acc, /*wait_first=*/z == 0);
 #pragma unroll
       for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -150,6 +195,8 @@ __global__ void __launch_bounds__(C::kThreads)
 // kRunsInCtas' second kernel: y = epilogue(c_0 + c_1 + … in ascending z), one thread an
 // element (grid-stride: the grid changes no bit).
 __global__ void wg_split_combine_kernel(const GemmParams p, const WgSplitParams s) {
+  pdl_wait();
+  pdl_release();
   const int64_t mn = static_cast<int64_t>(p.m) * p.n;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -159,21 +206,22 @@ __global__ void wg_split_combine_kernel(const GemmParams p, const WgSplitParams 
   }
 }
 
+// pdl: both launches with the programmatic-dependent-launch attribute (pdl.cuh).
 template <class C, WgSplitSchedule SCHEDULE>
-cudaError_t run_wg_split(const GemmParams& p, const WgSplitParams& s, cudaStream_t stream) {
+cudaError_t run_wg_split(const GemmParams& p, const WgSplitParams& s, cudaStream_t stream,
+                         bool pdl = false) {
   const bool ctas = SCHEDULE == WgSplitSchedule::kRunsInCtas;
   const dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM, ctas ? s.runs : 1);
   cudaError_t err =
       cudaFuncSetAttribute(gemm_wg_split_kernel<C, SCHEDULE>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (err != cudaSuccess) return err;
-  gemm_wg_split_kernel<C, SCHEDULE><<<grid, C::kThreads, C::SMEM_BYTES, stream>>>(p, s);
-  err = cudaGetLastError();
+  err = launch_pdl(pdl, gemm_wg_split_kernel<C, SCHEDULE>, grid, dim3(C::kThreads), C::SMEM_BYTES,
+                   stream, p, s);
   if (err != cudaSuccess || !ctas || s.tiles != nullptr) return err;
   const int64_t mn = static_cast<int64_t>(p.m) * p.n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((mn + 255) / 256, 4096));
-  wg_split_combine_kernel<<<blocks, 256, 0, stream>>>(p, s);
-  return cudaGetLastError();
+  return launch_pdl(pdl, wg_split_combine_kernel, dim3(blocks), dim3(256), 0, stream, p, s);
 }
 
 }  // namespace detllm::kernels::cuda::fp8

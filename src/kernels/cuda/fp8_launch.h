@@ -14,10 +14,11 @@ namespace detllm::kernels::cuda {
 // (device memory) nullptr — the dynamic per-row scale — or {input_scale, act_bound}
 // (kernels/fp8_device_matrix.h): input_scale > 0 is every row's scale (q = e4m3(x / input_scale),
 // scale[r] = input_scale); else amax capped at act_bound when > 0, scale = amax / 448 (1 when 0).
-// Row-local either way (kernels/ref/fp8_linear.h fp8_activation_scale is the rule).
+// Row-local either way (kernels/ref/fp8_linear.h fp8_activation_scale is the rule). pdl: launched
+// with programmatic dependent launch (pdl.cuh), the same bits.
 cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t m, int64_t k,
                                             const float* params, uint8_t* q, float* scale,
-                                            cudaStream_t stream);
+                                            cudaStream_t stream, bool pdl = false);
 
 // Where a producer of a GEMM input also writes the input's per-token FP8 form: codes (n, k)
 // E4M3, scale (n), and the reading matrix's activation parameters (params as above).
@@ -85,7 +86,9 @@ cudaError_t launch_fp8_scale_outer(float* y, const float* x_scale, const float* 
 // (fp8_gemm_wg_ws.cuh). -1: for m ≤ kFp8GemmWgSplitCtaMaxM 3 with the workspace (0 for one run
 // with tile_counts: its chain is the result, written at once), else 1; above, 4 (the fastest
 // measured of each; docs/perf.md "FP8"). What the per-channel FP8
-// linears of a served model run, S from fp8_gemm_wg_auto_splits.
+// linears of a served model run, S from fp8_gemm_wg_auto_splits. pdl: variants 0–3 launched
+// with programmatic dependent launch (pdl.cuh; decode steps): the first weight tiles in flight
+// before the previous kernel ends, the same bits (variant 4 ignores it).
 inline constexpr int kFp8GemmWgSplitVariants = 5;
 inline constexpr int32_t kFp8GemmWgSplitCtaMaxM = 64;
 inline constexpr const char* kFp8GemmWgSplitNumericsRule =
@@ -105,6 +108,6 @@ cudaError_t launch_fp8_gemm_wg_split(const uint8_t* xq, const float* x_scale, in
                                      const uint8_t* w, const float* w_scale, int64_t n, int64_t k,
                                      const float* bias, float* y, int splits, float* workspace,
                                      size_t workspace_floats, int variant, cudaStream_t stream,
-                                     unsigned* tile_counts = nullptr);
+                                     unsigned* tile_counts = nullptr, bool pdl = false);
 
 }  // namespace detllm::kernels::cuda

@@ -13,6 +13,7 @@
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_launch.h"
 #include "kernels/cuda/fp8_row_quant.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace detllm::kernels::cuda {
 namespace {
@@ -35,6 +36,8 @@ __global__ void __launch_bounds__(kThreads)
     fp8_quantize_rows_kernel(const void* x, int64_t k, uint8_t* q, float* scale,
                              const float* params) {
   __shared__ float warp_max[kThreads / 32];
+  pdl_wait();  // x is the previous kernel's output (pdl.cuh)
+  pdl_release();
   const int64_t row = blockIdx.x;
   const int64_t base = row * k;
   const fp8::RowRule rule = fp8::row_rule(params);
@@ -91,15 +94,14 @@ cudaError_t launch_fp8_quantize_rows(const void* x, bool x_bf16, int32_t m, int6
 
 cudaError_t launch_fp8_quantize_rows_params(const void* x, bool x_bf16, int32_t m, int64_t k,
                                             const float* params, uint8_t* q, float* scale,
-                                            cudaStream_t stream) {
+                                            cudaStream_t stream, bool pdl) {
   if (m < 0 || k < 0) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(m);
-  if (x_bf16)
-    fp8_quantize_rows_kernel<true><<<grid, kThreads, 0, stream>>>(x, k, q, scale, params);
-  else
-    fp8_quantize_rows_kernel<false><<<grid, kThreads, 0, stream>>>(x, k, q, scale, params);
-  return cudaGetLastError();
+  return x_bf16 ? launch_pdl(pdl, fp8_quantize_rows_kernel<true>, dim3(grid), dim3(kThreads), 0,
+                             stream, x, k, q, scale, params)
+                : launch_pdl(pdl, fp8_quantize_rows_kernel<false>, dim3(grid), dim3(kThreads), 0,
+                             stream, x, k, q, scale, params);
 }
 
 }  // namespace detllm::kernels::cuda

@@ -64,7 +64,7 @@ struct LtPlanReport {
   int64_t n = 0, k = 0;
   int32_t bucket = 0;    // plans cover m in (gemm_bucket_below(bucket), bucket]
   int32_t tuned_m = 0;   // rows used to verify and time (≤ bucket)
-  std::string choice;    // "invariant-kernel", "lt-splitk …", "lt-chain …" or "lt …"
+  std::string choice;    // "invariant-kernel", "lt-splitk …" or "lt-chain …"
   int candidates = 0;    // cuBLASLt executions tried
   int bit_equal = 0;     // … of which every output bit equalled the invariant kernel's
   double kernel_us = 0;  // invariant kernel time at tuned_m
