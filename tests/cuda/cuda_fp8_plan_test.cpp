@@ -97,7 +97,8 @@ struct Problem {
     counts.upload(zeros);
   }
 
-  cuda::LtGemm::Fp8KernelFn kernel(cudaStream_t stream, int kernel_splits, bool* perturb = nullptr) {
+  cuda::LtGemm::Fp8KernelFn kernel(cudaStream_t stream, int kernel_splits,
+                                   bool* perturb = nullptr) {
     return [=, this](const uint8_t* x, const float* xs, int32_t m, const uint8_t* wc,
                      const float* ws, int64_t nn, int64_t kk, float* out) {
       const bool cta = m <= cuda::kFp8GemmWgSplitCtaMaxM;

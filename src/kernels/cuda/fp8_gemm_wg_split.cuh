@@ -96,7 +96,8 @@ __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char*
 #pragma unroll
     for (int s = 0; s < C::STAGES - 1; ++s) {
       const int t = t0 + s;
-      if (t < t1) wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, false);
+      if (t < t1)
+        wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, false);
     }
     ptx::cp_async_commit();
     pdl_wait();

@@ -121,7 +121,8 @@ struct DeviceBuf {
 // 2^-12 > 2^-6).
 std::vector<float> fp8_block_gains(int64_t k) {
   std::vector<float> g(static_cast<size_t>(k));
-  for (int64_t c = 0; c < k; ++c) g[static_cast<size_t>(c)] = std::ldexp(1.0f, -3 * ((c / 128) % 5));
+  for (int64_t c = 0; c < k; ++c)
+    g[static_cast<size_t>(c)] = std::ldexp(1.0f, static_cast<int>(-3 * ((c / 128) % 5)));
   return g;
 }
 
