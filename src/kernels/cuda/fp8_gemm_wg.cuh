@@ -127,14 +127,15 @@ struct WgCfg {
   static_assert(STAGES >= (OVERLAP ? 3 : 2), "a ring of two tiles at least (three: OVERLAP)");
 };
 
-// One k tile into `stage` (1024-aligned): rows of 128 bytes, chunk c of row r at c ^ (r % 8).
+// Stage rows [r0, r1) of one k tile into `stage` (1024-aligned): rows 0…BM−1 are the
+// activations', BM…BM+BN−1 the weights'; rows of 128 bytes, chunk c of row r at c ^ (r % 8).
 // Rows past m or n and chunks past k are zero-filled.
 template <class C>
-__device__ __forceinline__ void wg_load_tile(const GemmParams& p, unsigned char* stage, int tile,
-                                             int m0, int n0) {
+__device__ __forceinline__ void wg_load_tile_rows(const GemmParams& p, unsigned char* stage,
+                                                  int tile, int m0, int n0, int r0, int r1) {
   const int k0 = tile * C::BK;
-  for (int c = threadIdx.x; c < (C::BM + C::BN) * 8; c += C::kThreads) {
-    const int r = c >> 3, ch = c & 7;
+  for (int c = threadIdx.x; c < (r1 - r0) * 8; c += C::kThreads) {
+    const int r = r0 + (c >> 3), ch = c & 7;
     const bool is_a = r < C::BM;
     const int gr = is_a ? m0 + r : n0 + (r - C::BM);
     const int gk = k0 + ch * 16;
@@ -143,6 +144,13 @@ __device__ __forceinline__ void wg_load_tile(const GemmParams& p, unsigned char*
     ptx::cp_async16_zfill(stage + r * 128 + ((ch ^ (r & 7)) << 4),
                           ok ? base + static_cast<int64_t>(gr) * p.k + gk : base, ok ? 16 : 0);
   }
+}
+
+// The whole k tile: activation and weight rows.
+template <class C>
+__device__ __forceinline__ void wg_load_tile(const GemmParams& p, unsigned char* stage, int tile,
+                                             int m0, int n0) {
+  wg_load_tile_rows<C>(p, stage, tile, m0, n0, 0, C::BM + C::BN);
 }
 
 // The four k32 wgmmas of k tile `t` (ring slot t % STAGES) into `part`, from zero when `fresh`;

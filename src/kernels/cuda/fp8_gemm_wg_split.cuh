@@ -58,23 +58,6 @@ __host__ __device__ inline WgSplitParams wg_split_runs(int32_t k, int32_t splits
   return {(tiles + per - 1) / per, per, nullptr, nullptr};
 }
 
-// One k tile's activation rows (is_a) or weight rows (!is_a) of wg_load_tile, alone.
-template <class C>
-__device__ __forceinline__ void wg_load_tile_part(const GemmParams& p, unsigned char* stage,
-                                                  int tile, int m0, int n0, bool is_a) {
-  const int k0 = tile * C::BK;
-  const int r0 = is_a ? 0 : C::BM, rows = is_a ? C::BM : C::BN;
-  for (int c = threadIdx.x; c < rows * 8; c += C::kThreads) {
-    const int r = r0 + (c >> 3), ch = c & 7;
-    const int gr = is_a ? m0 + r : n0 + (r - C::BM);
-    const int gk = k0 + ch * 16;
-    const bool ok = (is_a ? gr < p.m : gr < p.n) && gk < p.k;
-    const uint8_t* base = is_a ? p.x : p.w;
-    ptx::cp_async16_zfill(stage + r * 128 + ((ch ^ (r & 7)) << 4),
-                          ok ? base + static_cast<int64_t>(gr) * p.k + gk : base, ok ? 16 : 0);
-  }
-}
-
 // Run [t0, t1) of the k tiles into `acc` (zeroed here): the serial schedule of
 // fp8_gemm_wg.cuh, promoting every tile. Ring slots by absolute tile (t % STAGES), so runs
 // one after the other reuse the ring after a barrier. wait_first: the kernel's pdl_wait()
@@ -96,8 +79,9 @@ __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char*
 #pragma unroll
     for (int s = 0; s < C::STAGES - 1; ++s) {
       const int t = t0 + s;
-      if (t < t1)
-        wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, false);
+      if (t < t1)  // the weight rows
+        wg_load_tile_rows<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, C::BM,
+                             C::BM + C::BN);
     }
     ptx::cp_async_commit();
     pdl_wait();
@@ -107,10 +91,9 @@ __device__ __forceinline__ void wg_run_chain(const GemmParams& p, unsigned char*
   for (int s = 0; s < C::STAGES - 1; ++s) {
     const int t = t0 + s;
     if (t < t1) {
-      if (wait_first)
-        wg_load_tile_part<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, true);
-      else
-        wg_load_tile<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0);
+      // After the wait the activation rows alone where the weights are in flight already.
+      wg_load_tile_rows<C>(p, ring + (t % C::STAGES) * C::STAGE_BYTES, t, m0, n0, 0,
+                           wait_first ? C::BM : C::BM + C::BN);
     }
     ptx::cp_async_commit();
   }

@@ -241,10 +241,30 @@ __global__ void silu_mul_rows_kernel(const float* gate_up, int32_t n, int32_t ff
   }
 }
 
-// silu_mul_rows and the FP8 quantizer of its rows: one block a row, thread i the elements
-// c ≡ i (mod kSiluFp8Threads); each element's bf16 is silu_mul_rows_kernel's, the codes and
-// scale fp8_row_quant.cuh's of those bf16 values (each thread reads back what it wrote).
+// silu_mul_rows and the FP8 quantizer of its rows (silu_mul_rows_fp8_kernel): one block a row;
+// each element's bf16 is silu_mul_rows_kernel's, the codes and scale fp8_row_quant.cuh's of
+// those bf16 values.
 constexpr int kSiluFp8Threads = 512;
+
+// The row's scale from its amax by the reading matrix's rule (every thread gets it; thread 0
+// stores it).
+__device__ __forceinline__ float silu_fp8_row_scale(const Fp8RowsOut& q, int64_t r, float amax,
+                                                    float* warp_max) {
+  const float s = fp8::block_row_scale<kSiluFp8Threads / 32>(fp8::row_rule(q.params), amax,
+                                                             warp_max);
+  if (threadIdx.x == 0) q.scale[r] = s;
+  return s;
+}
+
+// PER = 0: each thread the elements c ≡ i (mod kSiluFp8Threads), its bf16 written and read back
+// for the codes (any ffn). PER > 0: the same row, four consecutive elements a thread a step
+// (ffn % 4 == 0, ffn ≤ PER · 4 · kSiluFp8Threads): float4 reads of gate and up, two bf16 pairs
+// written, the row's bf16 values kept in registers between the amax and the codes (no
+// read-back), four codes stored as one word. Each element's bf16, the amax (a max: any order)
+// and each code are the same either way, so the bits are
+// (CudaFused.SiluMulRowsFp8IsSiluMulThenQuantize: ffn 1 and 100 on PER = 0, 1536 and 14336 on
+// PER > 0).
+template <int PER>
 __global__ void __launch_bounds__(kSiluFp8Threads)
     silu_mul_rows_fp8_kernel(const float* gate_up, int32_t ffn, __nv_bfloat16* out,
                              Fp8RowsOut q) {
@@ -254,68 +274,51 @@ __global__ void __launch_bounds__(kSiluFp8Threads)
   const int64_t r = blockIdx.x;
   const float* g = gate_up + r * 2 * ffn;
   __nv_bfloat16* o = out + r * ffn;
-  float amax = 0.0f;
-  for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads) {
-    const __nv_bfloat16 b = __float2bfloat16_rn(silu_mul_one(g[c], g[ffn + c]));
-    o[c] = b;
-    amax = fmaxf(amax, fabsf(__bfloat162float(b)));
-  }
-  const fp8::RowRule rule = fp8::row_rule(q.params);
-  const float s = fp8::block_row_scale<kSiluFp8Threads / 32>(rule, amax, warp_max);
-  if (threadIdx.x == 0) q.scale[r] = s;
-  for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads)
-    q.codes[r * ffn + c] = fp8::row_code(__bfloat162float(o[c]), s);
-}
-
-// The same row, four consecutive elements a thread a step (ffn % 4 == 0, ffn ≤ PER · 4 ·
-// kSiluFp8Threads): float4 reads of gate and up, two bf16 pairs written, the row's bf16 values
-// kept in registers between the amax and the codes (no read-back), four codes stored as one
-// word. Each element's bf16, the amax (a max: any order) and each code are the scalar kernel's,
-// so the bits are (CudaFused.SiluMulRowsFp8IsSiluMulThenQuantize, ffn 1536 and 14336).
-template <int PER>
-__global__ void __launch_bounds__(kSiluFp8Threads)
-    silu_mul_rows_fp8_x4_kernel(const float* gate_up, int32_t ffn, __nv_bfloat16* out,
-                                Fp8RowsOut q) {
-  __shared__ float warp_max[kSiluFp8Threads / 32];
-  pdl_wait();
-  pdl_release();
-  const int64_t r = blockIdx.x;
-  const float* g = gate_up + r * 2 * ffn;
-  __nv_bfloat16* o = out + r * ffn;
-  const int32_t groups = ffn / 4;
-  __nv_bfloat162 v[PER][2];
-  float amax = 0.0f;
+  if constexpr (PER == 0) {
+    float amax = 0.0f;
+    for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads) {
+      const __nv_bfloat16 b = __float2bfloat16_rn(silu_mul_one(g[c], g[ffn + c]));
+      o[c] = b;
+      amax = fmaxf(amax, fabsf(__bfloat162float(b)));
+    }
+    const float s = silu_fp8_row_scale(q, r, amax, warp_max);
+    for (int32_t c = threadIdx.x; c < ffn; c += kSiluFp8Threads)
+      q.codes[r * ffn + c] = fp8::row_code(__bfloat162float(o[c]), s);
+  } else {
+    const int32_t groups = ffn / 4;
+    __nv_bfloat162 v[PER][2];
+    float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int32_t j = threadIdx.x + i * kSiluFp8Threads;
-    if (j < groups) {
-      const float4 gg = *reinterpret_cast<const float4*>(g + 4 * j);
-      const float4 uu = *reinterpret_cast<const float4*>(g + ffn + 4 * j);
-      v[i][0] = __floats2bfloat162_rn(silu_mul_one(gg.x, uu.x), silu_mul_one(gg.y, uu.y));
-      v[i][1] = __floats2bfloat162_rn(silu_mul_one(gg.z, uu.z), silu_mul_one(gg.w, uu.w));
-      __nv_bfloat162* op = reinterpret_cast<__nv_bfloat162*>(o + 4 * j);
-      op[0] = v[i][0];
-      op[1] = v[i][1];
-      amax = fmaxf(fmaxf(amax, fabsf(__low2float(v[i][0]))), fabsf(__high2float(v[i][0])));
-      amax = fmaxf(fmaxf(amax, fabsf(__low2float(v[i][1]))), fabsf(__high2float(v[i][1])));
+    for (int i = 0; i < PER; ++i) {
+      const int32_t j = threadIdx.x + i * kSiluFp8Threads;
+      if (j < groups) {
+        const float4 gg = *reinterpret_cast<const float4*>(g + 4 * j);
+        const float4 uu = *reinterpret_cast<const float4*>(g + ffn + 4 * j);
+        v[i][0] = __floats2bfloat162_rn(silu_mul_one(gg.x, uu.x), silu_mul_one(gg.y, uu.y));
+        v[i][1] = __floats2bfloat162_rn(silu_mul_one(gg.z, uu.z), silu_mul_one(gg.w, uu.w));
+        __nv_bfloat162* op = reinterpret_cast<__nv_bfloat162*>(o + 4 * j);
+        op[0] = v[i][0];
+        op[1] = v[i][1];
+        amax = fmaxf(fmaxf(amax, fabsf(__low2float(v[i][0]))), fabsf(__high2float(v[i][0])));
+        amax = fmaxf(fmaxf(amax, fabsf(__low2float(v[i][1]))), fabsf(__high2float(v[i][1])));
+      }
+    }
+    const float s = silu_fp8_row_scale(q, r, amax, warp_max);
+    uint32_t* codes = reinterpret_cast<uint32_t*>(q.codes + r * ffn);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int32_t j = threadIdx.x + i * kSiluFp8Threads;
+      if (j < groups)
+        codes[j] = uint32_t{fp8::row_code(__low2float(v[i][0]), s)} |
+                   uint32_t{fp8::row_code(__high2float(v[i][0]), s)} << 8 |
+                   uint32_t{fp8::row_code(__low2float(v[i][1]), s)} << 16 |
+                   uint32_t{fp8::row_code(__high2float(v[i][1]), s)} << 24;
     }
   }
-  const fp8::RowRule rule = fp8::row_rule(q.params);
-  const float s = fp8::block_row_scale<kSiluFp8Threads / 32>(rule, amax, warp_max);
-  if (threadIdx.x == 0) q.scale[r] = s;
-  uint32_t* codes = reinterpret_cast<uint32_t*>(q.codes + r * ffn);
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int32_t j = threadIdx.x + i * kSiluFp8Threads;
-    if (j < groups)
-      codes[j] = uint32_t{fp8::row_code(__low2float(v[i][0]), s)} |
-                 uint32_t{fp8::row_code(__high2float(v[i][0]), s)} << 8 |
-                 uint32_t{fp8::row_code(__low2float(v[i][1]), s)} << 16 |
-                 uint32_t{fp8::row_code(__high2float(v[i][1]), s)} << 24;
-  }
 }
 
-// The vectorized kernel's register groups a thread for ffn (0: too wide, the scalar kernel).
+// silu_mul_rows_fp8_kernel's PER for ffn: register groups a thread, 0 (the per-element form)
+// where ffn % 4 != 0 or the row is too wide.
 int silu_fp8_x4_per(int32_t ffn) {
   if (ffn % 4 != 0) return 0;
   for (int per : {1, 2, 4, 8, 16})
@@ -371,18 +374,17 @@ cudaError_t launch_silu_mul_rows_fp8(const float* gate_up, int32_t n, int32_t ff
   const bool aligned = reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(out) % 4 == 0 &&
                        reinterpret_cast<uintptr_t>(q.codes) % 4 == 0;
-  const auto x4 = [&](auto kernel) {
+  const auto launch = [&](auto kernel) {
     return launch_pdl(pdl, kernel, grid, kSiluFp8Threads, 0, stream, gate_up, ffn, out, q);
   };
   switch (aligned ? silu_fp8_x4_per(ffn) : 0) {
-    case 1: return x4(silu_mul_rows_fp8_x4_kernel<1>);
-    case 2: return x4(silu_mul_rows_fp8_x4_kernel<2>);
-    case 4: return x4(silu_mul_rows_fp8_x4_kernel<4>);
-    case 8: return x4(silu_mul_rows_fp8_x4_kernel<8>);
-    case 16: return x4(silu_mul_rows_fp8_x4_kernel<16>);
+    case 1: return launch(silu_mul_rows_fp8_kernel<1>);
+    case 2: return launch(silu_mul_rows_fp8_kernel<2>);
+    case 4: return launch(silu_mul_rows_fp8_kernel<4>);
+    case 8: return launch(silu_mul_rows_fp8_kernel<8>);
+    case 16: return launch(silu_mul_rows_fp8_kernel<16>);
     default:
-      return launch_pdl(pdl, silu_mul_rows_fp8_kernel, grid, kSiluFp8Threads, 0, stream, gate_up,
-                        ffn, out, q);
+      return launch(silu_mul_rows_fp8_kernel<0>);
   }
 }
 

@@ -140,6 +140,7 @@ struct LtGemm::Exec {
   int splits = 1;      // S of the shape (its k runs)
   cublasLtMatmulAlgo_t algo{};
   std::string text;
+  std::vector<KRun> calls;  // the k window of each cuBLASLt call, in order (exec() fills it)
 };
 
 struct LtGemm::Plan {
@@ -333,10 +334,16 @@ std::vector<LtGemm::KRun> LtGemm::k_runs(int64_t n, int64_t k) const {
   return out;
 }
 
-std::vector<int64_t> LtGemm::call_extents(const Exec& e, int64_t n, int64_t k) const {
-  if (!e.chain) return {k};
+LtGemm::Exec LtGemm::exec(bool chain, int splits, const cublasLtMatmulAlgo_t& algo, int64_t n,
+                          int64_t k) const {
+  Exec e{chain, splits, algo, "", {}};
+  e.calls = chain ? k_runs(n, k) : std::vector<KRun>{{0, k}};
+  return e;
+}
+
+std::vector<int64_t> LtGemm::call_extents(const Exec& e) {
   std::vector<int64_t> out;
-  for (const KRun& r : k_runs(n, k))
+  for (const KRun& r : e.calls)
     if (std::find(out.begin(), out.end(), r.kz) == out.end()) out.push_back(r.kz);
   return out;
 }
@@ -355,21 +362,17 @@ cudaError_t LtGemm::launch(cublasLtMatmulDesc_t op, const Exec& e, Acts x, int32
   const int64_t eb = operand_bytes(operands_);
   const auto* wb = static_cast<const char*>(w.w);
   const auto* xb = static_cast<const char*>(x.x);
-  // y = acc + beta · y over [k0, k0 + kz): beta 0 first, then 1 — ((p0 + p1) + p2) + …
-  auto call = [&](int64_t k0, int64_t kz, const float* beta) {
-    Layouts l(operand_type(operands_), m, n, kz, k);
-    return cublasLtMatmul(lt_, op, &one, wb + k0 * eb, l.a, xb + k0 * eb, l.b, beta, y, l.c, y,
-                          l.c, &e.algo, workspace_, workspace_bytes_, stream_) ==
-           CUBLAS_STATUS_SUCCESS;
-  };
-  if (!e.chain) {
-    if (!call(0, k, &zero)) return cudaErrorUnknown;
-  } else {
-    bool first = true;
-    for (const KRun& r : k_runs(n, k)) {
-      if (!call(r.k0, r.kz, first ? &zero : &one)) return cudaErrorUnknown;
-      first = false;
-    }
+  // y = acc + beta · y over each call's [k0, k0 + kz): beta 0 first, then 1 — ((p0 + p1) +
+  // p2) + … The layouts are made again only where the extent changes (an FP8 last run).
+  std::unique_ptr<Layouts> l;
+  for (size_t i = 0; i < e.calls.size(); ++i) {
+    const KRun& r = e.calls[i];
+    if (!l || (i > 0 && r.kz != e.calls[i - 1].kz))
+      l = std::make_unique<Layouts>(operand_type(operands_), m, n, r.kz, k);
+    if (cublasLtMatmul(lt_, op, &one, wb + r.k0 * eb, l->a, xb + r.k0 * eb, l->b,
+                       i == 0 ? &zero : &one, y, l->c, y, l->c, &e.algo, workspace_,
+                       workspace_bytes_, stream_) != CUBLAS_STATUS_SUCCESS)
+      return cudaErrorUnknown;
   }
   if (operands_ == LtOperands::kFp8E4M3)  // the rule's epilogue: · x_scale[r] · w_scale[c]
     return launch_fp8_scale_outer(y, x.scale, w.scale, m, n, stream_);
@@ -470,20 +473,20 @@ std::vector<LtGemm::Exec> LtGemm::candidates(const Plan& p, int32_t m) const {
   if (splits == 1 || operands_ == LtOperands::kBf16)
     for (const auto& a0 : heuristic_algos(p, m, k)) {
       if (splits == 1) {
-        Exec e{false, 1, a0, ""};
+        Exec e = exec(false, 1, a0, n, k);
         if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, {k})) out.push_back(e);
         continue;
       }
       for (uint32_t red :
            {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
-        Exec e{false, splits, a0, ""};
+        Exec e = exec(false, splits, a0, n, k);
         if (configure(p, e.algo, static_cast<uint32_t>(splits), red, m, {k})) out.push_back(e);
       }
     }
   if (splits > 1)
     for (const auto& a0 : heuristic_algos(p, m, runs.front().kz)) {
-      Exec e{true, splits, a0, ""};
-      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, call_extents(e, n, k)))
+      Exec e = exec(true, splits, a0, n, k);
+      if (configure(p, e.algo, 1, CUBLASLT_REDUCTION_SCHEME_NONE, m, call_extents(e)))
         out.push_back(e);
     }
   for (Exec& e : out) e.text = (e.chain ? "lt-chain " : "lt-splitk ") + algo_text(e.algo);
@@ -593,11 +596,10 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(Weight w, int64_t n, int64_
     ++file_stats_.kernel_from_file;
     return plan;
   }
-  Exec x;
-  x.chain = e.chain;
-  x.splits = e.splits;
-  static_assert(sizeof(x.algo) == sizeof(e.algo), "cublasLtMatmulAlgo_t is 8 uint64");
-  std::memcpy(&x.algo, e.algo.data(), sizeof(x.algo));
+  cublasLtMatmulAlgo_t algo{};
+  static_assert(sizeof(algo) == sizeof(e.algo), "cublasLtMatmulAlgo_t is 8 uint64");
+  std::memcpy(&algo, e.algo.data(), sizeof(algo));
+  Exec x = exec(e.chain, e.splits, algo, n, k);
   // The algorithm must be one the planner could have chosen: split-K as the shape's S (1 per
   // chained call), a reduction scheme that goes with it, accepted by cuBLASLt for this problem.
   uint32_t splitk = 0, red = 0;
@@ -613,7 +615,7 @@ std::unique_ptr<LtGemm::Plan> LtGemm::plan_from_file(Weight w, int64_t n, int64_
                                           red == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
   if (splitk != want_splitk || !red_ok)
     return reject(fmt::format("algorithm with split-K {} and reduction {}", splitk, red));
-  for (int64_t kk : call_extents(x, n, k))
+  for (int64_t kk : call_extents(x))
     if (!algo_usable(*plan, x.algo, plan->report.tuned_m, kk))
       return reject("cuBLASLt refuses the algorithm");
   x.text = (x.chain ? "lt-chain " : "lt-splitk ") + algo_text(x.algo);

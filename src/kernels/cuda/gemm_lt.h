@@ -116,8 +116,6 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  LtOperands operands() const { return operands_; }
-
   // Whether the (n, k, bucket(m)) plan runs on cuBLASLt; tunes the plan first if there is
   // none (not while the stream is being captured: then false, and the kernel runs).
   bool prefers_lt(int32_t m, const uint16_t* w, int64_t n, int64_t k);
@@ -176,8 +174,10 @@ class LtGemm {
                  int32_t m, const std::vector<int64_t>& kks) const;
   // cuBLASLt accepts `a` for the problem (m rows, K slices of kk) within our workspace.
   bool algo_usable(const Plan& p, const cublasLtMatmulAlgo_t& a, int32_t m, int64_t kk) const;
-  // The k extents of e's calls (one per distinct run length for a chain; k otherwise).
-  std::vector<int64_t> call_extents(const Exec& e, int64_t n, int64_t k) const;
+  // An execution of the shape: its calls' k windows made once (k_runs for a chain).
+  Exec exec(bool chain, int splits, const cublasLtMatmulAlgo_t& algo, int64_t n, int64_t k) const;
+  // The distinct k extents of e's calls.
+  static std::vector<int64_t> call_extents(const Exec& e);
   // Every output bit of e equals the invariant kernel's, at the session's two M.
   bool bit_equal(const Plan& p, const Exec& e, Session& s, Weight w);
   // e run at the m of the bucket up to s.m that decide its bits (gemm_sweep_ms: both ends of
